@@ -1,0 +1,110 @@
+package backends
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Backend is one running agent process, warm between turns.
+//
+// Start launches the process and completes the handshake; its ctx bounds the
+// startup only, never the life of the process. Prompt runs one turn, calling
+// emit for every event of the turn in arrival order, and returns when the
+// agent says the turn is over; it is not safe to run two Prompts at once.
+// Cancel asks the agent to end the running turn; the Prompt in flight then
+// returns with StopCancelled. Stop ends the process (protocol close, SIGTERM
+// to its group, SIGKILL to its group) and may be called any number of times.
+// Done is closed once the process has exited and Err says why.
+type Backend interface {
+	Start(ctx context.Context, resume string) (Info, error)
+	Prompt(ctx context.Context, p Prompt, emit func(Event)) (TurnResult, error)
+	Cancel(ctx context.Context) error
+	SetMode(ctx context.Context, modeID string) error
+	SetConfigOption(ctx context.Context, id, value string) error
+	Stop(ctx context.Context) error
+	Done() <-chan struct{}
+	Err() error
+	Info() Info
+}
+
+// Errors shared by backends.
+var (
+	// ErrUnsupported is returned for an operation the agent or transport lacks.
+	ErrUnsupported = errors.New("not supported by this agent")
+	// ErrBusy is returned by Prompt while another turn runs on the backend.
+	ErrBusy = errors.New("a turn is already running")
+	// ErrExited is returned for calls made after the process ended.
+	ErrExited = errors.New("agent process has exited")
+	// ErrNotStarted is returned for calls made before Start succeeded.
+	ErrNotStarted = errors.New("agent not started")
+)
+
+// StopReason says why a turn ended, with the ACP values.
+type StopReason string
+
+// Stop reasons.
+const (
+	StopEndTurn         StopReason = "end_turn"
+	StopMaxTokens       StopReason = "max_tokens"
+	StopMaxTurnRequests StopReason = "max_turn_requests"
+	StopRefusal         StopReason = "refusal"
+	StopCancelled       StopReason = "cancelled"
+	// StopTimeout is agentpool's own: the turn deadline passed.
+	StopTimeout StopReason = "timeout"
+	// StopError is agentpool's own: the turn failed (crash, protocol error).
+	StopError StopReason = "error"
+)
+
+// Prompt is one user turn.
+type Prompt struct {
+	// Text is the user's message.
+	Text string `json:"text"`
+	// Turn is the pool's turn id, copied into events.
+	Turn int64 `json:"turn,omitempty"`
+}
+
+// TurnResult is how a turn ended.
+type TurnResult struct {
+	StopReason StopReason `json:"stop_reason"`
+	// Duration is the wall time of the turn.
+	Duration time.Duration `json:"duration"`
+	// Usage is the agent's usage report, if any.
+	Usage json.RawMessage `json:"usage,omitempty"`
+}
+
+// Mode is one session mode the agent offers.
+type Mode struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+// Info describes a started backend.
+type Info struct {
+	Provider string `json:"provider"`
+	Kind     Kind   `json:"kind"`
+	PID      int    `json:"pid"`
+	PGID     int    `json:"pgid"`
+	// StartTicks is the process start time from /proc/<pid>/stat (clock
+	// ticks since boot), used to recognise the same process after a restart.
+	StartTicks uint64 `json:"start_ticks,omitempty"`
+	// AgentSessionID is the agent's own session id, the resume token.
+	AgentSessionID string `json:"agent_session_id,omitempty"`
+	// Resumed is true when the agent loaded the previous session.
+	Resumed bool `json:"resumed,omitempty"`
+	// ContextLost is true when a resume was asked for but a new session started.
+	ContextLost     bool            `json:"context_lost,omitempty"`
+	AgentName       string          `json:"agent_name,omitempty"`
+	AgentVersion    string          `json:"agent_version,omitempty"`
+	ProtocolVersion int             `json:"protocol_version,omitempty"`
+	LoadSession     bool            `json:"load_session,omitempty"`
+	AuthMethods     []string        `json:"auth_methods,omitempty"`
+	Modes           []Mode          `json:"modes,omitempty"`
+	CurrentMode     string          `json:"current_mode,omitempty"`
+	ConfigOptions   json.RawMessage `json:"config_options,omitempty"`
+	Models          json.RawMessage `json:"models,omitempty"`
+	Commands        json.RawMessage `json:"commands,omitempty"`
+	StartedAt       time.Time       `json:"started_at"`
+}

@@ -1,0 +1,105 @@
+package backends
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// Kind names the transport a provider speaks.
+type Kind string
+
+// The transports agentpool drives.
+const (
+	// KindACP is an Agent Client Protocol agent over stdio.
+	KindACP Kind = "acp"
+	// KindPTY is a terminal program driven through a pseudo-terminal.
+	KindPTY Kind = "pty"
+)
+
+// Defaults applied by backends when a Spec leaves a field zero.
+const (
+	DefaultTurnTimeout  = 30 * time.Minute
+	DefaultStartTimeout = 60 * time.Second
+	DefaultIdleTimeout  = 15 * time.Minute
+	DefaultCols         = 120
+	DefaultRows         = 40
+	DefaultQuietWindow  = time.Second
+)
+
+// Compat holds per-provider switches for known agent quirks.
+type Compat struct {
+	// MissingFileEmpty answers a read of a missing file with empty content
+	// instead of the spec's -32002 "resource not found" (ACP-NOTES item 6).
+	MissingFileEmpty bool `json:"missing_file_empty,omitempty"`
+}
+
+// PTYSpec holds the settings of a terminal-driven provider.
+type PTYSpec struct {
+	// ReadyPattern is a regular expression over the rendered screen that
+	// matches when the program waits for input. Empty means: use QuietWindow.
+	ReadyPattern string `json:"ready_pattern,omitempty"`
+	// QuietWindow is how long output must stay quiet to count as ready when
+	// there is no ReadyPattern.
+	QuietWindow time.Duration `json:"quiet_window,omitempty"`
+	// Cols and Rows size the terminal.
+	Cols int `json:"cols,omitempty"`
+	Rows int `json:"rows,omitempty"`
+	// CancelKeys is sent to cancel a turn (default Ctrl-C, "\x03").
+	CancelKeys string `json:"cancel_keys,omitempty"`
+	// ResumeArgs replace Args when a crashed program is restarted and the
+	// CLI can continue its last conversation (e.g. claude --continue).
+	ResumeArgs []string `json:"resume_args,omitempty"`
+}
+
+// Spec is everything needed to launch one agent process. The registry
+// resolves it; the pool fills Dir with the session's worktree.
+type Spec struct {
+	// Provider is the registry id of the agent ("claude", "demo", ...).
+	Provider string `json:"provider"`
+	// Kind selects the backend.
+	Kind Kind `json:"kind"`
+	// Path is the absolute path of the executable; no shell is involved.
+	Path string `json:"path"`
+	// Args are the arguments after the program name.
+	Args []string `json:"args,omitempty"`
+	// Env lists "KEY=value" additions to the daemon's environment.
+	Env []string `json:"env,omitempty"`
+	// Dir is the working directory: the session's worktree. Absolute.
+	Dir string `json:"dir,omitempty"`
+	// TurnTimeout ends a turn that runs longer (0 = DefaultTurnTimeout).
+	TurnTimeout time.Duration `json:"turn_timeout,omitempty"`
+	// IdleTimeout stops a warm backend unused for this long (0 = the pool's default).
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// Permissions maps an action (see package permission) to allow|ask|deny.
+	Permissions map[string]string `json:"permissions,omitempty"`
+	// Mode "full" allows every action without asking.
+	Mode string `json:"mode,omitempty"`
+	// Compat holds quirk switches.
+	Compat Compat `json:"compat,omitempty"`
+	// PTY holds the settings of KindPTY providers.
+	PTY PTYSpec `json:"pty,omitempty"`
+}
+
+// Validate reports the first field of s that cannot be launched.
+func (s Spec) Validate() error {
+	switch {
+	case s.Provider == "":
+		return fmt.Errorf("spec: provider is empty")
+	case s.Kind != KindACP && s.Kind != KindPTY:
+		return fmt.Errorf("spec %q: unknown kind %q", s.Provider, s.Kind)
+	case !filepath.IsAbs(s.Path):
+		return fmt.Errorf("spec %q: path %q is not absolute", s.Provider, s.Path)
+	case s.Dir != "" && !filepath.IsAbs(s.Dir):
+		return fmt.Errorf("spec %q: dir %q is not absolute", s.Provider, s.Dir)
+	}
+	return nil
+}
+
+// TurnDeadline returns the turn timeout in force.
+func (s Spec) TurnDeadline() time.Duration {
+	if s.TurnTimeout > 0 {
+		return s.TurnTimeout
+	}
+	return DefaultTurnTimeout
+}
