@@ -1,0 +1,262 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// Start spawns the agent, performs initialize and session/new, or
+// session/load of resume when the agent supports it. A failed load falls
+// back to a new session and reports the lost context. ctx bounds the startup
+// only; on failure the process is stopped and the error carries its exit
+// status and stderr tail.
+func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, error) {
+	b.mu.Lock()
+	if b.started {
+		b.mu.Unlock()
+		return backends.Info{}, errors.New("acp backend: already started")
+	}
+	b.started = true
+	b.mu.Unlock()
+	spec := b.cfg.Spec
+	proc, err := backends.StartProcess(backends.ProcessConfig{
+		Path: spec.Path, Args: spec.Args, Env: append(os.Environ(), spec.Env...), Dir: spec.Dir,
+		StopGrace: b.cfg.StopGrace, KillGrace: b.cfg.KillGrace, Logger: b.logger,
+	})
+	if err != nil {
+		b.mu.Lock()
+		b.fatal = err
+		b.mu.Unlock()
+		b.stopOnce.Do(func() { b.cancel(err); close(b.done) })
+		return backends.Info{}, fmt.Errorf("start agent %q: %w", spec.Provider, err)
+	}
+	b.mu.Lock()
+	b.proc = proc
+	b.info = backends.Info{Provider: spec.Provider, Kind: backends.KindACP, PID: proc.PID(), PGID: proc.PID(), StartTicks: proc.StartTicks(), StartedAt: time.Now()}
+	b.mu.Unlock()
+	b.out = &guardedWriter{f: proc.Stdin(), timeout: b.cfg.WriteTimeout, wire: b.cfg.Wire, fail: b.fail, onPrompt: func(id string) {
+		b.mu.Lock()
+		b.promptID, b.promptMarked = id, false
+		b.mu.Unlock()
+	}}
+	pr, pw := io.Pipe()
+	filterDone := make(chan struct{})
+	b.wg.Add(2)
+	go func() { defer close(filterDone); b.filter(proc.Stdout(), pw) }()
+	go b.deliver()
+	b.conn = acpsdk.NewClientSideConnection(client{b}, b.out, pr)
+	b.conn.SetLogger(b.logger)
+	go b.watch(proc, filterDone, pr)
+
+	info, err := b.handshake(ctx, resume)
+	if err != nil {
+		return backends.Info{}, b.startFailed(err)
+	}
+	return info, nil
+}
+
+// watch waits for the process to end, then tears the backend down.
+func (b *Backend) watch(proc *backends.Process, filterDone chan struct{}, pr *io.PipeReader) {
+	<-proc.Done()
+	select {
+	case <-filterDone:
+	case <-time.After(time.Second):
+		// Something outside the group still holds stdout open.
+		_ = proc.Stdout().Close()
+		<-filterDone
+	}
+	_ = pr.Close()
+	b.queue.close()
+	b.cancel(backends.ErrExited)
+	if b.cfg.Terminals != nil {
+		if err := b.cfg.Terminals.Close(); err != nil {
+			b.logger.Warn("close terminals", "err", err)
+		}
+	}
+	b.wg.Wait()
+	<-b.conn.Done()
+	ee := proc.ExitError()
+	b.mu.Lock()
+	fatal := b.fatal
+	if fatal != nil {
+		b.fatal = errors.Join(fatal, ee)
+	}
+	b.mu.Unlock()
+	data := backends.ExitData{PID: ee.PID, Status: ee.Status, Expected: ee.Expected && fatal == nil, StderrTail: ee.StderrTail}
+	ev := backends.NewEvent(backends.EventAgentExited, b.cfg.Spec.Provider, data)
+	if fatal != nil {
+		ev = backends.NewEvent(backends.EventAgentExited, b.cfg.Spec.Provider, struct {
+			backends.ExitData
+			Error string `json:"error"`
+		}{data, fatal.Error()})
+	}
+	b.cfg.OnEvent(ev)
+	b.stopOnce.Do(func() { close(b.done) })
+}
+
+// startFailed stops the process and explains why the start failed.
+func (b *Backend) startFailed(err error) error {
+	// An agent that went away has usually exited already: give its exit a
+	// moment to be reaped so the status and stderr tail are complete.
+	select {
+	case <-b.conn.Done():
+		select {
+		case <-b.proc.Done():
+		case <-time.After(2 * time.Second):
+		}
+	default:
+	}
+	ee := b.proc.ExitError()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = b.proc.Stop(stopCtx)
+	<-b.done
+	provider := b.cfg.Spec.Provider
+	b.mu.Lock()
+	fatal := b.fatal
+	b.mu.Unlock()
+	if fatal != nil && !errors.Is(err, ErrProtocol) {
+		return fmt.Errorf("start agent %q: %w", provider, fatal)
+	}
+	if ee != nil {
+		return fmt.Errorf("start agent %q: %v: %w", provider, err, ee)
+	}
+	tail := b.proc.Tail()
+	if tail != "" {
+		return fmt.Errorf("start agent %q: %w; last stderr:\n%s", provider, err, tail)
+	}
+	return fmt.Errorf("start agent %q: %w", provider, err)
+}
+
+func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, error) {
+	spec := b.cfg.Spec
+	initResp, err := b.conn.Initialize(ctx, acpsdk.InitializeRequest{
+		ProtocolVersion: acpsdk.ProtocolVersionNumber,
+		ClientCapabilities: acpsdk.ClientCapabilities{
+			Fs:       acpsdk.FileSystemCapabilities{ReadTextFile: b.cfg.FS != nil, WriteTextFile: b.cfg.FS != nil},
+			Terminal: b.cfg.Terminals != nil,
+		},
+		ClientInfo: &acpsdk.Implementation{Name: clientName, Version: ClientVersion},
+	})
+	if err != nil {
+		return backends.Info{}, stageErr(ctx, "initialize", err)
+	}
+	if initResp.ProtocolVersion != acpsdk.ProtocolVersionNumber {
+		return backends.Info{}, fmt.Errorf("%w: agent answered protocol version %d, want %d", ErrProtocol, initResp.ProtocolVersion, acpsdk.ProtocolVersionNumber)
+	}
+	b.mu.Lock()
+	b.info.ProtocolVersion = int(initResp.ProtocolVersion)
+	b.info.LoadSession = initResp.AgentCapabilities.LoadSession
+	if initResp.AgentInfo != nil {
+		b.info.AgentName, b.info.AgentVersion = initResp.AgentInfo.Name, initResp.AgentInfo.Version
+	}
+	b.info.AuthMethods = authMethodIDs(initResp.AuthMethods)
+	b.mu.Unlock()
+
+	mcp := []acpsdk.McpServer{} // never null: the schema rejects it
+	lost := ""
+	if resume != "" && initResp.AgentCapabilities.LoadSession {
+		b.mu.Lock()
+		b.sessionID, b.replaying = resume, true
+		b.mu.Unlock()
+		resp, err := b.conn.LoadSession(ctx, acpsdk.LoadSessionRequest{Cwd: spec.Dir, McpServers: mcp, SessionId: acpsdk.SessionId(resume)})
+		b.mu.Lock()
+		b.replaying = false
+		if err == nil {
+			b.info.AgentSessionID, b.info.Resumed = resume, true
+			b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
+			info := b.info
+			b.mu.Unlock()
+			return info, nil
+		}
+		b.sessionID = ""
+		b.mu.Unlock()
+		if ctx.Err() != nil || b.exited() {
+			return backends.Info{}, stageErr(ctx, "session/load", err)
+		}
+		lost = "session/load failed: " + err.Error()
+	} else if resume != "" {
+		lost = "the agent cannot load sessions (no loadSession capability)"
+	}
+	resp, err := b.conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: spec.Dir, McpServers: mcp})
+	if err != nil {
+		return backends.Info{}, stageErr(ctx, "session/new", err)
+	}
+	b.mu.Lock()
+	b.sessionID = string(resp.SessionId)
+	b.info.AgentSessionID = string(resp.SessionId)
+	b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
+	if lost != "" {
+		b.info.ContextLost = true
+	}
+	info := b.info
+	b.mu.Unlock()
+	if lost != "" {
+		b.logger.Warn("agent context lost", "resume", resume, "reason", lost)
+		b.cfg.OnEvent(backends.NewEvent(backends.EventAgentContextLost, spec.Provider, map[string]string{
+			"previous_session_id": resume, "new_session_id": string(resp.SessionId), "reason": lost,
+		}))
+	}
+	return info, nil
+}
+
+func (b *Backend) applySessionStateLocked(modes *acpsdk.SessionModeState, opts []acpsdk.SessionConfigOption) {
+	if modes != nil {
+		b.info.Modes = b.info.Modes[:0]
+		for _, m := range modes.AvailableModes {
+			md := backends.Mode{ID: string(m.Id), Name: m.Name}
+			if m.Description != nil {
+				md.Description = *m.Description
+			}
+			b.info.Modes = append(b.info.Modes, md)
+		}
+		b.info.CurrentMode = string(modes.CurrentModeId)
+	}
+	if len(opts) > 0 {
+		b.info.ConfigOptions = backends.MustJSON(opts)
+	}
+}
+
+func authMethodIDs(ms []acpsdk.AuthMethod) []string {
+	var ids []string
+	for _, m := range ms {
+		raw, err := json.Marshal(m)
+		if err != nil {
+			continue
+		}
+		var v struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(raw, &v) == nil && v.ID != "" {
+			ids = append(ids, v.ID)
+		}
+	}
+	return ids
+}
+
+func (b *Backend) exited() bool {
+	select {
+	case <-b.proc.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// stageErr names the handshake stage that failed; when the start context
+// ended, that is the error (the SDK reports it only as text).
+func stageErr(ctx context.Context, stage string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", stage, context.Cause(ctx))
+	}
+	return fmt.Errorf("%s: %w", stage, err)
+}

@@ -1,0 +1,172 @@
+package acp
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// wireMessage is the envelope of any JSON-RPC message.
+type wireMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+}
+
+// guardedWriter writes whole messages to the agent's stdin with a deadline.
+// A failed or partial write is fatal: the agent is stopped.
+type guardedWriter struct {
+	mu      sync.Mutex
+	f       *os.File
+	timeout time.Duration
+	wire    func(bool, []byte)
+	fail    func(error)
+	// onPrompt is told the id of each session/prompt request written.
+	onPrompt func(id string)
+}
+
+func (w *guardedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.wire != nil {
+		w.wire(false, bytes.TrimRight(p, "\n"))
+	}
+	if w.onPrompt != nil && bytes.Contains(p, []byte(`"session/prompt"`)) {
+		var m wireMessage
+		if json.Unmarshal(p, &m) == nil && m.Method == "session/prompt" {
+			w.onPrompt(string(m.ID))
+		}
+	}
+	_ = w.f.SetWriteDeadline(time.Now().Add(w.timeout))
+	n, err := w.f.Write(p)
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// A partial message cannot be taken back: the stream is broken.
+			err = fmt.Errorf("%w: agent stopped reading its stdin (write blocked for %s)", ErrProtocol, w.timeout)
+			w.fail(err)
+			return n, err
+		}
+		// A closed pipe means the agent has gone; its exit is reported by
+		// the process watcher, with the status and stderr tail.
+		return n, fmt.Errorf("write to agent: %w", err)
+	}
+	return n, nil
+}
+
+// filter reads the agent's stdout line by line. It handles session/update
+// itself, answers empty-content writes, drops unknown notifications and
+// forwards everything else to the SDK through dst. It ends the backend on a
+// line that is too long or not JSON-RPC.
+func (b *Backend) filter(src io.Reader, dst *io.PipeWriter) {
+	defer b.wg.Done()
+	var cause error
+	defer func() { _ = dst.CloseWithError(cause) }()
+	r := bufio.NewReaderSize(src, 64<<10)
+	var long []byte
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) && len(long) <= MaxLine {
+				line, err = r.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+			if len(line) > MaxLine {
+				cause = fmt.Errorf("%w: agent sent a line longer than %d bytes", ErrProtocol, MaxLine)
+				b.fail(cause)
+				return
+			}
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			if ferr := b.handleLine(bytes.TrimRight(line, "\r\n"), dst); ferr != nil {
+				cause = ferr
+				b.fail(ferr)
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+				cause = fmt.Errorf("read from agent: %w", err)
+			}
+			return
+		}
+	}
+}
+
+func (b *Backend) handleLine(line []byte, dst *io.PipeWriter) error {
+	if b.cfg.Wire != nil {
+		b.cfg.Wire(true, line)
+	}
+	var m wireMessage
+	if err := json.Unmarshal(line, &m); err != nil || (m.Method == "" && len(m.ID) == 0) {
+		return fmt.Errorf("%w: agent wrote a line that is not JSON-RPC: %q", ErrProtocol, clip(line, 120))
+	}
+	switch {
+	case m.Method == "session/update" && len(m.ID) == 0:
+		return b.handleUpdate(m.Params)
+	case m.Method == "fs/write_text_file" && len(m.ID) > 0 && isEmptyWrite(m.Params):
+		b.wg.Add(1)
+		go func() { defer b.wg.Done(); b.answerEmptyWrite(m) }()
+		return nil
+	case m.Method != "" && len(m.ID) == 0 && m.Method != "$/cancel_request":
+		b.logger.Debug("ignoring unknown notification", "method", m.Method)
+		return nil
+	case m.Method == "":
+		// The answer to session/prompt closes the turn: every update
+		// queued before it belongs to the turn, none after it.
+		b.mu.Lock()
+		if b.promptID != "" && string(m.ID) == b.promptID {
+			b.promptMark, b.promptMarked = b.queue.pushedCount(), true
+		}
+		b.mu.Unlock()
+	}
+	line = append(line, '\n')
+	if _, err := dst.Write(line); err != nil {
+		return nil // the SDK has gone; the process watcher ends the backend
+	}
+	return nil
+}
+
+func clip(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+func isEmptyWrite(params json.RawMessage) bool {
+	var p struct {
+		Content *string `json:"content"`
+	}
+	return json.Unmarshal(params, &p) == nil && p.Content != nil && *p.Content == ""
+}
+
+// answerEmptyWrite serves an fs/write_text_file with empty content, which
+// the SDK rejects before any handler runs although the schema allows it.
+func (b *Backend) answerEmptyWrite(m wireMessage) {
+	var p struct {
+		SessionID string `json:"sessionId"`
+		Path      string `json:"path"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	resp := map[string]any{"jsonrpc": "2.0", "id": m.ID}
+	if b.cfg.FS == nil {
+		resp["error"] = map[string]any{"code": -32601, "message": "Method not found", "data": map[string]any{"method": m.Method}}
+	} else if err := b.cfg.FS.WriteTextFile(b.ctx, p.Path, ""); err != nil {
+		resp["error"] = toRequestError(err)
+	} else {
+		resp["result"] = map[string]any{}
+	}
+	raw, _ := json.Marshal(resp)
+	_, _ = b.out.Write(append(raw, '\n'))
+}

@@ -1,0 +1,223 @@
+package acp
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// EventUnknownUpdate carries a session/update of a kind this client does not
+// know, raw, so nothing the agent says is lost.
+const EventUnknownUpdate backends.EventType = "update.unknown"
+
+// update is the part of a session/update payload the filter needs.
+type update struct {
+	Kind          string          `json:"sessionUpdate"`
+	Content       json.RawMessage `json:"content"`
+	ToolCallID    string          `json:"toolCallId"`
+	CurrentModeID string          `json:"currentModeId"`
+	Commands      json.RawMessage `json:"availableCommands"`
+	ConfigOptions json.RawMessage `json:"configOptions"`
+}
+
+type textContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// handleUpdate turns one session/update into an Event and queues it. It runs
+// on the filter goroutine and never blocks on delivery.
+func (b *Backend) handleUpdate(params json.RawMessage) error {
+	var n struct {
+		SessionID string          `json:"sessionId"`
+		Update    json.RawMessage `json:"update"`
+	}
+	if err := json.Unmarshal(params, &n); err != nil {
+		return fmt.Errorf("%w: session/update params: %v", ErrProtocol, err)
+	}
+	var u update
+	if err := json.Unmarshal(n.Update, &u); err != nil {
+		return fmt.Errorf("%w: session/update: %v", ErrProtocol, err)
+	}
+	b.mu.Lock()
+	sid, replaying := b.sessionID, b.replaying
+	if sid != "" && n.SessionID != sid {
+		b.mu.Unlock()
+		b.logger.Warn("update for another session dropped", "session_id", n.SessionID)
+		return nil
+	}
+	ev, keep := b.eventForLocked(u, n.Update, replaying)
+	b.mu.Unlock()
+	if !keep {
+		return nil
+	}
+	if !b.queue.push(ev) {
+		return fmt.Errorf("%w: more than %d updates waiting for delivery", ErrProtocol, maxQueuedEvents)
+	}
+	return nil
+}
+
+// eventForLocked maps an update to an Event and applies state updates to
+// Info. During a session/load replay, history (chunks, tool calls, plans) is
+// not re-emitted: the pool's log already holds it.
+func (b *Backend) eventForLocked(u update, raw json.RawMessage, replaying bool) (backends.Event, bool) {
+	agent := b.cfg.Spec.Provider
+	mk := func(t backends.EventType, data any) backends.Event {
+		return backends.Event{Time: time.Now(), Type: t, Agent: agent, Data: backends.MustJSON(data)}
+	}
+	switch u.Kind {
+	case "agent_message_chunk", "agent_thought_chunk", "user_message_chunk":
+		if replaying {
+			return backends.Event{}, false
+		}
+		role := map[string]string{"agent_message_chunk": backends.RoleAgent, "agent_thought_chunk": backends.RoleThought, "user_message_chunk": backends.RoleUser}[u.Kind]
+		cd := backends.ChunkData{Role: role}
+		var tc textContent
+		if json.Unmarshal(u.Content, &tc) == nil && tc.Type == "text" {
+			cd.Text = tc.Text
+		} else {
+			cd.Content = u.Content
+		}
+		return mk(backends.EventMessageChunk, cd), true
+	case "tool_call", "tool_call_update":
+		if replaying {
+			return backends.Event{}, false
+		}
+		t := backends.EventToolCall
+		// A repeated tool_call for a known id is an update (ACP-NOTES item 4).
+		if u.Kind == "tool_call_update" || b.toolCalls[u.ToolCallID] {
+			t = backends.EventToolUpdate
+		}
+		b.toolCalls[u.ToolCallID] = true
+		return mk(t, raw), true
+	case "plan":
+		if replaying {
+			return backends.Event{}, false
+		}
+		return mk(backends.EventPlan, raw), true
+	case "available_commands_update":
+		b.info.Commands = append(json.RawMessage(nil), u.Commands...)
+		return mk(backends.EventCommands, raw), true
+	case "current_mode_update":
+		b.info.CurrentMode = u.CurrentModeID
+		return mk(backends.EventMode, raw), true
+	case "config_option_update":
+		b.info.ConfigOptions = append(json.RawMessage(nil), u.ConfigOptions...)
+		return mk(backends.EventConfig, raw), true
+	case "session_info_update":
+		return mk(backends.EventSessionInfo, raw), true
+	case "usage_update":
+		return mk(backends.EventUsage, raw), true
+	default:
+		// An unknown (future) kind is kept raw, never decoded as a known one.
+		return mk(EventUnknownUpdate, raw), true
+	}
+}
+
+// eventQueue is an unbounded-but-capped FIFO between the filter and the
+// delivery goroutine, with counters for the end-of-turn barrier.
+type eventQueue struct {
+	mu        sync.Mutex
+	cond      *sync.Cond
+	items     []queued
+	closed    bool
+	pushed    uint64
+	delivered uint64
+}
+
+func (q *eventQueue) init() { q.cond = sync.NewCond(&q.mu) }
+
+// queued is an event with its position in the queue, from 1.
+type queued struct {
+	pos uint64
+	ev  backends.Event
+}
+
+// push appends ev; it reports false when the cap is exceeded.
+func (q *eventQueue) push(ev backends.Event) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) >= maxQueuedEvents {
+		return false
+	}
+	q.pushed++
+	q.items = append(q.items, queued{q.pushed, ev})
+	q.cond.Broadcast()
+	return true
+}
+
+// pushedCount is the number of events ever pushed.
+func (q *eventQueue) pushedCount() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pushed
+}
+
+// take waits for events and returns them all; ok is false once closed and empty.
+func (q *eventQueue) take() ([]queued, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if len(q.items) == 0 {
+		return nil, false
+	}
+	out := q.items
+	q.items = nil
+	return out, true
+}
+
+func (q *eventQueue) markDelivered(n int) {
+	q.mu.Lock()
+	q.delivered += uint64(n)
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
+
+// waitDelivered waits until target events have been delivered or the queue closed.
+func (q *eventQueue) waitDelivered(target uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.delivered < target && !q.closed {
+		q.cond.Wait()
+	}
+}
+
+func (q *eventQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
+
+// deliver runs on its own goroutine: it hands queued events to the running
+// turn's emit, or to OnEvent outside a turn, in arrival order.
+func (b *Backend) deliver() {
+	defer b.wg.Done()
+	for {
+		evs, ok := b.queue.take()
+		if !ok {
+			return
+		}
+		for _, it := range evs {
+			ev := it.ev
+			b.mu.Lock()
+			t := b.turn
+			if t != nil && b.promptMarked && it.pos > b.promptMark {
+				t = nil // arrived after the turn's answer
+			}
+			b.mu.Unlock()
+			if t != nil {
+				ev.Turn = t.id
+				t.emit(ev)
+			} else {
+				b.cfg.OnEvent(ev)
+			}
+		}
+		b.queue.markDelivered(len(evs))
+	}
+}

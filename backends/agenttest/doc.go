@@ -1,0 +1,11 @@
+// Package agenttest provides fake agents for tests and the built-in demo
+// agent: a scripted ACP agent that speaks raw JSON-RPC (so it can also
+// misbehave: string or zero ids, unknown methods, garbage lines, oversized
+// lines, crashes, ignoring cancel or SIGTERM, spawning grandchildren, ceasing
+// to read its stdin) driven by a JSON Script.
+//
+// Fakes are the test binary itself, re-executed: a package's TestMain calls
+// Dispatch before m.Run, and Spec or Command build the launch line that makes
+// the re-executed binary act as the named helper. Nothing else may write to
+// stdout in such a process, because stdout is the protocol stream.
+package agenttest

@@ -1,0 +1,152 @@
+package agenttest
+
+import "encoding/json"
+
+// Script drives the scripted agent. The zero Script is a well-behaved agent
+// that answers every prompt with one chunk echoing it.
+type Script struct {
+	// ProtocolVersion answered to initialize (default 1).
+	ProtocolVersion int `json:"protocol_version,omitempty"`
+	// AgentName is reported in agentInfo (default "fake-agent").
+	AgentName string `json:"agent_name,omitempty"`
+	// LoadSession advertises session/load.
+	LoadSession bool `json:"load_session,omitempty"`
+	// LoadFails makes session/load answer "Session not found".
+	LoadFails bool `json:"load_fails,omitempty"`
+	// Modes offered by session/new, the first is current.
+	Modes []Mode `json:"modes,omitempty"`
+	// ConfigOptions returned raw by session/new.
+	ConfigOptions json.RawMessage `json:"config_options,omitempty"`
+	// StringIDs makes the agent's own requests use string ids.
+	StringIDs bool `json:"string_ids,omitempty"`
+	// IDStart is the first integer id of the agent's requests (default 0).
+	IDStart int `json:"id_start,omitempty"`
+	// BeforeNewAnswer steps run after session/new arrives and before it is answered.
+	BeforeNewAnswer []Step `json:"before_new_answer,omitempty"`
+	// Replay steps run on session/load before it is answered.
+	Replay []Step `json:"replay,omitempty"`
+	// Turns: the n-th prompt runs Turns[n], the last one repeating.
+	Turns []Turn `json:"turns,omitempty"`
+	// ExitBeforeHandshake, when set, exits with this code before reading anything.
+	ExitBeforeHandshake *int `json:"exit_before_handshake,omitempty"`
+	// InitDelayMs delays the initialize answer.
+	InitDelayMs int `json:"init_delay_ms,omitempty"`
+	// HangOnInitialize never answers initialize.
+	HangOnInitialize bool `json:"hang_on_initialize,omitempty"`
+	// IgnoreSIGTERM ignores SIGTERM (and SIGHUP, SIGINT).
+	IgnoreSIGTERM bool `json:"ignore_sigterm,omitempty"`
+	// Grandchild spawns a child process in the agent's process group that
+	// sleeps forever and ignores SIGTERM.
+	Grandchild bool `json:"grandchild,omitempty"`
+	// StderrFlood writes this many lines to stderr at start.
+	StderrFlood int `json:"stderr_flood,omitempty"`
+	// StopReadingAfterNew stops reading stdin once session/new is answered.
+	StopReadingAfterNew bool `json:"stop_reading_after_new,omitempty"`
+}
+
+// Mode is a session mode offered by the fake.
+type Mode struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// Turn is the scripted answer to one session/prompt.
+type Turn struct {
+	// Steps run in order; a cancel stops them unless IgnoreCancel.
+	Steps []Step `json:"steps,omitempty"`
+	// StopReason answered at the end (default end_turn).
+	StopReason string `json:"stop_reason,omitempty"`
+	// After steps run after the prompt has been answered.
+	After []Step `json:"after,omitempty"`
+	// IgnoreCancel keeps running (and never answers) after session/cancel.
+	IgnoreCancel bool `json:"ignore_cancel,omitempty"`
+	// Echo adds a chunk repeating the prompt text before the steps.
+	Echo bool `json:"echo,omitempty"`
+}
+
+// Step is one scripted action. Exactly one field is set.
+type Step struct {
+	Chunk      string          `json:"chunk,omitempty"`
+	Thought    string          `json:"thought,omitempty"`
+	ToolCall   *ToolCall       `json:"tool_call,omitempty"`
+	ToolUpdate *ToolCall       `json:"tool_update,omitempty"`
+	Update     json.RawMessage `json:"update,omitempty"`
+	// Permission asks session/request_permission; Allowed or Rejected run after.
+	Permission *Permission `json:"permission,omitempty"`
+	Read       *FileOp     `json:"read,omitempty"`
+	Write      *FileOp     `json:"write,omitempty"`
+	Terminal   *Terminal   `json:"terminal,omitempty"`
+	// Request sends an arbitrary request and reports its answer as a chunk.
+	Request *RawCall `json:"request,omitempty"`
+	// Notify sends an arbitrary notification.
+	Notify  *RawCall `json:"notify,omitempty"`
+	SleepMs int      `json:"sleep_ms,omitempty"`
+	// WaitCancel blocks until session/cancel arrives (or forever with IgnoreCancel).
+	WaitCancel bool `json:"wait_cancel,omitempty"`
+	// Crash writes Stderr and exits with this code.
+	Crash *int `json:"crash,omitempty"`
+	// Stderr writes a line to stderr.
+	Stderr string `json:"stderr,omitempty"`
+	// Garbage writes a raw line that is not JSON-RPC.
+	Garbage string `json:"garbage,omitempty"`
+	// BigLine writes one session/update line of about this many bytes.
+	BigLine int `json:"big_line,omitempty"`
+	// Chunks sends this many small agent_message_chunk updates.
+	Chunks int `json:"chunks,omitempty"`
+}
+
+// ToolCall describes a tool_call or tool_call_update.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Title     string          `json:"title,omitempty"`
+	Kind      string          `json:"kind,omitempty"`
+	Status    string          `json:"status,omitempty"`
+	Locations []string        `json:"locations,omitempty"`
+	RawInput  json.RawMessage `json:"raw_input,omitempty"`
+	Text      string          `json:"text,omitempty"`
+}
+
+// Permission is a session/request_permission step.
+type Permission struct {
+	ToolCall ToolCall `json:"tool_call"`
+	// Options default to allow_once/allow_always/reject_once with ids
+	// "allow", "allow-always", "reject".
+	Options  []Option `json:"options,omitempty"`
+	Allowed  []Step   `json:"allowed,omitempty"`
+	Rejected []Step   `json:"rejected,omitempty"`
+}
+
+// Option is a permission option.
+type Option struct {
+	ID   string `json:"optionId"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+}
+
+// FileOp is an fs/read_text_file or fs/write_text_file step. A relative
+// Path is joined to the session's cwd. In Content, "{{prompt}}" is replaced
+// by the prompt text and "{{read}}" by the last content read.
+type FileOp struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+	Line    *int   `json:"line,omitempty"`
+	Limit   *int   `json:"limit,omitempty"`
+	// Echo sends what was read (or the error) as a chunk.
+	Echo bool `json:"echo,omitempty"`
+}
+
+// Terminal is a terminal/create → wait_for_exit → output → release step.
+type Terminal struct {
+	Command         string   `json:"command"`
+	Args            []string `json:"args,omitempty"`
+	Cwd             string   `json:"cwd,omitempty"`
+	OutputByteLimit *int     `json:"output_byte_limit,omitempty"`
+	// NoRelease leaves the terminal to the client.
+	NoRelease bool `json:"no_release,omitempty"`
+}
+
+// RawCall is an arbitrary method call.
+type RawCall struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}

@@ -1,0 +1,76 @@
+// Command agentpool is the agentpool daemon and its command-line client.
+//
+//	agentpool serve            run the daemon
+//	agentpool version          print the version
+//	agentpool demo-agent       (hidden) the built-in demo ACP agent, spoken to over stdio
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentpool/agentpool/backends/agenttest"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(int(ee))
+		}
+		fmt.Fprintln(os.Stderr, "agentpool:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError ends the program with a status and no further message.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+const usage = `agentpool keeps coding agents warm, one per (session, agent), each in its
+session's own git worktree.
+
+Usage:
+  agentpool <command> [flags]
+
+Commands:
+  version      print the version
+
+Run 'agentpool <command> -h' for the flags of a command.
+`
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitError(2)
+	}
+	switch args[0] {
+	case "demo-agent":
+		// stdout is the protocol stream: nothing else may write to it.
+		return agenttest.RunDemo()
+	case "version", "--version":
+		fmt.Fprintln(stdout, "agentpool", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fs := flag.NewFlagSet("agentpool", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "agentpool: unknown command %q\n\n%s", args[0], usage)
+		return exitError(2)
+	}
+}

@@ -1,0 +1,97 @@
+package registry
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// definition is one provider once the built-ins and the file are merged,
+// before its command is looked up in PATH.
+type definition struct {
+	id          string
+	label       string
+	description string
+	builtIn     bool
+	// inFile is true when the file has an entry for the provider.
+	inFile      bool
+	kind        backends.Kind
+	enabled     bool
+	command     []string
+	env         map[string]string
+	permissions map[string]string
+	mode        string
+	idleTimeout time.Duration
+	turnTimeout time.Duration
+	compat      backends.Compat
+	pty         backends.PTYSpec
+}
+
+// clone returns a deep copy of d.
+func (d *definition) clone() *definition {
+	c := *d
+	c.command = slices.Clone(d.command)
+	c.env = maps.Clone(d.env)
+	c.permissions = maps.Clone(d.permissions)
+	c.pty.ResumeArgs = slices.Clone(d.pty.ResumeArgs)
+	return &c
+}
+
+// Built-in provider ids.
+const (
+	ProviderClaude    = "claude"
+	ProviderCodex     = "codex"
+	ProviderGemini    = "gemini"
+	ProviderQwen      = "qwen"
+	ProviderOpenCode  = "opencode"
+	ProviderGoose     = "goose"
+	ProviderCopilot   = "copilot"
+	ProviderClaudeCLI = "claude-cli"
+	ProviderAider     = "aider"
+	ProviderDemo      = "demo"
+)
+
+// DemoAgentArg is the argument that makes the agentpool binary run its
+// built-in demo agent.
+const DemoAgentArg = "demo-agent"
+
+// builtins returns the providers agentpool knows without a config file,
+// sorted by id. selfPath is the agentpool binary, for the demo agent.
+func builtins(selfPath string) []*definition {
+	acp := func(id, label, desc string, command []string, env map[string]string) *definition {
+		return &definition{id: id, label: label, description: desc, builtIn: true,
+			kind: backends.KindACP, enabled: true, command: command, env: env}
+	}
+	gemini := acp(ProviderGemini, "Gemini CLI", "Google Gemini CLI in ACP mode",
+		[]string{"gemini", "--acp"}, map[string]string{"GEMINI_CLI_NO_RELAUNCH": "true"})
+	// Gemini cannot create a file after a read answered "not found".
+	gemini.compat.MissingFileEmpty = true
+	defs := []*definition{
+		acp(ProviderClaude, "Claude Code", "Claude Code through the claude-agent-acp adapter",
+			[]string{"claude-agent-acp"}, nil),
+		acp(ProviderCodex, "Codex", "OpenAI Codex through the codex-acp adapter",
+			[]string{"codex-acp"}, nil),
+		gemini,
+		acp(ProviderQwen, "Qwen Code", "Qwen Code in ACP mode",
+			[]string{"qwen", "--acp"}, map[string]string{"QWEN_CODE_NO_RELAUNCH": "true"}),
+		acp(ProviderOpenCode, "OpenCode", "OpenCode in ACP mode",
+			[]string{"opencode", "acp"}, nil),
+		acp(ProviderGoose, "Goose", "Block's Goose in ACP mode",
+			[]string{"goose", "acp"}, nil),
+		acp(ProviderCopilot, "GitHub Copilot", "GitHub Copilot CLI in ACP mode",
+			[]string{"copilot", "--acp"}, nil),
+		acp(ProviderDemo, "Demo agent", "agentpool's built-in demo agent: works without any install",
+			[]string{selfPath, DemoAgentArg}, nil),
+		{id: ProviderClaudeCLI, label: "Claude Code (terminal)",
+			description: "the interactive claude CLI driven through a terminal",
+			builtIn:     true, kind: backends.KindPTY, enabled: true, command: []string{"claude"},
+			pty: backends.PTYSpec{ResumeArgs: []string{"--continue"}}},
+		{id: ProviderAider, label: "Aider", description: "the interactive aider CLI driven through a terminal",
+			builtIn: true, kind: backends.KindPTY, enabled: true, command: []string{"aider"}},
+	}
+	slices.SortFunc(defs, func(a, b *definition) int { return cmp.Compare(a.id, b.id) })
+	return defs
+}

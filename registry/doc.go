@@ -1,0 +1,14 @@
+// Package registry decides which agents can be launched. It merges the
+// built-in providers (claude, codex, gemini, qwen, opencode, goose, copilot
+// over ACP; claude-cli and aider through a PTY; and the demo agent) with the
+// entries of a providers.json file, loaded strictly: an unknown field, a
+// wrong type, trailing data or a bad version rejects the whole file with
+// diagnostics naming the JSON path and line:column, and the last good
+// config stays in force.
+//
+// Run watches the file and applies every edit within a debounce period,
+// publishing each change to subscribers as a diff. Resolve turns a provider
+// id into a launch Spec with its program looked up in PATH. Patch edits one
+// provider's entry with a JSON Merge Patch, guarded by an ETag. Probe asks
+// an injected Prober what an agent offers, and caches the answer.
+package registry

@@ -1,0 +1,195 @@
+package registry
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// position returns the 1-based line and column (in characters) where the
+// n-th (from 0) occurrence of marker starts in doc.
+func position(t *testing.T, doc, marker string, n int) (int, int) {
+	t.Helper()
+	off := -1
+	for i := 0; i <= n; i++ {
+		j := strings.Index(doc[off+1:], marker)
+		if j < 0 {
+			t.Fatalf("marker %q (#%d) not in document", marker, n)
+		}
+		off += 1 + j
+	}
+	lines := strings.Split(doc[:off], "\n")
+	return len(lines), len([]rune(lines[len(lines)-1])) + 1
+}
+
+func TestParseDocumentRejects(t *testing.T) {
+	doc := func(providers string) string {
+		return "{\n  \"version\": 1,\n  \"providers\": {\n    " + providers + "\n  }\n}\n"
+	}
+	tests := []struct {
+		name string
+		doc  string
+		path string // of the first diagnostic
+		at   string // marker where it points; "" = the end of the document
+		nth  int
+		msg  string
+	}{
+		{"unknown field", doc(`"claude": {"enabeld": true}`), "providers.claude.enabeld", `"enabeld"`, 0, `unknown field "enabeld" (did you mean "enabled"?)`},
+		{"unknown top field", "{\n  \"verison\": 1\n}", "verison", `"verison"`, 0, `did you mean "version"?`},
+		{"wrong type", doc(`"gemini": {"enabled": "no"}`), "providers.gemini.enabled", `"no"`, 0, "want a boolean, got string"},
+		{"null", doc(`"gemini": {"label": null}`), "providers.gemini.label", "null", 0, "null is not allowed"},
+		{"trailing object", "{\"version\": 1}\n{}\n", "", "{}", 0, "trailing data"},
+		{"trailing text", "{\"version\": 1} x", "", "x", 0, "trailing data"},
+		{"missing version", "{\n  \"providers\": {}\n}", "version", "{", 0, "missing"},
+		{"unknown version", "{\"version\": 2}", "version", "2", 0, "unsupported version 2"},
+		{"version as string", "{\"version\": \"1\"}", "version", `"1"`, 0, "want a number, got string"},
+		{"fractional version", "{\"version\": 1.5}", "version", "1.5", 0, "want an integer"},
+		{"syntax", "{\n  \"version\": 1\n  \"providers\": {}\n}", "", `"providers"`, 0, "invalid JSON"},
+		{"truncated", "{\n  \"version\": 1,\n  \"provi", "", "", 0, "unexpected end of file"},
+		{"empty", "  \n", "", " ", 0, "empty file"},
+		{"duplicate key", "{\"version\": 1, \"version\": 1}", "version", `"version"`, 1, `duplicate key "version"`},
+		{"not an object", "[1]", "", "[", 0, "want a JSON object, got array"},
+		{"providers not an object", "{\"version\": 1, \"providers\": []}", "providers", "[", 0, "want an object, got array"},
+		{"bad id", doc(`"Claude": {"extends": "claude"}`), "providers.Claude", `"Claude"`, 0, "invalid provider id"},
+		{"reserved id", doc(`"acp": {"extends": "acp", "command": ["x"]}`), "providers.acp", `"acp"`, 0, "reserved"},
+		{"new without extends", doc(`"amp": {"command": ["amp-acp"]}`), "providers.amp", `"amp"`, 0, `needs "extends"`},
+		{"extends unknown", doc(`"amp": {"extends": "claud"}`), "providers.amp.extends", `"claud"`, 0, `no provider "claud" to extend (want "acp", "pty" or a provider id) (did you mean "claude"?)`},
+		{"extends on built-in", doc(`"claude": {"extends": "acp"}`), "providers.claude.extends", `"acp"`, 0, "is built in"},
+		{"extends cycle", doc(`"a": {"extends": "b"}, "b": {"extends": "a"}`), "providers.b.extends", `"a"`, 1, "extends cycle: a → b → a"},
+		{"new acp without command", doc(`"amp": {"extends": "acp"}`), "providers.amp", `"amp"`, 0, `needs "command"`},
+		{"empty command", doc(`"codex": {"command": []}`), "providers.codex.command", "[]", 0, "want the program"},
+		{"empty program", doc(`"codex": {"command": [""]}`), "providers.codex.command", `[""]`, 0, "want the program"},
+		{"command item type", doc(`"codex": {"command": ["x", 1]}`), "providers.codex.command[1]", "1]", 0, "want a string, got number"},
+		{"env name", doc(`"codex": {"env": {"A=B": "1"}}`), `providers.codex.env["A=B"]`, `"A=B"`, 0, "invalid environment variable name"},
+		{"env value", doc(`"codex": {"env": {"A": 1}}`), "providers.codex.env.A", "1}", 0, "want a string, got number"},
+		{"permission action", doc(`"codex": {"permissions": {"exec": "ask"}}`), "providers.codex.permissions.exec", `"exec"`, 0, `did you mean "execute"?`},
+		{"permission decision", doc(`"codex": {"permissions": {"execute": "maybe"}}`), "providers.codex.permissions.execute", `"maybe"`, 0, `unknown decision "maybe"`},
+		{"mode", doc(`"codex": {"mode": "yolo"}`), "providers.codex.mode", `"yolo"`, 0, `unknown mode "yolo"`},
+		{"duration syntax", doc(`"codex": {"idle_timeout": "15 minutes"}`), "providers.codex.idle_timeout", `"15 minutes"`, 0, "invalid duration"},
+		{"duration zero", doc(`"codex": {"turn_timeout": "0s"}`), "providers.codex.turn_timeout", `"0s"`, 0, "must be positive"},
+		{"duration negative", doc(`"codex": {"turn_timeout": "-1m"}`), "providers.codex.turn_timeout", `"-1m"`, 0, "must be positive"},
+		{"duration too long", doc(`"codex": {"turn_timeout": "1000h"}`), "providers.codex.turn_timeout", `"1000h"`, 0, "longer than"},
+		{"bad regexp", doc(`"aider": {"ready_pattern": "(["}`), "providers.aider.ready_pattern", `"(["`, 0, "invalid regular expression"},
+		{"pty field on acp", doc(`"claude": {"ready_pattern": "> $"}`), "providers.claude.ready_pattern", `"> $"`, 0, "only for pty providers"},
+		{"pty field on new acp", doc(`"amp": {"extends": "acp", "command": ["a"], "cols": 80}`), "providers.amp.cols", "80", 0, "only for pty providers"},
+		{"compat on pty", doc(`"aider": {"compat": {"missing_file_empty": true}}`), "providers.aider.compat", "{\"missing", 0, "only for acp providers"},
+		{"compat field", doc(`"gemini": {"compat": {"missing_files_empty": true}}`), "providers.gemini.compat.missing_files_empty", `"missing_files_empty"`, 0, `did you mean "missing_file_empty"?`},
+		{"cols range", doc(`"aider": {"cols": 5}`), "providers.aider.cols", "5}", 0, "out of range [20, 1000]"},
+		{"rows integer", doc(`"aider": {"rows": 2.5}`), "providers.aider.rows", "2.5", 0, "want an integer"},
+		{"cancel keys", doc(`"aider": {"cancel_keys": ""}`), "providers.aider.cancel_keys", `""`, 0, "must not be empty"},
+		{"blank label", doc(`"codex": {"label": "  "}`), "providers.codex.label", `"  "`, 0, "must not be empty"},
+		{"multibyte column", doc(`"codex": {"label": "Ünïcødé", "mode": "x"}`), "providers.codex.mode", `"x"`, 0, "unknown mode"},
+		{"too large", "{\"version\": 1, \"x\": \"" + strings.Repeat("a", maxFileSize) + "\"}", "", "{", 0, "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseDocument("providers.json", []byte(tt.doc), builtins("/bin/agentpool"))
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("parseDocument(%q) error = %v; want a *ValidationError", tt.name, err)
+			}
+			line, col := len(strings.Split(tt.doc, "\n")), len([]rune(tt.doc[strings.LastIndex(tt.doc, "\n")+1:]))+1
+			if tt.at != "" {
+				line, col = position(t, tt.doc, tt.at, tt.nth)
+			}
+			if ve.Path != tt.path || ve.Line != line || ve.Col != col || !strings.Contains(ve.Msg, tt.msg) {
+				t.Errorf("parseDocument(%q) error = %q at %s %d:%d; want %q at %s %d:%d",
+					tt.name, ve.Msg, ve.Path, ve.Line, ve.Col, tt.msg, tt.path, line, col)
+			}
+			wantText := "providers.json:"
+			if !strings.HasPrefix(ve.Error(), wantText) || (tt.path != "" && !strings.Contains(ve.Error(), tt.path+": ")) {
+				t.Errorf("Error() = %q; want file:line:col: path: msg", ve.Error())
+			}
+		})
+	}
+}
+
+func TestParseDocumentReportsEveryProblem(t *testing.T) {
+	doc := `{"version": 1, "providers": {"claude": {"enabeld": true, "mode": "yolo"}, "x": {}}}`
+	_, err := parseDocument("p.json", []byte(doc), builtins("/bin/agentpool"))
+	var paths []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		paths = append(paths, e.(*ValidationError).Path)
+	}
+	want := "providers.claude.enabeld providers.claude.mode providers.x"
+	if got := strings.Join(paths, " "); got != want {
+		t.Errorf("parseDocument(%s) paths = %q; want %q", doc, got, want)
+	}
+}
+
+func TestParseDocumentCapsDiagnostics(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"version": 1, "providers": {"claude": {`)
+	for i := range 50 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(`"f` + strings.Repeat("x", i) + `": 1`)
+	}
+	b.WriteString("}}}")
+	_, err := parseDocument("p.json", []byte(b.String()), builtins("/bin/agentpool"))
+	errs := err.(interface{ Unwrap() []error }).Unwrap()
+	if len(errs) != maxDiagnostics+1 || !strings.Contains(errs[maxDiagnostics].Error(), "too many errors") {
+		t.Errorf("parseDocument(50 unknown fields) gave %d errors, last %v; want %d and a note", len(errs), errs[len(errs)-1], maxDiagnostics+1)
+	}
+}
+
+func TestLineCol(t *testing.T) {
+	data := []byte("ab\nçé\"x\"\n")
+	tests := []struct{ off, line, col int }{
+		{0, 1, 1}, {2, 1, 3}, {3, 2, 1}, {7, 2, 3}, {len(data), 3, 1}, {-5, 1, 1}, {999, 3, 1},
+	}
+	for _, tt := range tests {
+		if line, col := lineCol(data, tt.off); line != tt.line || col != tt.col {
+			t.Errorf("lineCol(%q, %d) = %d:%d; want %d:%d", data, tt.off, line, col, tt.line, tt.col)
+		}
+	}
+}
+
+func TestJoinPath(t *testing.T) {
+	tests := []struct{ path, key, want string }{
+		{"", "version", "version"},
+		{"providers", "claude-cli", "providers.claude-cli"},
+		{"providers", "fs.read", `providers["fs.read"]`},
+		{"providers.x.env", "A B", `providers.x.env["A B"]`},
+		{"", "", `[""]`},
+	}
+	for _, tt := range tests {
+		if got := joinPath(tt.path, tt.key); got != tt.want {
+			t.Errorf("joinPath(%q, %q) = %q; want %q", tt.path, tt.key, got, tt.want)
+		}
+	}
+}
+
+func FuzzParseDocument(f *testing.F) {
+	f.Add([]byte(`{"version": 1, "providers": {"amp": {"extends": "acp", "command": ["amp-acp"]}}}`))
+	f.Add([]byte(`{"version": 1, "providers": {"a": {"extends": "b"}, "b": {"extends": "a"}}}`))
+	f.Add([]byte(`{"version": 1} trailing`))
+	f.Add([]byte(`[[[[[[[[[[`))
+	f.Add([]byte("{\"version\": 1, \"providers\": {\"claude\": {\"label\": \"\\u00e9\"}}}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		defs, err := parseDocument("p.json", data, builtins("/bin/agentpool"))
+		if err != nil {
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("parseDocument(%q) error = %v; want a *ValidationError", data, err)
+			}
+			return
+		}
+		for _, id := range []string{"claude", "demo", "aider"} {
+			if defs[id] == nil {
+				t.Fatalf("parseDocument(%q) lost built-in %q", data, id)
+			}
+		}
+		// A valid document stays valid, with the same meaning, once
+		// reformatted the way Patch writes it.
+		root, perr := parseTree(data)
+		if perr != nil {
+			t.Fatalf("parseTree(%q) = %v after parseDocument accepted it", data, perr.msg)
+		}
+		again, err := parseDocument("p.json", root.format(), builtins("/bin/agentpool"))
+		if err != nil || len(again) != len(defs) {
+			t.Fatalf("reformatted %q: error = %v, %d providers; want nil, %d", data, err, len(again), len(defs))
+		}
+	})
+}

@@ -1,0 +1,185 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// ProbeInfo is what a tier-2 probe learnt of an agent: what it says it is
+// and offers right after session/new.
+type ProbeInfo struct {
+	AgentName       string          `json:"agent_name,omitempty"`
+	AgentVersion    string          `json:"agent_version,omitempty"`
+	ProtocolVersion int             `json:"protocol_version,omitempty"`
+	AuthMethods     []string        `json:"auth_methods,omitempty"`
+	LoadSession     bool            `json:"load_session"`
+	Modes           []backends.Mode `json:"modes,omitempty"`
+	CurrentMode     string          `json:"current_mode,omitempty"`
+	ConfigOptions   json.RawMessage `json:"config_options,omitempty"`
+	Models          json.RawMessage `json:"models,omitempty"`
+	Commands        json.RawMessage `json:"commands,omitempty"`
+	// ProbedAt is when the probe ended; Duration how long it took.
+	ProbedAt time.Time     `json:"probed_at"`
+	Duration time.Duration `json:"duration"`
+	// Error says why the probe failed, "" when it succeeded.
+	Error string `json:"error,omitempty"`
+}
+
+// probeRecord is the cached result of the last probe of a provider and the
+// spec it was taken of; a different spec makes it stale.
+type probeRecord struct {
+	info *ProbeInfo
+	spec backends.Spec
+}
+
+// probeCall is a probe in flight; callers wait on done.
+type probeCall struct {
+	done chan struct{}
+	info ProbeInfo
+	err  error
+}
+
+// Probe runs a tier-2 probe of provider id now (or joins the one in
+// flight) and returns its result, which is also cached and shown in the
+// snapshot. The probe belongs to the registry, not to ctx: if ctx ends
+// first, Probe returns ctx's error and the probe goes on, bounded by
+// Config.ProbeTimeout. Errors: those of Resolve, ErrNoProber,
+// backends.ErrUnsupported for a PTY provider, ErrClosed, or the probe's own
+// failure.
+func (r *Registry) Probe(ctx context.Context, id string) (ProbeInfo, error) {
+	spec, err := r.Resolve(id)
+	if err != nil {
+		return ProbeInfo{}, fmt.Errorf("probe: %w", err)
+	}
+	if spec.Kind != backends.KindACP {
+		return ProbeInfo{}, fmt.Errorf("probe %q: only ACP agents can be probed: %w", id, backends.ErrUnsupported)
+	}
+	if r.cfg.Prober == nil {
+		return ProbeInfo{}, fmt.Errorf("probe %q: %w", id, ErrNoProber)
+	}
+	r.mu.Lock()
+	call, err := r.startProbeLocked(id, spec)
+	r.mu.Unlock()
+	if err != nil {
+		return ProbeInfo{}, err
+	}
+	select {
+	case <-call.done:
+		return call.info, call.err
+	case <-ctx.Done():
+		return ProbeInfo{}, fmt.Errorf("probe %q: %w", id, context.Cause(ctx))
+	}
+}
+
+// startProbeLocked starts a probe of spec in a goroutine the registry owns,
+// or returns the one in flight for id.
+func (r *Registry) startProbeLocked(id string, spec backends.Spec) (*probeCall, error) {
+	if r.closed {
+		return nil, fmt.Errorf("probe %q: %w", id, ErrClosed)
+	}
+	if call := r.inflight[id]; call != nil {
+		return call, nil
+	}
+	call := &probeCall{done: make(chan struct{})}
+	r.inflight[id] = call
+	r.commitLocked()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		info, err := r.runProbe(id, spec)
+		r.mu.Lock()
+		delete(r.inflight, id)
+		if !errors.Is(err, ErrClosed) {
+			r.probes[id] = &probeRecord{info: &info, spec: spec}
+		}
+		if !r.closed {
+			r.commitLocked()
+		}
+		r.mu.Unlock()
+		call.info, call.err = info, err
+		close(call.done)
+	}()
+	return call, nil
+}
+
+// runProbe waits for a probe slot, then probes spec in a temporary
+// directory removed afterwards, within Config.ProbeTimeout.
+func (r *Registry) runProbe(id string, spec backends.Spec) (ProbeInfo, error) {
+	select {
+	case r.sem <- struct{}{}:
+		defer func() { <-r.sem }()
+	case <-r.ctx.Done():
+		return ProbeInfo{}, fmt.Errorf("probe %q: %w", id, ErrClosed)
+	}
+	log := r.log.With(logProvider, id)
+	start := r.cfg.Now()
+	info, err := r.probeIn(id, spec)
+	pi := ProbeInfo{
+		AgentName: info.AgentName, AgentVersion: info.AgentVersion, ProtocolVersion: info.ProtocolVersion,
+		AuthMethods: info.AuthMethods, LoadSession: info.LoadSession, Modes: info.Modes,
+		CurrentMode: info.CurrentMode, ConfigOptions: info.ConfigOptions, Models: info.Models,
+		Commands: info.Commands,
+	}
+	pi.ProbedAt = r.cfg.Now()
+	pi.Duration = pi.ProbedAt.Sub(start)
+	switch {
+	case err != nil && r.ctx.Err() != nil:
+		return pi, fmt.Errorf("probe %q: %w", id, ErrClosed)
+	case err != nil:
+		pi.Error = err.Error()
+		log.Warn("probe failed", logError, err, logDuration, pi.Duration)
+	default:
+		log.Info("probed", "agent", info.AgentName, "agent_version", info.AgentVersion, logDuration, pi.Duration)
+	}
+	return pi, err
+}
+
+// probeIn calls the prober with spec.Dir set to a fresh temporary
+// directory.
+func (r *Registry) probeIn(id string, spec backends.Spec) (backends.Info, error) {
+	dir, err := os.MkdirTemp("", "agentpool-probe-")
+	if err != nil {
+		return backends.Info{}, fmt.Errorf("probe %q: %w", id, err)
+	}
+	defer os.RemoveAll(dir)
+	spec.Dir = dir
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.ProbeTimeout)
+	defer cancel()
+	info, err := r.cfg.Prober.Probe(ctx, spec)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return info, fmt.Errorf("probe %q: no answer within %v: %w", id, r.cfg.ProbeTimeout, err)
+		}
+		return info, fmt.Errorf("probe %q: %w", id, err)
+	}
+	return info, nil
+}
+
+// probeStale starts a probe of every enabled, installed ACP provider whose
+// last probe is missing or older than Config.ProbeTTL. It does nothing
+// without a Prober or with a negative TTL.
+func (r *Registry) probeStale() {
+	if r.cfg.Prober == nil || r.cfg.ProbeTTL < 0 {
+		return
+	}
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.cur.Load().byID {
+		if p.err != nil || p.spec.Kind != backends.KindACP || r.inflight[p.status.ID] != nil {
+			continue
+		}
+		if rec := r.probes[p.status.ID]; rec != nil && now.Sub(rec.info.ProbedAt) < r.cfg.ProbeTTL {
+			continue
+		}
+		if _, err := r.startProbeLocked(p.status.ID, p.spec); err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,388 @@
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// Snapshot is the registry as one immutable value: what the file said when
+// last read, and the status of every provider. The registry never changes
+// a Snapshot it handed out; callers must not change it either (its slices
+// and pointers are shared).
+type Snapshot struct {
+	// Version increases by one on every change of the snapshot.
+	Version int64 `json:"version"`
+	// ETag identifies the bytes of the file as last read (even if they
+	// were rejected), as a quoted strong HTTP entity tag; when there is
+	// no file it is `"absent"`, quotes included. Give it to Patch as
+	// ifMatch.
+	ETag string `json:"etag"`
+	// File is the providers file, "" when none is configured.
+	File string `json:"file,omitempty"`
+	// Diagnostic says why the file as last read was rejected, "" when it
+	// is in force. While it is set, the last good config stays in force.
+	Diagnostic string `json:"diagnostic,omitempty"`
+	// Providers are sorted by id.
+	Providers []ProviderStatus `json:"providers"`
+}
+
+// Provider returns the status of provider id and whether it exists.
+func (s Snapshot) Provider(id string) (ProviderStatus, bool) {
+	i, ok := slices.BinarySearchFunc(s.Providers, id, func(p ProviderStatus, id string) int {
+		return strings.Compare(p.ID, id)
+	})
+	if !ok {
+		return ProviderStatus{}, false
+	}
+	return s.Providers[i], true
+}
+
+// ProviderStatus describes one provider. Its environment is left out on
+// purpose: it may hold secrets.
+type ProviderStatus struct {
+	ID          string        `json:"id"`
+	Label       string        `json:"label"`
+	Description string        `json:"description,omitempty"`
+	Kind        backends.Kind `json:"kind"`
+	Enabled     bool          `json:"enabled"`
+	// Status is one of StatusReady, StatusDisabled, StatusNotInstalled,
+	// StatusError or StatusProbing.
+	Status string `json:"status"`
+	// Diagnostic explains a status other than ready.
+	Diagnostic string `json:"diagnostic,omitempty"`
+	// Path is the program found for Command[0], "" when none was.
+	Path string `json:"path,omitempty"`
+	// Command is the configured program and arguments.
+	Command []string `json:"command"`
+	// BuiltIn is true for the providers agentpool ships.
+	BuiltIn bool `json:"built_in"`
+	// Probe is the last probe result, nil before the first probe.
+	Probe *ProbeInfo `json:"probe,omitempty"`
+}
+
+// Change reports what one new snapshot changed, by provider id, sorted.
+// Enabled and Disabled list flips of the "enabled" flag; SpecChanged lists
+// providers whose launch Spec (program, arguments, environment, timeouts,
+// permissions, ...) differs, so warm agents run an outdated spec; Updated
+// lists providers whose label, status, diagnostic or probe changed without
+// any of the above.
+type Change struct {
+	Version     int64    `json:"version"`
+	Added       []string `json:"added,omitempty"`
+	Removed     []string `json:"removed,omitempty"`
+	Enabled     []string `json:"enabled,omitempty"`
+	Disabled    []string `json:"disabled,omitempty"`
+	SpecChanged []string `json:"spec_changed,omitempty"`
+	Updated     []string `json:"updated,omitempty"`
+	// Diagnostic is the snapshot's Diagnostic.
+	Diagnostic string `json:"diagnostic,omitempty"`
+}
+
+// LogValue implements slog.LogValuer: only the lists that are not empty.
+func (c Change) LogValue() slog.Value {
+	var attrs []slog.Attr
+	for _, l := range []struct {
+		key string
+		ids []string
+	}{{"added", c.Added}, {"removed", c.Removed}, {"enabled", c.Enabled}, {"disabled", c.Disabled},
+		{"spec_changed", c.SpecChanged}, {"updated", c.Updated}} {
+		if len(l.ids) > 0 {
+			attrs = append(attrs, slog.String(l.key, strings.Join(l.ids, ",")))
+		}
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// Registry holds the providers that may be launched: the built-ins merged
+// with the providers file, kept current by Run. All methods are safe for
+// concurrent use.
+type Registry struct {
+	cfg     Config
+	log     *slog.Logger
+	baseDir string
+
+	cur atomic.Pointer[state]
+
+	mu       sync.Mutex
+	loaded   bool
+	read     readResult
+	readErr  error
+	defs     map[string]*definition
+	lookups  map[string]lookup
+	diag     string
+	probes   map[string]*probeRecord
+	inflight map[string]*probeCall
+	subs     map[*subscriber]struct{}
+	version  int64
+	closed   bool
+
+	patchMu sync.Mutex
+	running atomic.Bool
+	// runStarted is closed once Run watches (and has installed its SIGHUP
+	// handler); tests wait for it.
+	runStarted chan struct{}
+
+	sem    chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// readResult is one read of the providers file.
+type readResult struct {
+	exists bool
+	data   []byte
+	err    string
+}
+
+func (a readResult) same(b readResult) bool {
+	return a.exists == b.exists && a.err == b.err && string(a.data) == string(b.data)
+}
+
+// etag is a strong HTTP entity tag of the bytes read: a quoted hash, or
+// "absent" when there is no file.
+func (a readResult) etag() string {
+	switch {
+	case a.err != "":
+		return ""
+	case !a.exists:
+		return `"absent"`
+	}
+	return etagOf(a.data)
+}
+
+func etagOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// New returns a registry with the file loaded once. A bad or unreadable
+// file is not an error: the registry starts with the built-ins and shows
+// the diagnostic in its Snapshot. Call Run to follow changes of the file
+// and Close to release it.
+func New(cfg Config) (*Registry, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Registry{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		lookups:    make(map[string]lookup),
+		probes:     make(map[string]*probeRecord),
+		inflight:   make(map[string]*probeCall),
+		subs:       make(map[*subscriber]struct{}),
+		runStarted: make(chan struct{}),
+		sem:        make(chan struct{}, cfg.ProbeConcurrency),
+		ctx:        ctx,
+		cancel:     cancel,
+	}
+	if cfg.Path != "" {
+		r.baseDir = filepath.Dir(cfg.Path)
+		r.log = r.log.With(logFile, cfg.Path)
+	}
+	r.cur.Store(&state{byID: map[string]*providerState{}})
+	if err := r.load(true); err != nil {
+		r.log.Warn("providers file rejected; using the built-ins", logError, err)
+	}
+	return r, nil
+}
+
+// Snapshot returns the current snapshot. It is cheap: no copy is made.
+func (r *Registry) Snapshot() Snapshot {
+	return r.cur.Load().snap
+}
+
+// Reload reads the file now and looks every command up in PATH again, as
+// SIGHUP does. It returns the file's diagnostic when the file is rejected
+// (one or more *ValidationError, or the read error); the last good config
+// then stays in force.
+func (r *Registry) Reload() error {
+	return r.load(true)
+}
+
+// load reads the file and applies it. Unless force is set, a read that
+// returns what the previous one did changes nothing.
+func (r *Registry) load(force bool) error {
+	rd := r.readFile()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	return r.applyLocked(rd, force)
+}
+
+// readFile reads the providers file.
+func (r *Registry) readFile() readResult {
+	if r.cfg.Path == "" {
+		return readResult{}
+	}
+	return readPath(r.cfg.Path)
+}
+
+// applyLocked makes rd the file in force if it is valid, and commits.
+func (r *Registry) applyLocked(rd readResult, force bool) error {
+	if r.loaded && !force && rd.same(r.read) {
+		return r.readErr
+	}
+	r.loaded, r.read, r.readErr = true, rd, nil
+	switch {
+	case rd.err != "":
+		r.readErr = fmt.Errorf("read %s: %s", r.cfg.Path, rd.err)
+	case !rd.exists:
+		r.defs = make(map[string]*definition)
+		for _, d := range builtins(r.cfg.SelfPath) {
+			r.defs[d.id] = d
+		}
+	default:
+		defs, err := parseDocument(r.cfg.Path, rd.data, builtins(r.cfg.SelfPath))
+		if err != nil {
+			r.readErr = err
+		} else {
+			r.defs = defs
+		}
+	}
+	if r.defs == nil { // a bad file at start: built-ins only
+		r.defs = make(map[string]*definition)
+		for _, d := range builtins(r.cfg.SelfPath) {
+			r.defs[d.id] = d
+		}
+	}
+	r.diag = ""
+	if r.readErr != nil {
+		r.diag = r.readErr.Error()
+	}
+	r.lookupAllLocked()
+	r.commitLocked()
+	return r.readErr
+}
+
+// lookupAllLocked looks up the program of every provider.
+func (r *Registry) lookupAllLocked() {
+	clear(r.lookups)
+	seen := make(map[string]lookup)
+	for id, d := range r.defs {
+		l, ok := seen[d.command[0]]
+		if !ok {
+			l = lookPath(d.command[0], r.cfg.PathEnv, r.baseDir)
+			seen[d.command[0]] = l
+		}
+		r.lookups[id] = l
+	}
+}
+
+// Resolve returns the launch Spec of provider id, with Dir left empty. Its
+// errors wrap ErrUnknown, ErrDisabled (naming the config file),
+// ErrNotInstalled (with the PATH searched) or ErrConfig. A provider that
+// was not installed is looked up again first, so installing it is enough.
+func (r *Registry) Resolve(id string) (backends.Spec, error) {
+	st := r.cur.Load()
+	p := st.byID[id]
+	if p == nil {
+		return backends.Spec{}, r.unknown(st, id)
+	}
+	if p.status.Status == StatusNotInstalled {
+		st = r.lookupAgain(id)
+		if p = st.byID[id]; p == nil {
+			return backends.Spec{}, r.unknown(st, id)
+		}
+	}
+	if p.err != nil {
+		return backends.Spec{}, p.err
+	}
+	return cloneSpec(p.spec), nil
+}
+
+// lookupAgain looks the program of id up again and commits the result.
+func (r *Registry) lookupAgain(id string) *state {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d := r.defs[id]; d != nil && !r.closed {
+		r.lookups[id] = lookPath(d.command[0], r.cfg.PathEnv, r.baseDir)
+		r.commitLocked()
+	}
+	return r.cur.Load()
+}
+
+func (r *Registry) unknown(st *state, id string) error {
+	ids := make([]string, len(st.snap.Providers))
+	for i, p := range st.snap.Providers {
+		ids[i] = p.ID
+	}
+	if st.snap.Diagnostic != "" {
+		return fmt.Errorf("resolve %q: %w (known: %s); %s has errors, so what it defines is not in force: %w",
+			id, ErrUnknown, strings.Join(ids, ", "), st.snap.File, ErrConfig)
+	}
+	return fmt.Errorf("resolve %q: %w (known: %s)", id, ErrUnknown, strings.Join(ids, ", "))
+}
+
+// Subscribe returns the current snapshot and a channel that receives every
+// later Change, taken under one lock so that nothing is missed between the
+// two. A subscriber that falls more than a few changes behind is dropped:
+// its channel is closed, and it should subscribe again. The returned
+// function ends the subscription; it may be called more than once.
+func (r *Registry) Subscribe() (Snapshot, <-chan Change, func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &subscriber{ch: make(chan Change, subscriberBuffer)}
+	if r.closed {
+		close(s.ch)
+		return r.cur.Load().snap, s.ch, func() {}
+	}
+	r.subs[s] = struct{}{}
+	cancel := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if _, ok := r.subs[s]; ok {
+			delete(r.subs, s)
+			close(s.ch)
+		}
+	}
+	return r.cur.Load().snap, s.ch, cancel
+}
+
+type subscriber struct {
+	ch chan Change
+}
+
+// publishLocked hands c to every subscriber, dropping those that are full.
+func (r *Registry) publishLocked(c Change) {
+	for s := range r.subs {
+		select {
+		case s.ch <- c:
+		default:
+			delete(r.subs, s)
+			close(s.ch)
+			r.log.Warn("provider change subscriber dropped: it fell behind", logVersion, c.Version)
+		}
+	}
+}
+
+// Close stops the probes in flight, waits for them, and closes every
+// subscription. Run returns soon after. Close is idempotent.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		for s := range r.subs {
+			delete(r.subs, s)
+			close(s.ch)
+		}
+	}
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	return nil
+}

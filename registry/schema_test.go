@@ -1,0 +1,205 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/google/go-cmp/cmp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+const (
+	examplePath = "../providers.example.json"
+	schemaPath  = "../providers.schema.json"
+)
+
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	sch, err := jsonschema.NewCompiler().Compile(schemaPath)
+	if err != nil {
+		t.Fatalf("Compile(%q) error = %v", schemaPath, err)
+	}
+	return sch
+}
+
+func validateAgainst(t *testing.T, sch *jsonschema.Schema, doc []byte) error {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return err
+	}
+	return sch.Validate(inst)
+}
+
+// builtinsDocument renders every built-in as a providers.json entry that
+// spells out all of its settings.
+func builtinsDocument(selfPath string) []byte {
+	providers := make(map[string]any)
+	for _, d := range builtins(selfPath) {
+		e := map[string]any{"enabled": d.enabled, "label": d.label, "description": d.description, "command": d.command}
+		if d.env != nil {
+			e["env"] = d.env
+		}
+		if d.permissions != nil {
+			e["permissions"] = d.permissions
+		}
+		if d.mode != "" {
+			e["mode"] = d.mode
+		}
+		if d.idleTimeout > 0 {
+			e["idle_timeout"] = d.idleTimeout.String()
+		}
+		if d.turnTimeout > 0 {
+			e["turn_timeout"] = d.turnTimeout.String()
+		}
+		switch d.kind {
+		case backends.KindACP:
+			e["compat"] = map[string]any{"missing_file_empty": d.compat.MissingFileEmpty}
+		case backends.KindPTY:
+			p := d.pty
+			for k, v := range map[string]any{"ready_pattern": p.ReadyPattern, "cancel_keys": p.CancelKeys} {
+				if v != "" {
+					e[k] = v
+				}
+			}
+			if p.QuietWindow > 0 {
+				e["quiet_window"] = p.QuietWindow.String()
+			}
+			if p.Cols > 0 {
+				e["cols"], e["rows"] = p.Cols, p.Rows
+			}
+			if p.ResumeArgs != nil {
+				e["resume_args"] = p.ResumeArgs
+			}
+		}
+		providers[d.id] = e
+	}
+	b, _ := json.MarshalIndent(map[string]any{"version": FileVersion, "providers": providers}, "", "  ")
+	return b
+}
+
+func TestExampleLoads(t *testing.T) {
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := parseDocument(examplePath, data, builtins("/bin/agentpool"))
+	if err != nil {
+		t.Fatalf("parseDocument(%q) error = %v; want nil", examplePath, err)
+	}
+	if d := defs["claude-sandbox"]; d == nil || d.env["IS_SANDBOX"] != "1" || d.enabled {
+		t.Errorf("example claude-sandbox = %+v; want disabled with IS_SANDBOX=1", d)
+	}
+	if d := defs["claude"]; d.env["IS_SANDBOX"] != "" {
+		t.Errorf("example claude env = %v; want IS_SANDBOX unset by default", d.env)
+	}
+
+	// The example shows every field, every compat switch, every
+	// permission action and every mode.
+	root, _ := parseTree(data)
+	seen := map[string]bool{}
+	var walk func(n *node)
+	walk = func(n *node) {
+		for _, m := range n.members {
+			seen[m.key] = true
+			if m.key == "mode" {
+				seen["mode="+m.val.str] = true
+			}
+			walk(m.val)
+		}
+	}
+	walk(root)
+	want := slices.Concat([]string{"$schema", "version", "providers", "mode=default", "mode=full"},
+		entryFields(), compatFields(), permissionActions())
+	for _, k := range want {
+		if !seen[k] {
+			t.Errorf("%s does not show %q", examplePath, k)
+		}
+	}
+}
+
+func TestSchemaAcceptsExampleAndBuiltins(t *testing.T) {
+	sch := compileSchema(t)
+	example, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validateAgainst(t, sch, example); err != nil {
+		t.Errorf("schema rejects %s: %v", examplePath, err)
+	}
+	doc := builtinsDocument("/usr/local/bin/agentpool")
+	if err := validateAgainst(t, sch, doc); err != nil {
+		t.Errorf("schema rejects the built-ins: %v\n%s", err, doc)
+	}
+	// The rendering is complete: loaded back, it changes nothing.
+	defs, err := parseDocument("builtins", doc, builtins("/usr/local/bin/agentpool"))
+	if err != nil {
+		t.Fatalf("parseDocument(built-ins) error = %v", err)
+	}
+	for _, want := range builtins("/usr/local/bin/agentpool") {
+		got := defs[want.id]
+		got.inFile = false
+		if diff := cmp.Diff(want, got, cmp.AllowUnexported(definition{})); diff != "" {
+			t.Errorf("built-in %q rendered and loaded back differs (-want +got):\n%s", want.id, diff)
+		}
+	}
+}
+
+// TestSchemaAgreesWithLoader keeps the schema and the loader in step on
+// what each can express.
+func TestSchemaAgreesWithLoader(t *testing.T) {
+	sch := compileSchema(t)
+	tests := []struct {
+		name  string
+		doc   string
+		valid bool
+	}{
+		{"minimal", `{"version": 1}`, true},
+		{"schema key", `{"$schema": "./providers.schema.json", "version": 1, "providers": {}}`, true},
+		{"override", `{"version": 1, "providers": {"gemini": {"enabled": false, "env": {"A": "b"}}}}`, true},
+		{"new acp", `{"version": 1, "providers": {"amp": {"extends": "acp", "command": ["amp-acp"]}}}`, true},
+		{"new pty", `{"version": 1, "providers": {"t": {"extends": "pty", "command": ["t"], "cols": 80, "rows": 24}}}`, true},
+		{"extends built-in", `{"version": 1, "providers": {"c2": {"extends": "claude", "mode": "full"}}}`, true},
+		{"all permissions", `{"version": 1, "providers": {"codex": {"permissions": {"fs.read": "allow", "terminal": "deny", "switch_mode": "ask"}}}}`, true},
+		{"durations", `{"version": 1, "providers": {"aider": {"quiet_window": "1.5s", "idle_timeout": "1h30m"}}}`, true},
+		{"missing version", `{"providers": {}}`, false},
+		{"version 2", `{"version": 2}`, false},
+		{"unknown top field", `{"version": 1, "extra": true}`, false},
+		{"unknown field", `{"version": 1, "providers": {"claude": {"enabeld": true}}}`, false},
+		{"wrong type", `{"version": 1, "providers": {"claude": {"enabled": "yes"}}}`, false},
+		{"null", `{"version": 1, "providers": {"claude": {"label": null}}}`, false},
+		{"bad id", `{"version": 1, "providers": {"Bad": {"extends": "acp", "command": ["x"]}}}`, false},
+		{"reserved id", `{"version": 1, "providers": {"pty": {"extends": "pty", "command": ["x"]}}}`, false},
+		{"no extends", `{"version": 1, "providers": {"amp": {"command": ["amp-acp"]}}}`, false},
+		{"extends on built-in", `{"version": 1, "providers": {"claude": {"extends": "acp"}}}`, false},
+		{"new acp without command", `{"version": 1, "providers": {"amp": {"extends": "acp"}}}`, false},
+		{"pty field on acp built-in", `{"version": 1, "providers": {"claude": {"cols": 80}}}`, false},
+		{"pty field on new acp", `{"version": 1, "providers": {"amp": {"extends": "acp", "command": ["a"], "rows": 30}}}`, false},
+		{"compat on pty built-in", `{"version": 1, "providers": {"aider": {"compat": {}}}}`, false},
+		{"compat on new pty", `{"version": 1, "providers": {"t": {"extends": "pty", "command": ["t"], "compat": {}}}}`, false},
+		{"empty command", `{"version": 1, "providers": {"codex": {"command": []}}}`, false},
+		{"empty program", `{"version": 1, "providers": {"codex": {"command": [""]}}}`, false},
+		{"env name", `{"version": 1, "providers": {"codex": {"env": {"A=B": "x"}}}}`, false},
+		{"unknown action", `{"version": 1, "providers": {"codex": {"permissions": {"exec": "ask"}}}}`, false},
+		{"unknown decision", `{"version": 1, "providers": {"codex": {"permissions": {"edit": "maybe"}}}}`, false},
+		{"mode", `{"version": 1, "providers": {"codex": {"mode": "yolo"}}}`, false},
+		{"duration", `{"version": 1, "providers": {"codex": {"turn_timeout": "10 minutes"}}}`, false},
+		{"cols range", `{"version": 1, "providers": {"aider": {"cols": 10}}}`, false},
+		{"rows integer", `{"version": 1, "providers": {"aider": {"rows": 2.5}}}`, false},
+		{"blank label", `{"version": 1, "providers": {"codex": {"label": "   "}}}`, false},
+		{"compat field", `{"version": 1, "providers": {"gemini": {"compat": {"x": true}}}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, loadErr := parseDocument("p.json", []byte(tt.doc), builtins("/bin/agentpool"))
+			schemaErr := validateAgainst(t, sch, []byte(tt.doc))
+			if (loadErr == nil) != tt.valid || (schemaErr == nil) != tt.valid {
+				t.Errorf("%s: loader error = %v, schema error = %v; want valid = %v", tt.doc, loadErr, schemaErr, tt.valid)
+			}
+		})
+	}
+}

@@ -1,0 +1,14 @@
+// Package store keeps agentpool's state in SQLite: sessions, their worktrees,
+// the (session, agent) backends, turns, the per-session event log and the
+// permission audit.
+//
+// The database runs in WAL mode with its pragmas in the DSN, so that every
+// pooled connection has them; the schema comes from migrations embedded in the
+// binary and recorded in schema_migrations. Every call takes a context. Times
+// are stored as UTC unix nanoseconds and read back in UTC.
+//
+// Events do not go through a request per event: Append enqueues, and one
+// writer goroutine commits them in batched transactions (group commit),
+// retrying failed batches with backoff and in order, so that a database
+// outage delays the log without stopping the caller.
+package store

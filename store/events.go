@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// Append queues ev for the writer and returns at once; ev must carry its
+// Session and Seq (the caller assigns seqs, see NextSeq), and a zero Time is
+// stamped at write time. Events are written in the order Append was called.
+//
+// Append never fails: a write error is logged and the batch retried, in
+// order, until it succeeds. When QueueLimit events are already waiting,
+// Append blocks up to AppendWait for room and then drops ev; after Close it
+// drops ev at once. Drops are counted in Stats.Dropped and logged (the 1st,
+// 2nd, 4th, 8th... drop, so that an outage does not flood the log).
+func (s *Store) Append(ev backends.Event) {
+	s.prog.add()
+	err := s.queue.push(ev, s.cfg.AppendWait)
+	if err == nil {
+		return
+	}
+	n := s.dropped.Add(1)
+	s.prog.settle(1)
+	if n&(n-1) == 0 {
+		s.log.Error("event dropped", logKeySession, ev.Session, logKeySeq, ev.Seq, logKeyDropped, n, logKeyErr, err)
+	}
+}
+
+// Flush returns once every event appended before the call has been written
+// (or counted as rejected or dropped, see Stats), skipping the writer's
+// FlushInterval wait. It returns the context's error if ctx ends first, and
+// ErrClosed if called after Close.
+func (s *Store) Flush(ctx context.Context) error {
+	select {
+	case <-s.quit:
+		return fmt.Errorf("flush events: %w", ErrClosed)
+	default:
+	}
+	target := s.prog.target()
+	s.flushes.Add(1)
+	defer s.flushes.Add(-1)
+	poke(s.nudge)
+	for {
+		ok, changed := s.prog.reached(target)
+		if ok {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-s.done:
+			if ok, _ := s.prog.reached(target); !ok {
+				return fmt.Errorf("flush events: %w", ErrClosed)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("flush events: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// NextSeq returns the seq that follows the last stored event of sessionID (1
+// for none). It flushes first, so that queued events count; the caller then
+// assigns seqs itself and must not call NextSeq while appending for the
+// session.
+func (s *Store) NextSeq(ctx context.Context, sessionID string) (int64, error) {
+	if err := s.Flush(ctx); err != nil {
+		return 0, fmt.Errorf("next seq of session %q: %w", sessionID, err)
+	}
+	var last int64
+	if err := s.db.GetContext(ctx, &last, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`,
+		sessionID); err != nil {
+		return 0, fmt.Errorf("next seq of session %q: %w", sessionID, err)
+	}
+	return last + 1, nil
+}
+
+type eventRow struct {
+	SessionID string  `db:"session_id"`
+	Seq       int64   `db:"seq"`
+	TurnID    *int64  `db:"turn_id"`
+	Agent     string  `db:"agent"`
+	Type      string  `db:"type"`
+	Data      *string `db:"data"`
+	CreatedAt int64   `db:"created_at"`
+}
+
+// Events returns the written events of sessionID with seq > afterSeq in seq
+// order, at most limit of them (limit <= 0: all). Events still queued are
+// not included; Flush first to see them.
+func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]backends.Event, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	var rows []eventRow
+	if err := s.db.SelectContext(ctx, &rows, `SELECT session_id, seq, turn_id, agent, type, data, created_at
+		FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit); err != nil {
+		return nil, fmt.Errorf("events of session %q after %d: %w", sessionID, afterSeq, err)
+	}
+	out := make([]backends.Event, len(rows))
+	for i, r := range rows {
+		ev := backends.Event{
+			Seq: r.Seq, Session: r.SessionID, Agent: r.Agent,
+			Time: fromUnix(r.CreatedAt), Type: backends.EventType(r.Type),
+		}
+		if r.TurnID != nil {
+			ev.Turn = *r.TurnID
+		}
+		if r.Data != nil {
+			ev.Data = json.RawMessage(*r.Data)
+		}
+		out[i] = ev
+	}
+	return out, nil
+}
+
+// Stats are the event writer's counters since Open.
+type Stats struct {
+	// Appended counts events written to the database.
+	Appended int64
+	// Batches counts the transactions that committed events.
+	Batches int64
+	// Retries counts failed batch attempts that were tried again.
+	Retries int64
+	// Dropped counts events lost: queue full, Append after Close, or still
+	// failing when Close gave up.
+	Dropped int64
+	// Rejected counts events the database refused for themselves (duplicate
+	// seq, unknown session).
+	Rejected int64
+	// Pending counts events appended and not yet written, rejected or dropped.
+	Pending int64
+}
+
+// Stats returns the writer's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Appended: s.appended.Load(),
+		Batches:  s.batches.Load(),
+		Retries:  s.retries.Load(),
+		Dropped:  s.dropped.Load(),
+		Rejected: s.rejected.Load(),
+		Pending:  s.prog.pending(),
+	}
+}

@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Session statuses the pool uses; the store accepts any non-empty status.
+const (
+	SessionOpen   = "open"
+	SessionClosed = "closed"
+)
+
+// Session is one agentpool session: a repository, its worktree and the
+// agents that worked in it.
+type Session struct {
+	ID          string
+	Repo        string
+	BaseRef     string
+	Title       string
+	ActiveAgent string
+	Status      string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+type sessionRow struct {
+	ID          string `db:"id"`
+	Repo        string `db:"repo"`
+	BaseRef     string `db:"base_ref"`
+	Title       string `db:"title"`
+	ActiveAgent string `db:"active_agent"`
+	Status      string `db:"status"`
+	CreatedAt   int64  `db:"created_at"`
+	UpdatedAt   int64  `db:"updated_at"`
+}
+
+func (r sessionRow) session() Session {
+	return Session{
+		ID: r.ID, Repo: r.Repo, BaseRef: r.BaseRef, Title: r.Title,
+		ActiveAgent: r.ActiveAgent, Status: r.Status,
+		CreatedAt: fromUnix(r.CreatedAt), UpdatedAt: fromUnix(r.UpdatedAt),
+	}
+}
+
+const sessionCols = `id, repo, base_ref, title, active_agent, status, created_at, updated_at`
+
+// CreateSession inserts sess and returns it as stored: Status defaults to
+// SessionOpen, and CreatedAt (when zero) and UpdatedAt come from the clock.
+// It returns ErrExists if the id is taken.
+func (s *Store) CreateSession(ctx context.Context, sess Session) (Session, error) {
+	if sess.ID == "" {
+		return Session{}, errors.New("create session: empty id")
+	}
+	if sess.Status == "" {
+		sess.Status = SessionOpen
+	}
+	sess.CreatedAt = s.orNow(sess.CreatedAt).UTC()
+	sess.UpdatedAt = sess.CreatedAt
+	row := sessionRow{
+		ID: sess.ID, Repo: sess.Repo, BaseRef: sess.BaseRef, Title: sess.Title,
+		ActiveAgent: sess.ActiveAgent, Status: sess.Status,
+		CreatedAt: toUnix(sess.CreatedAt), UpdatedAt: toUnix(sess.UpdatedAt),
+	}
+	if _, err := s.db.NamedExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`)
+		VALUES (:id, :repo, :base_ref, :title, :active_agent, :status, :created_at, :updated_at)`, row); err != nil {
+		return Session{}, fmt.Errorf("create session %q: %w", sess.ID, mapWriteErr(err))
+	}
+	return row.session(), nil
+}
+
+// GetSession returns the session id, or ErrNotFound.
+func (s *Store) GetSession(ctx context.Context, id string) (Session, error) {
+	var row sessionRow
+	err := s.db.GetContext(ctx, &row, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Session{}, fmt.Errorf("get session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("get session %q: %w", id, err)
+	}
+	return row.session(), nil
+}
+
+// ListSessions returns every session, oldest first.
+func (s *Store) ListSessions(ctx context.Context) ([]Session, error) {
+	var rows []sessionRow
+	if err := s.db.SelectContext(ctx, &rows, `SELECT `+sessionCols+` FROM sessions ORDER BY created_at, id`); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	out := make([]Session, len(rows))
+	for i, r := range rows {
+		out[i] = r.session()
+	}
+	return out, nil
+}
+
+// UpdateSessionStatus sets the status of session id and stamps UpdatedAt.
+// It returns ErrNotFound for an unknown id.
+func (s *Store) UpdateSessionStatus(ctx context.Context, id, status string) error {
+	if status == "" {
+		return fmt.Errorf("update session %q: empty status", id)
+	}
+	return s.updateSession(ctx, id, "status", status)
+}
+
+// SetActiveAgent records agent as the one session id talks to now and stamps
+// UpdatedAt. It returns ErrNotFound for an unknown id.
+func (s *Store) SetActiveAgent(ctx context.Context, id, agent string) error {
+	return s.updateSession(ctx, id, "active_agent", agent)
+}
+
+// updateSession sets one column, named by the caller (never by user input).
+func (s *Store) updateSession(ctx context.Context, id, column, value string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET `+column+` = ?, updated_at = ? WHERE id = ?`,
+		value, toUnix(s.now()), id)
+	if err == nil {
+		err = mustAffect(res)
+	}
+	if err != nil {
+		return fmt.Errorf("update session %q %s: %w", id, column, err)
+	}
+	return nil
+}
+
+// WorktreeRow records the git worktree of a session.
+type WorktreeRow struct {
+	SessionID  string
+	Path       string
+	Branch     string
+	BaseCommit string
+	CreatedAt  time.Time
+	// RemovedAt is set once the worktree directory is gone.
+	RemovedAt *time.Time
+}
+
+type worktreeRow struct {
+	SessionID  string `db:"session_id"`
+	Path       string `db:"path"`
+	Branch     string `db:"branch"`
+	BaseCommit string `db:"base_commit"`
+	CreatedAt  int64  `db:"created_at"`
+	RemovedAt  *int64 `db:"removed_at"`
+}
+
+func (r worktreeRow) worktree() WorktreeRow {
+	return WorktreeRow{
+		SessionID: r.SessionID, Path: r.Path, Branch: r.Branch, BaseCommit: r.BaseCommit,
+		CreatedAt: fromUnix(r.CreatedAt), RemovedAt: fromNullUnix(r.RemovedAt),
+	}
+}
+
+const worktreeCols = `session_id, path, branch, base_commit, created_at, removed_at`
+
+// PutWorktree records (or replaces) the worktree of w.SessionID, with
+// CreatedAt from the clock when zero and RemovedAt as given. It returns
+// ErrNotFound if the session does not exist.
+func (s *Store) PutWorktree(ctx context.Context, w WorktreeRow) error {
+	row := worktreeRow{
+		SessionID: w.SessionID, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit,
+		CreatedAt: toUnix(s.orNow(w.CreatedAt)),
+	}
+	if w.RemovedAt != nil {
+		at := toUnix(*w.RemovedAt)
+		row.RemovedAt = &at
+	}
+	_, err := s.db.NamedExecContext(ctx, `INSERT INTO session_worktrees (`+worktreeCols+`)
+		VALUES (:session_id, :path, :branch, :base_commit, :created_at, :removed_at)
+		ON CONFLICT (session_id) DO UPDATE SET path = excluded.path, branch = excluded.branch,
+			base_commit = excluded.base_commit, created_at = excluded.created_at, removed_at = excluded.removed_at`, row)
+	if err != nil {
+		return fmt.Errorf("put worktree of session %q: %w", w.SessionID, mapWriteErr(err))
+	}
+	return nil
+}
+
+// GetWorktree returns the worktree of sessionID, or ErrNotFound.
+func (s *Store) GetWorktree(ctx context.Context, sessionID string) (WorktreeRow, error) {
+	var row worktreeRow
+	err := s.db.GetContext(ctx, &row, `SELECT `+worktreeCols+` FROM session_worktrees WHERE session_id = ?`, sessionID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return WorktreeRow{}, fmt.Errorf("get worktree of session %q: %w", sessionID, ErrNotFound)
+	}
+	if err != nil {
+		return WorktreeRow{}, fmt.Errorf("get worktree of session %q: %w", sessionID, err)
+	}
+	return row.worktree(), nil
+}
+
+// MarkWorktreeRemoved stamps the worktree of sessionID as removed now. A
+// worktree already marked keeps its first time. It returns ErrNotFound when
+// the session has no worktree row.
+func (s *Store) MarkWorktreeRemoved(ctx context.Context, sessionID string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE session_worktrees SET removed_at = COALESCE(removed_at, ?) WHERE session_id = ?`,
+		toUnix(s.now()), sessionID)
+	if err == nil {
+		err = mustAffect(res)
+	}
+	if err != nil {
+		return fmt.Errorf("mark worktree of session %q removed: %w", sessionID, err)
+	}
+	return nil
+}
+
+// ListWorktrees returns the worktree rows, oldest first; removed ones only
+// when includeRemoved is true.
+func (s *Store) ListWorktrees(ctx context.Context, includeRemoved bool) ([]WorktreeRow, error) {
+	q := `SELECT ` + worktreeCols + ` FROM session_worktrees`
+	if !includeRemoved {
+		q += ` WHERE removed_at IS NULL`
+	}
+	var rows []worktreeRow
+	if err := s.db.SelectContext(ctx, &rows, q+` ORDER BY created_at, session_id`); err != nil {
+		return nil, fmt.Errorf("list worktrees: %w", err)
+	}
+	out := make([]WorktreeRow, len(rows))
+	for i, r := range rows {
+		out[i] = r.worktree()
+	}
+	return out, nil
+}

@@ -1,0 +1,325 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+)
+
+// Defaults applied by Open to a Config field left zero (see Config).
+const (
+	// DefaultBatchSize is the largest number of events in one transaction.
+	DefaultBatchSize = 256
+	// DefaultFlushInterval is how long the writer waits to fill a batch.
+	DefaultFlushInterval = 2 * time.Millisecond
+	// DefaultRetryBackoff is the first wait after a failed batch.
+	DefaultRetryBackoff = 10 * time.Millisecond
+	// DefaultMaxBackoff caps the wait between retries.
+	DefaultMaxBackoff = time.Second
+	// DefaultQueueLimit bounds the events waiting for the writer.
+	DefaultQueueLimit = 1 << 16
+	// DefaultAppendWait is how long Append waits for room in a full queue.
+	DefaultAppendWait = 50 * time.Millisecond
+	// DefaultBusyTimeout is SQLite's wait for a lock held elsewhere.
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultCloseTimeout bounds Close's last attempts to write.
+	DefaultCloseTimeout = 10 * time.Second
+	// maxIdleConns keeps a few opened connections (and their pragmas) around.
+	maxIdleConns = 4
+)
+
+// Log attribute keys.
+const (
+	logKeyErr     = "err"
+	logKeyPath    = "path"
+	logKeyEvents  = "events"
+	logKeyAttempt = "attempt"
+	logKeyBackoff = "backoff"
+	logKeySession = "session"
+	logKeySeq     = "seq"
+	logKeyDropped = "dropped"
+)
+
+// Errors returned by the store; callers test them with errors.Is.
+var (
+	// ErrNotFound is returned when the row asked for, or the session a new
+	// row refers to, does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists is returned when a row with the same key already exists.
+	ErrExists = errors.New("already exists")
+	// ErrTurnEnded is returned by EndTurn for a turn that has already ended.
+	ErrTurnEnded = errors.New("turn already ended")
+	// ErrClosed is returned by calls made after Close.
+	ErrClosed = errors.New("store closed")
+)
+
+// Config configures a Store. Zero fields take the Default constants.
+type Config struct {
+	// Path is the database file; it is created if missing, its directory
+	// must exist.
+	Path string
+	// Now is the clock used for every time the store stamps (nil: time.Now).
+	Now func() time.Time
+	// Logger receives write failures, retries and drops (nil: slog.Default()).
+	Logger *slog.Logger
+	// BatchSize is the largest number of events committed in one transaction.
+	BatchSize int
+	// FlushInterval is how long the writer waits for more events before it
+	// commits a batch that is not full; a pending Flush cuts the wait short.
+	FlushInterval time.Duration
+	// RetryBackoff is the first wait after a failed batch; it doubles on each
+	// further failure up to MaxBackoff.
+	RetryBackoff time.Duration
+	// MaxBackoff caps the wait between retries of a failed batch.
+	MaxBackoff time.Duration
+	// QueueLimit bounds the events waiting for the writer.
+	QueueLimit int
+	// AppendWait is how long Append blocks on a full queue before it drops
+	// the event.
+	AppendWait time.Duration
+	// BusyTimeout is SQLite's busy_timeout: how long a statement waits for a
+	// lock held by another connection.
+	BusyTimeout time.Duration
+	// CloseTimeout bounds how long Close keeps trying to write pending events.
+	CloseTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.FlushInterval, DefaultFlushInterval)
+	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
+	setDefault(&c.MaxBackoff, DefaultMaxBackoff)
+	setDefault(&c.QueueLimit, DefaultQueueLimit)
+	setDefault(&c.AppendWait, DefaultAppendWait)
+	setDefault(&c.BusyTimeout, DefaultBusyTimeout)
+	setDefault(&c.CloseTimeout, DefaultCloseTimeout)
+	if c.MaxBackoff < c.RetryBackoff {
+		c.MaxBackoff = c.RetryBackoff
+	}
+	return c
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// Store is agentpool's SQLite database. Its methods are safe for concurrent
+// use.
+type Store struct {
+	db  *sqlx.DB
+	cfg Config
+	log *slog.Logger
+
+	queue   *queue
+	prog    progress
+	flushes atomic.Int64  // Flush calls waiting: the writer skips lingering
+	nudge   chan struct{} // wakes a lingering writer for a Flush
+	quit    chan struct{} // closed by Close: drain, then exit
+	abandon context.CancelFunc
+	wctx    context.Context // the writer's context, cancelled to give up
+	done    chan struct{}   // closed when the writer has exited
+
+	closeOnce sync.Once
+	closeErr  error
+
+	appended, batches, retries, dropped, rejected atomic.Int64
+}
+
+// Open opens (creating if needed) the database at cfg.Path, applies the
+// embedded migrations that are not yet recorded and starts the event writer.
+// ctx bounds the opening only.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Path == "" {
+		return nil, errors.New("open store: empty path")
+	}
+	dsn, err := dataSourceName(cfg.Path, cfg.BusyTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	db, err := sqlx.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store %q: %w", cfg.Path, err)
+	}
+	db.SetMaxIdleConns(maxIdleConns)
+	if err := checkDB(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %q: %w", cfg.Path, err)
+	}
+	if err := migrate(ctx, db, migrationFS, cfg.Now); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %q: %w", cfg.Path, err)
+	}
+	wctx, abandon := context.WithCancel(context.Background())
+	s := &Store{
+		db:      db,
+		cfg:     cfg,
+		log:     cfg.Logger.With(logKeyPath, cfg.Path),
+		queue:   newQueue(cfg.QueueLimit, cfg.BatchSize),
+		nudge:   make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		wctx:    wctx,
+		abandon: abandon,
+		done:    make(chan struct{}),
+	}
+	s.prog.changed = make(chan struct{})
+	go s.run()
+	return s, nil
+}
+
+// dataSourceName returns the mattn/go-sqlite3 DSN for path: a file: URI
+// (so that any character of the path survives) carrying the pragmas that
+// every new connection applies.
+func dataSourceName(path string, busy time.Duration) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("resolve path %q: %w", path, err)
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
+	q.Set("_foreign_keys", "on")
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "NORMAL")
+	q.Set("_txlock", "immediate")
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}
+	return u.String(), nil
+}
+
+// checkDB connects and verifies that WAL mode took effect (it cannot on some
+// file systems, and the store relies on readers not blocking the writer).
+func checkDB(ctx context.Context, db *sqlx.DB) error {
+	var mode string
+	if err := db.GetContext(ctx, &mode, "PRAGMA journal_mode"); err != nil {
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("journal mode is %q, want wal", mode)
+	}
+	return nil
+}
+
+// Close writes the events still queued (giving up after CloseTimeout, with
+// the loss counted in Stats.Dropped), stops the writer and closes the
+// database. It returns an error when closing the database fails or when any
+// event was dropped since Open. Appends made after Close are dropped.
+// Calling Close again returns the first result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.queue.close()
+		close(s.quit)
+		timer := time.NewTimer(s.cfg.CloseTimeout)
+		defer timer.Stop()
+		select {
+		case <-s.done:
+		case <-timer.C:
+			s.abandon()
+			<-s.done
+		}
+		s.abandon()
+		var errs []error
+		if n := s.dropped.Load(); n > 0 {
+			errs = append(errs, fmt.Errorf("close store: %d events dropped since open", n))
+		}
+		if err := s.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// now returns the store's clock reading.
+func (s *Store) now() time.Time { return s.cfg.Now() }
+
+// toUnix converts t to the stored form, UTC unix nanoseconds.
+func toUnix(t time.Time) int64 { return t.UnixNano() }
+
+// fromUnix converts a stored time back, in UTC.
+func fromUnix(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// fromNullUnix converts a nullable stored time.
+func fromNullUnix(n *int64) *time.Time {
+	if n == nil {
+		return nil
+	}
+	t := fromUnix(*n)
+	return &t
+}
+
+// orNow returns t, or now when t is zero.
+func (s *Store) orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return s.now()
+	}
+	return t
+}
+
+// nullID stores 0 as NULL, for optional references such as a turn id.
+func nullID(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+// nullText stores empty JSON as NULL.
+func nullText(b []byte) *string {
+	if len(b) == 0 {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+// sqliteCode returns the extended SQLite error code in err, or 0.
+func sqliteCode(err error) sqlite3.ErrNoExtended {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		return se.ExtendedCode
+	}
+	return 0
+}
+
+// mapWriteErr turns the constraint errors of an insert into the store's
+// sentinels: a duplicate key into ErrExists, a missing referenced row into
+// ErrNotFound.
+func mapWriteErr(err error) error {
+	switch sqliteCode(err) {
+	case sqlite3.ErrConstraintPrimaryKey, sqlite3.ErrConstraintUnique:
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	case sqlite3.ErrConstraintForeignKey:
+		return fmt.Errorf("%w: referenced session: %w", ErrNotFound, err)
+	}
+	return err
+}
+
+// mustAffect returns ErrNotFound when an update touched no row.
+func mustAffect(res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
