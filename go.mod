@@ -1,6 +1,6 @@
 module github.com/agentpool/agentpool
 
-go 1.25
+go 1.26.0
 
 require (
 	github.com/coder/acp-go-sdk v0.13.5
@@ -11,7 +11,11 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sys v0.21.0
+	golang.org/x/sys v0.48.0
 )
 
-require golang.org/x/text v0.14.0 // indirect
+require (
+	github.com/coder/websocket v1.8.14 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)

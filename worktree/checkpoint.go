@@ -1,0 +1,278 @@
+package worktree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// tempIndex is a private index file for one snapshot: a copy of the
+// worktree's index (so stat data, sparse bits and tracked-ness carry over),
+// kept in the worktree's git directory beside the real one.
+type tempIndex struct {
+	path string
+}
+
+// newTempIndex copies the worktree's index at admin/index to a new file.
+func newTempIndex(admin string) (*tempIndex, error) {
+	f, err := os.CreateTemp(admin, "agentpool-index-*")
+	if err != nil {
+		return nil, fmt.Errorf("temporary index: %w", err)
+	}
+	t := &tempIndex{path: f.Name()}
+	src, err := os.Open(filepath.Join(admin, "index"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		// No index yet: let git start from an empty one.
+		f.Close()
+		os.Remove(t.path)
+		return t, nil
+	case err != nil:
+		f.Close()
+		t.remove()
+		return nil, fmt.Errorf("temporary index: %w", err)
+	}
+	defer src.Close()
+	if _, err := io.Copy(f, src); err != nil {
+		f.Close()
+		t.remove()
+		return nil, fmt.Errorf("temporary index: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		t.remove()
+		return nil, fmt.Errorf("temporary index: %w", err)
+	}
+	return t, nil
+}
+
+// env points git at the temporary index.
+func (t *tempIndex) env() []string { return []string{"GIT_INDEX_FILE=" + t.path} }
+
+// remove deletes the file and any lock git left beside it.
+func (t *tempIndex) remove() {
+	os.Remove(t.path)
+	os.Remove(t.path + ".lock")
+}
+
+// snapshotInto adds the whole state of the worktree at dir (tracked and
+// untracked files, ignore rules respected) to the temporary index and
+// writes its tree. HEAD, the real index and the files are not touched.
+func (m *Manager) snapshotInto(ctx context.Context, dir string, idx *tempIndex) (string, error) {
+	if _, err := m.run(ctx, call{dir: dir, args: []string{"add", "--all"}, env: idx.env()}); err != nil {
+		return "", fmt.Errorf("snapshot %s: %w", dir, err)
+	}
+	out, err := m.run(ctx, call{dir: dir, args: []string{"write-tree"}, env: idx.env()})
+	if err != nil {
+		return "", fmt.Errorf("snapshot %s: %w", dir, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// snapshot returns the tree of the worktree's current state.
+func (m *Manager) snapshot(ctx context.Context, dir, admin string) (string, error) {
+	idx, err := newTempIndex(admin)
+	if err != nil {
+		return "", err
+	}
+	defer idx.remove()
+	return m.snapshotInto(ctx, dir, idx)
+}
+
+// Checkpoint records the whole state of the worktree (tracked and untracked
+// files, .gitignore respected) and returns its tree id, without touching
+// HEAD, the index or any file: it works on a copy of the index through
+// GIT_INDEX_FILE. The tree is anchored in a chain of commits at
+// CheckpointRefPrefix+session (one commit per distinct state), so git gc
+// keeps it and Diff and Restore can use it at any later time. Taking a
+// checkpoint of an unchanged worktree returns the same id and adds nothing.
+// A missing directory gives an error wrapping ErrMissing.
+func (m *Manager) Checkpoint(ctx context.Context, wt Worktree) (string, error) {
+	admin, err := m.open(wt)
+	if err != nil {
+		return "", err
+	}
+	st := m.state(wt.Path)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	tree, err := m.snapshot(ctx, wt.Path, admin)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint session %q: %w", wt.Session, err)
+	}
+	if err := m.anchorLocked(ctx, st, wt, tree); err != nil {
+		return "", fmt.Errorf("checkpoint session %q: %w", wt.Session, err)
+	}
+	return tree, nil
+}
+
+// anchorLocked appends tree to the session's checkpoint chain unless it is
+// already its head. st.mu must be held.
+func (m *Manager) anchorLocked(ctx context.Context, st *wtState, wt Worktree, tree string) error {
+	if st.anchor != "" && st.anchorTree == tree {
+		return nil
+	}
+	ref := CheckpointRefPrefix + wt.Session
+	for attempt := 0; ; attempt++ {
+		if st.anchor == "" || attempt > 0 {
+			ids, err := m.resolve(ctx, wt.Path, ref, ref+"^{tree}")
+			if err != nil {
+				return fmt.Errorf("read %s: %w", ref, err)
+			}
+			st.anchor, st.anchorTree = ids[0], ids[1]
+			if st.anchor != "" && st.anchorTree == tree {
+				return nil
+			}
+		}
+		args := []string{"commit-tree", tree, "-m", checkpointTitle, "-m", "Session: " + wt.Session}
+		if st.anchor != "" {
+			args = append(args, "-p", st.anchor)
+		}
+		commit, err := m.git(ctx, wt.Path, args...)
+		if err != nil {
+			return fmt.Errorf("anchor checkpoint: %w", err)
+		}
+		// Compare-and-swap: "" means the ref must not exist yet.
+		_, err = m.git(ctx, wt.Path, "update-ref", "-m", checkpointTitle, ref, commit, st.anchor)
+		if err == nil {
+			st.anchor, st.anchorTree = commit, tree
+			return nil
+		}
+		if attempt > 0 || ctx.Err() != nil {
+			return fmt.Errorf("anchor checkpoint: %w", err)
+		}
+		// Someone else moved the ref: re-read it and retry once.
+	}
+}
+
+// Restore makes the worktree match checkpoint (a tree id from Checkpoint,
+// or any tree-ish such as the base commit): files changed since are put
+// back, files added since are removed (and directories left empty by that),
+// files deleted since return, modes follow. Ignored files are never touched:
+// if a file of the checkpoint would overwrite one, Restore fails and changes
+// nothing. HEAD does not move; for each path it changes, the index entry is
+// reset to HEAD so that nothing the undone work staged stays staged. The
+// state replaced is first anchored in the checkpoint chain, so a restore can
+// itself be undone. Errors wrap ErrMissing or ErrUnknownRef.
+func (m *Manager) Restore(ctx context.Context, wt Worktree, checkpoint string) error {
+	admin, err := m.open(wt)
+	if err != nil {
+		return err
+	}
+	if err := validRev(checkpoint); err != nil {
+		return err
+	}
+	st := m.state(wt.Path)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ids, err := m.resolve(ctx, wt.Path, checkpoint+"^{tree}")
+	if err != nil {
+		return fmt.Errorf("restore session %q: %w", wt.Session, err)
+	}
+	target := ids[0]
+	if target == "" {
+		return fmt.Errorf("%w: checkpoint %q is not a tree in %s", ErrUnknownRef, checkpoint, wt.Path)
+	}
+	idx, err := newTempIndex(admin)
+	if err != nil {
+		return fmt.Errorf("restore session %q: %w", wt.Session, err)
+	}
+	defer idx.remove()
+	cur, err := m.snapshotInto(ctx, wt.Path, idx)
+	if err != nil {
+		return fmt.Errorf("restore session %q: %w", wt.Session, err)
+	}
+	if cur == target {
+		return nil
+	}
+	if err := m.anchorLocked(ctx, st, wt, cur); err != nil {
+		return fmt.Errorf("restore session %q: %w", wt.Session, err)
+	}
+	out, err := m.run(ctx, call{dir: wt.Path, args: []string{"diff-tree", "-r", "-z", "--name-status", "--no-renames", cur, target, "--"}})
+	if err != nil {
+		return fmt.Errorf("restore session %q: %w", wt.Session, err)
+	}
+	changed, err := parseNameStatus(out)
+	if err != nil {
+		return fmt.Errorf("restore session %q: %w", wt.Session, err)
+	}
+	// read-tree treats ignored files as expendable: refuse first.
+	if err := ignoredInTheWay(wt.Path, changed); err != nil {
+		return fmt.Errorf("restore session %q: %w; nothing was changed", wt.Session, err)
+	}
+	// The temporary index equals cur and is fresh, so a two-tree read-tree
+	// switches exactly the paths that differ.
+	if _, err := m.run(ctx, call{dir: wt.Path, args: []string{"read-tree", "-m", "-u", cur, target}, env: idx.env()}); err != nil {
+		return fmt.Errorf("restore session %q: %w", wt.Session, err)
+	}
+	var paths strings.Builder
+	for _, c := range changed {
+		paths.WriteString(c.path)
+		paths.WriteByte(0)
+	}
+	if _, err := m.run(ctx, call{
+		dir:   wt.Path,
+		args:  []string{"reset", "--quiet", "--pathspec-from-file=-", "--pathspec-file-nul"},
+		stdin: strings.NewReader(paths.String()),
+	}); err != nil {
+		return fmt.Errorf("restore session %q: files restored, index not reset: %w", wt.Session, err)
+	}
+	m.log.Info("worktree restored", keySession, wt.Session, keyPath, wt.Path, keyCommit, target)
+	return nil
+}
+
+// pathChange is one path of `diff-tree --name-status --no-renames`.
+type pathChange struct {
+	status byte // 'A', 'D', 'M', 'T'
+	path   string
+}
+
+// parseNameStatus parses the -z form: "status\0path\0" records.
+func parseNameStatus(out []byte) ([]pathChange, error) {
+	toks := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if len(toks) == 1 && toks[0] == "" {
+		return nil, nil
+	}
+	if len(toks)%2 != 0 {
+		return nil, fmt.Errorf("unexpected diff-tree output %q", out)
+	}
+	changes := make([]pathChange, 0, len(toks)/2)
+	for i := 0; i < len(toks); i += 2 {
+		if toks[i] == "" {
+			return nil, fmt.Errorf("unexpected diff-tree output %q", out)
+		}
+		changes = append(changes, pathChange{status: toks[i][0], path: toks[i+1]})
+	}
+	return changes, nil
+}
+
+// ignoredInTheWay finds a file on disk that writing the added paths would
+// overwrite. Every non-ignored file is in the current snapshot, so a file
+// at an added path, or in place of one of its directories, is an ignored
+// one, unless the restore deletes it.
+func ignoredInTheWay(dir string, changes []pathChange) error {
+	deleted := make(map[string]bool)
+	for _, c := range changes {
+		if c.status == 'D' {
+			deleted[c.path] = true
+		}
+	}
+	for _, c := range changes {
+		if c.status != 'A' {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(c.path))); err == nil {
+			return fmt.Errorf("restoring %s would overwrite an ignored file or directory", c.path)
+		}
+		for p := path.Dir(c.path); p != "."; p = path.Dir(p) {
+			info, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(p)))
+			if err == nil && !info.IsDir() && !deleted[p] {
+				return fmt.Errorf("restoring %s would overwrite the ignored file %s", c.path, p)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package worktree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Create makes the worktree of session from repo (any path inside the
+// user's working tree) at baseRef ("" means the repository's HEAD), on the
+// new branch BranchPrefix+session, at
+// <Root>/<repo-name>-<hash>/<session>. The main checkout may be dirty: it is
+// neither read nor changed.
+//
+// Errors wrap ErrInvalidSession, ErrNotRepository, ErrBareRepository,
+// ErrUnknownRef (also for a repository without commits) or ErrExists (the
+// branch or directory exists; use Recreate for a worktree whose directory
+// was lost). A failed or cancelled Create leaves no branch, directory or
+// registration behind.
+func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Worktree, error) {
+	if err := ValidSession(session); err != nil {
+		return Worktree{}, err
+	}
+	if baseRef == "" {
+		baseRef = "HEAD"
+	}
+	if err := validRev(baseRef); err != nil {
+		return Worktree{}, err
+	}
+	info, err := m.repo(ctx, repo)
+	if err != nil {
+		return Worktree{}, err
+	}
+	if within(info.top, m.root) {
+		return Worktree{}, fmt.Errorf("worktree root %s is inside repository %s: worktrees must live outside it", m.root, info.top)
+	}
+	path := filepath.Join(m.namespace(info.top), session)
+	branch := BranchPrefix + session
+
+	lock := m.repoLock(info.common)
+	lock.Lock()
+	defer lock.Unlock()
+
+	ids, err := m.resolve(ctx, info.top, baseRef+"^{commit}", "refs/heads/"+branch)
+	if err != nil {
+		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
+	}
+	base := ids[0]
+	if base == "" {
+		return Worktree{}, fmt.Errorf("%w: %q is not a commit in %s", ErrUnknownRef, baseRef, info.top)
+	}
+	if ids[1] != "" {
+		return Worktree{}, fmt.Errorf("%w: branch %s already exists in %s", ErrExists, branch, info.top)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return Worktree{}, fmt.Errorf("%w: %s exists", ErrExists, path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
+	}
+	if _, err := m.git(ctx, info.top, "worktree", "add", "--quiet", "-b", branch, "--", path, base); err != nil {
+		m.undoCreateLocked(context.WithoutCancel(ctx), info, path, branch, base)
+		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
+	}
+	wt := Worktree{
+		Session:    session,
+		Repo:       info.top,
+		Path:       path,
+		Branch:     branch,
+		BaseCommit: base,
+		CreatedAt:  time.Now().UTC(),
+	}
+	m.log.Info("worktree created", keySession, session, keyRepo, info.top, keyPath, path, keyCommit, base)
+	return wt, nil
+}
+
+// undoCreateLocked removes what a failed `git worktree add` left: its
+// registration, the directory (which did not exist before) and the branch
+// if it still points at base. Errors are logged: the Create error is the one
+// that matters.
+func (m *Manager) undoCreateLocked(ctx context.Context, info repoInfo, path, branch, base string) {
+	log := m.log.With(keyRepo, info.top, keyPath, path)
+	if wts, err := m.list(ctx, info.top); err == nil {
+		for _, w := range wts {
+			if w.Path == path {
+				if _, err := m.git(ctx, info.top, "worktree", "remove", "--force", "--", path); err != nil {
+					log.Warn("undo create: unregister worktree", keyErr, err)
+				}
+			}
+		}
+	}
+	if err := os.RemoveAll(path); err != nil {
+		log.Warn("undo create: remove directory", keyErr, err)
+	}
+	_ = os.Remove(filepath.Dir(path)) // only if empty
+	if _, err := m.git(ctx, info.top, "update-ref", "-d", "refs/heads/"+branch, base); err != nil {
+		if ids, rerr := m.resolve(ctx, info.top, "refs/heads/"+branch); rerr == nil && ids[0] != "" {
+			log.Warn("undo create: delete branch", keyBranch, branch, keyErr, err)
+		}
+	}
+}
+
+// Recreate brings back the directory of a worktree that was lost (deleted
+// by hand, or found missing by Reconcile) from its branch, which holds all
+// its committed and preserved work. It returns wt with Repo and Branch
+// filled in (Repo as the top level of the working tree).
+// Errors wrap ErrExists when the directory is present and ErrMissing when
+// the branch is gone.
+func (m *Manager) Recreate(ctx context.Context, wt Worktree) (Worktree, error) {
+	if err := ValidSession(wt.Session); err != nil {
+		return Worktree{}, err
+	}
+	if !filepath.IsAbs(wt.Path) {
+		return Worktree{}, fmt.Errorf("recreate worktree: path %q is not absolute", wt.Path)
+	}
+	info, err := m.repo(ctx, wt.Repo)
+	if err != nil {
+		return Worktree{}, err
+	}
+	branch := branchOf(wt)
+	lock := m.repoLock(info.common)
+	lock.Lock()
+	defer lock.Unlock()
+
+	if _, err := os.Lstat(wt.Path); err == nil {
+		return Worktree{}, fmt.Errorf("%w: %s exists", ErrExists, wt.Path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
+	}
+	ids, err := m.resolve(ctx, info.top, "refs/heads/"+branch)
+	if err != nil {
+		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
+	}
+	if ids[0] == "" {
+		return Worktree{}, fmt.Errorf("%w: branch %s is gone from %s; the worktree cannot be re-created", ErrMissing, branch, info.top)
+	}
+	wts, err := m.list(ctx, info.top)
+	if err != nil {
+		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
+	}
+	for _, w := range wts {
+		if filepath.Clean(w.Path) == filepath.Clean(wt.Path) {
+			// The stale registration of the lost directory.
+			if _, err := m.git(ctx, info.top, "worktree", "remove", "--force", "--", wt.Path); err != nil {
+				return Worktree{}, fmt.Errorf("recreate worktree %s: clear stale registration: %w", wt.Path, err)
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(wt.Path), 0o755); err != nil {
+		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
+	}
+	if _, err := m.git(ctx, info.top, "worktree", "add", "--quiet", "--", wt.Path, branch); err != nil {
+		_ = os.Remove(wt.Path) // only if git left it empty
+		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
+	}
+	m.forget(wt.Path)
+	m.log.Info("worktree re-created", keySession, wt.Session, keyRepo, info.top, keyPath, wt.Path, keyBranch, branch)
+	wt.Repo = info.top
+	wt.Branch = branch
+	return wt, nil
+}

@@ -1,0 +1,388 @@
+package worktree
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Defaults for Config fields left zero.
+const (
+	// DefaultGit is the git binary, looked up in PATH.
+	DefaultGit = "git"
+	// DefaultAuthor is the name on commits the Manager makes.
+	DefaultAuthor = "agentpool"
+	// DefaultAuthorEmail is the email on commits the Manager makes.
+	DefaultAuthorEmail = "agentpool@localhost"
+	// DefaultMaxPatchBytes bounds the unified patch returned by Diff.
+	DefaultMaxPatchBytes = 8 << 20
+)
+
+// BranchPrefix prefixes the session id in the name of a session's branch.
+const BranchPrefix = "agentpool/"
+
+// CheckpointRefPrefix prefixes the session id in the ref that anchors the
+// chain of a session's checkpoints, so that git gc keeps them.
+const CheckpointRefPrefix = "refs/agentpool/checkpoints/"
+
+const (
+	hooksDirName    = ".hooks" // under Root; never a repository namespace
+	maxSessionLen   = 128
+	maxRepoNameLen  = 48
+	repoHashLen     = 12
+	versionTimeout  = 30 * time.Second
+	namespaceSep    = "-"
+	checkpointTitle = "agentpool checkpoint"
+)
+
+// Log attribute keys.
+const (
+	keySession = "session"
+	keyRepo    = "repo"
+	keyPath    = "path"
+	keyBranch  = "branch"
+	keyCommit  = "commit"
+	keyArgs    = "args"
+	keyDir     = "dir"
+	keyElapsed = "elapsed"
+	keyErr     = "err"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Root is the directory under which worktrees are created, as
+	// <repo-name>-<hash of the repo path>/<session>. Required; created if
+	// missing. It must not lie inside a repository that sessions use.
+	Root string
+	// Git is the git binary (default DefaultGit, looked up in PATH).
+	Git string
+	// Logger receives the Manager's logs (nil: slog.Default()).
+	Logger *slog.Logger
+	// Author and AuthorEmail are the identity of the commits the Manager
+	// makes (preserved work, checkpoint anchors); defaults DefaultAuthor and
+	// DefaultAuthorEmail.
+	Author      string
+	AuthorEmail string
+	// MaxPatchBytes bounds Diff.Patch (default DefaultMaxPatchBytes); the
+	// file list and stat are always complete.
+	MaxPatchBytes int
+}
+
+// Worktree is one session's worktree.
+type Worktree struct {
+	// Session is the session id.
+	Session string `json:"session"`
+	// Repo is the top level of the user's working tree it was made from.
+	Repo string `json:"repo"`
+	// Path is the worktree directory.
+	Path string `json:"path"`
+	// Branch is the session branch, BranchPrefix + Session.
+	Branch string `json:"branch"`
+	// BaseCommit is the commit the branch started from.
+	BaseCommit string `json:"base_commit"`
+	// CreatedAt is when the worktree was created.
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Manager creates, checkpoints, restores and removes session worktrees. It is
+// safe for concurrent use: mutations of one repository's worktree list are
+// serialised, and so are the operations on one worktree.
+type Manager struct {
+	root       string
+	hooksDir   string
+	gitPath    string
+	log        *slog.Logger
+	env        []string
+	globalArgs []string
+	maxPatch   int
+
+	mu    sync.Mutex
+	repos map[string]*sync.Mutex // by git common dir
+	wts   map[string]*wtState    // by worktree path
+}
+
+// wtState serialises the operations on one worktree and caches the head of
+// its checkpoint chain.
+type wtState struct {
+	mu         sync.Mutex
+	anchor     string // commit at CheckpointRefPrefix+session, "" if unknown
+	anchorTree string // its tree
+}
+
+// NewManager checks cfg, creates the root and the empty hooks directory,
+// and checks the git version.
+func NewManager(cfg Config) (*Manager, error) {
+	if cfg.Root == "" {
+		return nil, errors.New("worktree: Config.Root is required")
+	}
+	if cfg.Git == "" {
+		cfg.Git = DefaultGit
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Author == "" {
+		cfg.Author = DefaultAuthor
+	}
+	if cfg.AuthorEmail == "" {
+		cfg.AuthorEmail = DefaultAuthorEmail
+	}
+	if cfg.MaxPatchBytes <= 0 {
+		cfg.MaxPatchBytes = DefaultMaxPatchBytes
+	}
+	gitPath, err := exec.LookPath(cfg.Git)
+	if err != nil {
+		return nil, fmt.Errorf("worktree: find git: %w", err)
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("worktree: root: %w", err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("worktree: create root: %w", err)
+	}
+	if root, err = filepath.EvalSymlinks(root); err != nil {
+		return nil, fmt.Errorf("worktree: root: %w", err)
+	}
+	hooks := filepath.Join(root, hooksDirName)
+	if err := emptyDir(hooks); err != nil {
+		return nil, fmt.Errorf("worktree: hooks directory: %w", err)
+	}
+	m := &Manager{
+		root:       root,
+		hooksDir:   hooks,
+		gitPath:    gitPath,
+		log:        cfg.Logger,
+		env:        gitEnv(os.Environ(), cfg.Author, cfg.AuthorEmail),
+		globalArgs: gitGlobalArgs(hooks),
+		maxPatch:   cfg.MaxPatchBytes,
+		repos:      make(map[string]*sync.Mutex),
+		wts:        make(map[string]*wtState),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), versionTimeout)
+	defer cancel()
+	if err := m.checkVersion(ctx); err != nil {
+		return nil, fmt.Errorf("worktree: %w", err)
+	}
+	return m, nil
+}
+
+// Root returns the directory worktrees are created under.
+func (m *Manager) Root() string { return m.root }
+
+// emptyDir makes dir exist, empty and read-only, so that no hook can ever
+// be found in it.
+func emptyDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("%s is not empty (it must hold no hooks)", dir)
+	}
+	return os.Chmod(dir, 0o555)
+}
+
+// repoLock returns the mutex serialising worktree mutations of the
+// repository with the given common git dir.
+func (m *Manager) repoLock(common string) *sync.Mutex {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.repos[common]
+	if !ok {
+		l = new(sync.Mutex)
+		m.repos[common] = l
+	}
+	return l
+}
+
+// state returns the per-worktree state of path.
+func (m *Manager) state(path string) *wtState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	path = filepath.Clean(path)
+	s, ok := m.wts[path]
+	if !ok {
+		s = new(wtState)
+		m.wts[path] = s
+	}
+	return s
+}
+
+// forget drops the per-worktree state of a removed worktree.
+func (m *Manager) forget(path string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.wts, filepath.Clean(path))
+}
+
+// repoInfo locates a repository.
+type repoInfo struct {
+	top    string // top level of the working tree
+	common string // common git dir, absolute, symlinks resolved
+}
+
+// repo finds the working tree that path is in.
+func (m *Manager) repo(ctx context.Context, path string) (repoInfo, error) {
+	if path == "" {
+		return repoInfo{}, fmt.Errorf("%w: empty path", ErrNotRepository)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return repoInfo{}, fmt.Errorf("%w: %s: %w", ErrNotRepository, path, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return repoInfo{}, fmt.Errorf("%w: %w", ErrNotRepository, err)
+	}
+	if !fi.IsDir() {
+		return repoInfo{}, fmt.Errorf("%w: %s is not a directory", ErrNotRepository, abs)
+	}
+	out, err := m.git(ctx, abs, "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir")
+	if err != nil {
+		if ctx.Err() != nil {
+			return repoInfo{}, err
+		}
+		if bare, berr := m.git(ctx, abs, "rev-parse", "--is-bare-repository"); berr == nil && bare == "true" {
+			return repoInfo{}, fmt.Errorf("%w: %s", ErrBareRepository, abs)
+		}
+		return repoInfo{}, fmt.Errorf("%w: %s: %w", ErrNotRepository, abs, err)
+	}
+	top, common, ok := strings.Cut(out, "\n")
+	if !ok || top == "" || common == "" {
+		return repoInfo{}, fmt.Errorf("%w: %s: unexpected rev-parse output %q", ErrNotRepository, abs, out)
+	}
+	if resolved, err := filepath.EvalSymlinks(common); err == nil {
+		common = resolved
+	}
+	return repoInfo{top: top, common: common}, nil
+}
+
+// namespace is the directory under Root holding the worktrees of the
+// repository whose top level is top.
+func (m *Manager) namespace(top string) string {
+	sum := sha256.Sum256([]byte(top))
+	return filepath.Join(m.root, repoName(top)+namespaceSep+hex.EncodeToString(sum[:])[:repoHashLen])
+}
+
+// repoName is the base name of top, made safe and short.
+func repoName(top string) string {
+	name := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == '/' || r == '\\' {
+			return '_'
+		}
+		return r
+	}, filepath.Base(top))
+	for len(name) > maxRepoNameLen {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	if name == "" || name == "." || name == ".." {
+		name = "repo"
+	}
+	return name
+}
+
+// ValidSession reports whether id can name a session: a single ref
+// component (git check-ref-format rules) that is also a plain directory
+// name. The error wraps ErrInvalidSession and says why.
+func ValidSession(id string) error {
+	bad := func(why string) error { return fmt.Errorf("%w: %q: %s", ErrInvalidSession, id, why) }
+	switch {
+	case id == "":
+		return bad("empty")
+	case len(id) > maxSessionLen:
+		return bad(fmt.Sprintf("longer than %d bytes", maxSessionLen))
+	case !utf8.ValidString(id):
+		return bad("not valid UTF-8")
+	case id == "@":
+		return bad(`"@" is not a valid ref`)
+	case strings.HasPrefix(id, ".") || strings.HasPrefix(id, "-"):
+		return bad(`starts with "." or "-"`)
+	case strings.HasSuffix(id, ".") || strings.HasSuffix(id, ".lock"):
+		return bad(`ends with "." or ".lock"`)
+	case strings.Contains(id, "..") || strings.Contains(id, "@{"):
+		return bad(`contains ".." or "@{"`)
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\/", r) {
+			return bad(fmt.Sprintf("contains %q", r))
+		}
+	}
+	return nil
+}
+
+// within reports whether path is dir or inside it.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// branchOf returns wt.Branch or the default branch of its session.
+func branchOf(wt Worktree) string {
+	if wt.Branch != "" {
+		return wt.Branch
+	}
+	return BranchPrefix + wt.Session
+}
+
+// adminDirs reads the .git file of the worktree at path and returns its
+// private git directory (<common>/worktrees/<id>) and the repository's
+// common git directory. A missing directory gives an error wrapping
+// ErrMissing.
+func adminDirs(path string) (admin, common string, err error) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", "", fmt.Errorf("%w: %s", ErrMissing, path)
+		}
+		return "", "", err
+	}
+	b, err := os.ReadFile(filepath.Join(path, ".git"))
+	if err != nil {
+		return "", "", fmt.Errorf("%s is not a git worktree: %w", path, err)
+	}
+	gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+	if !ok {
+		return "", "", fmt.Errorf("%s is not a linked git worktree (.git is not a gitdir file)", path)
+	}
+	if !filepath.IsAbs(gitdir) {
+		gitdir = filepath.Join(path, gitdir)
+	}
+	c, err := os.ReadFile(filepath.Join(gitdir, "commondir"))
+	if err != nil {
+		return "", "", fmt.Errorf("%s: git no longer knows this worktree: %w", path, err)
+	}
+	common = strings.TrimSpace(string(c))
+	if !filepath.IsAbs(common) {
+		common = filepath.Join(gitdir, common)
+	}
+	if resolved, err := filepath.EvalSymlinks(common); err == nil {
+		common = resolved
+	}
+	return gitdir, filepath.Clean(common), nil
+}
+
+// open checks wt and returns the worktree's private git directory.
+func (m *Manager) open(wt Worktree) (string, error) {
+	if err := ValidSession(wt.Session); err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(wt.Path) {
+		return "", fmt.Errorf("worktree path %q is not absolute", wt.Path)
+	}
+	admin, _, err := adminDirs(wt.Path)
+	return admin, err
+}

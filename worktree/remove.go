@@ -1,0 +1,235 @@
+package worktree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// RemoveResult says what Remove did.
+type RemoveResult struct {
+	// Branch is the session branch.
+	Branch string `json:"branch"`
+	// Committed is true when uncommitted work was committed to Branch
+	// before the worktree was removed.
+	Committed bool `json:"committed"`
+	// Commit is the tip of Branch after the removal ("" when discarded);
+	// with Committed, the commit that holds the preserved work.
+	Commit string `json:"commit,omitempty"`
+	// Missing is true when the directory was already gone.
+	Missing bool `json:"missing,omitempty"`
+	// Discarded is true when the branch and the checkpoint chain were
+	// deleted.
+	Discarded bool `json:"discarded,omitempty"`
+}
+
+// Remove removes the worktree of wt.
+//
+// Without discard nothing is lost: if the worktree holds changes (tracked
+// or untracked, .gitignore respected) they are first committed to the
+// session branch with a message saying so; commits made on a detached HEAD
+// or another branch are joined to the session branch as well. Then the
+// worktree is removed (ignored files, like build outputs, go with it); the
+// branch and the checkpoint chain stay for the user to merge or inspect. If
+// the work cannot be preserved, nothing is removed and the error says why.
+//
+// With discard the worktree is force-removed and the branch and checkpoint
+// chain are deleted. A branch checked out elsewhere (say, in the user's main
+// checkout) is never deleted: Remove then returns an error after removing
+// the worktree.
+//
+// A worktree whose directory is already gone is unregistered and reported
+// with Missing. A directory that is not a worktree of wt.Repo is refused.
+// Stop the session's agents first: a file written between the preserving
+// commit and the removal would be lost.
+func (m *Manager) Remove(ctx context.Context, wt Worktree, discard bool) (RemoveResult, error) {
+	if err := ValidSession(wt.Session); err != nil {
+		return RemoveResult{}, err
+	}
+	if !filepath.IsAbs(wt.Path) {
+		return RemoveResult{}, fmt.Errorf("remove worktree: path %q is not absolute", wt.Path)
+	}
+	info, err := m.repo(ctx, wt.Repo)
+	if err != nil {
+		return RemoveResult{}, err
+	}
+	lock := m.repoLock(info.common)
+	lock.Lock()
+	defer lock.Unlock()
+	return m.removeLocked(ctx, info, wt, discard)
+}
+
+// removeLocked is Remove with the repository lock held.
+func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, discard bool) (RemoveResult, error) {
+	st := m.state(wt.Path)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	branch := branchOf(wt)
+	res := RemoveResult{Branch: branch}
+	fail := func(err error) (RemoveResult, error) {
+		return res, fmt.Errorf("remove worktree of session %q: %w", wt.Session, err)
+	}
+
+	admin, common, err := adminDirs(wt.Path)
+	switch {
+	case errors.Is(err, ErrMissing):
+		res.Missing = true
+	case err != nil:
+		return fail(err)
+	case common != info.common:
+		return fail(fmt.Errorf("%s is a worktree of %s, not of %s", wt.Path, common, info.top))
+	}
+	wts, err := m.list(ctx, info.top)
+	if err != nil {
+		return fail(err)
+	}
+	var registered *gitWorktree
+	for i := range wts {
+		if filepath.Clean(wts[i].Path) == filepath.Clean(wt.Path) {
+			registered = &wts[i]
+		}
+	}
+
+	if !discard {
+		switch {
+		case !res.Missing:
+			tree, err := m.snapshot(ctx, wt.Path, admin)
+			if err != nil {
+				return fail(err)
+			}
+			res.Commit, res.Committed, err = m.keep(ctx, wt, branch, tree)
+			if err != nil {
+				return fail(err)
+			}
+		case registered != nil && registered.Detached && registered.Head != "":
+			// The directory is gone but its detached HEAD may hold commits
+			// no branch has: join them to the session branch.
+			res.Commit, _, err = m.joinLocked(ctx, info.top, wt, branch, "", registered.Head)
+			if err != nil {
+				return fail(err)
+			}
+		default:
+			ids, err := m.resolve(ctx, info.top, "refs/heads/"+branch)
+			if err != nil {
+				return fail(err)
+			}
+			res.Commit = ids[0]
+		}
+	}
+
+	if registered != nil || !res.Missing {
+		if _, err := m.git(ctx, info.top, "worktree", "remove", "--force", "--", wt.Path); err != nil {
+			return fail(err)
+		}
+	}
+	m.forget(wt.Path)
+	_ = os.Remove(filepath.Dir(wt.Path)) // the repository namespace, if now empty
+
+	if discard {
+		for _, w := range wts {
+			if w.Branch == "refs/heads/"+branch && filepath.Clean(w.Path) != filepath.Clean(wt.Path) {
+				return fail(fmt.Errorf("worktree removed, but branch %s is checked out at %s and was kept", branch, w.Path))
+			}
+		}
+		for _, ref := range []string{"refs/heads/" + branch, CheckpointRefPrefix + wt.Session} {
+			if _, err := m.git(ctx, info.top, "update-ref", "-d", ref); err != nil {
+				return fail(fmt.Errorf("worktree removed, but: %w", err))
+			}
+		}
+		res.Discarded = true
+	}
+	m.log.Info("worktree removed", keySession, wt.Session, keyPath, wt.Path, keyBranch, branch,
+		"committed", res.Committed, keyCommit, res.Commit, "discarded", res.Discarded, "missing", res.Missing)
+	return res, nil
+}
+
+// keep makes the session branch hold tree, the worktree's current state,
+// and the worktree's HEAD. It returns the branch tip and whether a commit
+// was made.
+func (m *Manager) keep(ctx context.Context, wt Worktree, branch, tree string) (string, bool, error) {
+	ids, err := m.resolve(ctx, wt.Path, "HEAD^{commit}")
+	if err != nil {
+		return "", false, err
+	}
+	return m.joinLocked(ctx, wt.Path, wt, branch, tree, ids[0])
+}
+
+// joinLocked moves the session branch so that it contains head (if not
+// "") and has tree as its tree (if not "": otherwise the tree of the commit
+// it ends on). It fast-forwards when it can, and commits otherwise: on top
+// of head, or as a merge of the branch and head when they diverged. It
+// returns the new tip and whether a commit was made.
+func (m *Manager) joinLocked(ctx context.Context, dir string, wt Worktree, branch, tree, head string) (string, bool, error) {
+	ref := "refs/heads/" + branch
+	names := []string{ref, ref + "^{tree}"}
+	if head != "" {
+		names = append(names, head+"^{tree}")
+	}
+	ids, err := m.resolve(ctx, dir, names...)
+	if err != nil {
+		return "", false, err
+	}
+	tip, tipTree, headTree := ids[0], ids[1], ""
+	if head != "" {
+		headTree = ids[2]
+	}
+	var parents []string
+	parentTree := ""
+	switch {
+	case head == "" && tip == "":
+	case head == "" || head == tip:
+		parents, parentTree = []string{tip}, tipTree
+	case tip == "":
+		parents, parentTree = []string{head}, headTree
+	default:
+		tipInHead, err := m.isAncestor(ctx, dir, tip, head)
+		if err != nil {
+			return "", false, err
+		}
+		headInTip := false
+		if !tipInHead {
+			if headInTip, err = m.isAncestor(ctx, dir, head, tip); err != nil {
+				return "", false, err
+			}
+		}
+		switch {
+		case tipInHead:
+			parents, parentTree = []string{head}, headTree
+		case headInTip:
+			parents, parentTree = []string{tip}, tipTree
+		default:
+			parents = []string{tip, head}
+		}
+	}
+	if tree == "" {
+		tree = parentTree
+		if len(parents) > 1 {
+			tree = headTree
+		}
+	}
+	newTip := ""
+	committed := false
+	if len(parents) == 1 && tree == parentTree {
+		newTip = parents[0]
+	} else {
+		args := []string{"commit-tree", tree, "-m", "agentpool: keep the work of session " + wt.Session, "-m",
+			"agentpool committed the work left in the session's worktree (every change,\n" +
+				"tracked and untracked files, .gitignore respected) when the worktree was\n" +
+				"removed, so that nothing is lost.", "-m", "Session: " + wt.Session}
+		for _, p := range parents {
+			args = append(args, "-p", p)
+		}
+		if newTip, err = m.git(ctx, dir, args...); err != nil {
+			return "", false, err
+		}
+		committed = true
+	}
+	if newTip != tip {
+		if _, err := m.git(ctx, dir, "update-ref", "-m", "agentpool: keep session work", ref, newTip, tip); err != nil {
+			return "", false, err
+		}
+	}
+	return newTip, committed, nil
+}
