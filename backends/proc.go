@@ -66,3 +66,54 @@ func GroupMembers(pgid int) []int {
 	}
 	return out
 }
+
+// GroupRSS returns the resident memory in bytes of every process group,
+// by pgid, from one scan of /proc (field 24 of /proc/<pid>/stat).
+func GroupRSS() map[int]int64 {
+	out := map[int]int64{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	page := int64(os.Getpagesize())
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		// f[2] is field 5 (pgrp); f[21] is field 24 (rss, pages).
+		if len(f) < 22 {
+			continue
+		}
+		g, _ := strconv.Atoi(f[2])
+		rss, _ := strconv.ParseInt(f[21], 10, 64)
+		out[g] += rss * page
+	}
+	return out
+}
+
+// MemTotal returns the machine's memory in bytes from /proc/meminfo, or 0.
+func MemTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "MemTotal:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

@@ -16,7 +16,6 @@ package acp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -62,34 +61,14 @@ type Terminals interface {
 	Close() error
 }
 
-// PermissionOption is one choice the agent offers.
-type PermissionOption struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	Kind string `json:"kind"`
-}
-
-// PermissionRequest is session/request_permission, decoded.
-type PermissionRequest struct {
-	Turn       int64              `json:"turn,omitempty"`
-	ToolCallID string             `json:"tool_call_id"`
-	Title      string             `json:"title,omitempty"`
-	Kind       string             `json:"kind,omitempty"`
-	Locations  []string           `json:"locations,omitempty"`
-	RawInput   json.RawMessage    `json:"raw_input,omitempty"`
-	Options    []PermissionOption `json:"options"`
-}
-
-// PermissionOutcome is the answer: a selected option id, or cancelled.
-type PermissionOutcome struct {
-	Cancelled bool
-	OptionID  string
-}
-
-// PermissionFunc decides a permission request. It may block while a person
-// decides; its ctx is cancelled when the turn is cancelled or the agent ends,
-// and it must then return promptly (a cancelled outcome).
-type PermissionFunc func(ctx context.Context, req PermissionRequest) (PermissionOutcome, error)
+// PermissionRequest, PermissionOption, PermissionOutcome and PermissionFunc
+// are the shared contract types of package backends.
+type (
+	PermissionRequest = backends.PermissionRequest
+	PermissionOption  = backends.PermissionOption
+	PermissionOutcome = backends.PermissionOutcome
+	PermissionFunc    = backends.PermissionFunc
+)
 
 // Config configures one ACP backend.
 type Config struct {

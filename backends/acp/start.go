@@ -36,6 +36,9 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 		b.mu.Lock()
 		b.fatal = err
 		b.mu.Unlock()
+		if b.cfg.Terminals != nil {
+			_ = b.cfg.Terminals.Close()
+		}
 		b.stopOnce.Do(func() { b.cancel(err); close(b.done) })
 		return backends.Info{}, fmt.Errorf("start agent %q: %w", spec.Provider, err)
 	}
@@ -46,6 +49,13 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 	b.out = &guardedWriter{f: proc.Stdin(), timeout: b.cfg.WriteTimeout, wire: b.cfg.Wire, fail: b.fail, onPrompt: func(id string) {
 		b.mu.Lock()
 		b.promptID, b.promptMarked = id, false
+		if b.turn != nil {
+			select {
+			case <-b.turn.sent:
+			default:
+				close(b.turn.sent)
+			}
+		}
 		b.mu.Unlock()
 	}}
 	pr, pw := io.Pipe()

@@ -18,6 +18,7 @@ type turnState struct {
 	emit      func(backends.Event)
 	cancelReq chan struct{}
 	ended     chan struct{}
+	sent      chan struct{} // closed once session/prompt has been written
 }
 
 type promptResult struct {
@@ -46,7 +47,11 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 		b.mu.Unlock()
 		return backends.TurnResult{}, backends.ErrBusy
 	}
-	t := &turnState{id: p.Turn, emit: emit, cancelReq: make(chan struct{}, 1), ended: make(chan struct{})}
+	if ctx.Err() != nil {
+		b.mu.Unlock()
+		return backends.TurnResult{StopReason: backends.StopCancelled}, nil
+	}
+	t := &turnState{id: p.Turn, emit: emit, cancelReq: make(chan struct{}, 1), ended: make(chan struct{}), sent: make(chan struct{})}
 	b.turn = t
 	b.permCtx, b.permStop = context.WithCancel(b.ctx)
 	sid := b.sessionID
@@ -66,8 +71,18 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 	var grace *time.Timer
 	var graceC <-chan time.Time
 	reason := ""
+	// A cancel is held until session/prompt is on the wire, so the agent
+	// never sees session/cancel before the prompt it cancels.
+	pending := ""
+	sentC := t.sent
 	cancelTurn := func(why string) {
 		if reason != "" {
+			return
+		}
+		if sentC != nil {
+			if pending == "" {
+				pending = why
+			}
 			return
 		}
 		reason = why
@@ -82,6 +97,11 @@ wait:
 		select {
 		case r = <-ch:
 			break wait
+		case <-sentC:
+			sentC = nil
+			if pending != "" {
+				cancelTurn(pending)
+			}
 		case <-ctxDone:
 			ctxDone = nil
 			cancelTurn("context")

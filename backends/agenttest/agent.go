@@ -91,6 +91,15 @@ func (a *agent) loop() error {
 				fmt.Fprintln(a.stderr, "fake agent: bad line from client:", jerr)
 			} else {
 				switch {
+				case m.Method == "session/prompt":
+					// Register the turn before reading on, so a session/cancel
+					// right behind the prompt is never lost.
+					cancel := make(chan struct{})
+					a.mu.Lock()
+					a.cancel = cancel
+					a.mu.Unlock()
+					wg.Add(1)
+					go func() { defer wg.Done(); a.prompt(m, cancel) }()
 				case m.Method == "session/new" && a.script.StopReadingAfterNew:
 					a.handleRequest(m) // never returns: the loop stops reading
 				case m.Method != "" && len(m.ID) > 0:
@@ -204,8 +213,6 @@ func (a *agent) handleRequest(m message) {
 		a.newSession(m)
 	case "session/load":
 		a.loadSession(m)
-	case "session/prompt":
-		a.prompt(m)
 	case "session/set_mode":
 		var p struct {
 			ModeID string `json:"modeId"`
@@ -314,7 +321,7 @@ func (a *agent) turnFor(n int) Turn {
 	return a.script.Turns[n]
 }
 
-func (a *agent) prompt(m message) {
+func (a *agent) prompt(m message, cancel chan struct{}) {
 	var p struct {
 		Prompt []struct {
 			Type string `json:"type"`
@@ -329,8 +336,6 @@ func (a *agent) prompt(m message) {
 	a.mu.Lock()
 	t := a.turnFor(a.turns)
 	a.turns++
-	cancel := make(chan struct{})
-	a.cancel = cancel
 	a.mu.Unlock()
 	if t.Echo {
 		a.update(textUpdate("agent_message_chunk", "echo: "+text.String()))

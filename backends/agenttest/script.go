@@ -85,6 +85,9 @@ type Step struct {
 	WaitCancel bool `json:"wait_cancel,omitempty"`
 	// Crash writes Stderr and exits with this code.
 	Crash *int `json:"crash,omitempty"`
+	// CrashOnce crashes (exit 3) only if the marker file it names does not
+	// exist yet, creating it: the first process crashes, a restarted one not.
+	CrashOnce string `json:"crash_once,omitempty"`
 	// Stderr writes a line to stderr.
 	Stderr string `json:"stderr,omitempty"`
 	// Garbage writes a raw line that is not JSON-RPC.

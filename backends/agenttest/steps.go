@@ -87,6 +87,12 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 			fmt.Fprintln(a.stderr, s.Stderr)
 		}
 		os.Exit(*s.Crash)
+	case s.CrashOnce != "":
+		if _, err := os.Stat(s.CrashOnce); err != nil {
+			_ = os.WriteFile(s.CrashOnce, []byte("crashed\n"), 0o644)
+			fmt.Fprintln(a.stderr, "fake agent: crashing once as scripted")
+			os.Exit(3)
+		}
 	case s.Stderr != "":
 		fmt.Fprintln(a.stderr, s.Stderr)
 	case s.Garbage != "":

@@ -1,0 +1,131 @@
+package pty
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Stop ends the program: it hangs up the terminal (closing our end sends
+// SIGHUP), waits StopGrace, sends SIGTERM to the program's session and
+// process group, waits KillGrace, then SIGKILL. Whatever is left of the
+// session when the program exits is killed too. Stop returns once the
+// program has been reaped and the backend's goroutines have ended; when ctx
+// ends first it kills at once and reports ctx's error. It is idempotent and
+// safe to call concurrently, also during a turn (which then fails).
+func (b *Backend) Stop(ctx context.Context) error {
+	b.mu.Lock()
+	b.stopping = true
+	cmd := b.cmd
+	first := !b.stopped
+	b.stopped = true
+	b.mu.Unlock()
+	if cmd == nil {
+		b.doneOnce.Do(func() { close(b.done) })
+		return nil
+	}
+	pid := cmd.Process.Pid
+	if first {
+		b.ladder(ctx, pid)
+	}
+	select {
+	case <-b.done:
+		return nil
+	case <-ctx.Done():
+		if !b.hasExited() {
+			killSession(pid)
+		}
+		<-b.done
+		return fmt.Errorf("stop agent %q: %w", b.cfg.Spec.Provider, ctx.Err())
+	}
+}
+
+func (b *Backend) ladder(ctx context.Context, pid int) {
+	b.closeMaster()
+	if b.waitProc(ctx, b.cfg.StopGrace) {
+		return
+	}
+	b.logger.Debug("hang-up ignored, sending SIGTERM", logKeyPID, pid)
+	signalSession(pid, syscall.SIGTERM)
+	if b.waitProc(ctx, b.cfg.KillGrace) {
+		return
+	}
+	b.logger.Debug("SIGTERM ignored, sending SIGKILL", logKeyPID, pid)
+	killSession(pid)
+}
+
+// waitProc waits up to d for the process to be reaped; false when it was
+// not, or ctx ended.
+func (b *Backend) waitProc(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-b.procDone:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// killSession sends SIGKILL to every process of session sid and of process
+// group sid. The caller makes sure sid is not a recycled id: its leader is
+// alive or not yet reaped.
+func killSession(sid int) { signalSession(sid, syscall.SIGKILL) }
+
+func signalSession(sid int, sig syscall.Signal) {
+	if sid <= 1 {
+		return
+	}
+	_ = syscall.Kill(-sid, sig)
+	self := os.Getpid()
+	for _, pid := range SessionMembers(sid) {
+		if pid != self {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
+}
+
+// SessionMembers lists the pids of live (non-zombie) processes whose
+// session or process group is sid, by scanning /proc. A program on a
+// terminal runs as the leader of its own session; its jobs may sit in other
+// process groups of that session (a shell with job control), which a
+// group-wide signal alone would miss.
+func SessionMembers(sid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		// After the command: state, ppid, pgrp, session.
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 4 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		pgrp, _ := strconv.Atoi(f[2])
+		sess, _ := strconv.Atoi(f[3])
+		if pgrp == sid || sess == sid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+package wiring
+
+import (
+	"fmt"
+	"os"
+	"log/slog"
+
+	"github.com/agentpool/agentpool/acpfs"
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/acp"
+	"github.com/agentpool/agentpool/pool"
+)
+
+// Launcher builds backends: ACP agents get the worktree's fs bridge and
+// terminals, whose audit records become fs.* and terminal.* events.
+type Launcher struct {
+	Logger *slog.Logger
+	// MaxFileSize caps fs reads and writes (0 = acpfs default).
+	MaxFileSize int64
+}
+
+var _ pool.Launcher = Launcher{}
+
+// Launch returns an unstarted backend for req.
+func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
+	logger := l.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("session", req.Session)
+	agent := req.Spec.Provider
+	switch req.Spec.Kind {
+	case backends.KindACP:
+		fs, err := acpfs.NewFS(acpfs.FSConfig{Root: req.Spec.Dir, MaxFileSize: l.MaxFileSize, MissingFileEmpty: req.Spec.Compat.MissingFileEmpty,
+			Audit: func(op acpfs.Op) { req.Emit(backends.NewEvent(backends.EventType(op.Type), agent, op)) }})
+		if err != nil {
+			return nil, fmt.Errorf("fs bridge: %w", err)
+		}
+		terms, err := acpfs.NewTerminals(acpfs.TerminalsConfig{Root: req.Spec.Dir, Guard: fs.Guard(), Logger: logger,
+			OnEvent: func(ev acpfs.TerminalEvent) { req.Emit(backends.NewEvent(backends.EventType(ev.Type), agent, ev)) }})
+		if err != nil {
+			_ = fs.Close()
+			return nil, fmt.Errorf("terminals: %w", err)
+		}
+		var wire func(bool, []byte)
+		if os.Getenv("AGENTPOOL_DEBUG_WIRE") != "" {
+			wire = func(in bool, line []byte) { fmt.Fprintf(os.Stderr, "WIRE %v %s\n", in, clip(line)) }
+		}
+		b, err := acp.New(acp.Config{Spec: req.Spec, FS: fs, Terminals: closeBoth{terms, fs}, Permissions: req.Permission, OnEvent: req.Emit, Logger: logger, Wire: wire})
+		if err != nil {
+			_ = terms.Close()
+			_ = fs.Close()
+			return nil, err
+		}
+		return b, nil
+	default:
+		return nil, fmt.Errorf("provider %q: kind %q: %w", agent, req.Spec.Kind, backends.ErrUnsupported)
+	}
+}
+
+// closeBoth closes the fs bridge together with the terminals, which the
+// ACP backend closes when its agent ends.
+type closeBoth struct {
+	*acpfs.Terminals
+	fs *acpfs.FS
+}
+
+func (c closeBoth) Close() error {
+	err := c.Terminals.Close()
+	if ferr := c.fs.Close(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+func clip(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}

@@ -1,0 +1,210 @@
+package wiring
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/permission"
+	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/store"
+)
+
+// Store adapts *store.Store to pool.Store.
+type Store struct{ S *store.Store }
+
+var _ pool.Store = Store{}
+
+func notFound(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %w", pool.ErrNotFound, err)
+	}
+	return err
+}
+
+// CreateSession stores a new session.
+func (a Store) CreateSession(ctx context.Context, s pool.SessionRecord) error {
+	_, err := a.S.CreateSession(ctx, store.Session{ID: s.ID, Repo: s.Repo, BaseRef: s.BaseRef, Title: s.Title, ActiveAgent: s.ActiveAgent, Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt})
+	return err
+}
+
+func fromSession(s store.Session) pool.SessionRecord {
+	return pool.SessionRecord{ID: s.ID, Repo: s.Repo, BaseRef: s.BaseRef, Title: s.Title, ActiveAgent: s.ActiveAgent, Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+// GetSession reads one session.
+func (a Store) GetSession(ctx context.Context, id string) (pool.SessionRecord, error) {
+	s, err := a.S.GetSession(ctx, id)
+	return fromSession(s), notFound(err)
+}
+
+// ListSessions reads every session.
+func (a Store) ListSessions(ctx context.Context) ([]pool.SessionRecord, error) {
+	l, err := a.S.ListSessions(ctx)
+	out := make([]pool.SessionRecord, 0, len(l))
+	for _, s := range l {
+		out = append(out, fromSession(s))
+	}
+	return out, err
+}
+
+// UpdateSessionStatus sets a session's status.
+func (a Store) UpdateSessionStatus(ctx context.Context, id, status string) error {
+	return notFound(a.S.UpdateSessionStatus(ctx, id, status))
+}
+
+// SetActiveAgent records the session's active agent.
+func (a Store) SetActiveAgent(ctx context.Context, id, agent string) error {
+	return notFound(a.S.SetActiveAgent(ctx, id, agent))
+}
+
+// PutWorktree records a session's worktree.
+func (a Store) PutWorktree(ctx context.Context, wt pool.Worktree) error {
+	return notFound(a.S.PutWorktree(ctx, store.WorktreeRow{SessionID: wt.Session, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}))
+}
+
+// GetWorktree reads a session's worktree; Repo comes from the session.
+func (a Store) GetWorktree(ctx context.Context, session string) (pool.Worktree, error) {
+	w, err := a.S.GetWorktree(ctx, session)
+	if err != nil {
+		return pool.Worktree{}, notFound(err)
+	}
+	s, err := a.S.GetSession(ctx, session)
+	if err != nil {
+		return pool.Worktree{}, notFound(err)
+	}
+	return pool.Worktree{Session: w.SessionID, Repo: s.Repo, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit, CreatedAt: w.CreatedAt}, nil
+}
+
+// MarkWorktreeRemoved records that the worktree is gone.
+func (a Store) MarkWorktreeRemoved(ctx context.Context, session string) error {
+	return notFound(a.S.MarkWorktreeRemoved(ctx, session))
+}
+
+func toAgent(r pool.AgentRecord) (store.AgentSession, error) {
+	var opts json.RawMessage
+	if len(r.ConfigOptions) > 0 {
+		b, err := json.Marshal(r.ConfigOptions)
+		if err != nil {
+			return store.AgentSession{}, err
+		}
+		opts = b
+	}
+	return store.AgentSession{SessionID: r.Session, Agent: r.Agent, Kind: string(r.Kind), AgentSessionID: r.AgentSessionID, PID: r.PID, PGID: r.PGID,
+		StartTicks: r.StartTicks, Status: r.Status, Restarts: r.Restarts, ResumeSupported: r.ResumeSupported, Mode: r.Mode,
+		ConfigOptions: opts, SpecHash: r.SpecHash, LastActiveAt: r.LastActiveAt, CreatedAt: r.CreatedAt}, nil
+}
+
+func fromAgent(s store.AgentSession) pool.AgentRecord {
+	r := pool.AgentRecord{Session: s.SessionID, Agent: s.Agent, Kind: backends.Kind(s.Kind), AgentSessionID: s.AgentSessionID, PID: s.PID, PGID: s.PGID,
+		StartTicks: s.StartTicks, Status: s.Status, Restarts: s.Restarts, ResumeSupported: s.ResumeSupported, Mode: s.Mode,
+		SpecHash: s.SpecHash, LastActiveAt: s.LastActiveAt, CreatedAt: s.CreatedAt}
+	if len(s.ConfigOptions) > 0 {
+		_ = json.Unmarshal(s.ConfigOptions, &r.ConfigOptions)
+	}
+	return r
+}
+
+// UpsertAgent stores an agent row.
+func (a Store) UpsertAgent(ctx context.Context, r pool.AgentRecord) error {
+	s, err := toAgent(r)
+	if err != nil {
+		return err
+	}
+	return notFound(a.S.UpsertAgentSession(ctx, s))
+}
+
+// GetAgent reads an agent row.
+func (a Store) GetAgent(ctx context.Context, session, agent string) (pool.AgentRecord, error) {
+	s, err := a.S.GetAgentSession(ctx, session, agent)
+	return fromAgent(s), notFound(err)
+}
+
+// ListAgents reads a session's agent rows.
+func (a Store) ListAgents(ctx context.Context, session string) ([]pool.AgentRecord, error) {
+	l, err := a.S.ListAgentSessions(ctx, session)
+	out := make([]pool.AgentRecord, 0, len(l))
+	for _, s := range l {
+		out = append(out, fromAgent(s))
+	}
+	return out, err
+}
+
+// MarkStaleAgents ends the rows a previous daemon left live.
+func (a Store) MarkStaleAgents(ctx context.Context) ([]pool.AgentRecord, error) {
+	l, err := a.S.MarkStaleAgentSessions(ctx)
+	out := make([]pool.AgentRecord, 0, len(l))
+	for _, s := range l {
+		out = append(out, fromAgent(s))
+	}
+	return out, err
+}
+
+func fromTurn(t store.Turn) pool.Turn {
+	return pool.Turn{ID: t.ID, Session: t.SessionID, Agent: t.Agent, Prompt: t.Prompt, StopReason: t.StopReason, Error: t.Error,
+		CheckpointBefore: t.CheckpointBefore, CheckpointAfter: t.CheckpointAfter, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
+}
+
+// StartTurn stores a new turn and returns its id.
+func (a Store) StartTurn(ctx context.Context, t pool.Turn) (int64, error) {
+	return a.S.StartTurn(ctx, store.Turn{SessionID: t.Session, Agent: t.Agent, Prompt: t.Prompt, CheckpointBefore: t.CheckpointBefore, StartedAt: t.StartedAt})
+}
+
+// EndTurn records how a turn ended.
+func (a Store) EndTurn(ctx context.Context, t pool.Turn) error {
+	return notFound(a.S.EndTurn(ctx, t.ID, store.TurnEnd{StopReason: t.StopReason, Error: t.Error, CheckpointAfter: t.CheckpointAfter}))
+}
+
+// GetTurn reads a turn.
+func (a Store) GetTurn(ctx context.Context, id int64) (pool.Turn, error) {
+	t, err := a.S.GetTurn(ctx, id)
+	return fromTurn(t), notFound(err)
+}
+
+// LastTurn reads a session's latest turn.
+func (a Store) LastTurn(ctx context.Context, session string) (pool.Turn, error) {
+	t, err := a.S.LastTurn(ctx, session)
+	return fromTurn(t), notFound(err)
+}
+
+// ListTurns reads a session's turns.
+func (a Store) ListTurns(ctx context.Context, session string) ([]pool.Turn, error) {
+	l, err := a.S.ListTurns(ctx, session)
+	out := make([]pool.Turn, 0, len(l))
+	for _, t := range l {
+		out = append(out, fromTurn(t))
+	}
+	return out, err
+}
+
+// EndOpenTurns ends turns a previous daemon left open.
+func (a Store) EndOpenTurns(ctx context.Context, reason string) (int64, error) {
+	return a.S.EndOpenTurns(ctx, reason)
+}
+
+// Append queues an event.
+func (a Store) Append(ev backends.Event) { a.S.Append(ev) }
+
+// Flush waits for queued events to be written.
+func (a Store) Flush(ctx context.Context) error { return a.S.Flush(ctx) }
+
+// NextSeq returns the next event seq of a session.
+func (a Store) NextSeq(ctx context.Context, session string) (int64, error) {
+	return a.S.NextSeq(ctx, session)
+}
+
+// Events reads a session's events after a seq.
+func (a Store) Events(ctx context.Context, session string, after int64, limit int) ([]backends.Event, error) {
+	return a.S.Events(ctx, session, after, limit)
+}
+
+// InsertPermission stores a permission decision.
+func (a Store) InsertPermission(ctx context.Context, r permission.Record) error {
+	req, _ := json.Marshal(r.Request)
+	decided := r.DecidedAt
+	return a.S.InsertPermission(ctx, store.PermissionRow{ID: r.ID, SessionID: r.Session, TurnID: r.Turn, Agent: r.Agent, Action: string(r.Action),
+		Risk: string(r.Risk), Request: req, Decision: string(r.Decision), DecidedBy: r.DecidedBy, OptionKind: r.OptionKind,
+		RequestedAt: r.RequestedAt, DecidedAt: &decided})
+}

@@ -1,0 +1,76 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/worktree"
+)
+
+// Worktrees adapts *worktree.Manager to pool.Worktrees.
+type Worktrees struct{ M *worktree.Manager }
+
+var _ pool.Worktrees = Worktrees{}
+
+func toWT(w pool.Worktree) worktree.Worktree {
+	return worktree.Worktree{Session: w.Session, Repo: w.Repo, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit, CreatedAt: w.CreatedAt}
+}
+
+func fromWT(w worktree.Worktree) pool.Worktree {
+	return pool.Worktree{Session: w.Session, Repo: w.Repo, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit, CreatedAt: w.CreatedAt}
+}
+
+// invalid marks caller mistakes (bad repo, ref or id) as pool.ErrInvalid.
+func invalid(err error) error {
+	for _, e := range []error{worktree.ErrNotRepository, worktree.ErrBareRepository, worktree.ErrUnknownRef, worktree.ErrInvalidSession, worktree.ErrExists} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w: %w", pool.ErrInvalid, err)
+		}
+	}
+	return err
+}
+
+// Create makes a session's worktree.
+func (a Worktrees) Create(ctx context.Context, session, repo, baseRef string) (pool.Worktree, error) {
+	w, err := a.M.Create(ctx, session, repo, baseRef)
+	return fromWT(w), invalid(err)
+}
+
+// Recreate re-creates a missing worktree from its branch.
+func (a Worktrees) Recreate(ctx context.Context, wt pool.Worktree) (pool.Worktree, error) {
+	w, err := a.M.Recreate(ctx, toWT(wt))
+	return fromWT(w), err
+}
+
+// Remove removes a worktree, preserving its work unless discard.
+func (a Worktrees) Remove(ctx context.Context, wt pool.Worktree, discard bool) (pool.RemoveResult, error) {
+	r, err := a.M.Remove(ctx, toWT(wt), discard)
+	return pool.RemoveResult{Branch: r.Branch, Committed: r.Committed, Commit: r.Commit, Discarded: r.Discarded, Missing: r.Missing}, err
+}
+
+// Checkpoint records the worktree state.
+func (a Worktrees) Checkpoint(ctx context.Context, wt pool.Worktree) (string, error) {
+	return a.M.Checkpoint(ctx, toWT(wt))
+}
+
+// Diff compares two states.
+func (a Worktrees) Diff(ctx context.Context, wt pool.Worktree, from, to string) (pool.Diff, error) {
+	d, err := a.M.Diff(ctx, toWT(wt), from, to)
+	if err != nil {
+		return pool.Diff{}, err
+	}
+	out := pool.Diff{From: d.From, To: d.To, Patch: d.Patch, Truncated: d.Truncated, Files: make([]pool.FileChange, 0, len(d.Files)),
+		Stat: pool.DiffStat{Files: d.Stat.Files, Additions: d.Stat.Additions, Deletions: d.Stat.Deletions}}
+	for _, f := range d.Files {
+		out.Files = append(out.Files, pool.FileChange{Path: f.Path, OldPath: f.OldPath, Status: string(f.Status), OldMode: f.OldMode, NewMode: f.NewMode,
+			Additions: f.Additions, Deletions: f.Deletions, Binary: f.Binary, Similarity: f.Similarity})
+	}
+	return out, nil
+}
+
+// Restore puts the worktree back to a checkpoint.
+func (a Worktrees) Restore(ctx context.Context, wt pool.Worktree, checkpoint string) error {
+	return a.M.Restore(ctx, toWT(wt), checkpoint)
+}

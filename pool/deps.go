@@ -1,0 +1,167 @@
+package pool
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/permission"
+)
+
+// SessionRecord is a session as stored.
+type SessionRecord struct {
+	ID, Repo, BaseRef, Title, ActiveAgent, Status string
+	CreatedAt, UpdatedAt                          time.Time
+}
+
+// Session statuses.
+const (
+	StatusOpen   = "open"
+	StatusClosed = "closed"
+)
+
+// AgentRecord is the stored state of one (session, agent) backend.
+type AgentRecord struct {
+	Session, Agent  string
+	Kind            backends.Kind
+	AgentSessionID  string
+	PID, PGID       int
+	StartTicks      uint64
+	Status          string // AgentIdle | AgentActive | AgentCrashed | AgentClosed
+	Restarts        int
+	ResumeSupported bool
+	Mode            string
+	ConfigOptions   map[string]string
+	SpecHash        string
+	LastActiveAt    time.Time
+	CreatedAt       time.Time
+}
+
+// Agent record statuses.
+const (
+	AgentIdle    = "idle"
+	AgentActive  = "active"
+	AgentCrashed = "crashed"
+	AgentClosed  = "closed"
+)
+
+// Store is what the pool needs of its database. Lookups of missing rows
+// return an error wrapping ErrNotFound.
+type Store interface {
+	CreateSession(ctx context.Context, s SessionRecord) error
+	GetSession(ctx context.Context, id string) (SessionRecord, error)
+	ListSessions(ctx context.Context) ([]SessionRecord, error)
+	UpdateSessionStatus(ctx context.Context, id, status string) error
+	SetActiveAgent(ctx context.Context, id, agent string) error
+
+	PutWorktree(ctx context.Context, wt Worktree) error
+	GetWorktree(ctx context.Context, session string) (Worktree, error)
+	MarkWorktreeRemoved(ctx context.Context, session string) error
+
+	UpsertAgent(ctx context.Context, a AgentRecord) error
+	GetAgent(ctx context.Context, session, agent string) (AgentRecord, error)
+	ListAgents(ctx context.Context, session string) ([]AgentRecord, error)
+	// MarkStaleAgents turns rows left active/idle by a previous daemon into
+	// crashed/closed and returns them as they were.
+	MarkStaleAgents(ctx context.Context) ([]AgentRecord, error)
+
+	StartTurn(ctx context.Context, t Turn) (int64, error)
+	EndTurn(ctx context.Context, t Turn) error
+	GetTurn(ctx context.Context, id int64) (Turn, error)
+	LastTurn(ctx context.Context, session string) (Turn, error)
+	ListTurns(ctx context.Context, session string) ([]Turn, error)
+	EndOpenTurns(ctx context.Context, reason string) (int64, error)
+
+	// Append queues an event for writing; it never fails (errors are the
+	// store's to retry and log). Flush waits until all are written.
+	Append(ev backends.Event)
+	Flush(ctx context.Context) error
+	NextSeq(ctx context.Context, session string) (int64, error)
+	Events(ctx context.Context, session string, afterSeq int64, limit int) ([]backends.Event, error)
+
+	InsertPermission(ctx context.Context, r permission.Record) error
+}
+
+// Worktree is a session's git worktree.
+type Worktree struct {
+	Session    string    `json:"session"`
+	Repo       string    `json:"repo"`
+	Path       string    `json:"path"`
+	Branch     string    `json:"branch"`
+	BaseCommit string    `json:"base_commit"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// RemoveResult says what closing a worktree did with its work.
+type RemoveResult struct {
+	Branch    string `json:"branch"`
+	Committed bool   `json:"committed"`
+	Commit    string `json:"commit,omitempty"`
+	Discarded bool   `json:"discarded"`
+	Missing   bool   `json:"missing,omitempty"`
+}
+
+// Diff is a set of changes between two worktree states.
+type Diff struct {
+	From      string       `json:"from"`
+	To        string       `json:"to"`
+	Files     []FileChange `json:"files"`
+	Stat      DiffStat     `json:"stat"`
+	Patch     string       `json:"patch"`
+	Truncated bool         `json:"truncated,omitempty"`
+}
+
+// FileChange is one changed path.
+type FileChange struct {
+	Path       string `json:"path"`
+	OldPath    string `json:"old_path,omitempty"`
+	Status     string `json:"status"`
+	OldMode    string `json:"old_mode,omitempty"`
+	NewMode    string `json:"new_mode,omitempty"`
+	Additions  int    `json:"additions"`
+	Deletions  int    `json:"deletions"`
+	Binary     bool   `json:"binary,omitempty"`
+	Similarity int    `json:"similarity,omitempty"`
+}
+
+// DiffStat sums a Diff.
+type DiffStat struct {
+	Files     int `json:"files"`
+	Additions int `json:"additions"`
+	Deletions int `json:"deletions"`
+}
+
+// Worktrees is what the pool needs of the worktree manager.
+type Worktrees interface {
+	Create(ctx context.Context, session, repo, baseRef string) (Worktree, error)
+	Recreate(ctx context.Context, wt Worktree) (Worktree, error)
+	Remove(ctx context.Context, wt Worktree, discard bool) (RemoveResult, error)
+	Checkpoint(ctx context.Context, wt Worktree) (string, error)
+	// Diff compares two checkpoints; from "" is the base commit, to "" the live state.
+	Diff(ctx context.Context, wt Worktree, from, to string) (Diff, error)
+	Restore(ctx context.Context, wt Worktree, checkpoint string) error
+}
+
+// Resolver turns a provider id into a launch spec, or explains why not
+// (unknown, disabled, not installed, config error).
+type Resolver interface {
+	Resolve(id string) (backends.Spec, error)
+}
+
+// LaunchRequest is everything a Launcher needs to build a backend.
+type LaunchRequest struct {
+	// Spec is resolved, with Dir set to the session's worktree.
+	Spec backends.Spec
+	// Session is the pool session id.
+	Session string
+	// Emit receives events produced outside turns (and bridge audit events).
+	Emit func(backends.Event)
+	// Permission decides the agent's permission requests.
+	Permission backends.PermissionFunc
+}
+
+// Launcher builds an unstarted backend for a spec: the ACP backend with the
+// worktree's fs bridge and terminals, or the PTY backend.
+type Launcher interface {
+	Launch(req LaunchRequest) (backends.Backend, error)
+}

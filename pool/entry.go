@@ -1,0 +1,355 @@
+package pool
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// key identifies a backend: one per (session, agent).
+type key struct{ session, agent string }
+
+// entry is one (session, agent) backend. Its fields are guarded by Pool.mu.
+type entry struct {
+	key     key
+	sess    *session
+	spec    backends.Spec
+	hash    string
+	backend backends.Backend
+	state   string // starting | idle | stopping | crashed | stopped; busy is inUse
+	inUse   bool
+	started chan struct{}
+	err     error
+	info    backends.Info
+
+	lastActive time.Time
+	crashes    []time.Time
+	restarts   int
+	retire     bool // provider disabled or removed: stop when idle
+	recycle    bool // launch spec changed: stop when idle
+}
+
+func (e *entry) stateLocked() string {
+	if e.inUse && (e.state == StateIdle || e.state == StateStarting) {
+		if e.state == StateStarting {
+			return StateStarting
+		}
+		return StateBusy
+	}
+	return e.state
+}
+
+func (e *entry) warmLocked() bool {
+	return e.state == StateStarting || e.state == StateIdle
+}
+
+func specHash(s backends.Spec) string {
+	s.Dir = ""
+	b, _ := json.Marshal(s)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+// acquire returns the warm backend of (s, agent) reserved for a turn, or
+// reserves and starts a new one. It refuses at once when the agent cannot
+// launch, keeps crashing, or the pool is full of busy backends.
+func (p *Pool) acquire(s *session, agent string) (*entry, error) {
+	k := key{s.id, agent}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing {
+		return nil, fmt.Errorf("pool: %w", ErrClosed)
+	}
+	e := p.entries[k]
+	if e != nil && e.warmLocked() && !e.inUse {
+		e.inUse = true
+		return e, nil
+	}
+	if e != nil && e.inUse {
+		return nil, fmt.Errorf("agent %q of session %q: %w", agent, s.id, ErrBusy)
+	}
+	var crashes []time.Time
+	restarts := 0
+	lastErr := ""
+	if e != nil {
+		now := p.cfg.Now()
+		for _, t := range e.crashes {
+			if now.Sub(t) < p.cfg.CrashWindow {
+				crashes = append(crashes, t)
+			}
+		}
+		restarts = e.restarts
+		if e.state == StateCrashed {
+			restarts++
+		}
+		if e.err != nil {
+			lastErr = e.err.Error()
+		}
+	}
+	if len(crashes) >= p.cfg.CrashLimit {
+		return nil, fmt.Errorf("%w: agent %q crashed %d times in %s in session %q; not restarting it (last error: %s)",
+			ErrAgentFailing, agent, len(crashes), p.cfg.CrashWindow, s.id, lastErr)
+	}
+	spec, err := p.cfg.Resolver.Resolve(agent)
+	if err != nil {
+		return nil, fmt.Errorf("agent %q: %w", agent, err)
+	}
+	s.mu.Lock()
+	spec.Dir = s.wt.Path
+	s.mu.Unlock()
+	if err := p.makeRoomLocked(); err != nil {
+		return nil, err
+	}
+	ne := &entry{key: k, sess: s, spec: spec, hash: specHash(spec), state: StateStarting, inUse: true,
+		started: make(chan struct{}), lastActive: p.cfg.Now(), crashes: crashes, restarts: restarts}
+	p.entries[k] = ne
+	p.wg.Add(1)
+	go p.start(ne)
+	return ne, nil
+}
+
+// Warm starts the backend of (session, agent) without running a turn, or
+// does nothing if it is already warm. Concurrent calls share one start.
+func (p *Pool) Warm(ctx context.Context, id, agent string) error {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	if agent == "" {
+		s.mu.Lock()
+		agent = s.rec.ActiveAgent
+		s.mu.Unlock()
+	}
+	p.mu.Lock()
+	e := p.entries[key{id, agent}]
+	if e != nil && e.warmLocked() {
+		p.mu.Unlock()
+		_, err := p.waitStarted(ctx, e)
+		return err
+	}
+	p.mu.Unlock()
+	e, err = p.acquire(s, agent)
+	if err != nil {
+		return err
+	}
+	_, err = p.waitStarted(ctx, e)
+	p.release(e)
+	return err
+}
+
+func (p *Pool) waitStarted(ctx context.Context, e *entry) (backends.Backend, error) {
+	select {
+	case <-e.started:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return e.backend, e.err
+}
+
+// start launches and starts e's backend, resuming the agent's previous
+// session when one is recorded, and re-applies the recorded mode and
+// config options.
+func (p *Pool) start(e *entry) {
+	defer p.wg.Done()
+	s := e.sess
+	agent := e.key.agent
+	rec, recErr := p.cfg.Store.GetAgent(p.ctx, s.id, agent)
+	resume := ""
+	if recErr == nil {
+		resume = rec.AgentSessionID
+	}
+	p.emit(s, backends.EventAgentStarting, agent, map[string]any{"provider": agent, "kind": e.spec.Kind, "resume": resume, "restarts": e.restarts})
+	b, err := p.cfg.Launcher.Launch(LaunchRequest{
+		Spec:       e.spec,
+		Session:    s.id,
+		Emit:       func(ev backends.Event) { p.publish(s, ev) },
+		Permission: p.permissionFunc(s, agent, e.spec),
+	})
+	var info backends.Info
+	if err == nil {
+		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.StartTimeout)
+		info, err = b.Start(ctx, resume)
+		cancel()
+		p.spawns.Add(1)
+	}
+	now := p.cfg.Now()
+	if err != nil {
+		err = fmt.Errorf("start agent %q: %w", agent, err)
+		p.mu.Lock()
+		e.err = err
+		e.state = StateCrashed
+		e.crashes = append(e.crashes, now)
+		p.mu.Unlock()
+		p.crashes.Add(1)
+		p.emit(s, backends.EventError, agent, map[string]string{"error": err.Error(), "stage": "start"})
+		p.putAgent(e, backends.Info{}, AgentCrashed, rec)
+		close(e.started)
+		return
+	}
+	if recErr == nil {
+		p.reapply(s, agent, b, rec, info)
+		info = b.Info()
+	}
+	p.mu.Lock()
+	e.backend, e.info = b, info
+	stopNow := p.closing || e.state == StateStopping
+	if !stopNow {
+		e.state = StateIdle
+	}
+	p.mu.Unlock()
+	p.putAgent(e, info, AgentActive, rec)
+	p.emit(s, backends.EventAgentReady, agent, map[string]any{
+		"pid": info.PID, "agent_session_id": info.AgentSessionID, "resumed": info.Resumed, "context_lost": info.ContextLost,
+		"agent_name": info.AgentName, "agent_version": info.AgentVersion, "modes": info.Modes, "current_mode": info.CurrentMode,
+	})
+	p.wg.Add(1)
+	go p.watch(e, b)
+	close(e.started)
+	if stopNow {
+		p.stopEntry(context.Background(), e, "pool closing")
+	}
+}
+
+// reapply restores the mode and config options the session had chosen.
+func (p *Pool) reapply(s *session, agent string, b backends.Backend, rec AgentRecord, info backends.Info) {
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if rec.Mode != "" && rec.Mode != info.CurrentMode {
+		if err := b.SetMode(ctx, rec.Mode); err != nil && !errors.Is(err, backends.ErrUnsupported) {
+			p.emit(s, backends.EventError, agent, map[string]string{"error": fmt.Sprintf("re-apply mode %q: %v", rec.Mode, err)})
+		}
+	}
+	ids := make([]string, 0, len(rec.ConfigOptions))
+	for id := range rec.ConfigOptions {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if err := b.SetConfigOption(ctx, id, rec.ConfigOptions[id]); err != nil && !errors.Is(err, backends.ErrUnsupported) {
+			p.emit(s, backends.EventError, agent, map[string]string{"error": fmt.Sprintf("re-apply config option %q: %v", id, err)})
+		}
+	}
+}
+
+func (p *Pool) putAgent(e *entry, info backends.Info, status string, prev AgentRecord) {
+	now := p.cfg.Now()
+	r := AgentRecord{Session: e.key.session, Agent: e.key.agent, Kind: e.spec.Kind, Status: status, Restarts: e.restarts,
+		SpecHash: e.hash, LastActiveAt: now, CreatedAt: now, Mode: prev.Mode, ConfigOptions: prev.ConfigOptions,
+		AgentSessionID: prev.AgentSessionID}
+	if info.PID != 0 {
+		r.PID, r.PGID, r.StartTicks = info.PID, info.PGID, info.StartTicks
+		r.AgentSessionID = info.AgentSessionID
+		r.ResumeSupported = info.LoadSession
+	}
+	if err := p.cfg.Store.UpsertAgent(p.ctx, r); err != nil {
+		p.logger.Warn("store agent", "session", r.Session, "agent", r.Agent, "err", err)
+	}
+}
+
+// watch waits for a backend's process to end and records how.
+func (p *Pool) watch(e *entry, b backends.Backend) {
+	defer p.wg.Done()
+	<-b.Done()
+	err := b.Err()
+	p.mu.Lock()
+	expected := e.state == StateStopping || err == nil
+	if expected {
+		e.state = StateStopped
+		if p.entries[e.key] == e {
+			delete(p.entries, e.key)
+		}
+	} else {
+		e.state = StateCrashed
+		e.err = err
+		e.crashes = append(e.crashes, p.cfg.Now())
+	}
+	p.mu.Unlock()
+	status := AgentClosed
+	if !expected {
+		status = AgentCrashed
+		p.crashes.Add(1)
+		p.logger.Warn("agent crashed", "session", e.key.session, "agent", e.key.agent, "err", err)
+	}
+	if err := p.setAgentStatus(e, status); err != nil {
+		p.logger.Warn("store agent status", "session", e.key.session, "agent", e.key.agent, "err", err)
+	}
+}
+
+func (p *Pool) setAgentStatus(e *entry, status string) error {
+	r, err := p.cfg.Store.GetAgent(context.WithoutCancel(p.ctx), e.key.session, e.key.agent)
+	if err != nil {
+		return err
+	}
+	r.Status = status
+	r.LastActiveAt = p.cfg.Now()
+	return p.cfg.Store.UpsertAgent(context.WithoutCancel(p.ctx), r)
+}
+
+// release returns a backend after a turn; a retired or recycled one stops.
+func (p *Pool) release(e *entry) {
+	p.mu.Lock()
+	e.inUse = false
+	e.lastActive = p.cfg.Now()
+	stop := (e.retire || e.recycle) && e.state == StateIdle
+	p.mu.Unlock()
+	if stop {
+		p.stopEntry(context.Background(), e, "provider changed")
+	}
+}
+
+// stopEntry stops one backend and waits for it.
+func (p *Pool) stopEntry(ctx context.Context, e *entry, reason string) {
+	p.mu.Lock()
+	if e.state == StateStopped || e.state == StateCrashed {
+		if p.entries[e.key] == e && e.state == StateStopped {
+			delete(p.entries, e.key)
+		}
+		p.mu.Unlock()
+		return
+	}
+	e.state = StateStopping
+	b := e.backend
+	started := e.started
+	p.mu.Unlock()
+	<-started
+	p.mu.Lock()
+	b = e.backend
+	p.mu.Unlock()
+	if b == nil {
+		return
+	}
+	p.logger.Info("stopping agent", "session", e.key.session, "agent", e.key.agent, "reason", reason)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.StopTimeout)
+	defer cancel()
+	if err := b.Stop(ctx); err != nil {
+		p.logger.Warn("stop agent", "session", e.key.session, "agent", e.key.agent, "err", err)
+	}
+}
+
+// stopEntries stops, in parallel, the entries that match.
+func (p *Pool) stopEntries(ctx context.Context, match func(*entry) bool, reason string) {
+	p.mu.Lock()
+	var list []*entry
+	for _, e := range p.entries {
+		if match(e) {
+			list = append(list, e)
+		}
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range list {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stopEntry(ctx, e, reason) }()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,184 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// makeRoomLocked makes room for one more backend: under MaxWarm and the
+// memory budget, by evicting least recently used idle backends. Busy and
+// starting backends are never evicted. It fails with ErrAtCapacity, saying
+// why, when nothing can be evicted.
+func (p *Pool) makeRoomLocked() error {
+	var warm, idle []*entry
+	for _, e := range p.entries {
+		if !e.warmLocked() {
+			continue
+		}
+		warm = append(warm, e)
+		if e.state == StateIdle && !e.inUse {
+			idle = append(idle, e)
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].lastActive.Before(idle[j].lastActive) })
+	var evict []*entry
+	n := len(warm)
+	for n >= p.cfg.MaxWarm {
+		if len(idle) == 0 {
+			return fmt.Errorf("%w: %d of %d backends are busy or starting; none is idle to evict (max_warm %d)", ErrAtCapacity, n, len(warm), p.cfg.MaxWarm)
+		}
+		evict = append(evict, idle[0])
+		idle = idle[1:]
+		n--
+	}
+	if p.cfg.MemoryBudget > 0 {
+		rss := p.cfg.GroupRSS()
+		var used int64
+		for _, e := range warm {
+			used += rss[e.info.PGID]
+		}
+		for _, e := range evict {
+			used -= rss[e.info.PGID]
+		}
+		for used >= p.cfg.MemoryBudget {
+			if len(idle) == 0 {
+				return fmt.Errorf("%w: agents use %d MiB of the %d MiB memory budget and none is idle to evict", ErrAtCapacity, used>>20, p.cfg.MemoryBudget>>20)
+			}
+			evict = append(evict, idle[0])
+			used -= rss[idle[0].info.PGID]
+			idle = idle[1:]
+		}
+	}
+	for _, e := range evict {
+		e.state = StateStopping
+		p.evictions.Add(1)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.emit(e.sess, "agent.evicted", e.key.agent, map[string]string{"reason": "least recently used idle backend, to make room"})
+			p.stopEvicted(e)
+		}()
+	}
+	return nil
+}
+
+// stopEvicted stops an entry already marked stopping.
+func (p *Pool) stopEvicted(e *entry) {
+	<-e.started
+	p.mu.Lock()
+	b := e.backend
+	p.mu.Unlock()
+	if b == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.StopTimeout)
+	defer cancel()
+	if err := b.Stop(ctx); err != nil {
+		p.logger.Warn("stop evicted agent", "session", e.key.session, "agent", e.key.agent, "err", err)
+	}
+}
+
+// ReapIdle stops backends idle for longer than their idle timeout (the
+// provider's, else the pool's). Run calls it periodically.
+func (p *Pool) ReapIdle() {
+	now := p.cfg.Now()
+	p.mu.Lock()
+	var reap []*entry
+	for _, e := range p.entries {
+		if e.state != StateIdle || e.inUse {
+			continue
+		}
+		limit := p.cfg.IdleTimeout
+		if e.spec.IdleTimeout > 0 {
+			limit = e.spec.IdleTimeout
+		}
+		if now.Sub(e.lastActive) >= limit {
+			e.state = StateStopping
+			reap = append(reap, e)
+		}
+	}
+	p.mu.Unlock()
+	for _, e := range reap {
+		p.evictions.Add(1)
+		p.emit(e.sess, "agent.evicted", e.key.agent, map[string]any{"reason": "idle", "idle_for": now.Sub(e.lastActive).String()})
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.stopEvicted(e) }()
+	}
+}
+
+// ProviderChanged reacts to a registry change: backends of disabled or
+// removed providers stop now when idle and after their turn when busy;
+// backends whose launch spec changed are recycled when next idle.
+func (p *Pool) ProviderChanged(disabled, specChanged []string) {
+	in := func(list []string, s string) bool {
+		for _, x := range list {
+			if x == s {
+				return true
+			}
+		}
+		return false
+	}
+	p.mu.Lock()
+	var stop []*entry
+	for _, e := range p.entries {
+		gone, changed := in(disabled, e.key.agent), in(specChanged, e.key.agent)
+		if !gone && !changed {
+			continue
+		}
+		e.retire = e.retire || gone
+		e.recycle = e.recycle || changed
+		if e.state == StateIdle && !e.inUse {
+			stop = append(stop, e)
+		}
+	}
+	p.mu.Unlock()
+	for _, e := range stop {
+		reason := "provider disabled"
+		if !e.retire {
+			reason = "launch spec changed"
+		}
+		p.emit(e.sess, "agent.evicted", e.key.agent, map[string]string{"reason": reason})
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.stopEntry(context.Background(), e, reason) }()
+	}
+}
+
+// Backends lists every backend the pool holds, for `ps`.
+func (p *Pool) Backends() []AgentStatus {
+	now := p.cfg.Now()
+	p.mu.Lock()
+	list := make([]*entry, 0, len(p.entries))
+	for _, e := range p.entries {
+		list = append(list, e)
+	}
+	out := make([]AgentStatus, 0, len(list))
+	for _, e := range list {
+		st := AgentStatus{Session: e.key.session, Agent: e.key.agent, Kind: e.spec.Kind, State: e.stateLocked(),
+			PID: e.info.PID, LastActive: e.lastActive, Restarts: e.restarts, AgentSessionID: e.info.AgentSessionID, Mode: e.info.CurrentMode}
+		if st.State == StateIdle {
+			st.IdleFor = now.Sub(e.lastActive).Round(time.Second)
+		}
+		if e.err != nil {
+			st.Error = e.err.Error()
+		}
+		out = append(out, st)
+	}
+	p.mu.Unlock()
+	if len(out) > 0 {
+		rss := p.cfg.GroupRSS()
+		for i := range out {
+			if out[i].PID != 0 {
+				out[i].RSS = rss[out[i].PID]
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Session != out[j].Session {
+			return out[i].Session < out[j].Session
+		}
+		return out[i].Agent < out[j].Agent
+	})
+	return out
+}

@@ -1,0 +1,79 @@
+package pool
+
+import (
+	"context"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/permission"
+)
+
+// permissionFunc routes an agent's permission requests through the broker
+// with the provider's policy.
+func (p *Pool) permissionFunc(s *session, agent string, spec backends.Spec) backends.PermissionFunc {
+	policy, err := permission.PolicyFrom(spec.Permissions, spec.Mode)
+	if err != nil {
+		p.logger.Warn("provider permission policy invalid; using defaults", "agent", agent, "err", err)
+		policy = permission.Policy{}
+	}
+	return func(ctx context.Context, req backends.PermissionRequest) (backends.PermissionOutcome, error) {
+		opts := make([]permission.Option, 0, len(req.Options))
+		for _, o := range req.Options {
+			opts = append(opts, permission.Option{ID: o.ID, Name: o.Name, Kind: o.Kind})
+		}
+		out, err := p.broker.Request(ctx, permission.Request{
+			Session: s.id, Agent: agent, Turn: req.Turn, ToolCallID: req.ToolCallID, Title: req.Title,
+			ToolKind: req.Kind, Locations: req.Locations, RawInput: req.RawInput, Options: opts, Policy: policy,
+		})
+		return backends.PermissionOutcome{Cancelled: out.Cancelled, OptionID: out.OptionID}, err
+	}
+}
+
+func (p *Pool) sessionIfLoaded(id string) *session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sessions[id]
+}
+
+func (p *Pool) onPermissionRequested(pd permission.Pending) {
+	p.permWaits.Add(1)
+	s := p.sessionIfLoaded(pd.Request.Session)
+	if s == nil {
+		return
+	}
+	r := pd.Request
+	p.publish(s, backends.Event{Type: backends.EventPermissionRequest, Agent: r.Agent, Turn: r.Turn, Data: backends.MustJSON(map[string]any{
+		"request": pd.ID, "tool_call_id": r.ToolCallID, "title": r.Title, "kind": r.ToolKind, "action": r.Action,
+		"locations": r.Locations, "raw_input": r.RawInput, "options": r.Options, "risk": pd.Risk, "deadline": pd.Deadline,
+	})})
+}
+
+func (p *Pool) onPermissionResolved(r permission.Record) {
+	if r.DecidedBy == permission.DecidedByUser || r.DecidedBy == permission.DecidedByTimeout {
+		p.histMu.Lock()
+		p.permHist.observe(r.DecidedAt.Sub(r.RequestedAt).Seconds())
+		p.histMu.Unlock()
+	}
+	if err := p.cfg.Store.InsertPermission(context.WithoutCancel(p.ctx), r); err != nil {
+		p.logger.Warn("store permission decision", "session", r.Session, "request", r.ID, "err", err)
+	}
+	s := p.sessionIfLoaded(r.Session)
+	if s == nil {
+		return
+	}
+	p.publish(s, backends.Event{Type: backends.EventPermissionResolved, Agent: r.Agent, Turn: r.Turn, Data: backends.MustJSON(map[string]any{
+		"request": r.ID, "decision": r.Decision, "decided_by": r.DecidedBy, "option_kind": r.OptionKind,
+		"option_id": r.OptionID, "cancelled": r.Cancelled, "note": r.Note, "action": r.Action, "risk": r.Risk,
+	})})
+}
+
+// Answer answers a pending permission request by option kind (or id, or
+// "allow"/"deny"). Errors wrap permission.ErrUnknownRequest or
+// permission.ErrInvalidChoice.
+func (p *Pool) Answer(session, request, choice string) error {
+	return p.broker.Answer(session, request, choice)
+}
+
+// Pending lists the session's pending permission requests.
+func (p *Pool) Pending(session string) []permission.Pending {
+	return p.broker.Pending(session)
+}

@@ -1,0 +1,258 @@
+package pool
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/permission"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxWarm          = 16
+	DefaultIdleTimeout      = 15 * time.Minute
+	DefaultStartTimeout     = 60 * time.Second
+	DefaultStopTimeout      = 15 * time.Second
+	DefaultCrashLimit       = 3
+	DefaultCrashWindow      = 5 * time.Minute
+	DefaultSubscriberBuffer = 1024
+	DefaultRingSize         = 4096
+	DefaultReapInterval     = time.Second
+)
+
+// Config configures a Pool. Store, Worktrees, Resolver and Launcher are required.
+type Config struct {
+	Store     Store
+	Worktrees Worktrees
+	Resolver  Resolver
+	Launcher  Launcher
+	// MaxWarm caps the backends kept running (default 16).
+	MaxWarm int
+	// IdleTimeout stops a backend unused this long, unless its provider sets one.
+	IdleTimeout time.Duration
+	// MemoryBudget caps the RSS of all agent process trees, in bytes
+	// (default half the machine's memory; negative disables).
+	MemoryBudget int64
+	// StartTimeout bounds an agent's start and handshake.
+	StartTimeout time.Duration
+	// StopTimeout bounds stopping one agent.
+	StopTimeout time.Duration
+	// CrashLimit crashes within CrashWindow mark an agent failing for a session.
+	CrashLimit  int
+	CrashWindow time.Duration
+	// PermissionTimeout is how long a permission request waits for a person.
+	PermissionTimeout time.Duration
+	// SubscriberBuffer is each subscriber's channel size; a subscriber that
+	// falls this far behind is dropped.
+	SubscriberBuffer int
+	// RingSize is how many recent events per session are kept in memory to
+	// serve subscribers without reading the store.
+	RingSize int
+	// ReapInterval is how often Run looks for idle backends.
+	ReapInterval time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// GroupRSS returns the RSS in bytes of every process group, by pgid
+	// (default: read from /proc).
+	GroupRSS func() map[int]int64
+	// NewID makes session ids (default: random).
+	NewID  func() string
+	Logger *slog.Logger
+}
+
+// Pool is the AgentPool. Create it with New, call Recover once, run Run in a
+// goroutine, and end it with Shutdown.
+type Pool struct {
+	cfg    Config
+	logger *slog.Logger
+	broker *permission.Broker
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	entries  map[key]*entry
+	closing  bool
+
+	global *fanout
+
+	spawns, crashes, evictions, turns, turnErrors, published, dropped, permWaits atomic.Int64
+
+	histMu   sync.Mutex
+	turnHist histogram
+	permHist histogram
+}
+
+// New returns a Pool.
+func New(cfg Config) (*Pool, error) {
+	if cfg.Store == nil || cfg.Worktrees == nil || cfg.Resolver == nil || cfg.Launcher == nil {
+		return nil, errors.New("pool: Store, Worktrees, Resolver and Launcher are required")
+	}
+	if cfg.MaxWarm <= 0 {
+		cfg.MaxWarm = DefaultMaxWarm
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MemoryBudget == 0 {
+		cfg.MemoryBudget = backends.MemTotal() / 2
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = DefaultStopTimeout
+	}
+	if cfg.CrashLimit <= 0 {
+		cfg.CrashLimit = DefaultCrashLimit
+	}
+	if cfg.CrashWindow <= 0 {
+		cfg.CrashWindow = DefaultCrashWindow
+	}
+	if cfg.SubscriberBuffer <= 0 {
+		cfg.SubscriberBuffer = DefaultSubscriberBuffer
+	}
+	if cfg.RingSize <= 0 {
+		cfg.RingSize = DefaultRingSize
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = DefaultReapInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.GroupRSS == nil {
+		cfg.GroupRSS = backends.GroupRSS
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = newID
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	p := &Pool{
+		cfg:      cfg,
+		logger:   logger,
+		sessions: map[string]*session{},
+		entries:  map[key]*entry{},
+		turnHist: newHistogram(turnBounds),
+		permHist: newHistogram(permBounds),
+	}
+	p.global = newFanout(cfg.SubscriberBuffer, 0, &p.dropped)
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.broker = permission.NewBroker(permission.Config{
+		Timeout:     cfg.PermissionTimeout,
+		Now:         cfg.Now,
+		Logger:      logger,
+		OnRequested: p.onPermissionRequested,
+		OnResolved:  p.onPermissionResolved,
+	})
+	return p, nil
+}
+
+// newID returns a short random session id that is valid as a git ref part.
+func newID() string {
+	return "s-" + rand.Text()[:12]
+}
+
+// Run reaps idle backends until ctx ends.
+func (p *Pool) Run(ctx context.Context) error {
+	t := time.NewTicker(p.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.ctx.Done():
+			return nil
+		case <-t.C:
+			p.ReapIdle()
+		}
+	}
+}
+
+// Shutdown cancels running turns, stops every backend in parallel, waits
+// for the pool's goroutines and flushes events. No child process remains.
+func (p *Pool) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		p.wg.Wait()
+		return nil
+	}
+	p.closing = true
+	var runs []*turnRun
+	for _, s := range p.sessions {
+		s.mu.Lock()
+		if s.turn != nil {
+			runs = append(runs, s.turn)
+		}
+		s.mu.Unlock()
+	}
+	p.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, tr := range runs {
+		wg.Add(1)
+		go func() { defer wg.Done(); tr.requestCancel(ctx) }()
+	}
+	wg.Wait()
+	p.broker.Close()
+	p.stopEntries(ctx, func(*entry) bool { return true }, "shutdown")
+	p.cancel()
+	p.wg.Wait()
+	err := p.cfg.Store.Flush(ctx)
+	p.mu.Lock()
+	for _, s := range p.sessions {
+		s.mu.Lock()
+		s.fan.closeAll(ErrClosed)
+		s.mu.Unlock()
+	}
+	p.mu.Unlock()
+	p.global.closeAll(ErrClosed)
+	if err != nil {
+		return fmt.Errorf("shutdown: flush events: %w", err)
+	}
+	return nil
+}
+
+// Stats returns the pool's counters.
+func (p *Pool) Stats() Stats {
+	st := Stats{
+		Warm:            map[string]map[string]int{},
+		Spawns:          p.spawns.Load(),
+		Crashes:         p.crashes.Load(),
+		Evictions:       p.evictions.Load(),
+		Turns:           p.turns.Load(),
+		TurnErrors:      p.turnErrors.Load(),
+		EventsPublished: p.published.Load(),
+		SubscribersDrop: p.dropped.Load(),
+		PermissionWaits: p.permWaits.Load(),
+	}
+	p.mu.Lock()
+	st.Sessions = len(p.sessions)
+	for k, e := range p.entries {
+		m := st.Warm[k.agent]
+		if m == nil {
+			m = map[string]int{}
+			st.Warm[k.agent] = m
+		}
+		m[e.stateLocked()]++
+	}
+	p.mu.Unlock()
+	p.histMu.Lock()
+	st.TurnDurations = p.turnHist.snapshot()
+	st.PermissionWaitsS = p.permHist.snapshot()
+	p.histMu.Unlock()
+	return st
+}

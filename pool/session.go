@@ -1,0 +1,311 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// session is a loaded session. mu guards every field; it is held while an
+// event gets its seq, is queued to the store and is offered to subscribers,
+// so the store, the ring and every subscriber see the same order.
+type session struct {
+	id string
+
+	mu     sync.Mutex
+	rec    SessionRecord
+	wt     Worktree
+	seq    int64
+	fan    *fanout
+	turn   *turnRun
+	closed bool
+}
+
+// loadSession returns the in-memory session, loading it from the store.
+func (p *Pool) loadSession(ctx context.Context, id string) (*session, error) {
+	if id == "" {
+		return nil, fmt.Errorf("%w: session id is empty", ErrInvalid)
+	}
+	p.mu.Lock()
+	if s := p.sessions[id]; s != nil {
+		p.mu.Unlock()
+		return s, nil
+	}
+	closing := p.closing
+	p.mu.Unlock()
+	if closing {
+		return nil, fmt.Errorf("pool: %w", ErrClosed)
+	}
+	rec, err := p.cfg.Store.GetSession(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("session %q: %w", id, err)
+	}
+	wt, err := p.cfg.Store.GetWorktree(ctx, id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("session %q worktree: %w", id, err)
+	}
+	next, err := p.cfg.Store.NextSeq(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("session %q events: %w", id, err)
+	}
+	s := &session{id: id, rec: rec, wt: wt, seq: next - 1, fan: newFanout(p.cfg.SubscriberBuffer, p.cfg.RingSize, &p.dropped), closed: rec.Status == StatusClosed}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if prev := p.sessions[id]; prev != nil {
+		return prev, nil
+	}
+	p.sessions[id] = s
+	return s, nil
+}
+
+// publish gives ev its seq and session, queues it to the store and fans it out.
+func (p *Pool) publish(s *session, ev backends.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = p.cfg.Now()
+	}
+	s.mu.Lock()
+	s.seq++
+	ev.Seq = s.seq
+	ev.Session = s.id
+	if ev.Turn == 0 && s.turn != nil {
+		ev.Turn = s.turn.id
+	}
+	p.cfg.Store.Append(ev)
+	s.fan.publish(ev)
+	s.mu.Unlock()
+	p.published.Add(1)
+	if globalType(ev.Type) {
+		p.global.mu.Lock()
+		p.global.publish(ev)
+		p.global.mu.Unlock()
+	}
+}
+
+func (p *Pool) emit(s *session, t backends.EventType, agent string, data any) {
+	p.publish(s, backends.Event{Time: p.cfg.Now(), Type: t, Agent: agent, Data: backends.MustJSON(data)})
+}
+
+// globalType says which events the daemon-wide stream carries.
+func globalType(t backends.EventType) bool {
+	s := string(t)
+	return strings.HasPrefix(s, "session.") || strings.HasPrefix(s, "agent.") || strings.HasPrefix(s, "permission.") ||
+		t == backends.EventTurnStarted || t == backends.EventTurnEnded
+}
+
+// Create makes the session's worktree and row, and records its first agent.
+// The agent is resolved now, so an unknown or disabled one is refused at once.
+func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
+	if req.Repo == "" {
+		return Session{}, fmt.Errorf("%w: repo is required", ErrInvalid)
+	}
+	if !filepath.IsAbs(req.Repo) {
+		return Session{}, fmt.Errorf("%w: repo %q is not an absolute path", ErrInvalid, req.Repo)
+	}
+	if req.Agent == "" {
+		return Session{}, fmt.Errorf("%w: agent is required", ErrInvalid)
+	}
+	if _, err := p.cfg.Resolver.Resolve(req.Agent); err != nil {
+		return Session{}, fmt.Errorf("agent %q: %w", req.Agent, err)
+	}
+	p.mu.Lock()
+	closing := p.closing
+	p.mu.Unlock()
+	if closing {
+		return Session{}, fmt.Errorf("pool: %w", ErrClosed)
+	}
+	id := req.ID
+	if id == "" {
+		id = p.cfg.NewID()
+	}
+	if _, err := p.cfg.Store.GetSession(ctx, id); err == nil {
+		return Session{}, fmt.Errorf("%w: session %q already exists", ErrInvalid, id)
+	}
+	wt, err := p.cfg.Worktrees.Create(ctx, id, req.Repo, req.BaseRef)
+	if err != nil {
+		return Session{}, fmt.Errorf("create worktree: %w", err)
+	}
+	now := p.cfg.Now()
+	rec := SessionRecord{ID: id, Repo: wt.Repo, BaseRef: req.BaseRef, Title: req.Title, ActiveAgent: req.Agent, Status: StatusOpen, CreatedAt: now, UpdatedAt: now}
+	if err := p.cfg.Store.CreateSession(ctx, rec); err != nil {
+		// The worktree holds nothing yet: take it back.
+		if _, rerr := p.cfg.Worktrees.Remove(context.WithoutCancel(ctx), wt, true); rerr != nil {
+			p.logger.Warn("remove worktree of a session that could not be stored", "session", id, "err", rerr)
+		}
+		return Session{}, fmt.Errorf("store session: %w", err)
+	}
+	if err := p.cfg.Store.PutWorktree(ctx, wt); err != nil {
+		return Session{}, fmt.Errorf("store worktree: %w", err)
+	}
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	p.emit(s, backends.EventSessionCreated, req.Agent, map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent})
+	return p.Get(ctx, id)
+}
+
+// Get returns a session with its live state.
+func (p *Pool) Get(ctx context.Context, id string) (Session, error) {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	return p.describe(ctx, s), nil
+}
+
+// List returns every session, newest first as the store orders them.
+func (p *Pool) List(ctx context.Context) ([]Session, error) {
+	recs, err := p.cfg.Store.ListSessions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	out := make([]Session, 0, len(recs))
+	for _, r := range recs {
+		s, err := p.loadSession(ctx, r.ID)
+		if err != nil {
+			p.logger.Warn("load session", "session", r.ID, "err", err)
+			continue
+		}
+		out = append(out, p.describe(ctx, s))
+	}
+	return out, nil
+}
+
+func (p *Pool) describe(ctx context.Context, s *session) Session {
+	s.mu.Lock()
+	out := Session{
+		ID: s.id, Repo: s.rec.Repo, BaseRef: s.rec.BaseRef, Title: s.rec.Title, ActiveAgent: s.rec.ActiveAgent,
+		Status: s.rec.Status, Worktree: s.wt, CreatedAt: s.rec.CreatedAt, UpdatedAt: s.rec.UpdatedAt, LastSeq: s.seq,
+	}
+	if s.turn != nil {
+		out.Busy, out.Turn = true, s.turn.id
+	}
+	s.mu.Unlock()
+	live := map[string]bool{}
+	for _, st := range p.Backends() {
+		if st.Session == s.id {
+			out.Agents = append(out.Agents, st)
+			live[st.Agent] = true
+		}
+	}
+	if recs, err := p.cfg.Store.ListAgents(ctx, s.id); err == nil {
+		for _, r := range recs {
+			if live[r.Agent] {
+				continue
+			}
+			out.Agents = append(out.Agents, AgentStatus{Session: s.id, Agent: r.Agent, Kind: r.Kind, State: StateStopped,
+				LastActive: r.LastActiveAt, Restarts: r.Restarts, AgentSessionID: r.AgentSessionID, Mode: r.Mode})
+		}
+	}
+	return out
+}
+
+// Close stops the session's backends (cancelling a running turn first) and
+// removes its worktree. Unless discard is set, uncommitted work is
+// committed to the session's branch first, which is kept.
+func (p *Pool) Close(ctx context.Context, id string, discard bool) (CloseResult, error) {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return CloseResult{}, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return CloseResult{}, fmt.Errorf("session %q: %w", id, ErrClosed)
+	}
+	tr := s.turn
+	s.mu.Unlock()
+	if tr != nil {
+		tr.requestCancel(ctx)
+		select {
+		case <-tr.done:
+		case <-ctx.Done():
+			return CloseResult{}, fmt.Errorf("close session %q: waiting for its turn: %w", id, ctx.Err())
+		}
+	}
+	p.broker.CancelSession(id)
+	p.stopEntries(ctx, func(e *entry) bool { return e.key.session == id }, "session closed")
+	res, err := p.cfg.Worktrees.Remove(ctx, s.wt, discard)
+	if err != nil {
+		return CloseResult{}, fmt.Errorf("close session %q: remove worktree (nothing was discarded): %w", id, err)
+	}
+	if err := p.cfg.Store.MarkWorktreeRemoved(ctx, id); err != nil {
+		p.logger.Warn("mark worktree removed", "session", id, "err", err)
+	}
+	if err := p.cfg.Store.UpdateSessionStatus(ctx, id, StatusClosed); err != nil {
+		p.logger.Warn("mark session closed", "session", id, "err", err)
+	}
+	p.broker.Forget(id)
+	p.emit(s, backends.EventSessionClosed, "", map[string]any{"worktree": res, "discard": discard})
+	p.mu.Lock()
+	for k, e := range p.entries {
+		if k.session == id && e.state != StateStopping {
+			delete(p.entries, k)
+		}
+	}
+	p.mu.Unlock()
+	s.mu.Lock()
+	s.closed = true
+	s.rec.Status = StatusClosed
+	s.fan.closeAll(ErrClosed)
+	s.mu.Unlock()
+	return CloseResult{Session: id, Worktree: res}, nil
+}
+
+// Subscribe returns the session's events after seq `after` (Backlog) and
+// then every later one (C), with no gap and no duplicate whatever the timing.
+func (p *Pool) Subscribe(ctx context.Context, id string, after int64) (*Subscription, error) {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if after < 0 {
+		after = 0
+	}
+	s.mu.Lock()
+	sub := s.fan.add()
+	sub.unsub = func(x *Subscription) { s.mu.Lock(); s.fan.remove(x); s.mu.Unlock() }
+	last := s.seq
+	backlog, covered := s.fan.since(after, last)
+	closed := s.closed
+	s.mu.Unlock()
+	if !covered {
+		// Older than the ring: read the store, which holds everything up
+		// to last once flushed; later events are already on sub.C.
+		if err := p.cfg.Store.Flush(ctx); err != nil {
+			sub.Close()
+			return nil, fmt.Errorf("subscribe: flush events: %w", err)
+		}
+		evs, err := p.cfg.Store.Events(ctx, id, after, 0)
+		if err != nil {
+			sub.Close()
+			return nil, fmt.Errorf("subscribe: read events: %w", err)
+		}
+		for _, ev := range evs {
+			if ev.Seq <= last {
+				backlog = append(backlog, ev)
+			}
+		}
+	}
+	sub.Backlog = backlog
+	if closed {
+		sub.unsub(sub)
+		sub.end(ErrClosed)
+	}
+	return sub, nil
+}
+
+// SubscribeAll returns the daemon-wide stream: session, agent, turn
+// start/end and permission events of every session. It has no backlog.
+func (p *Pool) SubscribeAll() *Subscription {
+	p.global.mu.Lock()
+	defer p.global.mu.Unlock()
+	sub := p.global.add()
+	sub.unsub = func(x *Subscription) { p.global.mu.Lock(); p.global.remove(x); p.global.mu.Unlock() }
+	return sub
+}

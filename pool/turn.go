@@ -1,0 +1,357 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// turnRun is the running turn of a session.
+type turnRun struct {
+	id     int64
+	agent  string
+	prompt string
+	done   chan struct{}
+
+	// ctx is the turn's context: cancelling it cancels the turn the
+	// protocol's way, even before the backend has registered it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	backend backends.Backend
+	result  Turn
+}
+
+// requestCancel asks the turn to end and waits until it has (or ctx ends).
+func (tr *turnRun) requestCancel(ctx context.Context) {
+	tr.cancel()
+	tr.mu.Lock()
+	b := tr.backend
+	tr.mu.Unlock()
+	if b != nil {
+		_ = b.Cancel(ctx)
+	}
+	select {
+	case <-tr.done:
+	case <-ctx.Done():
+	}
+}
+
+// StartPrompt starts a turn and returns it at once; its events follow on
+// the session's stream and WaitTurn waits for its end. A session runs one
+// turn at a time: a second gets ErrBusy. Choosing another agent than the
+// active one switches the session to it; the previous agent stays warm.
+func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error) {
+	if req.Text == "" {
+		return Turn{}, fmt.Errorf("%w: text is empty", ErrInvalid)
+	}
+	s, err := p.loadSession(ctx, req.Session)
+	if err != nil {
+		return Turn{}, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Turn{}, fmt.Errorf("session %q: %w", s.id, ErrClosed)
+	}
+	if s.turn != nil {
+		id := s.turn.id
+		s.mu.Unlock()
+		return Turn{}, fmt.Errorf("session %q is running turn %d: %w", s.id, id, ErrBusy)
+	}
+	agent := req.Agent
+	if agent == "" {
+		agent = s.rec.ActiveAgent
+	}
+	tr := &turnRun{agent: agent, prompt: req.Text, done: make(chan struct{})}
+	tr.ctx, tr.cancel = context.WithCancel(p.ctx)
+	s.turn = tr
+	switchAgent := agent != s.rec.ActiveAgent
+	wt := s.wt
+	s.mu.Unlock()
+	fail := func(err error) (Turn, error) {
+		s.mu.Lock()
+		s.turn = nil
+		s.mu.Unlock()
+		tr.cancel()
+		close(tr.done)
+		return Turn{}, err
+	}
+	e, err := p.acquire(s, agent)
+	if err != nil {
+		return fail(err)
+	}
+	if switchAgent {
+		if err := p.cfg.Store.SetActiveAgent(ctx, s.id, agent); err != nil {
+			p.release(e)
+			return fail(fmt.Errorf("switch agent: %w", err))
+		}
+		s.mu.Lock()
+		s.rec.ActiveAgent = agent
+		s.mu.Unlock()
+	}
+	before, err := p.cfg.Worktrees.Checkpoint(ctx, wt)
+	if err != nil {
+		p.release(e)
+		return fail(fmt.Errorf("checkpoint before the turn: %w", err))
+	}
+	t := Turn{Session: s.id, Agent: agent, Prompt: req.Text, CheckpointBefore: before, StartedAt: p.cfg.Now()}
+	t.ID, err = p.cfg.Store.StartTurn(ctx, t)
+	if err != nil {
+		p.release(e)
+		return fail(fmt.Errorf("store turn: %w", err))
+	}
+	s.mu.Lock()
+	tr.id = t.ID
+	s.mu.Unlock()
+	p.turns.Add(1)
+	p.publish(s, backends.Event{Type: backends.EventTurnStarted, Agent: agent, Turn: t.ID,
+		Data: backends.MustJSON(map[string]any{"turn": t.ID, "agent": agent, "prompt": req.Text, "checkpoint": before})})
+	p.wg.Add(1)
+	go p.runTurn(s, e, tr, t)
+	return t, nil
+}
+
+// Prompt runs a turn and waits for its end. If ctx ends first the turn
+// goes on; its end is on the session's stream.
+func (p *Pool) Prompt(ctx context.Context, req PromptRequest) (Turn, error) {
+	t, err := p.StartPrompt(ctx, req)
+	if err != nil {
+		return t, err
+	}
+	return p.WaitTurn(ctx, req.Session, t.ID)
+}
+
+// WaitTurn waits for a turn of the session to end and returns it.
+func (p *Pool) WaitTurn(ctx context.Context, id string, turn int64) (Turn, error) {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return Turn{}, err
+	}
+	s.mu.Lock()
+	tr := s.turn
+	s.mu.Unlock()
+	if tr != nil && tr.id == turn {
+		select {
+		case <-tr.done:
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			return tr.result, nil
+		case <-ctx.Done():
+			return Turn{}, ctx.Err()
+		}
+	}
+	t, err := p.cfg.Store.GetTurn(ctx, turn)
+	if err != nil || t.Session != id {
+		return Turn{}, fmt.Errorf("turn %d of session %q: %w", turn, id, ErrNoTurn)
+	}
+	return t, nil
+}
+
+func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
+	defer p.wg.Done()
+	b, err := p.waitStarted(p.ctx, e)
+	var res backends.TurnResult
+	if err == nil {
+		tr.mu.Lock()
+		tr.backend = b
+		tr.mu.Unlock()
+		emit := func(ev backends.Event) {
+			ev.Turn = t.ID
+			p.publish(s, ev)
+		}
+		res, err = b.Prompt(tr.ctx, backends.Prompt{Text: t.Prompt, Turn: t.ID}, emit)
+	}
+	if res.StopReason == "" {
+		res.StopReason = backends.StopError
+	}
+	t.StopReason = string(res.StopReason)
+	if err != nil {
+		t.Error = err.Error()
+		p.turnErrors.Add(1)
+	}
+	s.mu.Lock()
+	wt := s.wt
+	s.mu.Unlock()
+	ctx := context.WithoutCancel(p.ctx)
+	after, cerr := p.cfg.Worktrees.Checkpoint(ctx, wt)
+	if cerr != nil {
+		p.logger.Warn("checkpoint after the turn", "session", s.id, "turn", t.ID, "err", cerr)
+	}
+	t.CheckpointAfter = after
+	end := p.cfg.Now()
+	t.EndedAt = &end
+	if err := p.cfg.Store.EndTurn(ctx, t); err != nil {
+		p.logger.Warn("store turn end", "session", s.id, "turn", t.ID, "err", err)
+	}
+	p.histMu.Lock()
+	p.turnHist.observe(end.Sub(t.StartedAt).Seconds())
+	p.histMu.Unlock()
+	data := map[string]any{"turn": t.ID, "agent": t.Agent, "stop_reason": t.StopReason, "checkpoint": after,
+		"duration_ms": end.Sub(t.StartedAt).Milliseconds()}
+	if t.Error != "" {
+		data["error"] = t.Error
+	}
+	if len(res.Usage) > 0 {
+		data["usage"] = res.Usage
+	}
+	if after != "" && after != t.CheckpointBefore {
+		if d, err := p.cfg.Worktrees.Diff(ctx, wt, t.CheckpointBefore, after); err == nil {
+			data["changes"] = d.Stat
+		}
+	}
+	p.publish(s, backends.Event{Type: backends.EventTurnEnded, Agent: t.Agent, Turn: t.ID, Data: backends.MustJSON(data)})
+	p.release(e)
+	s.mu.Lock()
+	s.turn = nil
+	s.mu.Unlock()
+	tr.mu.Lock()
+	tr.result = t
+	tr.mu.Unlock()
+	tr.cancel()
+	close(tr.done)
+}
+
+// Cancel ends the session's running turn the protocol's way and waits
+// until it has ended. Pending permission requests are answered "cancelled".
+func (p *Pool) Cancel(ctx context.Context, id string) error {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	tr := s.turn
+	s.mu.Unlock()
+	if tr == nil {
+		return fmt.Errorf("session %q has no running turn: %w", id, ErrNoTurn)
+	}
+	p.broker.CancelSession(id)
+	tr.requestCancel(ctx)
+	if ctx.Err() != nil {
+		return fmt.Errorf("cancel: %w", ctx.Err())
+	}
+	return nil
+}
+
+// Retry starts a new turn with the session's last prompt and agent.
+func (p *Pool) Retry(ctx context.Context, id string) (Turn, error) {
+	last, err := p.cfg.Store.LastTurn(ctx, id)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return Turn{}, fmt.Errorf("session %q has no turn to retry: %w", id, ErrNoTurn)
+		}
+		return Turn{}, err
+	}
+	return p.StartPrompt(ctx, PromptRequest{Session: id, Agent: last.Agent, Text: last.Prompt})
+}
+
+// Turns lists the session's turns, oldest first.
+func (p *Pool) Turns(ctx context.Context, id string) ([]Turn, error) {
+	if _, err := p.loadSession(ctx, id); err != nil {
+		return nil, err
+	}
+	return p.cfg.Store.ListTurns(ctx, id)
+}
+
+func (p *Pool) turnOf(ctx context.Context, s *session, turn int64) (Turn, error) {
+	t, err := p.cfg.Store.GetTurn(ctx, turn)
+	if err != nil || t.Session != s.id {
+		return Turn{}, fmt.Errorf("turn %d of session %q: %w", turn, s.id, ErrNoTurn)
+	}
+	return t, nil
+}
+
+// Diff returns the changes of one turn (before → after; a running turn
+// against the live state), or with turn 0 of the whole session against
+// its base commit.
+func (p *Pool) Diff(ctx context.Context, id string, turn int64) (Diff, error) {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return Diff{}, err
+	}
+	s.mu.Lock()
+	wt, closed := s.wt, s.closed
+	s.mu.Unlock()
+	if closed {
+		return Diff{}, fmt.Errorf("session %q: %w", id, ErrClosed)
+	}
+	if turn == 0 {
+		return p.cfg.Worktrees.Diff(ctx, wt, "", "")
+	}
+	t, err := p.turnOf(ctx, s, turn)
+	if err != nil {
+		return Diff{}, err
+	}
+	return p.cfg.Worktrees.Diff(ctx, wt, t.CheckpointBefore, t.CheckpointAfter)
+}
+
+// Restore puts the worktree back to a turn's checkpoint: the state before
+// it (undoing it and everything after), or with after the state it left.
+func (p *Pool) Restore(ctx context.Context, id string, turn int64, after bool) error {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	t, err := p.turnOf(ctx, s, turn)
+	if err != nil {
+		return err
+	}
+	cp := t.CheckpointBefore
+	if after {
+		cp = t.CheckpointAfter
+	}
+	if cp == "" {
+		return fmt.Errorf("turn %d has no checkpoint %s it: %w", turn, map[bool]string{true: "after", false: "before"}[after], ErrNoTurn)
+	}
+	s.mu.Lock()
+	if s.turn != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("session %q: %w", id, ErrBusy)
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("session %q: %w", id, ErrClosed)
+	}
+	wt := s.wt
+	s.mu.Unlock()
+	if err := p.cfg.Worktrees.Restore(ctx, wt, cp); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	p.emit(s, "worktree.restored", "", map[string]any{"turn": turn, "after": after, "checkpoint": cp})
+	return nil
+}
+
+// SetMode switches an agent's session mode and remembers it, so a restart
+// re-applies it.
+func (p *Pool) SetMode(ctx context.Context, id, agent, mode string) error {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	e := p.entries[key{id, agent}]
+	var b backends.Backend
+	if e != nil && e.state == StateIdle {
+		b = e.backend
+	}
+	p.mu.Unlock()
+	if b != nil {
+		if err := b.SetMode(ctx, mode); err != nil {
+			return err
+		}
+	}
+	r, err := p.cfg.Store.GetAgent(ctx, id, agent)
+	if err != nil {
+		return fmt.Errorf("agent %q of session %q: %w", agent, id, err)
+	}
+	r.Mode = mode
+	if err := p.cfg.Store.UpsertAgent(ctx, r); err != nil {
+		return err
+	}
+	p.emit(s, backends.EventMode, agent, map[string]string{"mode": mode})
+	return nil
+}

@@ -1,0 +1,137 @@
+package pool
+
+import (
+	"errors"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// Errors returned by the pool. Each is wrapped with the details.
+var (
+	// ErrNotFound: no such session (or turn, or agent record).
+	ErrNotFound = errors.New("not found")
+	// ErrBusy: the session is running a turn.
+	ErrBusy = errors.New("session is busy with a turn")
+	// ErrAtCapacity: no backend could be evicted to make room.
+	ErrAtCapacity = errors.New("pool at capacity")
+	// ErrAgentFailing: the agent crashed too often for this session.
+	ErrAgentFailing = errors.New("agent keeps crashing")
+	// ErrClosed: the session (or the pool) is closed.
+	ErrClosed = errors.New("closed")
+	// ErrInvalid: a request is malformed (the message names the field).
+	ErrInvalid = errors.New("invalid request")
+	// ErrNoTurn: there is no turn to cancel, retry or restore.
+	ErrNoTurn = errors.New("no such turn")
+	// ErrSlowSubscriber: a subscription was dropped because it fell behind.
+	ErrSlowSubscriber = errors.New("subscriber fell behind and was dropped")
+)
+
+// CreateRequest opens a session.
+type CreateRequest struct {
+	// ID is optional; a random id is made when empty.
+	ID string `json:"id,omitempty"`
+	// Repo is the path of the user's git repository.
+	Repo string `json:"repo"`
+	// BaseRef is the commit-ish the worktree starts from (default HEAD).
+	BaseRef string `json:"base_ref,omitempty"`
+	// Agent is the session's first (active) agent.
+	Agent string `json:"agent"`
+	// Title is free text.
+	Title string `json:"title,omitempty"`
+}
+
+// Session is a session with its live state.
+type Session struct {
+	ID          string        `json:"id"`
+	Repo        string        `json:"repo"`
+	BaseRef     string        `json:"base_ref,omitempty"`
+	Title       string        `json:"title,omitempty"`
+	ActiveAgent string        `json:"active_agent"`
+	Status      string        `json:"status"`
+	Worktree    Worktree      `json:"worktree"`
+	CreatedAt   time.Time     `json:"created_at"`
+	UpdatedAt   time.Time     `json:"updated_at"`
+	Busy        bool          `json:"busy"`
+	Turn        int64         `json:"turn,omitempty"`
+	LastSeq     int64         `json:"last_seq"`
+	Agents      []AgentStatus `json:"agents,omitempty"`
+}
+
+// Backend states as shown in AgentStatus.
+const (
+	StateStarting = "starting"
+	StateIdle     = "idle"
+	StateBusy     = "busy"
+	StateStopping = "stopping"
+	StateCrashed  = "crashed"
+	StateStopped  = "stopped"
+)
+
+// AgentStatus is one (session, agent) backend as the pool sees it.
+type AgentStatus struct {
+	Session        string        `json:"session"`
+	Agent          string        `json:"agent"`
+	Kind           backends.Kind `json:"kind"`
+	State          string        `json:"state"`
+	PID            int           `json:"pid,omitempty"`
+	RSS            int64         `json:"rss_bytes,omitempty"`
+	LastActive     time.Time     `json:"last_active"`
+	IdleFor        time.Duration `json:"idle_for"`
+	Restarts       int           `json:"restarts"`
+	AgentSessionID string        `json:"agent_session_id,omitempty"`
+	Mode           string        `json:"mode,omitempty"`
+	Error          string        `json:"error,omitempty"`
+}
+
+// Turn is one prompt and how it ended.
+type Turn struct {
+	ID               int64      `json:"id"`
+	Session          string     `json:"session"`
+	Agent            string     `json:"agent"`
+	Prompt           string     `json:"prompt"`
+	StopReason       string     `json:"stop_reason,omitempty"`
+	Error            string     `json:"error,omitempty"`
+	CheckpointBefore string     `json:"checkpoint_before,omitempty"`
+	CheckpointAfter  string     `json:"checkpoint_after,omitempty"`
+	StartedAt        time.Time  `json:"started_at"`
+	EndedAt          *time.Time `json:"ended_at,omitempty"`
+}
+
+// PromptRequest runs one turn.
+type PromptRequest struct {
+	Session string `json:"-"`
+	// Agent selects the agent; empty means the session's active agent.
+	Agent string `json:"agent,omitempty"`
+	Text  string `json:"text"`
+}
+
+// CloseResult says what closing a session did.
+type CloseResult struct {
+	Session  string       `json:"session"`
+	Worktree RemoveResult `json:"worktree"`
+}
+
+// Stats are the pool's counters, for metrics.
+type Stats struct {
+	Warm             map[string]map[string]int `json:"warm"` // provider → state → count
+	Sessions         int                       `json:"sessions"`
+	Spawns           int64                     `json:"spawns"`
+	Crashes          int64                     `json:"crashes"`
+	Evictions        int64                     `json:"evictions"`
+	Turns            int64                     `json:"turns"`
+	TurnErrors       int64                     `json:"turn_errors"`
+	EventsPublished  int64                     `json:"events_published"`
+	SubscribersDrop  int64                     `json:"subscribers_dropped"`
+	PermissionWaits  int64                     `json:"permission_waits"`
+	TurnDurations    Histogram                 `json:"turn_durations"`
+	PermissionWaitsS Histogram                 `json:"permission_wait_durations"`
+}
+
+// Histogram is a cumulative histogram in seconds.
+type Histogram struct {
+	Bounds []float64 `json:"bounds"` // upper bounds, seconds
+	Counts []uint64  `json:"counts"` // cumulative counts per bound
+	Count  uint64    `json:"count"`
+	Sum    float64   `json:"sum"`
+}
