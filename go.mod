@@ -16,6 +16,8 @@ require (
 
 require (
 	github.com/coder/websocket v1.8.14 // indirect
+	github.com/creack/pty v1.1.24 // indirect
+	github.com/hinshun/vt10x v0.0.0-20220301184237-5011da428d02 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )

@@ -2,8 +2,8 @@ package wiring
 
 import (
 	"fmt"
-	"os"
 	"log/slog"
+	"os"
 
 	"github.com/agentpool/agentpool/acpfs"
 	"github.com/agentpool/agentpool/backends"
