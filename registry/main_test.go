@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"github.com/agentpool/agentpool/backends/agenttest"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	agenttest.Dispatch() // the fake agents of the probe tests
 	// signal.Notify starts one process-wide goroutine that never ends.
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("os/signal.loop"))
 }

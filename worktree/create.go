@@ -34,8 +34,8 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	if err != nil {
 		return Worktree{}, err
 	}
-	if within(info.top, m.root) {
-		return Worktree{}, fmt.Errorf("worktree root %s is inside repository %s: worktrees must live outside it", m.root, info.top)
+	if within(info.top, m.root) && !m.ignored(ctx, info.top, m.root) {
+		return Worktree{}, fmt.Errorf("worktree root %s is inside repository %s and not ignored by it: worktrees must live outside it, or in a directory the repository ignores", m.root, info.top)
 	}
 	path := filepath.Join(m.namespace(info.top), session)
 	branch := BranchPrefix + session
@@ -163,4 +163,13 @@ func (m *Manager) Recreate(ctx context.Context, wt Worktree) (Worktree, error) {
 	wt.Repo = info.top
 	wt.Branch = branch
 	return wt, nil
+}
+
+// ignored reports whether the repository at top ignores path, so worktrees
+// under it never show up in the repository (e.g. a data directory listed in
+// its .gitignore).
+func (m *Manager) ignored(ctx context.Context, top, path string) bool {
+	// check-ignore refuses literal pathspecs, which every other call uses.
+	_, err := m.run(ctx, call{dir: top, args: []string{"check-ignore", "-q", "--", path}, env: []string{"GIT_LITERAL_PATHSPECS=0"}})
+	return err == nil
 }

@@ -165,6 +165,27 @@ func TestCreateRootInsideRepo(t *testing.T) {
 	}
 }
 
+// A root inside the repository is accepted when the repository ignores it
+// (agentpool's own ./.agentpool data directory when run from a checkout):
+// the worktree never shows up in the repository's status.
+func TestCreateRootInsideRepoIgnored(t *testing.T) {
+	repo := newRepo(t, "repo", map[string]string{".gitignore": "/.agentpool/\n"})
+	m, err := NewManager(Config{Root: filepath.Join(repo, ".agentpool", "worktrees")})
+	if err != nil {
+		t.Fatalf("NewManager() error = %v", err)
+	}
+	wt, err := m.Create(context.Background(), "s", repo, "")
+	if err != nil {
+		t.Fatalf("Create with an ignored root inside the repo: %v", err)
+	}
+	if out := gitT(t, repo, "status", "--porcelain"); out != "" {
+		t.Errorf("repository status shows the worktree: %q", out)
+	}
+	if _, err := m.Remove(context.Background(), wt, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCreateDirtyMainCheckout(t *testing.T) {
 	m := newManager(t)
 	repo := newRepo(t, "repo", map[string]string{"a.txt": "committed\n", "b.txt": "b\n"})
