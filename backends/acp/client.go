@@ -17,7 +17,13 @@ type client struct{ b *Backend }
 
 var _ acpsdk.Client = client{}
 
+// syncEvents waits until every update queued before this request has been
+// delivered, so the events a request causes (fs audit, permission asked)
+// follow the updates the agent sent before it.
+func (c client) syncEvents() { c.b.queue.waitDelivered(c.b.queue.pushedCount()) }
+
 func (c client) ReadTextFile(ctx context.Context, p acpsdk.ReadTextFileRequest) (acpsdk.ReadTextFileResponse, error) {
+	c.syncEvents()
 	if c.b.cfg.FS == nil {
 		return acpsdk.ReadTextFileResponse{}, acpsdk.NewMethodNotFound("fs/read_text_file")
 	}
@@ -29,6 +35,7 @@ func (c client) ReadTextFile(ctx context.Context, p acpsdk.ReadTextFileRequest) 
 }
 
 func (c client) WriteTextFile(ctx context.Context, p acpsdk.WriteTextFileRequest) (acpsdk.WriteTextFileResponse, error) {
+	c.syncEvents()
 	if c.b.cfg.FS == nil {
 		return acpsdk.WriteTextFileResponse{}, acpsdk.NewMethodNotFound("fs/write_text_file")
 	}
@@ -49,6 +56,7 @@ func (c client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) e
 }
 
 func (c client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	c.syncEvents()
 	req := PermissionRequest{ToolCallID: string(p.ToolCall.ToolCallId)}
 	if p.ToolCall.Title != nil {
 		req.Title = *p.ToolCall.Title
@@ -113,6 +121,7 @@ func rejectWithoutHandler(req PermissionRequest) PermissionOutcome {
 }
 
 func (c client) CreateTerminal(ctx context.Context, p acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
+	c.syncEvents()
 	t := c.b.cfg.Terminals
 	if t == nil {
 		return acpsdk.CreateTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/create")
