@@ -32,7 +32,7 @@ func TestProbeWithACPProber(t *testing.T) {
 	path := filepath.Join(dir, "providers.json")
 	b, _ := json.Marshal(map[string]any{"version": 1, "providers": map[string]any{
 		"fake": fakeProvider(t, agenttest.Script{AgentName: "probe-me", LoadSession: true,
-			Modes: []agenttest.Mode{{ID: "ask", Name: "Ask"}},
+			Modes:           []agenttest.Mode{{ID: "ask", Name: "Ask"}},
 			BeforeNewAnswer: []agenttest.Step{{Update: json.RawMessage(`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"init","description":"x"}]}`)}}}),
 		"hang": fakeProvider(t, agenttest.Script{HangOnInitialize: true}),
 	}})

@@ -24,12 +24,11 @@ type Attachment struct {
 // redraw of the current screen, followed by every byte the program writes.
 // A viewer that falls more than Config.ViewerBuffer chunks behind is dropped
 // (its channel closes and Err says ErrSlowViewer); it never slows the
-// program. Several viewers may attach, under the same or different names.
+// program. Several viewers may attach, under the same or different names,
+// as soon as the program runs: also while Start waits for it (a person may
+// have to answer a first-run question before it is ready).
 func (b *Backend) Attach(viewer string) (*Attachment, error) {
-	b.mu.Lock()
-	ready := b.ready
-	b.mu.Unlock()
-	if !ready {
+	if !b.spawned() {
 		return nil, backends.ErrNotStarted
 	}
 	a := &Attachment{b: b, viewer: viewer, ch: make(chan []byte, b.cfg.ViewerBuffer+1)}
@@ -93,7 +92,7 @@ func (b *Backend) TakeInput(viewer string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case !b.ready:
+	case b.cmd == nil:
 		return backends.ErrNotStarted
 	case b.stopping || b.hasExited():
 		return backends.ErrExited
@@ -119,10 +118,10 @@ func (b *Backend) ReleaseInput(viewer string) {
 // (ErrNotWriter otherwise).
 func (b *Backend) Input(viewer string, p []byte) error {
 	b.mu.Lock()
-	ready, writer := b.ready, b.writer
+	spawned, writer := b.cmd != nil, b.writer
 	b.mu.Unlock()
 	switch {
-	case !ready:
+	case !spawned:
 		return backends.ErrNotStarted
 	case viewer == "" || writer != viewer:
 		return fmt.Errorf("input from %q: %w", viewer, ErrNotWriter)
@@ -136,10 +135,7 @@ func (b *Backend) Resize(cols, rows int) error {
 	if cols < 1 || rows < 1 || cols > MaxCols || rows > MaxRows {
 		return fmt.Errorf("resize to %dx%d: %w", cols, rows, ErrBadSize)
 	}
-	b.mu.Lock()
-	ready := b.ready
-	b.mu.Unlock()
-	if !ready {
+	if !b.spawned() {
 		return backends.ErrNotStarted
 	}
 	rc, err := b.master.SyscallConn()
@@ -184,11 +180,19 @@ func (b *Backend) Snapshot() ScreenData {
 }
 
 // EmitScreen emits a pty.screen event now: to the running turn, or to
-// Config.OnEvent outside turns.
+// Config.OnEvent outside turns. It must not be called from inside an event
+// callback.
 func (b *Backend) EmitScreen() {
 	snap := b.Snapshot()
 	b.emitMu.Lock()
 	defer b.emitMu.Unlock()
 	b.flushOutputLocked()
 	b.emitLocked(b.event(backends.EventPTYScreen, snap))
+}
+
+// spawned reports whether the program has been started.
+func (b *Backend) spawned() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cmd != nil
 }

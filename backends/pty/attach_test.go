@@ -160,3 +160,46 @@ func TestSlowViewerIsDropped(t *testing.T) {
 		t.Errorf("chunks = %q; want the screen's end of the flood", got)
 	}
 }
+
+// TestAttachDuringStart answers a first-run question through the attach
+// API while Start waits for the ready prompt.
+func TestAttachDuringStart(t *testing.T) {
+	h := newHarness(t, pty.Config{Spec: fakeSpec(t, envAsk+"=1")})
+	started := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := h.b.Start(ctx, "")
+		started <- err
+	}()
+	var a *pty.Attachment
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		if a, err = h.b.Attach("alice"); err == nil {
+			break
+		}
+		if !errors.Is(err, backends.ErrNotStarted) || time.Now().After(deadline) {
+			t.Fatalf("Attach() during Start = %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	defer a.Close()
+	readUntil(t, a, "Trust this folder?")
+	select {
+	case err := <-started:
+		t.Fatalf("Start() returned %v before the question was answered", err)
+	default:
+	}
+	if err := h.b.TakeInput("alice"); err != nil {
+		t.Fatalf("TakeInput() during Start = %v", err)
+	}
+	if err := h.b.Input("alice", []byte("y")); err != nil {
+		t.Fatalf("Input() during Start = %v", err)
+	}
+	h.b.ReleaseInput("alice")
+	if err := <-started; err != nil {
+		t.Fatalf("Start() after the answer = %v", err)
+	}
+	readUntil(t, a, "status: idle")
+}

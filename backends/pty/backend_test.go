@@ -107,17 +107,18 @@ func TestTurnEndsByCancelAndDeadline(t *testing.T) {
 		ctxTimeout time.Duration // the Prompt's context
 		wantStop   backends.StopReason
 		wantErr    error
+		grace      time.Duration // CancelGrace
 		wantExit   bool
 	}{
-		{name: "deadline", text: "hang", timeout: 300 * time.Millisecond, ctxTimeout: 20 * time.Second, wantStop: backends.StopTimeout, wantErr: pty.ErrTurnTimeout},
-		{name: "context", text: "hang", ctxTimeout: 300 * time.Millisecond, wantStop: backends.StopCancelled},
-		{name: "ignored", text: "deaf", timeout: 300 * time.Millisecond, ctxTimeout: 20 * time.Second, wantStop: backends.StopTimeout, wantErr: pty.ErrIgnoredCancel, wantExit: true},
+		{name: "deadline", text: "hang", timeout: 300 * time.Millisecond, ctxTimeout: 20 * time.Second, grace: 5 * time.Second, wantStop: backends.StopTimeout, wantErr: pty.ErrTurnTimeout},
+		{name: "context", text: "hang", ctxTimeout: 300 * time.Millisecond, grace: 5 * time.Second, wantStop: backends.StopCancelled},
+		{name: "ignored", text: "deaf", timeout: 300 * time.Millisecond, ctxTimeout: 20 * time.Second, grace: 400 * time.Millisecond, wantStop: backends.StopTimeout, wantErr: pty.ErrIgnoredCancel, wantExit: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := fakeSpec(t)
 			spec.TurnTimeout = tt.timeout
-			h := newHarness(t, pty.Config{Spec: spec, CancelGrace: 400 * time.Millisecond})
+			h := newHarness(t, pty.Config{Spec: spec, CancelGrace: tt.grace})
 			h.start(t, "")
 			ctx, cancel := context.WithTimeout(context.Background(), tt.ctxTimeout)
 			defer cancel()
@@ -139,7 +140,7 @@ func TestTurnEndsByCancelAndDeadline(t *testing.T) {
 					t.Fatalf("backend still running after the program ignored the cancel keys")
 				}
 			}
-			if res, err := h.prompt(t, "next"); err != nil || res.StopReason != backends.StopEndTurn {
+			if res, err := h.prompt(t, "size"); err != nil || res.StopReason != backends.StopEndTurn {
 				t.Errorf("Prompt() after %s = %+v, %v; want end_turn", tt.name, res, err)
 			}
 		})
@@ -147,17 +148,20 @@ func TestTurnEndsByCancelAndDeadline(t *testing.T) {
 }
 
 func TestQuietWindowWithoutPattern(t *testing.T) {
-	spec := fakeSpec(t, envDelay+"=400")
+	spec := fakeSpec(t, envDelay+"=1000")
 	spec.PTY.ReadyPattern = ""
-	spec.PTY.QuietWindow = 150 * time.Millisecond
+	spec.PTY.QuietWindow = 500 * time.Millisecond
 	h := newHarness(t, pty.Config{Spec: spec})
 	h.start(t, "")
+	// A quiet window also ends the start early if the program is slow to
+	// draw: wait for it as the pool would not, to test the turn alone.
+	waitScreen(t, h.b, "status: idle")
 	res, err := h.prompt(t, "quietly")
 	if err != nil || res.StopReason != backends.StopEndTurn {
 		t.Fatalf("Prompt() = %+v, %v; want end_turn", res, err)
 	}
-	// The spinner keeps the output busy for 400ms: a turn that ended at
-	// the first 150ms pause would miss the answer.
+	// The spinner keeps the output busy for 1s: a turn that ended at
+	// the first 500ms pause would miss the answer.
 	if got := h.turn.chunks(); len(got) != 1 || got[0] != "echo: quietly" {
 		t.Errorf("chunks = %q; want [\"echo: quietly\"]", got)
 	}
@@ -319,5 +323,46 @@ func TestUnsupported(t *testing.T) {
 	<-b.Done()
 	if _, err := b.Start(ctx, ""); !errors.Is(err, backends.ErrExited) {
 		t.Errorf("Start() after Stop = %v; want ErrExited", err)
+	}
+}
+
+// TestBusyPattern drives a program whose ready pattern matches while it
+// works too (like claude, whose prompt box never leaves the screen): the
+// busy pattern decides, or, if the program never shows it, a quiet window.
+func TestBusyPattern(t *testing.T) {
+	tests := []struct {
+		name    string
+		busy    string
+		quiet   time.Duration
+		minTurn time.Duration
+	}{
+		{name: "busy indicator seen", busy: `status: working`, quiet: time.Hour, minTurn: 150 * time.Millisecond},
+		{name: "never busy: ready and quiet", busy: `never shown`, quiet: 300 * time.Millisecond, minTurn: 450 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := fakeSpec(t)
+			spec.PTY.ReadyPattern = `^ status: `
+			spec.PTY.QuietWindow = tt.quiet
+			h := newHarness(t, pty.Config{Spec: spec, BusyPattern: tt.busy})
+			h.start(t, "")
+			waitScreen(t, h.b, "> ")
+			for _, text := range []string{"one", "two"} {
+				h.turn.reset()
+				res, err := h.prompt(t, text)
+				if err != nil || res.StopReason != backends.StopEndTurn {
+					t.Fatalf("Prompt(%q) = %+v, %v; want end_turn", text, res, err)
+				}
+				if res.Duration < tt.minTurn {
+					t.Errorf("Prompt(%q) took %v; want at least %v (ended before the answer)", text, res.Duration, tt.minTurn)
+				}
+				if got := h.turn.chunks(); len(got) != 1 || got[0] != "echo: "+text {
+					t.Errorf("Prompt(%q) chunks = %q; want [%q]", text, got, "echo: "+text)
+				}
+			}
+		})
+	}
+	if _, err := pty.New(pty.Config{Spec: func() backends.Spec { s := fakeSpec(t); s.PTY.ReadyPattern = ""; return s }(), BusyPattern: "x"}); err == nil {
+		t.Error("New() with a busy pattern and no ready pattern = nil error; want one")
 	}
 }

@@ -116,7 +116,7 @@ func TestWatchQuietWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const quiet = time.Second
 		start := time.Now()
-		w := newWatch(nil, quiet, false)
+		w := newWatch(watchSpec{quiet: quiet})
 		defer w.stop()
 		// Output every 600ms keeps it from firing; then silence.
 		for range 3 {
@@ -133,27 +133,69 @@ func TestWatchQuietWindow(t *testing.T) {
 }
 
 func TestWatchPattern(t *testing.T) {
-	re := regexp.MustCompile(`(?m)^> $`)
-	render := func(s string) func() []byte { return func() []byte { return []byte(s) } }
+	ready := regexp.MustCompile(`(?m)^> $`)
+	busy := regexp.MustCompile(`esc to interrupt`)
+	type step struct {
+		screen string // "" checks the screen "> " without output
+		fired  bool
+	}
+	tests := []struct {
+		name  string
+		spec  watchSpec
+		steps []step
+	}{
+		{"start: not before the prompt", watchSpec{ready: ready}, []step{{"banner", false}, {"banner\n> ", true}}},
+		{"start: a ready screen at once", watchSpec{ready: ready}, []step{{"", true}}},
+		{"turn: not on the stale prompt, not on the echo", watchSpec{ready: ready, needOutput: true}, []step{
+			{"", false}, {"> hello", false}, {"> hello\nanswer\n> ", true},
+		}},
+		{"busy screen is never ready", watchSpec{ready: ready, busy: busy, needOutput: true}, []step{
+			{"> \n* esc to interrupt", false}, {"> \n", true},
+		}},
+		{"needBusy: ready at once after busy was seen", watchSpec{ready: ready, busy: busy, needOutput: true, needBusy: true, quiet: time.Hour}, []step{
+			{"> \n", false}, {"> \n* esc to interrupt", false}, {"answer\n> \n", true},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWatch(tt.spec)
+			defer w.stop()
+			for i, s := range tt.steps {
+				var got bool
+				if s.screen == "" {
+					got = w.check([]byte("> "))
+				} else {
+					got = w.output(func() []byte { return []byte(s.screen) })
+				}
+				if got != s.fired {
+					t.Fatalf("step %d (%q): fired = %v; want %v", i, s.screen, got, s.fired)
+				}
+			}
+			select {
+			case <-w.Ready():
+			default:
+				t.Error("Ready() not closed after the watch fired")
+			}
+		})
+	}
+}
 
-	w := newWatch(re, time.Second, true)
-	if w.check([]byte("> ")) {
-		t.Error("check() fired on the stale prompt before any output")
-	}
-	if w.output(render("> hello")) {
-		t.Error("output() fired on the echo")
-	}
-	if !w.output(render("> hello\nanswer\n> ")) {
-		t.Error("output() did not fire on the new prompt")
-	}
-	select {
-	case <-w.Ready():
-	default:
-		t.Error("Ready() not closed after the match")
-	}
-
-	start := newWatch(re, time.Second, false)
-	if !start.check([]byte("banner\n> ")) {
-		t.Error("check() without needOutput did not fire on a ready screen")
-	}
+// TestWatchNeedBusyFallback: a program that answers before its busy
+// indicator was ever seen ends the turn once its ready screen has stayed
+// quiet for the window; output that keeps it ready restarts the window.
+func TestWatchNeedBusyFallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ready := regexp.MustCompile(`(?m)^> $`)
+		busy := regexp.MustCompile(`esc to interrupt`)
+		w := newWatch(watchSpec{ready: ready, busy: busy, quiet: time.Second, needOutput: true, needBusy: true})
+		defer w.stop()
+		start := time.Now()
+		w.output(func() []byte { return []byte("> ") })
+		time.Sleep(700 * time.Millisecond)
+		w.output(func() []byte { return []byte("answer\n> ") })
+		<-w.Ready()
+		if got, want := time.Since(start), 1700*time.Millisecond; got != want {
+			t.Errorf("fallback fired after %v; want %v", got, want)
+		}
+	})
 }

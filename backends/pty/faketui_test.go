@@ -24,6 +24,7 @@ const (
 	envGrandkids   = "FAKE_TUI_GRANDKIDS"  // leave two sleepers: one in our group, one in a group of its own
 	envNoBracket   = "FAKE_TUI_NO_BRACKET" // do not enable bracketed paste
 	envExitAtStart = "FAKE_TUI_EXIT_AT_START"
+	envAsk         = "FAKE_TUI_ASK" // ask a first-run question before the UI
 	readyPattern   = `^> $`
 )
 
@@ -72,6 +73,14 @@ func runFakeTUI() {
 	signal.Notify(f.winch, syscall.SIGWINCH)
 	f.size()
 	go f.readInput()
+	if os.Getenv(envAsk) != "" {
+		f.write("Trust this folder? (y/n) ")
+		for p := range f.input {
+			if bytes.IndexByte(p, 'y') >= 0 {
+				break
+			}
+		}
+	}
 	if os.Getenv(envNoBracket) == "" {
 		f.write("\x1b[?2004h")
 	}
@@ -86,10 +95,10 @@ func (f *fakeTUI) write(s string) { _, _ = f.out.WriteString(s) }
 
 func (f *fakeTUI) prompt() string { return "\x1b[36m>\x1b[0m " }
 
-func (f *fakeTUI) status(s string) string {
-	seq := fmt.Sprintf("\x1b7\x1b[%d;1H\x1b[7m status: %s \x1b[0m\x1b[K\x1b8", f.rows, s)
-	f.write(seq)
-	return seq
+func (f *fakeTUI) status(s string) { f.write(f.statusSeq(s)) }
+
+func (f *fakeTUI) statusSeq(s string) string {
+	return fmt.Sprintf("\x1b7\x1b[%d;1H\x1b[7m status: %s \x1b[0m\x1b[K\x1b8", f.rows, s)
 }
 
 func (f *fakeTUI) size() {
@@ -120,9 +129,9 @@ func (f *fakeTUI) loop() {
 		select {
 		case <-f.winch:
 			f.size()
-			f.write(fmt.Sprintf("\x1b[2;%dr\r\x1b[K[resized %dx%d]\r\n", f.rows-1, f.cols, f.rows))
-			f.status("idle")
-			f.write(f.prompt() + string(f.line))
+			// One write, so the screen never shows half a redraw.
+			f.write(fmt.Sprintf("\x1b[2;%dr\r\x1b[K[resized %dx%d]\r\n", f.rows-1, f.cols, f.rows) +
+				f.statusSeq("idle") + f.prompt() + string(f.line))
 			continue
 		case p, ok := <-f.input:
 			if !ok {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +24,13 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	agenttest.Dispatch()
+	// Started in the background by a shell without job control, this
+	// process ignores SIGINT and so would every program it starts, and
+	// Ctrl-C could not interrupt them. A handler (as the daemon installs
+	// for its own shutdown) is reset to the default in children.
+	if signal.Ignored(syscall.SIGINT) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGINT)
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -67,6 +67,8 @@ const (
 
 	readBufSize     = 32 << 10
 	readerDrainWait = time.Second
+	sweepWait       = 2 * time.Second
+	sweepPoll       = 2 * time.Millisecond
 	screenTailLines = 12
 	logKeyAgent     = "agent"
 	logKeyPID       = "pid"
@@ -77,6 +79,13 @@ type Config struct {
 	// Spec is the launch spec: Kind pty, Dir the absolute worktree path,
 	// and Spec.PTY the terminal settings.
 	Spec backends.Spec
+	// BusyPattern is a regular expression over the rendered screen that
+	// matches while the program works (claude: "esc to interrupt"). A busy
+	// screen is never ready, and after a prompt a ready screen ends the
+	// turn at once only once the busy pattern has been seen (otherwise
+	// after staying ready and quiet for the quiet window). It is for
+	// programs that keep their prompt on the screen while they work.
+	BusyPattern string
 	// OnEvent receives events that happen outside a turn: output while
 	// idle, the exit, a lost context.
 	OnEvent func(backends.Event)
@@ -125,10 +134,14 @@ var (
 
 // Backend is one terminal program on a pseudo-terminal. Create it with New,
 // then Start it.
+//
+// Locks are taken in the order mu, termMu, watch.mu and emitMu, outMu;
+// cmd and master are set once, under mu, by Start.
 type Backend struct {
 	cfg     Config
 	logger  *slog.Logger
 	pattern *regexp.Regexp // nil: quiet window
+	busy    *regexp.Regexp // nil: no busy indicator
 	quiet   time.Duration
 	cancel  []byte
 	now     func() time.Time
@@ -259,7 +272,22 @@ func New(cfg Config) (*Backend, error) {
 		}
 		b.pattern = re
 	}
+	if cfg.BusyPattern != "" {
+		if b.pattern == nil {
+			return nil, fmt.Errorf("pty backend %q: a busy pattern needs a ready pattern", cfg.Spec.Provider)
+		}
+		re, err := compilePattern(cfg.BusyPattern)
+		if err != nil {
+			return nil, fmt.Errorf("pty backend %q: busy pattern: %w", cfg.Spec.Provider, err)
+		}
+		b.busy = re
+	}
 	return b, nil
+}
+
+// watchSpec returns the readiness rule with the given switches.
+func (b *Backend) watchSpec(needOutput, needBusy bool) watchSpec {
+	return watchSpec{ready: b.pattern, busy: b.busy, quiet: b.quiet, needOutput: needOutput, needBusy: needBusy}
 }
 
 // compilePattern compiles a ready pattern in multi-line mode, so that ^ and

@@ -12,9 +12,9 @@ import (
 	"github.com/agentpool/agentpool/backends"
 )
 
-// readLoop is the only reader of the terminal. Each chunk goes to the
-// emulator, to the viewers and to the readiness watch in one step under
-// termMu, then into the pty.output buffer. It never waits for a consumer.
+// readLoop is the only reader of the terminal. Each chunk goes into the
+// pty.output buffer, then to the emulator, the viewers and the readiness
+// watch in one step under termMu. It never waits for a consumer.
 func (b *Backend) readLoop(done chan struct{}) {
 	defer b.wg.Done()
 	defer close(done)
@@ -36,6 +36,8 @@ func (b *Backend) readLoop(done chan struct{}) {
 }
 
 func (b *Backend) consume(p []byte) {
+	// Buffered first: the turn that this chunk ends flushes it.
+	b.appendOutput(p)
 	b.termMu.Lock()
 	b.scr.write(p)
 	if len(b.viewers) > 0 {
@@ -52,7 +54,6 @@ func (b *Backend) consume(p []byte) {
 		w.output(b.scr.render)
 	}
 	b.termMu.Unlock()
-	b.appendOutput(p)
 }
 
 // appendOutput adds p to the pending pty.output bytes, up to OutputLimit,

@@ -2,7 +2,10 @@ package pty_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +26,9 @@ func TestRealInteractivePrograms(t *testing.T) {
 		pattern string
 		turns   []turn
 		long    string // a command to cancel
+		// running waits until the long command runs, so that Ctrl-C
+		// reaches it rather than the shell before it forks.
+		running func(t *testing.T, b *pty.Backend, pid int)
 	}{
 		{
 			name: "bash", program: "bash", args: []string{"--norc", "--noprofile", "-i"},
@@ -34,6 +40,18 @@ func TestRealInteractivePrograms(t *testing.T) {
 				{"echo one\necho two", "one\ntwo"},
 			},
 			long: "sleep 30",
+			running: func(t *testing.T, _ *pty.Backend, pid int) {
+				// The child has exec'd sleep, so it has taken the
+				// terminal's foreground.
+				waitFor(t, "sleep in the session", func() bool {
+					for _, m := range pty.SessionMembers(pid) {
+						if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(m) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+							return true
+						}
+					}
+					return false
+				})
+			},
 		},
 		{
 			name: "python", program: "python3", args: []string{"-i", "-q"},
@@ -43,7 +61,10 @@ func TestRealInteractivePrograms(t *testing.T) {
 				{"print(6*7)", "42"},
 				{"import time; time.sleep(0.2); print('done')", "done"},
 			},
-			long: "time.sleep(30)",
+			long: "print('sleeping'); time.sleep(30)",
+			running: func(t *testing.T, b *pty.Backend, _ int) {
+				waitFor(t, "python sleeping", func() bool { return strings.Contains(b.Screen(), "\nsleeping") })
+			},
 		},
 	}
 	for _, tt := range tests {
@@ -76,12 +97,7 @@ func TestRealInteractivePrograms(t *testing.T) {
 				defer close(done)
 				res, err = h.prompt(t, tt.long)
 			}()
-			// Cancel once the command runs: a child in the session.
-			deadline := time.Now().Add(10 * time.Second)
-			for len(pty.SessionMembers(info.PID)) < 2 && tt.name == "bash" && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			time.Sleep(100 * time.Millisecond)
+			tt.running(t, h.b, info.PID)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if err := h.b.Cancel(ctx); err != nil {
@@ -106,5 +122,16 @@ func TestRealInteractivePrograms(t *testing.T) {
 				t.Errorf("Prompt(%q) after cancel chunks = %q; want [%q]", last.text, got, last.want)
 			}
 		})
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -20,8 +20,8 @@ const (
 )
 
 var (
-	bracketOn  = []byte("\x1b[?2004h")
-	bracketOff = []byte("\x1b[?2004l")
+	bracketMode = []byte("\x1b[?2004") // then h (set) or l (reset)
+	bracketOn   = []byte("\x1b[?2004h")
 )
 
 // Cursor is a position on the screen, from 0.
@@ -126,12 +126,22 @@ func (s *screen) trackModes(p []byte) {
 }
 
 func (s *screen) applyModes(p []byte) {
-	on, off := bytes.LastIndex(p, bracketOn), bytes.LastIndex(p, bracketOff)
-	switch {
-	case on > off:
-		s.bracketed = true
-	case off > on:
-		s.bracketed = false
+	for {
+		i := bytes.LastIndex(p, bracketMode)
+		if i < 0 {
+			return
+		}
+		if j := i + len(bracketMode); j < len(p) {
+			switch p[j] {
+			case 'h':
+				s.bracketed = true
+				return
+			case 'l':
+				s.bracketed = false
+				return
+			}
+		}
+		p = p[:i]
 	}
 }
 

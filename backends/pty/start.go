@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
@@ -20,7 +21,9 @@ import (
 // it is ready for input: its screen matches the ready pattern, or it stayed
 // quiet for the quiet window. A non-empty resume starts it with
 // Spec.PTY.ResumeArgs instead of Args when the provider has them (Info.Resumed);
-// without them the program starts afresh and Info.ContextLost says so. ctx
+// without them the program starts afresh and Info.ContextLost says so.
+// With ResumeArgs, Info.AgentSessionID is a token for the pool to hand back
+// as resume after a crash (any non-empty resume selects ResumeArgs). ctx
 // bounds the startup only; on failure the program is stopped and the error
 // carries its exit status and the last lines of its screen.
 func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, error) {
@@ -44,7 +47,7 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 	}
 	// The emulator and the watch exist before the process, so its very
 	// first output is rendered and checked.
-	w := newWatch(b.pattern, b.quiet, false)
+	w := newWatch(b.watchSpec(false, false))
 	b.termMu.Lock()
 	b.scr = newScreen(spec.PTY.Cols, spec.PTY.Rows, replyWriter{b})
 	b.watch = w
@@ -68,6 +71,9 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 		b.info.AgentSessionID = "pty-" + strconv.Itoa(pid) + "-" + strconv.FormatUint(b.info.StartTicks, 10)
 	}
 	b.mu.Unlock()
+	if signal.Ignored(syscall.SIGINT) {
+		b.logger.Warn("SIGINT is ignored by this process and so by the program: Ctrl-C will not interrupt it", logKeyPID, pid)
+	}
 
 	readerDone := make(chan struct{})
 	b.wg.Add(3)
@@ -170,7 +176,7 @@ func (b *Backend) startFailed(cause error) error {
 func (b *Backend) supervise(readerDone chan struct{}) {
 	pid := b.cmd.Process.Pid
 	waitExited(pid)
-	killSession(pid)
+	sweepSession(pid)
 	werr := b.cmd.Wait()
 	close(b.procDone)
 	select {
@@ -217,8 +223,11 @@ func (b *Backend) supervise(readerDone chan struct{}) {
 	} else {
 		ev = b.event(backends.EventAgentExited, data)
 	}
+	// Like the ACP backend, the exit goes to OnEvent even during a turn.
 	ev.Time = b.now()
+	b.emitMu.Lock()
 	b.cfg.OnEvent(ev)
+	b.emitMu.Unlock()
 	b.doneOnce.Do(func() { close(b.done) })
 }
 

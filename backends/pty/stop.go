@@ -30,7 +30,9 @@ func (b *Backend) Stop(ctx context.Context) error {
 		return nil
 	}
 	pid := cmd.Process.Pid
-	if first {
+	// A program that already exited is left to supervise, which lets the
+	// reader drain its last output before closing the terminal.
+	if first && !b.hasExited() {
 		b.ladder(ctx, pid)
 	}
 	select {
@@ -78,6 +80,20 @@ func (b *Backend) waitProc(ctx context.Context, d time.Duration) bool {
 // group sid. The caller makes sure sid is not a recycled id: its leader is
 // alive or not yet reaped.
 func killSession(sid int) { signalSession(sid, syscall.SIGKILL) }
+
+// sweepSession kills what is left of session sid and waits, up to
+// sweepWait, until /proc shows none of it alive: a kill is delivered
+// before its target is gone.
+func sweepSession(sid int) {
+	deadline := time.Now().Add(sweepWait)
+	for {
+		killSession(sid)
+		if len(SessionMembers(sid)) == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(sweepPoll)
+	}
+}
 
 func signalSession(sid int, sig syscall.Signal) {
 	if sid <= 1 {

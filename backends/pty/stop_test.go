@@ -12,7 +12,7 @@ import (
 )
 
 func TestStopLeavesNothing(t *testing.T) {
-	const grace = 300 * time.Millisecond
+	const grace = 500 * time.Millisecond
 	tests := []struct {
 		name string
 		env  []string

@@ -27,7 +27,8 @@ type turnState struct {
 // paste mode (otherwise as typed, newlines as Enter), control characters
 // removed, followed after SubmitDelay by Enter. The turn ends when the
 // screen matches the ready pattern again after new output, or, without a
-// pattern, when the output has been quiet for the quiet window.
+// pattern, when the output has been quiet for the quiet window (see
+// Config.BusyPattern for programs that show their prompt while working).
 //
 // During the turn emit receives the raw output (pty.output); at its end one
 // message.chunk (role agent) with the text that appeared on the screen
@@ -113,7 +114,7 @@ func (b *Backend) runTurn(ctx context.Context, t *turnState, text string, bracke
 		}
 	}
 	// Armed before Enter: the answer may come back at once.
-	w := b.arm(true)
+	w := b.arm(b.watchSpec(true, true))
 	if err := b.writeTerm([]byte(enterKey)); err != nil {
 		return backends.TurnResult{StopReason: backends.StopError}, fmt.Errorf("submit prompt: %w", err)
 	}
@@ -128,7 +129,7 @@ func (b *Backend) runTurn(ctx context.Context, t *turnState, text string, bracke
 			return
 		}
 		reason = why
-		w = b.arm(true)
+		w = b.arm(b.watchSpec(true, false))
 		if err := b.writeTerm(b.cancel); err != nil {
 			b.logger.Debug("send cancel keys", "err", err)
 		}
@@ -191,17 +192,15 @@ func (b *Backend) exitedDuringTurn(reason string, ignored bool, deadline time.Du
 
 // arm replaces the readiness watch. Without needOutput the current screen
 // is checked at once.
-func (b *Backend) arm(needOutput bool) *watch {
-	w := newWatch(b.pattern, b.quiet, needOutput)
+func (b *Backend) arm(spec watchSpec) *watch {
+	w := newWatch(spec)
 	b.termMu.Lock()
 	defer b.termMu.Unlock()
 	if b.watch != nil {
 		b.watch.stop()
 	}
 	b.watch = w
-	if !needOutput {
-		w.check(b.scr.render())
-	}
+	w.check(b.scr.render())
 	return w
 }
 

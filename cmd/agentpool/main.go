@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -47,9 +46,10 @@ Usage:
   agentpool <command> [flags]
 
 Commands:
-  version      print the version
+  serve        run the daemon
+` + clientUsage + `  version      print the version
 
-Run 'agentpool <command> -h' for the flags of a command.
+Run 'agentpool <command> --help' for the flags of a command.
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -61,16 +61,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "demo-agent":
 		// stdout is the protocol stream: nothing else may write to it.
 		return agenttest.RunDemo()
+	case "serve":
+		return runServe(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "agentpool", version)
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
-	default:
-		fs := flag.NewFlagSet("agentpool", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		fmt.Fprintf(stderr, "agentpool: unknown command %q\n\n%s", args[0], usage)
-		return exitError(2)
 	}
+	env := ClientEnv{Home: homeDir(), Addr: os.Getenv("AGENTPOOL_ADDR"), Token: os.Getenv("AGENTPOOL_TOKEN")}
+	handled, err := runClient(ctx, args[0], args[1:], env, stdin, stdout, stderr)
+	if handled {
+		return err
+	}
+	fmt.Fprintf(stderr, "agentpool: unknown command %q\n\n%s", args[0], usage)
+	return exitError(2)
 }

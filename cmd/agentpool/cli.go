@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/agentpool/agentpool/httpapi"
+	"golang.org/x/sys/unix"
+)
+
+// Files of the data directory that the client reads.
+const (
+	// daemonFileName holds the running daemon's address and pid.
+	daemonFileName = "daemon.json"
+	// tokenFileName holds the API token (mode 0600).
+	tokenFileName = "token"
+)
+
+// Environment variables that override the data directory's files.
+const (
+	envAddr  = "AGENTPOOL_ADDR"
+	envToken = "AGENTPOOL_TOKEN"
+)
+
+// clientUsage lists the client commands, for the binary's usage text.
+const clientUsage = `  providers    list, enable, disable and refresh the agent providers
+  session      new, list, show and close sessions
+  prompt       send a prompt to a session's agent and stream the turn
+  events       print a session's events (--follow to keep reading)
+  diff         show what a session (or one turn) changed
+  restore      put a session's worktree back to a turn's checkpoint
+  cancel       cancel a session's running turn
+  permissions  list and answer pending permission requests
+  ps           show the pool: warm agents, pids, state, memory
+`
+
+// ClientEnv says where the client finds the daemon.
+type ClientEnv struct {
+	// Home is the data directory, holding daemon.json and token.
+	Home string
+	// Addr and Token, when set, override daemon.json and the token file.
+	Addr, Token string
+}
+
+// newClientEnv returns the ClientEnv for data directory home, with the
+// AGENTPOOL_ADDR and AGENTPOOL_TOKEN overrides read through getenv.
+func newClientEnv(home string, getenv func(string) string) ClientEnv {
+	return ClientEnv{Home: home, Addr: getenv(envAddr), Token: getenv(envToken)}
+}
+
+// daemonInfo is the content of daemon.json.
+type daemonInfo struct {
+	Addr string `json:"addr"`
+	PID  int    `json:"pid"`
+}
+
+// writeDaemonFile records the daemon's address and pid in home/daemon.json,
+// atomically, for clients to find.
+func writeDaemonFile(home, addr string, pid int) error {
+	b, err := json.Marshal(daemonInfo{Addr: addr, PID: pid})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(home, daemonFileName+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", daemonFileName, err)
+	}
+	_, werr := tmp.Write(append(b, '\n'))
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), filepath.Join(home, daemonFileName))
+	}
+	if werr != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", daemonFileName, werr)
+	}
+	return nil
+}
+
+// cli is one run of a client command.
+type cli struct {
+	env    ClientEnv
+	stdin  io.Reader
+	in     *bufio.Reader
+	stdout io.Writer
+	stderr io.Writer
+	// inTTY and outTTY say whether stdin and stdout are terminals: y/n
+	// questions need the first, colours the second.
+	inTTY, outTTY bool
+	api           *httpapi.Client
+}
+
+// runClient runs client command cmd with args. It returns handled false
+// for a command it does not know, and the command's error otherwise.
+func runClient(ctx context.Context, cmd string, args []string, env ClientEnv, stdin io.Reader, stdout, stderr io.Writer) (bool, error) {
+	c := &cli{env: env, stdin: stdin, stdout: stdout, stderr: stderr, inTTY: isTerminal(stdin), outTTY: isTerminal(stdout)}
+	return c.run(ctx, cmd, args)
+}
+
+func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) {
+	var err error
+	switch cmd {
+	case "providers":
+		err = c.providers(ctx, args)
+	case "session", "sessions":
+		err = c.session(ctx, args)
+	case "prompt":
+		err = c.prompt(ctx, args)
+	case "events":
+		err = c.events(ctx, args)
+	case "diff":
+		err = c.diff(ctx, args)
+	case "restore":
+		err = c.restore(ctx, args)
+	case "cancel":
+		err = c.cancel(ctx, args)
+	case "permissions":
+		err = c.permissions(ctx, args)
+	case "ps":
+		err = c.ps(ctx, args)
+	default:
+		return false, nil
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) && c.api != nil {
+		err = fmt.Errorf("cannot reach the daemon at %s (is 'agentpool serve' running?): %w", c.api.BaseURL, err)
+	}
+	return true, helpOK(err)
+}
+
+// isTerminal says whether r or w is a terminal.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// client returns the API client, finding the daemon on first use.
+func (c *cli) client() (*httpapi.Client, error) {
+	if c.api != nil {
+		return c.api, nil
+	}
+	addr, token := c.env.Addr, c.env.Token
+	if addr == "" {
+		b, err := os.ReadFile(filepath.Join(c.env.Home, daemonFileName))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no daemon found in %s: start one with 'agentpool serve' (or set %s)", c.env.Home, envAddr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("find the daemon: %w", err)
+		}
+		var d daemonInfo
+		if err := json.Unmarshal(b, &d); err != nil || d.Addr == "" {
+			return nil, fmt.Errorf("find the daemon: %s is not valid: %v", filepath.Join(c.env.Home, daemonFileName), err)
+		}
+		if d.PID > 0 && syscall.Kill(d.PID, 0) == syscall.ESRCH {
+			return nil, fmt.Errorf("the daemon of %s (pid %d) is not running: start one with 'agentpool serve'", c.env.Home, d.PID)
+		}
+		addr = d.Addr
+	}
+	if token == "" {
+		b, err := os.ReadFile(filepath.Join(c.env.Home, tokenFileName))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("read the API token: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	c.api = &httpapi.Client{BaseURL: base, Token: token}
+	return c.api, nil
+}
+
+// flagSet makes the flag set of a command; usage is its synopsis and what
+// it does.
+func (c *cli) flagSet(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentpool %s\n", usage)
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintln(fs.Output(), "\nFlags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// errShownHelp ends a command after its help was printed.
+var errShownHelp = errors.New("help shown")
+
+// parse parses args, flags and positional arguments in any order ("--"
+// ends the flags), and checks the count of positionals is within
+// [minPos, maxPos] (maxPos < 0: no limit). -h and --help print the usage
+// to stdout and return errShownHelp.
+func (c *cli) parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(c.stdout)
+			fs.Usage()
+			return nil, errShownHelp
+		}
+	}
+	var pos []string
+	for len(args) > 0 {
+		if args[0] == "--" {
+			pos = append(pos, args[1:]...)
+			break
+		}
+		if err := fs.Parse(args); err != nil {
+			return nil, fmt.Errorf("%s: %w", fs.Name(), err)
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...) // Parse ate the "--"
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	if len(pos) < minPos || (maxPos >= 0 && len(pos) > maxPos) {
+		fs.Usage()
+		return nil, fmt.Errorf("%s: wrong number of arguments", fs.Name())
+	}
+	return pos, nil
+}
+
+// helpOK turns errShownHelp into success.
+func helpOK(err error) error {
+	if errors.Is(err, errShownHelp) {
+		return nil
+	}
+	return err
+}
+
+// subcommand splits args into a subcommand and its arguments, or prints
+// the group's usage.
+func (c *cli) subcommand(group, usage string, args []string) (string, []string, error) {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		w := c.stderr
+		if len(args) > 0 {
+			w = c.stdout
+		}
+		fmt.Fprintf(w, "Usage: agentpool %s <command>\n\nCommands:\n%s", group, usage)
+		if len(args) == 0 {
+			return "", nil, fmt.Errorf("%s: a command is required", group)
+		}
+		return "", nil, errShownHelp
+	}
+	return args[0], args[1:], nil
+}
+
+// printJSON writes v as indented JSON.
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// progress writes a progress note to stderr (no newline).
+func (c *cli) progress(format string, args ...any) {
+	fmt.Fprintf(c.stderr, format, args...)
+}

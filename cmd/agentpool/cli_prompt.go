@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/permission"
+	"github.com/agentpool/agentpool/pool"
+)
+
+// cancelTimeout bounds the cancel sent when the prompt command is interrupted.
+const cancelTimeout = 30 * time.Second
+
+func (c *cli) prompt(ctx context.Context, args []string) error {
+	fs := c.flagSet("prompt", `prompt SESSION [--agent ID] [--json] TEXT...
+
+Sends TEXT to the session's agent (or --agent's, which then becomes the
+session's active agent) and streams the turn: the agent's text as it comes,
+tool calls and permission requests as one line each. On a terminal, a
+permission request is asked as a y/n question; otherwise the command says
+how to answer it and waits. TEXT "-" (or none, with stdin not a terminal)
+reads the prompt from stdin. Interrupting the command cancels the turn.
+The exit status is non-zero when the turn ends in error, refusal, timeout
+or cancellation.`)
+	agent := fs.String("agent", "", "the agent to prompt (default: the session's active agent)")
+	asJSON := fs.Bool("json", false, "print the turn's events as JSON lines")
+	pos, err := c.parse(fs, args, 1, -1)
+	if err != nil {
+		return err
+	}
+	session, text := pos[0], strings.Join(pos[1:], " ")
+	if text == "-" || (text == "" && !c.inTTY) {
+		b, err := io.ReadAll(c.stdin)
+		if err != nil {
+			return fmt.Errorf("prompt: read stdin: %w", err)
+		}
+		text = string(b)
+	}
+	if strings.TrimSpace(text) == "" {
+		fs.Usage()
+		return errors.New("prompt: no text")
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	s, err := api.Session(ctx, session)
+	if err != nil {
+		return err
+	}
+	t, err := api.Prompt(ctx, session, *agent, text, false)
+	if err != nil {
+		return err
+	}
+	return c.followTurn(ctx, api, session, s.LastSeq, t, *asJSON)
+}
+
+// followTurn streams turn t of session from seq after until it ends.
+func (c *cli) followTurn(ctx context.Context, api *httpapi.Client, session string, after int64, t pool.Turn, asJSON bool) error {
+	r := newRenderer(c.stdout, c.stderr, c.outTTY)
+	var end *eventData
+	err := api.Events(ctx, session, after, func(ev backends.Event) error {
+		if !partOfTurn(ev, t) {
+			return nil
+		}
+		if asJSON {
+			b, _ := json.Marshal(ev)
+			fmt.Fprintf(c.stdout, "%s\n", b)
+		} else {
+			r.event(ev)
+		}
+		switch ev.Type {
+		case backends.EventPermissionRequest:
+			w := c.stdout
+			if asJSON {
+				w = c.stderr // keep stdout JSON
+			}
+			c.askPermission(ctx, api, session, decodeData(ev), r, w)
+		case backends.EventTurnEnded:
+			d := decodeData(ev)
+			end = &d
+			return httpapi.ErrStop
+		}
+		return nil
+	})
+	switch {
+	case end != nil:
+	case ctx.Err() != nil:
+		r.endText()
+		c.progress("interrupted: cancelling turn %d… ", t.ID)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
+		defer cancel()
+		if cerr := api.Cancel(cctx, session); cerr != nil && !httpapi.IsCode(cerr, httpapi.CodeNoTurn) {
+			c.progress("failed: %v\n", cerr)
+		} else {
+			c.progress("done\n")
+		}
+		return fmt.Errorf("turn %d cancelled", t.ID)
+	case err == nil:
+		return fmt.Errorf("session %s was closed during turn %d", session, t.ID)
+	default:
+		return err
+	}
+	if end.Changes != nil && end.Changes.Files > 0 && !asJSON {
+		fmt.Fprintf(c.stdout, "see the changes: agentpool diff %s --turn %d\n", session, t.ID)
+	}
+	if turnFailed(end.StopReason) {
+		return fmt.Errorf("turn %d ended: %s", t.ID, end.StopReason)
+	}
+	return nil
+}
+
+// partOfTurn says whether ev belongs on the screen of turn t: its own
+// events, and the life-cycle of its agent.
+func partOfTurn(ev backends.Event, t pool.Turn) bool {
+	if ev.Turn != 0 {
+		return ev.Turn == t.ID
+	}
+	return ev.Agent == t.Agent && (strings.HasPrefix(string(ev.Type), "agent.") || ev.Type == backends.EventError)
+}
+
+// askPermission asks a y/n question on w for a permission request when
+// stdin is a terminal, and otherwise says on w how to answer it.
+func (c *cli) askPermission(ctx context.Context, api *httpapi.Client, session string, d eventData, r *renderer, w io.Writer) {
+	if !c.inTTY {
+		r.line(w, "", "  waiting for an answer: agentpool permissions answer %s %s allow_once|allow_always|reject_once", session, d.Request)
+		return
+	}
+	if c.in == nil {
+		c.in = bufio.NewReader(c.stdin)
+	}
+	kinds := map[string]bool{}
+	for _, o := range d.Options {
+		kinds[o.Kind] = true
+	}
+	q := "  allow? [y]es / [n]o"
+	if kinds[permission.KindAllowAlways] {
+		q = "  allow? [y]es / [a]lways / [n]o"
+	}
+	for {
+		fmt.Fprintf(w, "%s: ", q)
+		line, err := c.in.ReadString('\n')
+		choice, ok := permissionChoice(strings.TrimSpace(line))
+		if err != nil && line == "" {
+			choice, ok = permission.KindRejectOnce, true // end of input: refuse
+		}
+		if !ok {
+			continue
+		}
+		if aerr := api.Answer(ctx, session, d.Request, choice); aerr != nil {
+			if httpapi.IsCode(aerr, httpapi.CodeUnknownRequest) {
+				fmt.Fprintln(w, "  (already answered elsewhere or timed out)")
+				return
+			}
+			fmt.Fprintf(c.stderr, "answer: %v\n", aerr)
+		}
+		return
+	}
+}
+
+// permissionChoice maps a typed answer to an option kind.
+func permissionChoice(s string) (string, bool) {
+	switch strings.ToLower(s) {
+	case "y", "yes":
+		return permission.KindAllowOnce, true
+	case "a", "always":
+		return permission.KindAllowAlways, true
+	case "n", "no", "":
+		return permission.KindRejectOnce, true
+	}
+	return "", false
+}

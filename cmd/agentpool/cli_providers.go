@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/registry"
+)
+
+const providersUsage = `  list                  list the providers and their status
+  enable ID...          enable providers (a merge patch of providers.json)
+  disable ID...         disable providers
+  refresh [--probe] [ID...]  read providers.json again; probe the given agents
+`
+
+func (c *cli) providers(ctx context.Context, args []string) error {
+	sub, args, err := c.subcommand("providers", providersUsage, args)
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "list", "ls":
+		return c.providersList(ctx, args)
+	case "enable", "disable":
+		return c.providersEnable(ctx, sub, args)
+	case "refresh":
+		return c.providersRefresh(ctx, args)
+	}
+	return fmt.Errorf("providers: unknown command %q (want list, enable, disable or refresh)", sub)
+}
+
+func (c *cli) providersList(ctx context.Context, args []string) error {
+	fs := c.flagSet("providers list", "providers list [--json]\n\nLists every provider: built-in and from providers.json, with its status.")
+	asJSON := fs.Bool("json", false, "print the snapshot as JSON")
+	if _, err := c.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	snap, err := api.Providers(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(snap)
+	}
+	c.renderProviders(snap)
+	return nil
+}
+
+// renderProviders prints a snapshot as a table.
+func (c *cli) renderProviders(snap registry.Snapshot) {
+	if snap.Diagnostic != "" {
+		fmt.Fprintf(c.stdout, "providers file %s is rejected (the last good config stays in force):\n  %s\n\n",
+			snap.File, strings.ReplaceAll(snap.Diagnostic, "\n", "\n  "))
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tENABLED\tSTATUS\tDETAIL")
+	for _, p := range snap.Providers {
+		detail := p.Diagnostic
+		if detail == "" {
+			detail = strings.Join(p.Command, " ")
+			if p.Path != "" && len(p.Command) > 0 && p.Path != p.Command[0] {
+				detail = p.Path + " " + strings.Join(p.Command[1:], " ")
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, yesNo(p.Enabled), p.Status, strings.TrimSpace(detail))
+	}
+	_ = tw.Flush()
+}
+
+func (c *cli) providersEnable(ctx context.Context, verb string, args []string) error {
+	fs := c.flagSet("providers "+verb, "providers "+verb+" ID...\n\nSets \"enabled\" of each provider in providers.json through the API (a JSON\nMerge Patch guarded by the file's ETag): other fields and hand edits stay,\nand the daemon applies the change at once.")
+	ids, err := c.parse(fs, args, 1, -1)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		res, err := api.SetProviderEnabled(ctx, id, verb == "enable")
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", verb, id, err)
+		}
+		fmt.Fprintf(c.stdout, "%s %sd", id, verb)
+		if p := res.Provider; p != nil && p.Status != registry.StatusDisabled {
+			fmt.Fprintf(c.stdout, "; status %s", p.Status)
+			if p.Diagnostic != "" {
+				fmt.Fprintf(c.stdout, ": %s", p.Diagnostic)
+			}
+		}
+		fmt.Fprintln(c.stdout)
+	}
+	return nil
+}
+
+func (c *cli) providersRefresh(ctx context.Context, args []string) error {
+	fs := c.flagSet("providers refresh", "providers refresh [--probe] [ID...]\n\nReads providers.json again and looks every command up in PATH again. With IDs\n(or --probe for every ready ACP provider), also starts each agent once to\nlearn what it offers.")
+	probeAll := fs.Bool("probe", false, "probe every enabled, ready ACP provider")
+	ids, err := c.parse(fs, args, 0, -1)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	snap, err := api.RefreshProviders(ctx)
+	var ae *httpapi.Error
+	if errors.As(err, &ae) && ae.Code == httpapi.CodeInvalidConfig {
+		fmt.Fprintf(c.stderr, "providers file rejected (the last good config stays in force):\n")
+		for _, d := range ae.Diagnostics {
+			fmt.Fprintf(c.stderr, "  %s:%d:%d: %s: %s\n", d.File, d.Line, d.Col, d.Path, d.Message)
+		}
+		if len(ae.Diagnostics) == 0 {
+			fmt.Fprintf(c.stderr, "  %s\n", ae.Message)
+		}
+		return errors.New("providers refresh: the providers file is invalid")
+	}
+	if err != nil {
+		return err
+	}
+	if *probeAll && len(ids) == 0 {
+		for _, p := range snap.Providers {
+			if p.Enabled && p.Status == registry.StatusReady && p.Kind == backends.KindACP {
+				ids = append(ids, p.ID)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		c.renderProviders(snap)
+		return nil
+	}
+	failed := 0
+	for _, id := range ids {
+		c.progress("probing %s… ", id)
+		start := time.Now()
+		info, err := api.ProbeProvider(ctx, id)
+		switch {
+		case err != nil:
+			failed++
+			c.progress("failed: %v\n", err)
+		case info.Error != "":
+			failed++
+			c.progress("failed: %s\n", info.Error)
+		default:
+			c.progress("ok\n")
+			fmt.Fprintf(c.stdout, "%s: %s %s, protocol %d, load_session %v, %d modes (%.1fs)\n", id, info.AgentName, info.AgentVersion,
+				info.ProtocolVersion, info.LoadSession, len(info.Modes), time.Since(start).Seconds())
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("providers refresh: %d of %d probes failed", failed, len(ids))
+	}
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// ANSI sequences used when stdout is a terminal.
+const (
+	ansiDim   = "\x1b[2m"
+	ansiReset = "\x1b[0m"
+	ansiRed   = "\x1b[31m"
+	ansiGreen = "\x1b[32m"
+	ansiCyan  = "\x1b[36m"
+)
+
+// eventData is the union of the payload fields the client shows.
+type eventData struct {
+	// message.chunk
+	Role string `json:"role"`
+	Text string `json:"text"`
+	// tool.call and tool.update (ACP names)
+	ToolCallID string `json:"toolCallId"`
+	Title      string `json:"title"`
+	Kind       string `json:"kind"`
+	Status     string `json:"status"`
+	Locations  []struct {
+		Path string `json:"path"`
+	} `json:"locations"`
+	// plan
+	Entries []struct {
+		Content string `json:"content"`
+		Status  string `json:"status"`
+	} `json:"entries"`
+	// mode
+	CurrentModeID string `json:"currentModeId"`
+	// permission.requested / resolved
+	Request   string `json:"request"`
+	Risk      string `json:"risk"`
+	Action    string `json:"action"`
+	Decision  string `json:"decision"`
+	DecidedBy string `json:"decided_by"`
+	Options   []struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+		Kind string `json:"kind"`
+	} `json:"options"`
+	// agent.*, turn.*, error
+	PID         int    `json:"pid"`
+	Resumed     bool   `json:"resumed"`
+	ContextLost bool   `json:"context_lost"`
+	Reason      string `json:"reason"`
+	Error       string `json:"error"`
+	StderrTail  string `json:"stderr_tail"`
+	Turn        int64  `json:"turn"`
+	Prompt      string `json:"prompt"`
+	StopReason  string `json:"stop_reason"`
+	DurationMS  int64  `json:"duration_ms"`
+	Changes     *struct {
+		Files     int `json:"files"`
+		Additions int `json:"additions"`
+		Deletions int `json:"deletions"`
+	} `json:"changes"`
+	// fs.*, terminal.*, pty.output
+	Path     string   `json:"path"`
+	Command  string   `json:"command"`
+	Args     []string `json:"args"`
+	ExitCode *int     `json:"exit_code"`
+	Data     string   `json:"data"`
+}
+
+func decodeData(ev backends.Event) eventData {
+	var d eventData
+	_ = json.Unmarshal(ev.Data, &d) // a payload of another shape shows less, never fails
+	return d
+}
+
+// renderer prints a turn readably: agent text as it streams, thoughts
+// dimmed (or marked when not on a terminal), tool calls and permissions as
+// one-line summaries; agent life-cycle notes go to the progress writer.
+type renderer struct {
+	out, note io.Writer
+	color     bool
+	role      string // the chunk role being written, "" after a line of another kind
+	midLine   bool   // the last text written did not end a line
+	tools     map[string]string
+}
+
+func newRenderer(out, note io.Writer, color bool) *renderer {
+	return &renderer{out: out, note: note, color: color, tools: map[string]string{}}
+}
+
+// endText ends a run of chunks: the dim colour and the line.
+func (r *renderer) endText() {
+	if r.role == backends.RoleThought && r.color {
+		io.WriteString(r.out, ansiReset)
+	}
+	if r.midLine {
+		io.WriteString(r.out, "\n")
+	}
+	r.role, r.midLine = "", false
+}
+
+// line prints one summary line, after ending any text in progress.
+func (r *renderer) line(w io.Writer, colour, format string, args ...any) {
+	r.endText()
+	s := fmt.Sprintf(format, args...)
+	if r.color && colour != "" {
+		s = colour + s + ansiReset
+	}
+	fmt.Fprintln(w, s)
+}
+
+// chunk writes streamed text of role.
+func (r *renderer) chunk(role, text string) {
+	if role == backends.RoleUser || text == "" {
+		return
+	}
+	if role != r.role {
+		r.endText()
+		r.role = role
+		if role == backends.RoleThought {
+			if r.color {
+				io.WriteString(r.out, ansiDim)
+			} else {
+				io.WriteString(r.out, "(thinking) ")
+			}
+		}
+	}
+	io.WriteString(r.out, text)
+	r.midLine = !strings.HasSuffix(text, "\n")
+}
+
+// event renders one event of the turn.
+func (r *renderer) event(ev backends.Event) {
+	d := decodeData(ev)
+	switch ev.Type {
+	case backends.EventMessageChunk:
+		r.chunk(d.Role, d.Text)
+	case backends.EventToolCall:
+		r.tools[d.ToolCallID] = d.Title
+		r.line(r.out, ansiCyan, "→ %s", toolSummary(d))
+	case backends.EventToolUpdate:
+		title := r.tools[d.ToolCallID]
+		if d.Title != "" {
+			title = d.Title
+		}
+		switch d.Status {
+		case "completed":
+			r.line(r.out, ansiGreen, "  ✓ %s", title)
+		case "failed":
+			r.line(r.out, ansiRed, "  ✗ %s failed", title)
+		}
+	case backends.EventPlan:
+		r.line(r.out, "", "plan:")
+		for _, e := range d.Entries {
+			mark := map[string]string{"completed": "[x]", "in_progress": "[~]"}[e.Status]
+			if mark == "" {
+				mark = "[ ]"
+			}
+			r.line(r.out, "", "  %s %s", mark, e.Content)
+		}
+	case backends.EventPermissionRequest:
+		r.line(r.out, ansiCyan, "? permission asked: %s", permissionSummary(d))
+	case backends.EventPermissionResolved:
+		r.line(r.out, "", "  permission %s (%s)", d.Decision, d.DecidedBy)
+	case backends.EventTerminalCreated:
+		r.line(r.out, "", "$ %s", strings.TrimSpace(d.Command+" "+strings.Join(d.Args, " ")))
+	case backends.EventFSWrite:
+		r.line(r.out, "", "  wrote %s", d.Path)
+	case backends.EventPTYOutput:
+		r.chunk(backends.RoleAgent, d.Data)
+	case backends.EventError:
+		r.line(r.note, ansiRed, "error: %s", d.Error)
+	case backends.EventAgentStarting:
+		r.line(r.note, "", "starting agent %s…", ev.Agent)
+	case backends.EventAgentReady:
+		note := ""
+		if d.Resumed {
+			note = ", resumed its conversation"
+		}
+		r.line(r.note, "", "agent %s ready (pid %d%s)", ev.Agent, d.PID, note)
+	case backends.EventAgentContextLost:
+		r.line(r.note, "", "note: agent %s could not resume its conversation and starts a new one", ev.Agent)
+	case backends.EventAgentExited:
+		r.line(r.note, ansiRed, "agent %s exited (%s)%s", ev.Agent, d.Status, indentTail(d.StderrTail))
+	case "agent.evicted":
+		r.line(r.note, "", "agent %s stopped: %s", ev.Agent, d.Reason)
+	case backends.EventTurnEnded:
+		r.line(r.out, turnColour(d.StopReason), "%s", turnSummary(d))
+	}
+}
+
+// toolSummary is a tool call in a few words.
+func toolSummary(d eventData) string {
+	s := d.Title
+	if s == "" {
+		s = d.Kind
+	}
+	var paths []string
+	for _, l := range d.Locations {
+		if l.Path != "" && !strings.Contains(s, l.Path) {
+			paths = append(paths, l.Path)
+		}
+	}
+	if len(paths) > 0 {
+		s += " " + strings.Join(paths, ", ")
+	}
+	if d.Kind != "" && d.Kind != d.Title {
+		s += " [" + d.Kind + "]"
+	}
+	return s
+}
+
+// permissionSummary is a permission request in a few words.
+func permissionSummary(d eventData) string {
+	s := d.Title
+	if s == "" {
+		s = d.Action
+	}
+	if d.Risk != "" {
+		s += " (risk: " + d.Risk + ")"
+	}
+	return s
+}
+
+// turnSummary is the line that ends a turn.
+func turnSummary(d eventData) string {
+	s := fmt.Sprintf("— turn %d ended: %s in %s", d.Turn, d.StopReason, (time.Duration(d.DurationMS) * time.Millisecond).Round(100*time.Millisecond))
+	if c := d.Changes; c != nil && c.Files > 0 {
+		s += fmt.Sprintf("; %d file%s changed (+%d −%d)", c.Files, plural(c.Files), c.Additions, c.Deletions)
+	}
+	if d.Error != "" {
+		s += "\n  " + strings.ReplaceAll(d.Error, "\n", "\n  ")
+	}
+	return s
+}
+
+// turnFailed says whether a stop reason makes the prompt command fail.
+func turnFailed(stop string) bool {
+	switch backends.StopReason(stop) {
+	case backends.StopRefusal, backends.StopCancelled, backends.StopError, backends.StopTimeout:
+		return true
+	}
+	return false
+}
+
+func turnColour(stop string) string {
+	if turnFailed(stop) {
+		return ansiRed
+	}
+	return ansiGreen
+}
+
+func indentTail(tail string) string {
+	tail = strings.TrimSpace(tail)
+	if tail == "" {
+		return ""
+	}
+	return "\n  " + strings.ReplaceAll(tail, "\n", "\n  ")
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// eventLine is one event as one line of a log: seq, time, type, agent,
+// turn and a short summary.
+func eventLine(ev backends.Event) string {
+	d := decodeData(ev)
+	var sum string
+	switch ev.Type {
+	case backends.EventMessageChunk:
+		sum = d.Role + ": " + oneLine(d.Text, 80)
+	case backends.EventToolCall, backends.EventToolUpdate:
+		sum = strings.TrimSpace(toolSummary(d) + " " + d.Status)
+	case backends.EventPermissionRequest:
+		sum = "request " + d.Request + ": " + permissionSummary(d)
+	case backends.EventPermissionResolved:
+		sum = "request " + d.Request + ": " + d.Decision + " by " + d.DecidedBy
+	case backends.EventTurnStarted:
+		sum = oneLine(d.Prompt, 80)
+	case backends.EventTurnEnded:
+		sum = oneLine(turnSummary(d), 100)
+	case backends.EventAgentReady:
+		sum = fmt.Sprintf("pid %d", d.PID)
+	case backends.EventAgentExited:
+		sum = d.Status
+	case backends.EventError:
+		sum = oneLine(d.Error, 100)
+	case backends.EventMode:
+		sum = d.CurrentModeID
+	default:
+		sum = oneLine(string(ev.Data), 80)
+	}
+	s := fmt.Sprintf("#%-5d %s %-22s", ev.Seq, ev.Time.Local().Format(time.TimeOnly), ev.Type)
+	if ev.Agent != "" {
+		s += " " + ev.Agent
+	}
+	if ev.Turn != 0 {
+		s += fmt.Sprintf(" turn %d", ev.Turn)
+	}
+	if sum != "" {
+		s += "  " + sum
+	}
+	return s
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentpool/agentpool/pool"
+)
+
+const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a session in its own git worktree
+  list                                        list the sessions
+  show SESSION                                show a session, its agents and turns
+  close SESSION [--discard]                   close a session; its work is committed to its branch
+`
+
+// defaultAgent is the agent of a new session unless --agent says otherwise.
+const defaultAgent = "demo"
+
+func (c *cli) session(ctx context.Context, args []string) error {
+	sub, args, err := c.subcommand("session", sessionUsage, args)
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "new", "create":
+		return c.sessionNew(ctx, args)
+	case "list", "ls":
+		return c.sessionList(ctx, args)
+	case "show":
+		return c.sessionShow(ctx, args)
+	case "close", "rm":
+		return c.sessionClose(ctx, args)
+	}
+	return fmt.Errorf("session: unknown command %q (want new, list, show or close)", sub)
+}
+
+// gitTopLevel returns the top directory of the git repository holding dir.
+func gitTopLevel(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s is not inside a git repository (use --repo): %w", dir, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (c *cli) sessionNew(ctx context.Context, args []string) error {
+	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work.")
+	repo := fs.String("repo", "", "the git repository (default: the one holding the current directory)")
+	agent := fs.String("agent", defaultAgent, "the session's first agent (a provider id)")
+	title := fs.String("title", "", "a title for the session")
+	base := fs.String("base", "", "the commit-ish the worktree starts from (default HEAD)")
+	id := fs.String("id", "", "the session id (default: a random one)")
+	asJSON := fs.Bool("json", false, "print the session as JSON")
+	if _, err := c.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(*repo)
+	if err != nil {
+		return err
+	}
+	if *repo == "" {
+		// The daemon checks a given path; the default is this repository.
+		if dir, err = gitTopLevel(ctx, dir); err != nil {
+			return err
+		}
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	c.progress("creating the session's worktree of %s… ", dir)
+	start := time.Now()
+	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base})
+	if err != nil {
+		c.progress("failed\n")
+		return err
+	}
+	c.progress("done (%.1fs)\n", time.Since(start).Seconds())
+	if *asJSON {
+		return c.printJSON(s)
+	}
+	fmt.Fprintf(c.stdout, "session %s created\n", s.ID)
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  repo\t%s\n  worktree\t%s\n  branch\t%s\n  agent\t%s\n", s.Repo, s.Worktree.Path, s.Worktree.Branch, s.ActiveAgent)
+	_ = tw.Flush()
+	fmt.Fprintf(c.stdout, "\nNext: agentpool prompt %s \"describe what you want\"\n", s.ID)
+	return nil
+}
+
+func (c *cli) sessionList(ctx context.Context, args []string) error {
+	fs := c.flagSet("session list", "session list [--json]\n\nLists the sessions.")
+	asJSON := fs.Bool("json", false, "print the sessions as JSON")
+	if _, err := c.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	list, err := api.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(c.stdout, "no sessions; open one with: agentpool session new")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tAGENT\tBUSY\tCREATED\tREPO\tTITLE")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.ActiveAgent, yesNo(s.Busy),
+			s.CreatedAt.Local().Format(time.DateTime), s.Repo, s.Title)
+	}
+	return tw.Flush()
+}
+
+func (c *cli) sessionShow(ctx context.Context, args []string) error {
+	fs := c.flagSet("session show", "session show SESSION [--json]\n\nShows a session, its warm agents and its turns.")
+	asJSON := fs.Bool("json", false, "print the session and its turns as JSON")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	s, err := api.Session(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	turns, err := api.Turns(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(struct {
+			pool.Session
+			Turns []pool.Turn `json:"turns"`
+		}{s, turns})
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "session\t%s\nstatus\t%s\nrepo\t%s\nworktree\t%s\nbranch\t%s\nbase\t%s\nagent\t%s\n",
+		s.ID, s.Status, s.Repo, s.Worktree.Path, s.Worktree.Branch, s.Worktree.BaseCommit, s.ActiveAgent)
+	if s.Title != "" {
+		fmt.Fprintf(tw, "title\t%s\n", s.Title)
+	}
+	if s.Busy {
+		fmt.Fprintf(tw, "running\tturn %d\n", s.Turn)
+	}
+	_ = tw.Flush()
+	if len(s.Agents) > 0 {
+		fmt.Fprintln(c.stdout, "\nagents:")
+		c.renderBackends(s.Agents)
+	}
+	if len(turns) > 0 {
+		fmt.Fprintln(c.stdout, "\nturns:")
+		tw = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TURN\tAGENT\tSTARTED\tSTOP\tPROMPT")
+		for _, t := range turns {
+			stop := t.StopReason
+			if t.EndedAt == nil {
+				stop = "running"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", t.ID, t.Agent, t.StartedAt.Local().Format(time.DateTime), stop, oneLine(t.Prompt, 60))
+		}
+		_ = tw.Flush()
+	}
+	return nil
+}
+
+func (c *cli) sessionClose(ctx context.Context, args []string) error {
+	fs := c.flagSet("session close", "session close SESSION [--discard] [--json]\n\nCloses a session: stops its agents and removes its worktree. Uncommitted work\nis committed to the session's branch first, unless --discard.")
+	discard := fs.Bool("discard", false, "throw the uncommitted work away instead of committing it")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	c.progress("closing %s (stopping agents, removing the worktree)… ", pos[0])
+	res, err := api.CloseSession(ctx, pos[0], *discard)
+	if err != nil {
+		c.progress("failed\n")
+		return err
+	}
+	c.progress("done\n")
+	if *asJSON {
+		return c.printJSON(res)
+	}
+	w := res.Worktree
+	switch {
+	case w.Discarded:
+		fmt.Fprintf(c.stdout, "session %s closed; its uncommitted work was discarded (branch %s kept)\n", res.Session, w.Branch)
+	case w.Committed:
+		fmt.Fprintf(c.stdout, "session %s closed; its work is committed on branch %s (%s)\n", res.Session, w.Branch, short(w.Commit))
+	case w.Missing:
+		fmt.Fprintf(c.stdout, "session %s closed; its worktree was already gone (branch %s)\n", res.Session, w.Branch)
+	default:
+		fmt.Fprintf(c.stdout, "session %s closed; nothing uncommitted, its work is on branch %s\n", res.Session, w.Branch)
+	}
+	return nil
+}
+
+// short abbreviates a commit id.
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+// oneLine flattens s to one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

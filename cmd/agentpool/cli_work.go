@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/pool"
+)
+
+func (c *cli) events(ctx context.Context, args []string) error {
+	fs := c.flagSet("events", "events SESSION [--follow] [--after SEQ] [--json]\n\nPrints a session's events, one per line: the stored ones, and with --follow\nthe live ones too (resuming without loss if the stream drops).")
+	followFlag := fs.Bool("follow", false, "keep printing live events until interrupted or the session closes")
+	fs.BoolVar(followFlag, "f", false, "short for --follow")
+	after := fs.Int64("after", 0, "print only the events after this seq")
+	asJSON := fs.Bool("json", false, "print the events as JSON lines")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	show := func(ev backends.Event) error {
+		if *asJSON {
+			b, err := json.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(c.stdout, "%s\n", b)
+			return err
+		}
+		_, err := fmt.Fprintln(c.stdout, eventLine(ev))
+		return err
+	}
+	if !*followFlag {
+		evs, err := api.EventLog(ctx, pos[0], *after)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if err := show(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err = api.Events(ctx, pos[0], *after, show)
+	if ctx.Err() != nil {
+		return nil // interrupted: the normal end of --follow
+	}
+	return err
+}
+
+func (c *cli) diff(ctx context.Context, args []string) error {
+	fs := c.flagSet("diff", "diff SESSION [--turn N] [--stat] [--json]\n\nShows what the session changed in its worktree since it began, or what one\nturn changed.")
+	turn := fs.Int64("turn", 0, "show only this turn's changes")
+	stat := fs.Bool("stat", false, "show the changed files only")
+	asJSON := fs.Bool("json", false, "print the diff as JSON")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	d, err := api.Diff(ctx, pos[0], *turn)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(d)
+	}
+	if len(d.Files) == 0 {
+		fmt.Fprintln(c.stdout, "no changes")
+		return nil
+	}
+	if *stat {
+		c.renderDiffStat(d)
+		return nil
+	}
+	for _, line := range strings.SplitAfter(d.Patch, "\n") {
+		colour := ""
+		switch {
+		case strings.HasPrefix(line, "+++"), strings.HasPrefix(line, "---"):
+		case strings.HasPrefix(line, "+"):
+			colour = ansiGreen
+		case strings.HasPrefix(line, "-"):
+			colour = ansiRed
+		case strings.HasPrefix(line, "@@"):
+			colour = ansiCyan
+		}
+		if c.outTTY && colour != "" {
+			line = colour + strings.TrimSuffix(line, "\n") + ansiReset + "\n"
+		}
+		fmt.Fprint(c.stdout, line)
+	}
+	if d.Truncated {
+		fmt.Fprintln(c.stdout, "(diff truncated)")
+	}
+	return nil
+}
+
+// renderDiffStat prints the files of a diff and the totals.
+func (c *cli) renderDiffStat(d pool.Diff) {
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	for _, f := range d.Files {
+		path := f.Path
+		if f.OldPath != "" && f.OldPath != f.Path {
+			path = f.OldPath + " → " + f.Path
+		}
+		change := fmt.Sprintf("+%d -%d", f.Additions, f.Deletions)
+		if f.Binary {
+			change = "binary"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Status, path, change)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(c.stdout, "%d file%s changed, +%d -%d\n", d.Stat.Files, plural(d.Stat.Files), d.Stat.Additions, d.Stat.Deletions)
+}
+
+func (c *cli) restore(ctx context.Context, args []string) error {
+	fs := c.flagSet("restore", "restore SESSION --turn N [--after]\n\nPuts the session's worktree back to the state before turn N (undoing it and\nevery later turn), or with --after to the state turn N left.")
+	turn := fs.Int64("turn", 0, "the turn whose checkpoint to restore (required)")
+	after := fs.Bool("after", false, "restore the state the turn left instead of the one before it")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *turn <= 0 {
+		fs.Usage()
+		return fmt.Errorf("restore: --turn is required")
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	if err := api.Restore(ctx, pos[0], *turn, *after); err != nil {
+		return err
+	}
+	when := "before"
+	if *after {
+		when = "after"
+	}
+	fmt.Fprintf(c.stdout, "worktree of %s restored to its state %s turn %d\n", pos[0], when, *turn)
+	return nil
+}
+
+func (c *cli) cancel(ctx context.Context, args []string) error {
+	fs := c.flagSet("cancel", "cancel SESSION\n\nCancels the session's running turn and waits until it has ended.")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	if err := api.Cancel(ctx, pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "turn of %s cancelled\n", pos[0])
+	return nil
+}
+
+const permissionsUsage = `  list SESSION                      list the pending permission requests
+  answer SESSION REQUEST CHOICE     answer one: allow_once, allow_always, reject_once, reject_always (or allow, deny)
+`
+
+func (c *cli) permissions(ctx context.Context, args []string) error {
+	sub, args, err := c.subcommand("permissions", permissionsUsage, args)
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "list", "ls":
+		fs := c.flagSet("permissions list", "permissions list SESSION [--json]\n\nLists the session's permission requests that wait for an answer.")
+		asJSON := fs.Bool("json", false, "print the requests as JSON")
+		pos, err := c.parse(fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		api, err := c.client()
+		if err != nil {
+			return err
+		}
+		list, err := api.Permissions(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return c.printJSON(list)
+		}
+		if len(list) == 0 {
+			fmt.Fprintln(c.stdout, "no pending permission requests")
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REQUEST\tAGENT\tACTION\tRISK\tWAITS UNTIL\tTITLE\tOPTIONS")
+		for _, p := range list {
+			var kinds []string
+			for _, o := range p.Request.Options {
+				kinds = append(kinds, o.Kind)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Request.Agent, p.Request.Action, p.Risk,
+				p.Deadline.Local().Format(time.TimeOnly), oneLine(p.Request.Title, 50), strings.Join(kinds, ","))
+		}
+		return tw.Flush()
+	case "answer":
+		fs := c.flagSet("permissions answer", "permissions answer SESSION REQUEST CHOICE\n\nAnswers a pending permission request. CHOICE is an option kind: allow_once,\nallow_always, reject_once or reject_always; allow and deny also work.")
+		pos, err := c.parse(fs, args, 3, 3)
+		if err != nil {
+			return err
+		}
+		api, err := c.client()
+		if err != nil {
+			return err
+		}
+		if err := api.Answer(ctx, pos[0], pos[1], pos[2]); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "request %s answered: %s\n", pos[1], pos[2])
+		return nil
+	}
+	return fmt.Errorf("permissions: unknown command %q (want list or answer)", sub)
+}
+
+func (c *cli) ps(ctx context.Context, args []string) error {
+	fs := c.flagSet("ps", "ps [--json]\n\nShows the pool: every warm agent with its session, pid, state, idle time and\nmemory (RSS of its process group).")
+	asJSON := fs.Bool("json", false, "print the pool as JSON")
+	if _, err := c.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	st, err := api.Pool(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(st)
+	}
+	if len(st.Backends) == 0 {
+		fmt.Fprintln(c.stdout, "no agents running")
+		return nil
+	}
+	c.renderBackends(st.Backends)
+	return nil
+}
+
+// renderBackends prints backends as a table.
+func (c *cli) renderBackends(list []pool.AgentStatus) {
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tAGENT\tKIND\tPID\tSTATE\tIDLE\tRSS\tRESTARTS")
+	for _, b := range list {
+		pid := "-"
+		if b.PID > 0 {
+			pid = fmt.Sprint(b.PID)
+		}
+		idle := "-"
+		if b.State == pool.StateIdle {
+			idle = b.IdleFor.Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", b.Session, b.Agent, b.Kind, pid, b.State, idle, formatBytes(b.RSS), b.Restarts)
+	}
+	_ = tw.Flush()
+}
+
+// formatBytes formats a byte count in MiB (or "-" for none).
+func formatBytes(n int64) string {
+	if n <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/httpapi"
+)
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// agentpoolBinary builds the real binary once for the end-to-end tests.
+func agentpoolBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agentpool-e2e-bin-*")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "agentpool")
+		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = &buildFailure{err, string(out)}
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build agentpool: %v", buildErr)
+	}
+	return builtBin
+}
+
+type buildFailure struct {
+	err error
+	out string
+}
+
+func (b *buildFailure) Error() string { return b.err.Error() + "\n" + b.out }
+
+var e2eGitEnv = []string{"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+	"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com"}
+
+func e2eGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), e2eGitEnv...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// daemon is a running `agentpool serve`.
+type daemon struct {
+	t      *testing.T
+	bin    string
+	home   string
+	cmd    *exec.Cmd
+	out    *bytes.Buffer
+	client *httpapi.Client
+}
+
+func startDaemon(t *testing.T, bin, home string) *daemon {
+	t.Helper()
+	_ = os.Remove(filepath.Join(home, daemonFileName))
+	d := &daemon{t: t, bin: bin, home: home, out: &bytes.Buffer{}}
+	d.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--log-level", "debug")
+	d.cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home)
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	var info daemonInfo
+	for {
+		b, err := os.ReadFile(filepath.Join(home, daemonFileName))
+		if err == nil && json.Unmarshal(b, &info) == nil && info.PID == d.cmd.Process.Pid {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon did not start:\n%s", d.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	token, err := os.ReadFile(filepath.Join(home, tokenFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.client = &httpapi.Client{BaseURL: "http://" + info.Addr, Token: strings.TrimSpace(string(token))}
+	return d
+}
+
+// cli runs the binary as a client of this daemon.
+func (d *daemon) cli(args ...string) (string, error) {
+	cmd := exec.Command(d.bin, args...)
+	cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+d.home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// approveNext answers the next permission request of session with allow_once.
+func (d *daemon) approveNext(session string) {
+	d.t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		p, err := d.client.Permissions(ctx, session)
+		if err == nil && len(p) > 0 {
+			if err := d.client.Answer(ctx, session, p[0].ID, "allow_once"); err != nil {
+				d.t.Fatalf("answer: %v", err)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.t.Fatal("no permission request arrived")
+}
+
+// promptApproved runs `agentpool prompt` and approves its permission through the API.
+func (d *daemon) promptApproved(session, text string) string {
+	d.t.Helper()
+	type res struct {
+		out string
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { out, err := d.cli("prompt", session, text); ch <- res{out, err} }()
+	d.approveNext(session)
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			d.t.Fatalf("agentpool prompt: %v\n%s", r.err, r.out)
+		}
+		return r.out
+	case <-time.After(60 * time.Second):
+		d.t.Fatalf("agentpool prompt did not end; daemon log:\n%s", d.out)
+	}
+	return ""
+}
+
+func processesOf(bin string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if strings.HasPrefix(string(b), bin+"\x00") {
+			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+				continue
+			}
+			if pid, err := strconv.Atoi(e.Name()); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+func TestEndToEndDemoSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	repo := filepath.Join(t.TempDir(), "my repo")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e2eGit(t, repo, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# my project\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2eGit(t, repo, "add", ".")
+	e2eGit(t, repo, "commit", "-q", "-m", "init")
+
+	d := startDaemon(t, bin, home)
+	out, err := d.cli("session", "new", "--repo", repo, "--agent", "demo")
+	if err != nil {
+		t.Fatalf("session new: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`session (\S+) created`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("session new output has no id:\n%s", out)
+	}
+	id := m[1]
+	sess, err := d.client.Session(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = d.promptApproved(id, "add a greeting")
+	if !strings.Contains(out, "end_turn") {
+		t.Errorf("prompt output lacks the turn's end:\n%s", out)
+	}
+	demo := filepath.Join(sess.Worktree.Path, agenttest.DemoFile)
+	if b, err := os.ReadFile(demo); err != nil || !strings.Contains(string(b), "add a greeting") {
+		t.Fatalf("%s = %q, %v", demo, b, err)
+	}
+	diff, err := d.client.Diff(context.Background(), id, 0)
+	if err != nil || len(diff.Files) != 1 || diff.Files[0].Path != agenttest.DemoFile {
+		t.Fatalf("diff = %+v, %v", diff, err)
+	}
+	// kill -9 the daemon: its agents die with it, a new daemon resumes.
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.cmd.Wait()
+	waitNoProcesses(t, bin, "agents after the daemon was killed")
+	d = startDaemon(t, bin, home)
+	d.promptApproved(id, "and a second one")
+	evs, err := d.client.EventLog(context.Background(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event log has a gap at %d: seq %d", i, ev.Seq)
+		}
+		if ev.Type == backends.EventAgentReady && strings.Contains(string(ev.Data), `"resumed":true`) {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Error("the restarted daemon did not resume the agent's session")
+	}
+
+	// Close keeps the work on the session's branch.
+	if err := os.WriteFile(filepath.Join(sess.Worktree.Path, "uncommitted.txt"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = d.cli("session", "close", id)
+	if err != nil {
+		t.Fatalf("session close: %v\n%s", err, out)
+	}
+	if got := e2eGit(t, repo, "show", sess.Worktree.Branch+":uncommitted.txt"); got != "mine\n" {
+		t.Fatalf("branch lost uncommitted work: %q", got)
+	}
+	if got := e2eGit(t, repo, "show", sess.Worktree.Branch+":"+agenttest.DemoFile); !strings.Contains(got, "a second one") {
+		t.Fatalf("branch lacks the agent's work: %q", got)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Wait(); err != nil {
+		t.Errorf("daemon exit: %v\n%s", err, d.out)
+	}
+	waitNoProcesses(t, bin, "processes after shutdown")
+}
+
+func waitNoProcesses(t *testing.T, bin, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids := processesOf(bin)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still running: %v", what, pids)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentpool/agentpool/backends/acp"
+	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/internal/wiring"
+	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/registry"
+	"github.com/agentpool/agentpool/store"
+	"github.com/agentpool/agentpool/worktree"
+)
+
+// Defaults of the daemon.
+const (
+	DefaultAddr     = "127.0.0.1:7420"
+	defaultHomeDir  = ".agentpool"
+	providersFile   = "providers.json"
+	databaseFile    = "agentpool.db"
+	worktreesDir    = "worktrees"
+	shutdownTimeout = 30 * time.Second
+)
+
+// Main is the daemon: it opens the store, the registry, the worktree
+// manager and the pool, serves the API, and on Close shuts all of it down
+// leaving no agent process behind.
+type Main struct {
+	// Home is the data directory (SQLite file, worktrees, token, providers.json).
+	Home string
+	// Addr is the listen address; a non-loopback one needs the token.
+	Addr string
+	// Pool limits; zero means the pool's defaults.
+	MaxWarm      int
+	IdleTimeout  time.Duration
+	MemoryBudget int64
+	Logger       *slog.Logger
+	Stdout       io.Writer
+
+	store   *store.Store
+	reg     *registry.Registry
+	pool    *pool.Pool
+	api     *httpapi.Server
+	http    *http.Server
+	ln      net.Listener
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// Open starts the daemon and returns once it is listening.
+func (m *Main) Open(ctx context.Context) error {
+	if m.Logger == nil {
+		m.Logger = slog.Default()
+	}
+	if m.Stdout == nil {
+		m.Stdout = io.Discard
+	}
+	home, err := filepath.Abs(m.Home)
+	if err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	m.Home = home
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	token, err := httpapi.LoadOrCreateToken(filepath.Join(home, tokenFileName))
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	if err := httpapi.ListenCheck(m.Addr, token); err != nil {
+		return err
+	}
+	provPath := filepath.Join(home, providersFile)
+	if _, err := os.Stat(provPath); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(provPath, []byte("{\n  \"version\": 1,\n  \"providers\": {}\n}\n"), 0o600); err != nil {
+			return fmt.Errorf("create %s: %w", provPath, err)
+		}
+	}
+	m.store, err = store.Open(ctx, store.Config{Path: filepath.Join(home, databaseFile), Logger: m.Logger})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	wt, err := worktree.NewManager(worktree.Config{Root: filepath.Join(home, worktreesDir), Logger: m.Logger})
+	if err != nil {
+		m.store.Close()
+		return fmt.Errorf("worktrees: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		m.store.Close()
+		return fmt.Errorf("own executable: %w", err)
+	}
+	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger}, SIGHUP: true, Logger: m.Logger})
+	if err != nil {
+		m.store.Close()
+		return fmt.Errorf("registry: %w", err)
+	}
+	m.pool, err = pool.New(pool.Config{
+		Store: wiring.Store{S: m.store}, Worktrees: wiring.Worktrees{M: wt}, Resolver: m.reg,
+		Launcher: wiring.Launcher{Logger: m.Logger}, MaxWarm: m.MaxWarm, IdleTimeout: m.IdleTimeout,
+		MemoryBudget: m.MemoryBudget, Logger: m.Logger,
+	})
+	if err != nil {
+		m.reg.Close()
+		m.store.Close()
+		return err
+	}
+	if err := m.pool.Recover(ctx); err != nil {
+		m.Logger.Warn("recover from the previous daemon", "err", err)
+	}
+	m.reconcile(ctx, wt)
+	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Token: token, Logger: m.Logger, Version: version})
+	if err != nil {
+		m.shutdownParts()
+		return err
+	}
+	m.ln, err = net.Listen("tcp", m.Addr)
+	if err != nil {
+		m.shutdownParts()
+		return fmt.Errorf("listen: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.http = &http.Server{Handler: m.api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)}
+	m.wg.Add(4)
+	go func() { defer m.wg.Done(); _ = m.reg.Run(runCtx) }()
+	go func() { defer m.wg.Done(); _ = m.pool.Run(runCtx) }()
+	go func() { defer m.wg.Done(); m.forwardProviderChanges(runCtx) }()
+	go func() {
+		defer m.wg.Done()
+		if err := m.http.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.Logger.Error("http server", "err", err)
+		}
+	}()
+	addr := m.ln.Addr().String()
+	if err := writeDaemonFile(home, addr, os.Getpid()); err != nil {
+		m.Logger.Warn("write daemon.json", "err", err)
+	}
+	m.banner(addr)
+	return nil
+}
+
+// reconcile compares the worktrees the database knows with git and the
+// disk, and reports what does not match. Nothing is pruned automatically.
+func (m *Main) reconcile(ctx context.Context, wt *worktree.Manager) {
+	rows, err := m.store.ListWorktrees(ctx, false)
+	if err != nil {
+		m.Logger.Warn("reconcile worktrees: list", "err", err)
+		return
+	}
+	var known []worktree.Worktree
+	for _, r := range rows {
+		s, err := m.store.GetSession(ctx, r.SessionID)
+		if err != nil {
+			continue
+		}
+		known = append(known, worktree.Worktree{Session: r.SessionID, Repo: s.Repo, Path: r.Path, Branch: r.Branch, BaseCommit: r.BaseCommit, CreatedAt: r.CreatedAt})
+	}
+	rep, err := wt.Reconcile(ctx, known, false)
+	if err != nil {
+		m.Logger.Warn("reconcile worktrees", "err", err)
+		return
+	}
+	for _, w := range rep.Missing {
+		m.Logger.Warn("worktree missing on disk; it will be re-created from its branch when needed", "session", w.Session, "path", w.Path, "branch", w.Branch)
+	}
+	for _, f := range rep.Unknown {
+		m.Logger.Warn("worktree unknown to the database (left alone)", "path", f.Path, "branch", f.Branch)
+	}
+	for _, p := range rep.Problems {
+		m.Logger.Warn("worktree problem", "path", p.Path, "err", p.Err)
+	}
+}
+
+// forwardProviderChanges tells the pool about disabled, removed and
+// changed providers, so their backends stop or recycle.
+func (m *Main) forwardProviderChanges(ctx context.Context) {
+	_, ch, cancel := m.reg.Subscribe()
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c, ok := <-ch:
+			if !ok {
+				// Dropped for falling behind: subscribe again.
+				_, ch, cancel = m.reg.Subscribe()
+				continue
+			}
+			if len(c.Disabled)+len(c.Removed)+len(c.SpecChanged) > 0 {
+				m.pool.ProviderChanged(append(append([]string(nil), c.Disabled...), c.Removed...), c.SpecChanged)
+			}
+		}
+	}
+}
+
+func (m *Main) banner(addr string) {
+	ready := ""
+	for _, p := range m.reg.Snapshot().Providers {
+		if p.Status == registry.StatusReady {
+			ready += " " + p.ID
+		}
+	}
+	cwd, _ := os.Getwd()
+	fmt.Fprintf(m.Stdout, `agentpool %s listening on http://%s
+  data:      %s
+  providers: %s   (ready:%s)
+
+Open a session on this repository and talk to the demo agent:
+  agentpool session new --repo %s
+  agentpool prompt <session-id> "add a greeting"
+Enable a real agent by editing %s (see providers.example.json).
+`, version, addr, m.Home, filepath.Join(m.Home, providersFile), ready, cwd, filepath.Join(m.Home, providersFile))
+}
+
+// Addr returns the address the daemon listens on.
+func (m *Main) ListenAddr() string { return m.ln.Addr().String() }
+
+// Close shuts the daemon down: stop serving, cancel turns, stop every
+// agent, flush events, close the store. It is idempotent.
+func (m *Main) Close() error {
+	m.closeMu.Lock()
+	defer m.closeMu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	m.api.Shutdown()
+	if err := m.http.Shutdown(ctx); err != nil {
+		m.Logger.Warn("http shutdown", "err", err)
+	}
+	err := m.pool.Shutdown(ctx)
+	m.cancel()
+	m.wg.Wait()
+	_ = os.Remove(filepath.Join(m.Home, daemonFileName))
+	m.shutdownParts()
+	return err
+}
+
+func (m *Main) shutdownParts() {
+	if m.reg != nil {
+		_ = m.reg.Close()
+	}
+	if m.store != nil {
+		if err := m.store.Close(); err != nil {
+			m.Logger.Warn("close store", "err", err)
+		}
+	}
+}
+
+// runServe parses serve's flags and runs the daemon until ctx ends.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: agentpool serve [flags]\n\nRuns the daemon. Data lives in --home (default $AGENTPOOL_HOME, else ./%s).\n\nFlags:\n", defaultHomeDir)
+		fs.PrintDefaults()
+	}
+	m := &Main{Stdout: stdout}
+	fs.StringVar(&m.Home, "home", homeDir(), "data directory")
+	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing)")
+	fs.IntVar(&m.MaxWarm, "max-warm", 0, "most agents kept running (default 16)")
+	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
+	budget := fs.Int64("memory-budget-mb", 0, "memory budget for all agents in MiB (default half the machine; -1 disables)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitError(2)
+	}
+	if *budget > 0 {
+		m.MemoryBudget = *budget << 20
+	} else if *budget < 0 {
+		m.MemoryBudget = -1
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	m.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	slog.SetDefault(m.Logger)
+	if err := m.Open(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "agentpool: shutting down")
+	return m.Close()
+}
+
+// homeDir is the data directory: $AGENTPOOL_HOME, else ./.agentpool.
+func homeDir() string {
+	return envOr("AGENTPOOL_HOME", defaultHomeDir)
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

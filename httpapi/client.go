@@ -1,0 +1,313 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentpool/agentpool/permission"
+	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/registry"
+)
+
+// maxAnswer bounds the size of an answer the Client reads.
+const maxAnswer = 64 << 20
+
+// patchRetries is how often SetProviderEnabled retries on a stale ETag.
+const patchRetries = 3
+
+// Client calls the API. Its zero HTTP means http.DefaultClient (which has
+// no timeout: bound calls with their ctx). Failed calls return an *Error
+// carrying the API's code, or a transport error.
+type Client struct {
+	// BaseURL is the daemon's root, e.g. "http://127.0.0.1:7070".
+	BaseURL string
+	// Token is the bearer token.
+	Token string
+	// HTTP is the client used (default http.DefaultClient).
+	HTTP *http.Client
+	// ReconnectDelay is the pause before Events reconnects (default
+	// DefaultReconnectDelay).
+	ReconnectDelay time.Duration
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+// request builds a request to path (with query) with a JSON body, if any.
+func (c *Client) request(ctx context.Context, method, path string, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		if raw, ok := body.(json.RawMessage); ok {
+			rd = bytes.NewReader(raw)
+		} else {
+			b, err := json.Marshal(body)
+			if err != nil {
+				return nil, fmt.Errorf("encode %s %s: %w", method, path, err)
+			}
+			rd = bytes.NewReader(b)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	return req, nil
+}
+
+// do sends req and decodes a 2xx answer into out (unless nil); any other
+// status becomes an *Error.
+func (c *Client) do(req *http.Request, out any) (http.Header, error) {
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.Header, readError(resp)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
+		return resp.Header, nil
+	}
+	if s, ok := out.(*string); ok {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		*s = string(b)
+		return resp.Header, err
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out); err != nil {
+		return resp.Header, fmt.Errorf("%s %s: decode answer: %w", req.Method, req.URL.Path, err)
+	}
+	return resp.Header, nil
+}
+
+// readError turns a failed answer into an *Error.
+func readError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var eb errorBody
+	if json.Unmarshal(b, &eb) != nil || eb.Error == nil {
+		eb.Error = &Error{Code: codeOfStatus(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+		if eb.Error.Message == "" {
+			eb.Error.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	eb.Error.Status = resp.StatusCode
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+		eb.Error.RetryAfter = time.Duration(s) * time.Second
+	}
+	return eb.Error
+}
+
+// codeOfStatus guesses a code for an answer without an error body.
+func codeOfStatus(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return CodeUnauthorized
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusRequestEntityTooLarge:
+		return CodeTooLarge
+	}
+	if status >= 500 {
+		return CodeInternal
+	}
+	return CodeBadRequest
+}
+
+// call is request + do.
+func (c *Client) call(ctx context.Context, method, path string, body, out any) error {
+	req, err := c.request(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	_, err = c.do(req, out)
+	return err
+}
+
+// IsCode reports whether err is an API error with the given code.
+func IsCode(err error, code string) bool {
+	var ae *Error
+	return errors.As(err, &ae) && ae.Code == code
+}
+
+func sessionPath(id string, rest ...string) string {
+	p := "/v1/sessions/" + url.PathEscape(id)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+// Health returns GET /v1/health.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	return h, c.call(ctx, http.MethodGet, "/v1/health", nil, &h)
+}
+
+// Providers returns the registry snapshot; its ETag is the file's.
+func (c *Client) Providers(ctx context.Context) (registry.Snapshot, error) {
+	var s registry.Snapshot
+	return s, c.call(ctx, http.MethodGet, "/v1/providers", nil, &s)
+}
+
+// PatchProvider sends a JSON Merge Patch of provider id's entry, guarded
+// by ifMatch ("" for none).
+func (c *Client) PatchProvider(ctx context.Context, id string, patch json.RawMessage, ifMatch string) (PatchResult, error) {
+	req, err := c.request(ctx, http.MethodPatch, "/v1/providers/"+url.PathEscape(id), patch)
+	if err != nil {
+		return PatchResult{}, err
+	}
+	req.Header.Set("Content-Type", mergePatchType)
+	if ifMatch != "" {
+		req.Header.Set("If-Match", ifMatch)
+	}
+	var res PatchResult
+	_, err = c.do(req, &res)
+	return res, err
+}
+
+// SetProviderEnabled flips provider id's "enabled" through a merge patch
+// guarded by the current ETag. When the file was changed by hand meanwhile
+// (412), it has the daemon read the file again and retries: only that
+// field of the file changes, and no hand edit is overwritten.
+func (c *Client) SetProviderEnabled(ctx context.Context, id string, enabled bool) (PatchResult, error) {
+	patch := json.RawMessage(`{"enabled": ` + strconv.FormatBool(enabled) + `}`)
+	var err error
+	for range patchRetries {
+		var snap registry.Snapshot
+		if snap, err = c.Providers(ctx); err != nil {
+			return PatchResult{}, err
+		}
+		var res PatchResult
+		res, err = c.PatchProvider(ctx, id, patch, snap.ETag)
+		if !IsCode(err, CodePreconditionFailed) {
+			return res, err
+		}
+		// The registry has not seen the edit yet: read it now. A file it
+		// rejects still gets its ETag read, and the patch then says why.
+		if _, rerr := c.RefreshProviders(ctx); rerr != nil && !IsCode(rerr, CodeInvalidConfig) {
+			return PatchResult{}, rerr
+		}
+	}
+	return PatchResult{}, err
+}
+
+// RefreshProviders reloads the providers file and looks commands up again.
+func (c *Client) RefreshProviders(ctx context.Context) (registry.Snapshot, error) {
+	var s registry.Snapshot
+	return s, c.call(ctx, http.MethodPost, "/v1/providers/refresh", nil, &s)
+}
+
+// ProbeProvider starts provider id's agent, asks what it offers, stops it.
+func (c *Client) ProbeProvider(ctx context.Context, id string) (registry.ProbeInfo, error) {
+	var p registry.ProbeInfo
+	return p, c.call(ctx, http.MethodPost, "/v1/providers/"+url.PathEscape(id)+"/probe", nil, &p)
+}
+
+// CreateSession opens a session (and its worktree).
+func (c *Client) CreateSession(ctx context.Context, req pool.CreateRequest) (pool.Session, error) {
+	var s pool.Session
+	return s, c.call(ctx, http.MethodPost, "/v1/sessions", req, &s)
+}
+
+// Sessions lists the sessions.
+func (c *Client) Sessions(ctx context.Context) ([]pool.Session, error) {
+	var l []pool.Session
+	return l, c.call(ctx, http.MethodGet, "/v1/sessions", nil, &l)
+}
+
+// Session returns one session.
+func (c *Client) Session(ctx context.Context, id string) (pool.Session, error) {
+	var s pool.Session
+	return s, c.call(ctx, http.MethodGet, sessionPath(id), nil, &s)
+}
+
+// CloseSession closes a session; its work is committed to its branch
+// unless discard.
+func (c *Client) CloseSession(ctx context.Context, id string, discard bool) (pool.CloseResult, error) {
+	var r pool.CloseResult
+	return r, c.call(ctx, http.MethodDelete, sessionPath(id)+"?discard="+strconv.FormatBool(discard), nil, &r)
+}
+
+// Prompt starts a turn and returns it at once; with wait, it returns the
+// turn once it has ended.
+func (c *Client) Prompt(ctx context.Context, session, agent, text string, wait bool) (pool.Turn, error) {
+	var t pool.Turn
+	p := sessionPath(session, "prompt")
+	if wait {
+		p += "?wait=true"
+	}
+	return t, c.call(ctx, http.MethodPost, p, PromptRequest{Agent: agent, Text: text}, &t)
+}
+
+// Cancel ends the session's running turn; it returns once it has ended.
+func (c *Client) Cancel(ctx context.Context, session string) error {
+	return c.call(ctx, http.MethodPost, sessionPath(session, "cancel"), nil, nil)
+}
+
+// Retry starts a new turn with the session's last prompt.
+func (c *Client) Retry(ctx context.Context, session string) (pool.Turn, error) {
+	var t pool.Turn
+	return t, c.call(ctx, http.MethodPost, sessionPath(session, "retry"), nil, &t)
+}
+
+// Turns lists the session's turns, oldest first.
+func (c *Client) Turns(ctx context.Context, session string) ([]pool.Turn, error) {
+	var l []pool.Turn
+	return l, c.call(ctx, http.MethodGet, sessionPath(session, "turns"), nil, &l)
+}
+
+// Turn returns one turn; with wait, once it has ended.
+func (c *Client) Turn(ctx context.Context, session string, turn int64, wait bool) (pool.Turn, error) {
+	var t pool.Turn
+	return t, c.call(ctx, http.MethodGet, sessionPath(session, "turns", strconv.FormatInt(turn, 10))+"?wait="+strconv.FormatBool(wait), nil, &t)
+}
+
+// Permissions lists the session's pending permission requests.
+func (c *Client) Permissions(ctx context.Context, session string) ([]permission.Pending, error) {
+	var l []permission.Pending
+	return l, c.call(ctx, http.MethodGet, sessionPath(session, "permissions"), nil, &l)
+}
+
+// Answer answers a pending permission request: choice is an option kind,
+// "allow" or "deny".
+func (c *Client) Answer(ctx context.Context, session, request, choice string) error {
+	return c.call(ctx, http.MethodPost, sessionPath(session, "permissions", url.PathEscape(request)), AnswerRequest{Choice: choice}, nil)
+}
+
+// Diff returns the changes of a turn, or of the whole session for turn 0.
+func (c *Client) Diff(ctx context.Context, session string, turn int64) (pool.Diff, error) {
+	var d pool.Diff
+	return d, c.call(ctx, http.MethodGet, sessionPath(session, "diff")+"?turn="+strconv.FormatInt(turn, 10), nil, &d)
+}
+
+// Restore puts the worktree back to a turn's checkpoint (before it, or
+// with after the state it left).
+func (c *Client) Restore(ctx context.Context, session string, turn int64, after bool) error {
+	return c.call(ctx, http.MethodPost, sessionPath(session, "restore"), RestoreRequest{Turn: turn, After: after}, nil)
+}
+
+// Pool returns every backend of the pool and its counters.
+func (c *Client) Pool(ctx context.Context) (PoolStatus, error) {
+	var p PoolStatus
+	return p, c.call(ctx, http.MethodGet, "/v1/pool", nil, &p)
+}

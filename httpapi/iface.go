@@ -1,0 +1,56 @@
+package httpapi
+
+import (
+	"context"
+
+	"github.com/agentpool/agentpool/permission"
+	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/registry"
+)
+
+// Pool is what the server needs of the agent pool; *pool.Pool satisfies it.
+// Errors wrap the pool's sentinels (pool.ErrNotFound, pool.ErrBusy, ...),
+// permission.ErrUnknownRequest and permission.ErrInvalidChoice, or the
+// registry's; the server maps them to statuses. A cancelled ctx means the
+// client went away or the server is shutting down.
+type Pool interface {
+	Create(ctx context.Context, req pool.CreateRequest) (pool.Session, error)
+	Get(ctx context.Context, id string) (pool.Session, error)
+	List(ctx context.Context) ([]pool.Session, error)
+	Close(ctx context.Context, id string, discard bool) (pool.CloseResult, error)
+	// StartPrompt returns at once with the started turn; its events follow
+	// on the session's stream.
+	StartPrompt(ctx context.Context, req pool.PromptRequest) (pool.Turn, error)
+	WaitTurn(ctx context.Context, session string, turn int64) (pool.Turn, error)
+	Cancel(ctx context.Context, session string) error
+	Retry(ctx context.Context, session string) (pool.Turn, error)
+	Turns(ctx context.Context, session string) ([]pool.Turn, error)
+	// Subscribe returns the stored events after seq `after` as Backlog and
+	// every later one on C, with no gap and no duplicate.
+	Subscribe(ctx context.Context, session string, after int64) (*pool.Subscription, error)
+	// SubscribeAll returns the daemon-wide stream, without backlog.
+	SubscribeAll() *pool.Subscription
+	Answer(session, request, choice string) error
+	Pending(session string) []permission.Pending
+	Diff(ctx context.Context, session string, turn int64) (pool.Diff, error)
+	Restore(ctx context.Context, session string, turn int64, after bool) error
+	Backends() []pool.AgentStatus
+	Stats() pool.Stats
+}
+
+// Registry is what the server needs of the provider registry;
+// *registry.Registry satisfies it.
+type Registry interface {
+	Snapshot() registry.Snapshot
+	// Patch applies a JSON Merge Patch to one provider's entry; ifMatch ""
+	// means unconditionally. It returns the new ETag of the file.
+	Patch(ctx context.Context, id string, mergePatch []byte, ifMatch string) (string, error)
+	Reload() error
+	Probe(ctx context.Context, id string) (registry.ProbeInfo, error)
+	Subscribe() (registry.Snapshot, <-chan registry.Change, func())
+}
+
+var (
+	_ Pool     = (*pool.Pool)(nil)
+	_ Registry = (*registry.Registry)(nil)
+)

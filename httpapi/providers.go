@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"bytes"
+	"net/http"
+
+	"github.com/agentpool/agentpool/registry"
+)
+
+// mergePatchType is the media type of RFC 7396 JSON Merge Patch.
+const mergePatchType = "application/merge-patch+json"
+
+// PatchResult is the answer of PATCH /v1/providers/{id}.
+type PatchResult struct {
+	// ETag is the providers file's new ETag, for the next If-Match.
+	ETag string `json:"etag"`
+	// Provider is the provider's status after the patch; nil when the
+	// patch removed a provider that is not built in.
+	Provider *registry.ProviderStatus `json:"provider,omitempty"`
+}
+
+// providers: GET /v1/providers → the snapshot, with its ETag.
+func (s *Server) providers(w http.ResponseWriter, r *http.Request) error {
+	snap := s.reg.Snapshot()
+	if snap.ETag != "" {
+		w.Header().Set("ETag", snap.ETag)
+	}
+	writeJSON(w, http.StatusOK, snap)
+	return nil
+}
+
+// patchProvider: PATCH /v1/providers/{id} with a JSON Merge Patch of the
+// provider's entry, guarded by If-Match (absent: unconditional). A stale
+// If-Match is 412; an invalid patch or result 422 with diagnostics.
+func (s *Server) patchProvider(w http.ResponseWriter, r *http.Request) error {
+	if err := checkJSONType(r, mergePatchType); err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("", "request body is empty; want a JSON Merge Patch of the provider's entry")
+	}
+	id := r.PathValue("id")
+	etag, err := s.reg.Patch(r.Context(), id, body, r.Header.Get("If-Match"))
+	if err != nil {
+		return err
+	}
+	res := PatchResult{ETag: etag}
+	if p, ok := s.reg.Snapshot().Provider(id); ok {
+		res.Provider = &p
+	}
+	w.Header().Set("ETag", etag)
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// refreshProviders: POST /v1/providers/refresh reads the file again and
+// looks every command up again. A rejected file is 422 with diagnostics
+// (the last good config stays in force).
+func (s *Server) refreshProviders(w http.ResponseWriter, r *http.Request) error {
+	if err := s.reg.Reload(); err != nil {
+		if ae := errorFor(err); ae.Code != CodeInvalidConfig {
+			// Reload fails only for the file: unreadable is a config problem too.
+			return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidConfig, Message: err.Error()}
+		}
+		return err
+	}
+	snap := s.reg.Snapshot()
+	if snap.ETag != "" {
+		w.Header().Set("ETag", snap.ETag)
+	}
+	writeJSON(w, http.StatusOK, snap)
+	return nil
+}
+
+// probeProvider: POST /v1/providers/{id}/probe starts the agent, asks what
+// it offers and stops it. A probe that fails on the agent's side is 502.
+func (s *Server) probeProvider(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := s.longContext(r)
+	defer cancel()
+	info, err := s.reg.Probe(ctx, r.PathValue("id"))
+	if err != nil {
+		if ctx.Err() != nil {
+			return s.shutdownErr(err)
+		}
+		if ae := errorFor(err); ae.Code == CodeInternal {
+			return &Error{Status: http.StatusBadGateway, Code: CodeProbeFailed, Message: err.Error()}
+		}
+		return err
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}

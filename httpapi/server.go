@@ -1,0 +1,270 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxBody is the largest request body accepted.
+	DefaultMaxBody = 1 << 20
+	// DefaultHeartbeat is the period of the comment lines that keep an
+	// idle event stream (and the proxies on its way) alive.
+	DefaultHeartbeat = 15 * time.Second
+	// DefaultWriteTimeout bounds one write to an event stream's client.
+	DefaultWriteTimeout = 30 * time.Second
+)
+
+// Log attribute keys.
+const (
+	logKeyMethod = "method"
+	logKeyPath   = "path"
+	logKeyErr    = "err"
+)
+
+// Config configures a Server. Pool and Registry are required.
+type Config struct {
+	Pool     Pool
+	Registry Registry
+	// Token is the bearer token every request but GET /v1/health must
+	// carry. "" disables authentication (see ListenCheck).
+	Token string
+	// Logger receives internal errors (default slog.Default()).
+	Logger *slog.Logger
+	// AllowedHosts are Host names accepted besides localhost, 127.0.0.1
+	// and [::1], with any port.
+	AllowedHosts []string
+	// MaxBody is the largest request body accepted (default DefaultMaxBody).
+	MaxBody int64
+	// Heartbeat is the event streams' keep-alive period (default
+	// DefaultHeartbeat).
+	Heartbeat time.Duration
+	// WriteTimeout bounds one write to an event stream (default
+	// DefaultWriteTimeout); a client that reads no faster is cut off.
+	WriteTimeout time.Duration
+	// Version is reported by GET /v1/health and GET /metrics.
+	Version string
+}
+
+// Server is the HTTP API. It implements http.Handler. It starts no
+// goroutines; Shutdown ends its event streams.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	pool    Pool
+	reg     Registry
+	hosts   map[string]struct{}
+	mux     *http.ServeMux
+	metrics *metrics
+
+	// base is cancelled by Shutdown; long requests (streams, waits,
+	// probes) watch it.
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	closed  bool
+	streams sync.WaitGroup
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Pool == nil || cfg.Registry == nil {
+		return nil, errors.New("httpapi: Pool and Registry are required")
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: log, pool: cfg.Pool, reg: cfg.Registry, hosts: map[string]struct{}{}, mux: http.NewServeMux()}
+	for _, h := range cfg.AllowedHosts {
+		n := normalHost(h)
+		if n == "" || strings.ContainsAny(n, "/ ") || strings.Count(n, ":") == 1 {
+			return nil, fmt.Errorf("httpapi: allowed host %q must be a bare name or IP, without a port", h)
+		}
+		s.hosts[n] = struct{}{}
+	}
+	s.metrics = newMetrics()
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.routes()
+	return s, nil
+}
+
+// handlerFunc is a handler that reports failure by returning an error;
+// route's adapter answers it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// routes registers every endpoint.
+func (s *Server) routes() {
+	s.route("GET /v1/health", s.health, true)
+	s.route("GET /v1/providers", s.providers, false)
+	s.route("PATCH /v1/providers/{id}", s.patchProvider, false)
+	s.route("POST /v1/providers/refresh", s.refreshProviders, false)
+	s.route("POST /v1/providers/{id}/probe", s.probeProvider, false)
+	s.route("POST /v1/sessions", s.createSession, false)
+	s.route("GET /v1/sessions", s.listSessions, false)
+	s.route("GET /v1/sessions/{id}", s.getSession, false)
+	s.route("DELETE /v1/sessions/{id}", s.closeSession, false)
+	s.route("POST /v1/sessions/{id}/prompt", s.prompt, false)
+	s.route("POST /v1/sessions/{id}/cancel", s.cancelTurn, false)
+	s.route("POST /v1/sessions/{id}/retry", s.retry, false)
+	s.route("GET /v1/sessions/{id}/turns", s.turns, false)
+	s.route("GET /v1/sessions/{id}/turns/{turn}", s.turn, false)
+	s.route("GET /v1/sessions/{id}/events", s.sessionEvents, false)
+	s.route("GET /v1/sessions/{id}/permissions", s.permissions, false)
+	s.route("POST /v1/sessions/{id}/permissions/{request}", s.answer, false)
+	s.route("GET /v1/sessions/{id}/diff", s.diff, false)
+	s.route("POST /v1/sessions/{id}/restore", s.restore, false)
+	s.route("GET /v1/pool", s.poolStatus, false)
+	s.route("GET /v1/events", s.daemonEvents, false)
+	s.route("GET /metrics", s.serveMetrics, false)
+}
+
+// route registers h under pattern behind the adapter: authentication
+// (unless public), the body limit, error answers and request metrics.
+func (s *Server) route(pattern string, h handlerFunc, public bool) {
+	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() { s.metrics.request(pattern, sw.status) }()
+		if !public && !s.authorized(r) {
+			s.writeError(sw, r, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing or wrong bearer token"})
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBody)
+		}
+		if err := h(sw, r); err != nil {
+			if sw.status != 0 {
+				// Headers are out (a stream failed midway): nothing to answer.
+				s.log.Debug("request failed after its answer began", logKeyPath, r.URL.Path, logKeyErr, err)
+				return
+			}
+			s.writeError(sw, r, err)
+		}
+	}))
+}
+
+// ServeHTTP checks the Host header, answers unknown routes and wrong
+// methods with error bodies, and dispatches the others.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.hostAllowed(r.Host) {
+		s.metrics.request("", http.StatusForbidden)
+		s.writeError(w, r, &Error{Status: http.StatusForbidden, Code: CodeForbiddenHost,
+			Message: fmt.Sprintf("Host %q is not allowed (DNS rebinding protection)", r.Host)})
+		return
+	}
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		s.noRoute(w, r, h)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// noRoute answers a request no pattern matched: 401 without a valid token
+// (so routes are not probed anonymously), else 404 or 405 as the mux would.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	if !s.authorized(r) {
+		s.metrics.request("", http.StatusUnauthorized)
+		s.writeError(w, r, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing or wrong bearer token"})
+		return
+	}
+	c := &captureWriter{header: http.Header{}}
+	h.ServeHTTP(c, r)
+	if c.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", c.header.Get("Allow"))
+		s.metrics.request("", c.status)
+		s.writeError(w, r, &Error{Status: c.status, Code: CodeMethodNotAllowed,
+			Message: fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, c.header.Get("Allow"))})
+		return
+	}
+	s.metrics.request("", http.StatusNotFound)
+	s.writeError(w, r, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
+}
+
+// Shutdown ends every event stream cleanly (each gets a final
+// "stream.end" event with reason "shutdown") and cancels the requests that
+// wait (prompt?wait=true, probes); it waits until the streams have
+// returned. New streams are refused with 503. The caller then shuts its
+// http.Server down. Shutdown is idempotent.
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.streams.Wait()
+}
+
+// longContext returns a context for a request that may last: it ends with
+// the request or at Shutdown.
+func (s *Server) longContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.base, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// errShuttingDown answers requests refused or cut short by Shutdown.
+var errShuttingDown = &Error{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down"}
+
+// shutdownErr is err, or errShuttingDown once Shutdown has begun.
+func (s *Server) shutdownErr(err error) error {
+	if s.base.Err() != nil {
+		return errShuttingDown
+	}
+	return err
+}
+
+// statusWriter records the status of an answer. It unwraps to the
+// original writer so http.ResponseController can flush through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// captureWriter records what the mux's own 404/405 handler would answer.
+type captureWriter struct {
+	header http.Header
+	status int
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+
+func (c *captureWriter) Write(b []byte) (int, error) { return len(b), nil }
+
+func (c *captureWriter) WriteHeader(code int) { c.status = code }
+
+// seqString formats a seq for an SSE id line.
+func seqString(n int64) string { return strconv.FormatInt(n, 10) }

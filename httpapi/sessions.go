@@ -1,0 +1,182 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/agentpool/agentpool/pool"
+)
+
+// PromptRequest is the body of POST /v1/sessions/{id}/prompt.
+type PromptRequest struct {
+	// Agent selects the agent; "" means the session's active agent.
+	Agent string `json:"agent,omitempty"`
+	// Text is the user's message; required.
+	Text string `json:"text"`
+}
+
+// CancelResult is the answer of POST /v1/sessions/{id}/cancel.
+type CancelResult struct {
+	Session   string `json:"session"`
+	Cancelled bool   `json:"cancelled"`
+}
+
+// createSession: POST /v1/sessions {id?, repo, base_ref?, agent, title?} → 201.
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	var req pool.CreateRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Repo) == "" {
+		return badRequest("repo", "field \"repo\" is required: the path of a git repository")
+	}
+	if strings.TrimSpace(req.Agent) == "" {
+		return badRequest("agent", "field \"agent\" is required: a provider id")
+	}
+	sess, err := s.pool.Create(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/sessions/"+sess.ID)
+	writeJSON(w, http.StatusCreated, sess)
+	return nil
+}
+
+// listSessions: GET /v1/sessions.
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.pool.List(r.Context())
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []pool.Session{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// getSession: GET /v1/sessions/{id}.
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.pool.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+// closeSession: DELETE /v1/sessions/{id}?discard=bool. Work is committed
+// to the session's branch unless discard is true.
+func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) error {
+	discard, err := boolParam(r, "discard")
+	if err != nil {
+		return err
+	}
+	res, err := s.pool.Close(r.Context(), r.PathValue("id"), discard)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// prompt: POST /v1/sessions/{id}/prompt {agent?, text} → 202 with the
+// started turn; with ?wait=true, 200 with the finished turn.
+func (s *Server) prompt(w http.ResponseWriter, r *http.Request) error {
+	wait, err := boolParam(r, "wait")
+	if err != nil {
+		return err
+	}
+	var req PromptRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		return badRequest("text", "field \"text\" is required and must not be blank")
+	}
+	id := r.PathValue("id")
+	t, err := s.pool.StartPrompt(r.Context(), pool.PromptRequest{Session: id, Agent: req.Agent, Text: req.Text})
+	if err != nil {
+		return err
+	}
+	if !wait {
+		w.Header().Set("Location", "/v1/sessions/"+id+"/turns/"+seqString(t.ID))
+		writeJSON(w, http.StatusAccepted, t)
+		return nil
+	}
+	return s.waitTurn(w, r, id, t.ID)
+}
+
+// waitTurn answers with the turn once it has ended.
+func (s *Server) waitTurn(w http.ResponseWriter, r *http.Request, id string, turn int64) error {
+	ctx, cancel := s.longContext(r)
+	defer cancel()
+	t, err := s.pool.WaitTurn(ctx, id, turn)
+	if err != nil {
+		return s.shutdownErr(err)
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+// cancelTurn: POST /v1/sessions/{id}/cancel ends the running turn and
+// answers once it has ended.
+func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := s.pool.Cancel(r.Context(), id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, CancelResult{Session: id, Cancelled: true})
+	return nil
+}
+
+// retry: POST /v1/sessions/{id}/retry → 202 with the new turn.
+func (s *Server) retry(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.pool.Retry(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, t)
+	return nil
+}
+
+// turns: GET /v1/sessions/{id}/turns.
+func (s *Server) turns(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.pool.Turns(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []pool.Turn{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// turn: GET /v1/sessions/{id}/turns/{turn}?wait=bool; with wait, the
+// answer comes when the turn has ended.
+func (s *Server) turn(w http.ResponseWriter, r *http.Request) error {
+	n, err := parseSeq("turn", r.PathValue("turn"))
+	if err != nil {
+		return err
+	}
+	wait, err := boolParam(r, "wait")
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if wait {
+		return s.waitTurn(w, r, id, n)
+	}
+	list, err := s.pool.Turns(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	for _, t := range list {
+		if t.ID == n {
+			writeJSON(w, http.StatusOK, t)
+			return nil
+		}
+	}
+	return &Error{Status: http.StatusNotFound, Code: CodeNoTurn, Message: "session " + id + " has no turn " + seqString(n)}
+}

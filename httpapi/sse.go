@@ -1,0 +1,223 @@
+package httpapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/pool"
+)
+
+// Event types the server adds to the pool's on its streams.
+const (
+	// EventStreamEnd is the last event of a stream; its data is an
+	// EndData saying why, and whether reconnecting makes sense.
+	EventStreamEnd backends.EventType = "stream.end"
+	// EventProviderChanged carries a registry.Change on the daemon-wide stream.
+	EventProviderChanged backends.EventType = "provider.changed"
+	// EventPoolStatus opens the daemon-wide stream with a PoolStatus.
+	EventPoolStatus backends.EventType = "pool.status"
+)
+
+// Reasons a stream ends, the Reason of EndData.
+const (
+	// EndDropped: the subscription was dropped (it fell behind); reconnect
+	// with Last-Event-ID.
+	EndDropped = "dropped"
+	// EndClosed: the session was closed; nothing more will come.
+	EndClosed = "closed"
+	// EndShutdown: the daemon is shutting down.
+	EndShutdown = "shutdown"
+	// EndBacklog: the stream was asked for the stored events only
+	// (?follow=false) and has sent them all.
+	EndBacklog = "backlog"
+)
+
+// sseRetryMillis is the reconnection delay suggested to EventSource clients.
+const sseRetryMillis = 1000
+
+// maxBatch is how many queued events are written before one flush.
+const maxBatch = 64
+
+// EndData is the payload of the stream.end event.
+type EndData struct {
+	Reason string `json:"reason"`
+	// LastSeq is the seq of the last event sent, for Last-Event-ID.
+	LastSeq int64 `json:"last_seq,omitempty"`
+}
+
+// sseWriter writes one event stream. Writes are buffered; flush sends them,
+// each flush bounded by the write timeout.
+type sseWriter struct {
+	w       *bufio.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
+	err     error
+}
+
+// startStream refuses a stream during shutdown, else sends the headers and
+// registers the stream; the returned function unregisters it.
+func (s *Server) startStream(w http.ResponseWriter) (*sseWriter, func(), error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, nil, errShuttingDown
+	}
+	s.streams.Add(1)
+	s.mu.Unlock()
+	s.metrics.streams.Add(1)
+	rc := http.NewResponseController(w)
+	done := func() {
+		// The connection may serve further requests: no deadline of ours stays.
+		_ = rc.SetWriteDeadline(time.Time{})
+		s.metrics.streams.Add(-1)
+		s.streams.Done()
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	sw := &sseWriter{w: bufio.NewWriterSize(w, 32<<10), rc: rc, timeout: s.cfg.WriteTimeout}
+	sw.line("retry: " + seqString(sseRetryMillis))
+	sw.line("")
+	sw.flush()
+	return sw, done, sw.err
+}
+
+func (sw *sseWriter) line(s string) {
+	if sw.err == nil {
+		_, sw.err = sw.w.WriteString(s + "\n")
+	}
+}
+
+// event writes ev; withID sets the id line to its seq.
+func (sw *sseWriter) event(ev backends.Event, withID bool) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		b, _ = json.Marshal(backends.Event{Seq: ev.Seq, Session: ev.Session, Time: ev.Time, Type: backends.EventError,
+			Data: backends.MustJSON(map[string]string{"error": "encode event: " + err.Error()})})
+	}
+	if withID && ev.Seq > 0 {
+		sw.line("id: " + seqString(ev.Seq))
+	}
+	sw.line("event: " + string(ev.Type))
+	sw.line("data: " + string(b))
+	sw.line("")
+}
+
+// comment writes a comment line, which clients ignore: a heartbeat.
+func (sw *sseWriter) comment(text string) {
+	sw.line(": " + text)
+	sw.line("")
+}
+
+// end writes the final stream.end event.
+func (sw *sseWriter) end(reason string, last int64) {
+	sw.event(backends.Event{Time: time.Now(), Type: EventStreamEnd, Data: backends.MustJSON(EndData{Reason: reason, LastSeq: last})}, false)
+	sw.flush()
+}
+
+// flush sends what is buffered, within the write timeout.
+func (sw *sseWriter) flush() {
+	if sw.err != nil {
+		return
+	}
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+	if sw.err = sw.w.Flush(); sw.err == nil {
+		sw.err = sw.rc.Flush()
+	}
+}
+
+// afterOf reads where a session stream resumes: Last-Event-ID (a
+// reconnecting EventSource) wins over ?after=.
+func afterOf(r *http.Request) (int64, error) {
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		return parseSeq("Last-Event-ID", v)
+	}
+	return intParam(r, "after")
+}
+
+// sessionEvents: GET /v1/sessions/{id}/events, a server-sent event stream:
+// id = seq, event = type, data = the JSON event. It replays the stored
+// events after Last-Event-ID (or ?after=), then follows live ones (unless
+// ?follow=false), with heartbeats, and ends with a stream.end event.
+func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
+	after, err := afterOf(r)
+	if err != nil {
+		return err
+	}
+	follow := true
+	if r.URL.Query().Has("follow") {
+		if follow, err = boolParam(r, "follow"); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := s.longContext(r)
+	defer cancel()
+	sub, err := s.pool.Subscribe(ctx, r.PathValue("id"), after)
+	if err != nil {
+		return s.shutdownErr(err)
+	}
+	defer sub.Close()
+	sw, done, err := s.startStream(w)
+	if done != nil {
+		defer done()
+	}
+	if err != nil {
+		return err
+	}
+	last := after
+	send := func(ev backends.Event) {
+		if ev.Seq > last { // never a duplicate, whatever the source does
+			sw.event(ev, true)
+			last = ev.Seq
+		}
+	}
+	for _, ev := range sub.Backlog {
+		send(ev)
+	}
+	if !follow {
+		sw.end(EndBacklog, last)
+		return nil
+	}
+	sw.flush()
+	hb := time.NewTicker(s.cfg.Heartbeat)
+	defer hb.Stop()
+	for sw.err == nil {
+		select {
+		case <-ctx.Done():
+			if s.base.Err() != nil {
+				sw.end(EndShutdown, last)
+			}
+			return nil
+		case <-hb.C:
+			sw.comment("ping")
+			sw.flush()
+		case ev, ok := <-sub.C:
+			if !ok {
+				sw.end(endReason(sub.Err()), last)
+				return nil
+			}
+			send(ev)
+			for i := 1; i < maxBatch && len(sub.C) > 0; i++ {
+				if ev, ok = <-sub.C; ok {
+					send(ev)
+				}
+			}
+			sw.flush()
+		}
+	}
+	return nil
+}
+
+// endReason says why a subscription's channel was closed.
+func endReason(err error) string {
+	if errors.Is(err, pool.ErrClosed) {
+		return EndClosed
+	}
+	return EndDropped
+}
