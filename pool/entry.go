@@ -128,21 +128,33 @@ func (p *Pool) Warm(ctx context.Context, id, agent string) error {
 		agent = s.rec.ActiveAgent
 		s.mu.Unlock()
 	}
-	p.mu.Lock()
-	e := p.entries[key{id, agent}]
-	if e != nil && e.warmLocked() {
+	for {
+		p.mu.Lock()
+		e := p.entries[key{id, agent}]
+		if e != nil && e.warmLocked() {
+			p.mu.Unlock()
+			_, err := p.waitStarted(ctx, e)
+			return err
+		}
 		p.mu.Unlock()
-		_, err := p.waitStarted(ctx, e)
+		e, err = p.acquire(s, agent)
+		if errors.Is(err, ErrBusy) {
+			// Another caller reserved it between our look and acquire:
+			// its start is shared with us on the next look.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		_, err = p.waitStarted(ctx, e)
+		p.release(e)
 		return err
 	}
-	p.mu.Unlock()
-	e, err = p.acquire(s, agent)
-	if err != nil {
-		return err
-	}
-	_, err = p.waitStarted(ctx, e)
-	p.release(e)
-	return err
 }
 
 func (p *Pool) waitStarted(ctx context.Context, e *entry) (backends.Backend, error) {

@@ -54,25 +54,28 @@ type fanout struct {
 	mu      sync.Mutex // used only by the global fanout
 	subs    map[*Subscription]struct{}
 	buf     int
-	ring    []backends.Event
+	ring    []backends.Event // grows to max, then wraps at next
+	max     int
 	next    int
 	full    bool
 	dropped *atomic.Int64
 }
 
 func newFanout(buf, ring int, dropped *atomic.Int64) *fanout {
-	return &fanout{subs: map[*Subscription]struct{}{}, buf: buf, ring: make([]backends.Event, ring), dropped: dropped}
+	return &fanout{subs: map[*Subscription]struct{}{}, buf: buf, max: ring, dropped: dropped}
 }
 
 // publish records ev in the ring and offers it to every subscriber; a
 // subscriber whose buffer is full is dropped, never waited for.
 func (f *fanout) publish(ev backends.Event) {
-	if len(f.ring) > 0 {
+	switch {
+	case f.max == 0:
+	case len(f.ring) < f.max:
+		f.ring = append(f.ring, ev)
+		f.full = len(f.ring) == f.max
+	default:
 		f.ring[f.next] = ev
-		f.next = (f.next + 1) % len(f.ring)
-		if f.next == 0 {
-			f.full = true
-		}
+		f.next = (f.next + 1) % f.max
 	}
 	for s := range f.subs {
 		select {
@@ -91,10 +94,7 @@ func (f *fanout) since(after, last int64) ([]backends.Event, bool) {
 	if after >= last {
 		return nil, true
 	}
-	n := f.next
-	if f.full {
-		n = len(f.ring)
-	}
+	n := len(f.ring)
 	if n == 0 {
 		return nil, false
 	}

@@ -8,11 +8,13 @@ import (
 	"github.com/agentpool/agentpool/acpfs"
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/acp"
+	"github.com/agentpool/agentpool/backends/pty"
 	"github.com/agentpool/agentpool/pool"
 )
 
 // Launcher builds backends: ACP agents get the worktree's fs bridge and
-// terminals, whose audit records become fs.* and terminal.* events.
+// terminals, whose audit records become fs.* and terminal.* events;
+// terminal programs get the PTY backend.
 type Launcher struct {
 	Logger *slog.Logger
 	// MaxFileSize caps fs reads and writes (0 = acpfs default).
@@ -53,6 +55,10 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 			return nil, err
 		}
 		return b, nil
+	case backends.KindPTY:
+		// Terminal programs read and write files themselves: there is no
+		// fs bridge to offer, and no ACP permission requests to route.
+		return pty.New(pty.Config{Spec: req.Spec, OnEvent: req.Emit, Logger: logger})
 	default:
 		return nil, fmt.Errorf("provider %q: kind %q: %w", agent, req.Spec.Kind, backends.ErrUnsupported)
 	}
