@@ -101,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.hosts[n] = struct{}{}
 	}
-	s.metrics = newMetrics()
+	s.metrics = newMetrics(s)
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.routes()
 	return s, nil

@@ -68,12 +68,12 @@ func (s *Server) startStream(w http.ResponseWriter) (*sseWriter, func(), error) 
 	}
 	s.streams.Add(1)
 	s.mu.Unlock()
-	s.metrics.streams.Add(1)
+	s.metrics.streams.Inc()
 	rc := http.NewResponseController(w)
 	done := func() {
 		// The connection may serve further requests: no deadline of ours stays.
 		_ = rc.SetWriteDeadline(time.Time{})
-		s.metrics.streams.Add(-1)
+		s.metrics.streams.Dec()
 		s.streams.Done()
 	}
 	h := w.Header()

@@ -103,21 +103,50 @@ func (b *Backend) filter(src io.Reader, dst *io.PipeWriter) {
 	}
 }
 
+// inbound is what the filter decodes of a line from the agent in one pass:
+// the envelope and, for a session/update, its params. Params of another
+// shape make the decoding fail, and the line is then decoded again strictly
+// as a wireMessage.
+type inbound struct {
+	ID     json.RawMessage `json:"id,omitempty"`
+	Method string          `json:"method,omitempty"`
+	Params struct {
+		SessionID string  `json:"sessionId"`
+		Update    *update `json:"update"`
+	} `json:"params"`
+}
+
 func (b *Backend) handleLine(line []byte, dst *io.PipeWriter) error {
 	if b.cfg.Wire != nil {
 		b.cfg.Wire(true, line)
 	}
-	var m wireMessage
-	if err := json.Unmarshal(line, &m); err != nil || (m.Method == "" && len(m.ID) == 0) {
-		return fmt.Errorf("%w: agent wrote a line that is not JSON-RPC: %q", ErrProtocol, clip(line, 120))
+	var m inbound
+	err := json.Unmarshal(line, &m)
+	isUpdate := m.Method == "session/update" && len(m.ID) == 0
+	switch {
+	case err != nil || (isUpdate && m.Params.Update == nil):
+		// An uncommon shape (positional params, a missing update, a
+		// malformed line): the envelope alone, strictly.
+		var env wireMessage
+		if err := json.Unmarshal(line, &env); err != nil || (env.Method == "" && len(env.ID) == 0) {
+			return notJSONRPC(line)
+		}
+		if env.Method == "session/update" && len(env.ID) == 0 {
+			return b.handleUpdate(env.Params)
+		}
+		m = inbound{ID: env.ID, Method: env.Method}
+	case m.Method == "" && len(m.ID) == 0:
+		return notJSONRPC(line)
+	case isUpdate:
+		return b.queueUpdate(m.Params.SessionID, *m.Params.Update, func() json.RawMessage { return rawUpdate(line) })
 	}
 	switch {
-	case m.Method == "session/update" && len(m.ID) == 0:
-		return b.handleUpdate(m.Params)
-	case m.Method == "fs/write_text_file" && len(m.ID) > 0 && isEmptyWrite(m.Params):
-		b.wg.Add(1)
-		go func() { defer b.wg.Done(); b.answerEmptyWrite(m) }()
-		return nil
+	case m.Method == "fs/write_text_file" && len(m.ID) > 0:
+		if path, ok := emptyWrite(line); ok {
+			b.wg.Add(1)
+			go func() { defer b.wg.Done(); b.answerEmptyWrite(m.ID, path) }()
+			return nil
+		}
 	case m.Method != "" && len(m.ID) == 0 && m.Method != "$/cancel_request":
 		b.logger.Debug("ignoring unknown notification", "method", m.Method)
 		return nil
@@ -137,6 +166,22 @@ func (b *Backend) handleLine(line []byte, dst *io.PipeWriter) error {
 	return nil
 }
 
+func notJSONRPC(line []byte) error {
+	return fmt.Errorf("%w: agent wrote a line that is not JSON-RPC: %q", ErrProtocol, clip(line, 120))
+}
+
+// rawUpdate returns the update of a session/update line already decoded
+// once, verbatim.
+func rawUpdate(line []byte) json.RawMessage {
+	var m struct {
+		Params struct {
+			Update json.RawMessage `json:"update"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(line, &m)
+	return m.Params.Update
+}
+
 func clip(b []byte, n int) string {
 	if len(b) > n {
 		return string(b[:n]) + "…"
@@ -144,25 +189,28 @@ func clip(b []byte, n int) string {
 	return string(b)
 }
 
-func isEmptyWrite(params json.RawMessage) bool {
-	var p struct {
-		Content *string `json:"content"`
+// emptyWrite reports whether an fs/write_text_file line asks for empty
+// content, and the path it names.
+func emptyWrite(line []byte) (string, bool) {
+	var m struct {
+		Params struct {
+			Path    string  `json:"path"`
+			Content *string `json:"content"`
+		} `json:"params"`
 	}
-	return json.Unmarshal(params, &p) == nil && p.Content != nil && *p.Content == ""
+	if json.Unmarshal(line, &m) != nil || m.Params.Content == nil || *m.Params.Content != "" {
+		return "", false
+	}
+	return m.Params.Path, true
 }
 
 // answerEmptyWrite serves an fs/write_text_file with empty content, which
 // the SDK rejects before any handler runs although the schema allows it.
-func (b *Backend) answerEmptyWrite(m wireMessage) {
-	var p struct {
-		SessionID string `json:"sessionId"`
-		Path      string `json:"path"`
-	}
-	_ = json.Unmarshal(m.Params, &p)
-	resp := map[string]any{"jsonrpc": "2.0", "id": m.ID}
+func (b *Backend) answerEmptyWrite(id json.RawMessage, path string) {
+	resp := map[string]any{"jsonrpc": "2.0", "id": id}
 	if b.cfg.FS == nil {
-		resp["error"] = map[string]any{"code": -32601, "message": "Method not found", "data": map[string]any{"method": m.Method}}
-	} else if err := b.cfg.FS.WriteTextFile(b.ctx, p.Path, ""); err != nil {
+		resp["error"] = map[string]any{"code": -32601, "message": "Method not found", "data": map[string]any{"method": "fs/write_text_file"}}
+	} else if err := b.cfg.FS.WriteTextFile(b.ctx, path, ""); err != nil {
 		resp["error"] = toRequestError(err)
 	} else {
 		resp["result"] = map[string]any{}

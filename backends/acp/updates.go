@@ -28,8 +28,8 @@ type textContent struct {
 	Text string `json:"text"`
 }
 
-// handleUpdate turns one session/update into an Event and queues it. It runs
-// on the filter goroutine and never blocks on delivery.
+// handleUpdate queues the session/update whose params are raw: the path of
+// updates whose line the filter could not decode in one pass, and of the SDK.
 func (b *Backend) handleUpdate(params json.RawMessage) error {
 	var n struct {
 		SessionID string          `json:"sessionId"`
@@ -42,14 +42,25 @@ func (b *Backend) handleUpdate(params json.RawMessage) error {
 	if err := json.Unmarshal(n.Update, &u); err != nil {
 		return fmt.Errorf("%w: session/update: %v", ErrProtocol, err)
 	}
+	return b.queueUpdate(n.SessionID, u, func() json.RawMessage { return n.Update })
+}
+
+// queueUpdate turns one decoded session/update into an Event and queues it.
+// raw returns the update verbatim; only the kinds kept verbatim call it. It
+// runs on the filter goroutine and never blocks on delivery.
+func (b *Backend) queueUpdate(sessionID string, u update, raw func() json.RawMessage) error {
+	var verbatim json.RawMessage
+	if chunkRole(u.Kind) == "" {
+		verbatim = raw()
+	}
 	b.mu.Lock()
 	sid, replaying := b.sessionID, b.replaying
-	if sid != "" && n.SessionID != sid {
+	if sid != "" && sessionID != sid {
 		b.mu.Unlock()
-		b.logger.Warn("update for another session dropped", "session_id", n.SessionID)
+		b.logger.Warn("update for another session dropped", "session_id", sessionID)
 		return nil
 	}
-	ev, keep := b.eventForLocked(u, n.Update, replaying)
+	ev, keep := b.eventForLocked(u, verbatim, replaying)
 	b.mu.Unlock()
 	if !keep {
 		return nil
@@ -58,6 +69,19 @@ func (b *Backend) handleUpdate(params json.RawMessage) error {
 		return fmt.Errorf("%w: more than %d updates waiting for delivery", ErrProtocol, maxQueuedEvents)
 	}
 	return nil
+}
+
+// chunkRole is the ChunkData role of a chunk kind, "" for other kinds.
+func chunkRole(kind string) string {
+	switch kind {
+	case "agent_message_chunk":
+		return backends.RoleAgent
+	case "agent_thought_chunk":
+		return backends.RoleThought
+	case "user_message_chunk":
+		return backends.RoleUser
+	}
+	return ""
 }
 
 // eventForLocked maps an update to an Event and applies state updates to
@@ -73,8 +97,7 @@ func (b *Backend) eventForLocked(u update, raw json.RawMessage, replaying bool) 
 		if replaying {
 			return backends.Event{}, false
 		}
-		role := map[string]string{"agent_message_chunk": backends.RoleAgent, "agent_thought_chunk": backends.RoleThought, "user_message_chunk": backends.RoleUser}[u.Kind]
-		cd := backends.ChunkData{Role: role}
+		cd := backends.ChunkData{Role: chunkRole(u.Kind)}
 		var tc textContent
 		if json.Unmarshal(u.Content, &tc) == nil && tc.Type == "text" {
 			cd.Text = tc.Text
