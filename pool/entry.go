@@ -365,3 +365,30 @@ func (p *Pool) stopEntries(ctx context.Context, match func(*entry) bool, reason 
 	}
 	wg.Wait()
 }
+
+// Backend returns the running backend of (session, agent), starting it if
+// needed, for direct use such as attaching a person to a terminal agent.
+// agent "" means the session's active agent. The backend stays owned by the
+// pool: callers must not stop it.
+func (p *Pool) Backend(ctx context.Context, id, agent string) (backends.Backend, error) {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if agent == "" {
+		s.mu.Lock()
+		agent = s.rec.ActiveAgent
+		s.mu.Unlock()
+	}
+	if err := p.Warm(ctx, id, agent); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[key{id, agent}]
+	if e == nil || e.backend == nil {
+		return nil, fmt.Errorf("agent %q of session %q is not running: %w", agent, id, ErrNotFound)
+	}
+	e.lastActive = p.cfg.Now()
+	return e.backend, nil
+}
