@@ -12,90 +12,91 @@ import (
 // field 22 of /proc/<pid>/stat. Together with the pid it identifies a process
 // across a daemon restart, so a recycled pid is never mistaken for an agent.
 func ProcStartTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read stat of %d: %w", pid, err)
-	}
-	// The command name (field 2) may contain spaces and parentheses: skip
-	// past the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse stat of %d: no command field", pid)
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	// fields[0] is field 3 (state); field 22 is fields[19].
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("parse stat of %d: %d fields", pid, len(fields))
-	}
-	t, err := strconv.ParseUint(fields[19], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse start time of %d: %w", pid, err)
-	}
-	return t, nil
+	st, err := ReadProcStat(pid)
+	return st.StartTicks, err
 }
 
-// GroupMembers lists the pids of live processes whose process group is pgid,
-// by scanning /proc. Zombies are not counted.
-func GroupMembers(pgid int) []int {
+// ProcStat is what agentpool reads of /proc/<pid>/stat.
+type ProcStat struct {
+	PID, PPID, PGID, Session int
+	State                    byte
+	// RSS is the resident memory in bytes.
+	RSS int64
+	// StartTicks is the start time in clock ticks since boot.
+	StartTicks uint64
+}
+
+// Live reports whether the process is neither a zombie nor dead.
+func (s ProcStat) Live() bool { return s.State != 'Z' && s.State != 'X' }
+
+// ReadProcStat parses /proc/<pid>/stat.
+func ReadProcStat(pid int) (ProcStat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ProcStat{}, fmt.Errorf("read stat of %d: %w", pid, err)
+	}
+	// The command name (field 2) may hold spaces and parentheses: the
+	// fields that matter come after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ProcStat{}, fmt.Errorf("parse stat of %d: no command field", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state), f[1] ppid, f[2] pgrp, f[3] session,
+	// f[19] field 22 (starttime), f[21] field 24 (rss, pages).
+	if len(f) < 22 || len(f[0]) == 0 {
+		return ProcStat{}, fmt.Errorf("parse stat of %d: %d fields", pid, len(f))
+	}
+	st := ProcStat{PID: pid, State: f[0][0]}
+	st.PPID, _ = strconv.Atoi(f[1])
+	st.PGID, _ = strconv.Atoi(f[2])
+	st.Session, _ = strconv.Atoi(f[3])
+	if st.StartTicks, err = strconv.ParseUint(f[19], 10, 64); err != nil {
+		return ProcStat{}, fmt.Errorf("parse start time of %d: %w", pid, err)
+	}
+	pages, _ := strconv.ParseInt(f[21], 10, 64)
+	st.RSS = pages * int64(os.Getpagesize())
+	return st, nil
+}
+
+// Processes reads the stat of every process in /proc. Processes that end
+// while being read are skipped.
+func Processes() []ProcStat {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var out []int
+	out := make([]ProcStat, 0, len(ents))
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
+		if st, err := ReadProcStat(pid); err == nil {
+			out = append(out, st)
 		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		// f[0] state, f[1] ppid, f[2] pgrp.
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid {
-			out = append(out, pid)
+	}
+	return out
+}
+
+// GroupMembers lists the pids of live processes whose process group is
+// pgid. Zombies are not counted.
+func GroupMembers(pgid int) []int {
+	var out []int
+	for _, st := range Processes() {
+		if st.Live() && st.PGID == pgid {
+			out = append(out, st.PID)
 		}
 	}
 	return out
 }
 
 // GroupRSS returns the resident memory in bytes of every process group,
-// by pgid, from one scan of /proc (field 24 of /proc/<pid>/stat).
+// by pgid, from one scan of /proc.
 func GroupRSS() map[int]int64 {
 	out := map[int]int64{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return out
-	}
-	page := int64(os.Getpagesize())
-	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		// f[2] is field 5 (pgrp); f[21] is field 24 (rss, pages).
-		if len(f) < 22 {
-			continue
-		}
-		g, _ := strconv.Atoi(f[2])
-		rss, _ := strconv.ParseInt(f[21], 10, 64)
-		out[g] += rss * page
+	for _, st := range Processes() {
+		out[st.PGID] += st.RSS
 	}
 	return out
 }

@@ -1,14 +1,13 @@
 package pty
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentpool/agentpool/backends"
 )
 
 // Stop ends the program: it hangs up the terminal (closing our end sends
@@ -114,33 +113,10 @@ func signalSession(sid int, sig syscall.Signal) {
 // process groups of that session (a shell with job control), which a
 // group-wide signal alone would miss.
 func SessionMembers(sid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		// After the command: state, ppid, pgrp, session.
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 4 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		pgrp, _ := strconv.Atoi(f[2])
-		sess, _ := strconv.Atoi(f[3])
-		if pgrp == sid || sess == sid {
-			out = append(out, pid)
+	for _, st := range backends.Processes() {
+		if st.Live() && (st.PGID == sid || st.Session == sid) {
+			out = append(out, st.PID)
 		}
 	}
 	return out
