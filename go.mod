@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/coder/acp-go-sdk v0.13.5
+	github.com/coder/websocket v1.8.14
 	github.com/creack/pty v1.1.24
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/fsnotify/fsnotify v1.10.1

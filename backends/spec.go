@@ -39,6 +39,10 @@ type PTYSpec struct {
 	// ReadyPattern is a regular expression over the rendered screen that
 	// matches when the program waits for input. Empty means: use QuietWindow.
 	ReadyPattern string `json:"ready_pattern,omitempty"`
+	// BusyPattern is a regular expression over the rendered screen that
+	// matches while the program works (claude: "esc to interrupt"), for
+	// programs that keep their prompt on the screen while they work.
+	BusyPattern string `json:"busy_pattern,omitempty"`
 	// QuietWindow is how long output must stay quiet to count as ready when
 	// there is no ReadyPattern.
 	QuietWindow time.Duration `json:"quiet_window,omitempty"`

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/permission"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
@@ -35,6 +36,10 @@ type Pool interface {
 	Diff(ctx context.Context, session string, turn int64) (pool.Diff, error)
 	Restore(ctx context.Context, session string, turn int64, after bool) error
 	Backends() []pool.AgentStatus
+	// Backend returns the running backend of (session, agent), starting
+	// it if needed; agent "" means the session's active agent. The caller
+	// must not stop it.
+	Backend(ctx context.Context, session, agent string) (backends.Backend, error)
 	Stats() pool.Stats
 }
 

@@ -128,6 +128,7 @@ func (s *Server) routes() {
 	s.route("GET /v1/sessions/{id}/turns", s.turns, false)
 	s.route("GET /v1/sessions/{id}/turns/{turn}", s.turn, false)
 	s.route("GET /v1/sessions/{id}/events", s.sessionEvents, false)
+	s.route("GET /v1/sessions/{id}/attach", s.attach, true) // checks the token itself (also ?token=)
 	s.route("GET /v1/sessions/{id}/permissions", s.permissions, false)
 	s.route("POST /v1/sessions/{id}/permissions/{request}", s.answer, false)
 	s.route("GET /v1/sessions/{id}/diff", s.diff, false)

@@ -58,6 +58,19 @@ const (
 // built-in demo agent.
 const DemoAgentArg = "demo-agent"
 
+// Screen patterns of the built-in terminal providers.
+const (
+	// claudeReadyPattern matches the claude CLI's input line: "> " (with
+	// a no-break space in some versions) inside its box, whose left
+	// border "│" may precede it.
+	claudeReadyPattern = `^[│ ]*>[ \x{a0}]`
+	// claudeBusyPattern matches the hint the claude CLI shows while it works.
+	claudeBusyPattern = `(?i)esc to interrupt`
+	// aiderReadyPattern matches a line that holds only aider's prompt,
+	// with its optional mode name ("> ", "ask> ", "architect> ").
+	aiderReadyPattern = `^[\w-]*> $`
+)
+
 // builtins returns the providers agentpool knows without a config file,
 // sorted by id. selfPath is the agentpool binary, for the demo agent.
 func builtins(selfPath string) []*definition {
@@ -86,11 +99,16 @@ func builtins(selfPath string) []*definition {
 		acp(ProviderDemo, "Demo agent", "agentpool's built-in demo agent: works without any install",
 			[]string{selfPath, DemoAgentArg}, nil),
 		{id: ProviderClaudeCLI, label: "Claude Code (terminal)",
-			description: "the interactive claude CLI driven through a terminal",
-			builtIn:     true, kind: backends.KindPTY, enabled: true, command: []string{"claude"},
-			pty: backends.PTYSpec{ResumeArgs: []string{"--continue"}}},
-		{id: ProviderAider, label: "Aider", description: "the interactive aider CLI driven through a terminal",
-			builtIn: true, kind: backends.KindPTY, enabled: true, command: []string{"aider"}},
+			description: "the interactive claude CLI driven through a terminal; ready when its input box " +
+				"shows the \"> \" prompt, busy while it shows \"esc to interrupt\"; Esc cancels",
+			builtIn: true, kind: backends.KindPTY, enabled: true, command: []string{"claude"},
+			pty: backends.PTYSpec{ResumeArgs: []string{"--continue"}, ReadyPattern: claudeReadyPattern,
+				BusyPattern: claudeBusyPattern, CancelKeys: "\x1b"}},
+		{id: ProviderAider, label: "Aider", description: "the interactive aider CLI driven through a terminal; " +
+			"ready when a line holds only its prompt (\"> \", or \"architect> \" and the like); Ctrl-C cancels",
+			builtIn: true, kind: backends.KindPTY, enabled: true, command: []string{"aider"},
+			pty: backends.PTYSpec{ResumeArgs: []string{"--restore-chat-history"}, ReadyPattern: aiderReadyPattern,
+				CancelKeys: "\x03"}},
 	}
 	slices.SortFunc(defs, func(a, b *definition) int { return cmp.Compare(a.id, b.id) })
 	return defs

@@ -182,6 +182,9 @@ func (c *checker) apply(d *definition, e *entry, path string) {
 	if only("ready_pattern", backends.KindPTY) && e.readyPattern != nil {
 		d.pty.ReadyPattern = *e.readyPattern
 	}
+	if only("busy_pattern", backends.KindPTY) && e.busyPattern != nil {
+		d.pty.BusyPattern = *e.busyPattern
+	}
 	if only("quiet_window", backends.KindPTY) && e.quietWindow != nil {
 		d.pty.QuietWindow = *e.quietWindow
 	}

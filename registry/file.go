@@ -50,6 +50,7 @@ type entry struct {
 	turnTimeout      *time.Duration
 	missingFileEmpty *bool
 	readyPattern     *string
+	busyPattern      *string
 	quietWindow      *time.Duration
 	cols             *int
 	rows             *int
@@ -123,7 +124,7 @@ func decodeDocument(c *checker, root *node) *document {
 // entryFields lists the fields of a provider entry.
 func entryFields() []string {
 	return []string{"extends", "enabled", "label", "description", "command", "env", "permissions",
-		"mode", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "quiet_window", "cols",
+		"mode", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "busy_pattern", "quiet_window", "cols",
 		"rows", "cancel_keys", "resume_args"}
 }
 
@@ -196,6 +197,13 @@ func (c *checker) entry(m member, path string) *entry {
 					c.add(n.off, fp, "invalid regular expression: %v", err)
 				}
 				e.readyPattern = &s
+			}
+		case "busy_pattern":
+			if s, ok := c.str(n, fp); ok {
+				if _, err := regexp.Compile(s); err != nil {
+					c.add(n.off, fp, "invalid regular expression: %v", err)
+				}
+				e.busyPattern = &s
 			}
 		case "cols":
 			e.cols = c.bounded(n, fp, minCols, maxCols)

@@ -70,6 +70,8 @@ func TestParseDocumentRejects(t *testing.T) {
 		{"duration negative", doc(`"codex": {"turn_timeout": "-1m"}`), "providers.codex.turn_timeout", `"-1m"`, 0, "must be positive"},
 		{"duration too long", doc(`"codex": {"turn_timeout": "1000h"}`), "providers.codex.turn_timeout", `"1000h"`, 0, "longer than"},
 		{"bad regexp", doc(`"aider": {"ready_pattern": "(["}`), "providers.aider.ready_pattern", `"(["`, 0, "invalid regular expression"},
+		{"bad busy regexp", doc(`"aider": {"busy_pattern": "a**"}`), "providers.aider.busy_pattern", `"a**"`, 0, "invalid regular expression"},
+		{"busy pattern on acp", doc(`"claude": {"busy_pattern": "x"}`), "providers.claude.busy_pattern", `"x"`, 0, "only for pty providers"},
 		{"pty field on acp", doc(`"claude": {"ready_pattern": "> $"}`), "providers.claude.ready_pattern", `"> $"`, 0, "only for pty providers"},
 		{"pty field on new acp", doc(`"amp": {"extends": "acp", "command": ["a"], "cols": 80}`), "providers.amp.cols", "80", 0, "only for pty providers"},
 		{"compat on pty", doc(`"aider": {"compat": {"missing_file_empty": true}}`), "providers.aider.compat", "{\"missing", 0, "only for acp providers"},

@@ -31,7 +31,7 @@ func TestResolveSpecs(t *testing.T) {
     "claude-root2": {"extends": "claude-root", "label": "Second"},
     "amp": {"extends": "acp", "command": ["amp-acp", "--flag", "x y"]},
     "local": {"extends": "acp", "command": ["./bin/local-agent"]},
-    "aider": {"ready_pattern": "^> $", "quiet_window": "800ms", "cols": 100, "rows": 30, "cancel_keys": "\u001b"},
+    "aider": {"ready_pattern": "^> $", "busy_pattern": "(?i)working", "quiet_window": "800ms", "cols": 100, "rows": 30, "cancel_keys": "\u001b"},
     "term": {"extends": "pty", "command": ["tool"], "resume_args": ["--resume"]}
   }
 }`)
@@ -59,7 +59,8 @@ func TestResolveSpecs(t *testing.T) {
 		{"local", backends.Spec{Provider: "local", Kind: backends.KindACP, Path: local}},
 		{"demo", backends.Spec{Provider: "demo", Kind: backends.KindACP, Path: f.config().SelfPath, Args: []string{DemoAgentArg}}},
 		{"aider", backends.Spec{Provider: "aider", Kind: backends.KindPTY, Path: bin("aider"),
-			PTY: backends.PTYSpec{ReadyPattern: "^> $", QuietWindow: 800 * time.Millisecond, Cols: 100, Rows: 30, CancelKeys: "\x1b"}}},
+			PTY: backends.PTYSpec{ReadyPattern: "^> $", BusyPattern: "(?i)working", QuietWindow: 800 * time.Millisecond, Cols: 100, Rows: 30, CancelKeys: "\x1b",
+				ResumeArgs: []string{"--restore-chat-history"}}}}, // resume_args from the built-in
 		{"term", backends.Spec{Provider: "term", Kind: backends.KindPTY, Path: bin("tool"),
 			PTY: backends.PTYSpec{ResumeArgs: []string{"--resume"}}}},
 	}

@@ -61,7 +61,7 @@ func builtinsDocument(selfPath string) []byte {
 			e["compat"] = map[string]any{"missing_file_empty": d.compat.MissingFileEmpty}
 		case backends.KindPTY:
 			p := d.pty
-			for k, v := range map[string]any{"ready_pattern": p.ReadyPattern, "cancel_keys": p.CancelKeys} {
+			for k, v := range map[string]any{"ready_pattern": p.ReadyPattern, "busy_pattern": p.BusyPattern, "cancel_keys": p.CancelKeys} {
 				if v != "" {
 					e[k] = v
 				}
@@ -166,6 +166,9 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"extends built-in", `{"version": 1, "providers": {"c2": {"extends": "claude", "mode": "full"}}}`, true},
 		{"all permissions", `{"version": 1, "providers": {"codex": {"permissions": {"fs.read": "allow", "terminal": "deny", "switch_mode": "ask"}}}}`, true},
 		{"durations", `{"version": 1, "providers": {"aider": {"quiet_window": "1.5s", "idle_timeout": "1h30m"}}}`, true},
+		{"busy pattern", `{"version": 1, "providers": {"t": {"extends": "pty", "command": ["t"], "busy_pattern": "(?i)working"}}}`, true},
+		{"busy pattern on acp", `{"version": 1, "providers": {"claude": {"busy_pattern": "x"}}}`, false},
+		{"busy pattern on new acp", `{"version": 1, "providers": {"amp": {"extends": "acp", "command": ["a"], "busy_pattern": "x"}}}`, false},
 		{"missing version", `{"providers": {}}`, false},
 		{"version 2", `{"version": 2}`, false},
 		{"unknown top field", `{"version": 1, "extra": true}`, false},

@@ -40,6 +40,7 @@ const clientUsage = `  providers    list, enable, disable and refresh the agent 
   diff         show what a session (or one turn) changed
   restore      put a session's worktree back to a turn's checkpoint
   cancel       cancel a session's running turn
+  attach       show a terminal agent's screen and type into it (Ctrl-] detaches)
   permissions  list and answer pending permission requests
   ps           show the pool: warm agents, pids, state, memory
 `
@@ -130,6 +131,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.permissions(ctx, args)
 	case "ps":
 		err = c.ps(ctx, args)
+	case "attach":
+		err = c.attach(ctx, args)
 	default:
 		return false, nil
 	}

@@ -37,6 +37,7 @@ type Pool struct {
 	DiffFunc         func(context.Context, string, int64) (pool.Diff, error)
 	RestoreFunc      func(context.Context, string, int64, bool) error
 	BackendsFunc     func() []pool.AgentStatus
+	BackendFunc      func(context.Context, string, string) (backends.Backend, error)
 	StatsFunc        func() pool.Stats
 }
 
@@ -169,6 +170,14 @@ func (f *Pool) Backends() []pool.AgentStatus {
 		return nil
 	}
 	return f.BackendsFunc()
+}
+
+// Backend calls BackendFunc.
+func (f *Pool) Backend(ctx context.Context, session, agent string) (backends.Backend, error) {
+	if f.BackendFunc == nil {
+		return nil, ErrUnset
+	}
+	return f.BackendFunc(ctx, session, agent)
 }
 
 // Stats calls StatsFunc.

@@ -58,7 +58,7 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	case backends.KindPTY:
 		// Terminal programs read and write files themselves: there is no
 		// fs bridge to offer, and no ACP permission requests to route.
-		return pty.New(pty.Config{Spec: req.Spec, OnEvent: req.Emit, Logger: logger})
+		return pty.New(pty.Config{Spec: req.Spec, BusyPattern: req.Spec.PTY.BusyPattern, OnEvent: req.Emit, Logger: logger})
 	default:
 		return nil, fmt.Errorf("provider %q: kind %q: %w", agent, req.Spec.Kind, backends.ErrUnsupported)
 	}
