@@ -11,7 +11,8 @@
 // session/update notifications in arrival order in a queue of its own (so
 // the SDK's notification queue can never overflow and no update is dropped),
 // answers empty-content fs/write_text_file requests that the SDK would reject,
-// and records the wire traffic when asked.
+// serves fs/read_text_file itself (encoding the answer once, where the SDK
+// would encode it twice), and records the wire traffic when asked.
 package acp
 
 import (

@@ -2,6 +2,7 @@ package acp_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -164,6 +165,46 @@ func BenchmarkReadTextFileACP(b *testing.B) {
 	}
 	sdk("sdk-fake-process", fakeProcess)
 	sdk("sdk-fake-inprocess", fakeInProcess)
+	b.Run("raw-fake-process", func(b *testing.B) {
+		// No FS and no JSON encoding on the client: each read is answered
+		// with a line prepared once. The fake agent's own cost plus the
+		// process boundary: the floor under the backend case.
+		result, err := json.Marshal(map[string]string{"content": text4K})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var mu sync.Mutex
+		var stamps []time.Time
+		s := agenttest.Script{Turns: readTurns("file4k.txt", b.N)}
+		c := connectRaw(b, fakeProcess(b, s))
+		c.serve = func(id json.RawMessage, method string) []byte {
+			if method != "fs/read_text_file" {
+				b.Fatalf("agent called %s; want fs/read_text_file", method)
+			}
+			mu.Lock()
+			stamps = append(stamps, time.Now())
+			mu.Unlock()
+			return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", id, result)
+		}
+		var gaps []time.Duration
+		reads := 0
+		b.ResetTimer()
+		cpu := startCPU(c.pid)
+		for reads < b.N {
+			c.prompt(b)
+			reads += len(stamps)
+			for i := 1; i < len(stamps); i++ {
+				gaps = append(gaps, stamps[i].Sub(stamps[i-1]))
+			}
+			stamps = stamps[:0]
+		}
+		b.StopTimer()
+		cpu.report(b, int64(b.N), "op")
+		if reads != b.N {
+			b.Fatalf("%d reads; want %d", reads, b.N)
+		}
+		reportLatency(b, gaps)
+	})
 	b.Run("acpfs", func(b *testing.B) {
 		fsys, err := acpfs.NewFS(acpfs.FSConfig{Root: dir})
 		if err != nil {

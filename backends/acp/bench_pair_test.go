@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,8 +81,19 @@ func fakeProcess(b *testing.B, s agenttest.Script) agentPipes {
 	_ = outW.Close()
 	stop := func() {
 		_ = inW.Close()
-		if err := cmd.Wait(); err != nil {
-			b.Errorf("fake agent: %v", err)
+		waited := make(chan error, 1)
+		go func() { waited <- cmd.Wait() }()
+		select {
+		case err := <-waited:
+			if err != nil {
+				b.Errorf("fake agent: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			// Blocked writing to a client that stopped reading (a failed
+			// benchmark): end it rather than hang.
+			_ = cmd.Process.Kill()
+			<-waited
+			b.Errorf("fake agent still running 5s after its stdin closed; killed")
 		}
 		_ = outR.Close()
 	}
@@ -108,8 +119,17 @@ func fakeInProcess(b *testing.B, s agenttest.Script) agentPipes {
 	}()
 	stop := func() {
 		_ = inW.Close()
-		if err := <-done; err != nil {
-			b.Errorf("fake agent: %v", err)
+		select {
+		case err := <-done:
+			if err != nil {
+				b.Errorf("fake agent: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			// Blocked writing to a client that stopped reading (a failed
+			// benchmark): closing the read end fails its writes.
+			_ = outR.Close()
+			<-done
+			b.Errorf("fake agent still running 5s after its stdin closed")
 		}
 		_ = inR.Close()
 		_ = outR.Close()
@@ -168,14 +188,18 @@ func connectSDKWith(b *testing.B, p agentPipes, cl *benchClient, cwd string) sdk
 	conn.SetLogger(quietLogger())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	c := sdkClient{conn: conn, cl: cl, p: p}
 	if _, err := conn.Initialize(ctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber}); err != nil {
-		b.Fatal(err)
+		c.close()
+		b.Fatalf("initialize: %v", err)
 	}
 	ns, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{}})
 	if err != nil {
-		b.Fatal(err)
+		c.close()
+		b.Fatalf("session/new: %v", err)
 	}
-	return sdkClient{conn: conn, sid: ns.SessionId, cl: cl, p: p}
+	c.sid = ns.SessionId
+	return c
 }
 
 // prompt runs one turn and returns the number of chunks it brought.
@@ -248,6 +272,8 @@ type rawClient struct {
 	pid int
 	sid string
 	id  int
+	// serve, if set, returns the whole answer line to an agent's request.
+	serve func(id json.RawMessage, method string) []byte
 }
 
 func connectRaw(b *testing.B, p agentPipes) *rawClient {
@@ -282,23 +308,37 @@ func (c *rawClient) callCount(b *testing.B, method string, params any) (json.Raw
 	if _, err := c.w.Write(append(line, '\n')); err != nil {
 		b.Fatal(err)
 	}
-	answer := []byte(fmt.Sprintf(`"id":%d,`, c.id))
+	want := strconv.Itoa(c.id)
 	updates := 0
 	for {
 		l, err := c.r.ReadSlice('\n')
 		if err != nil {
 			b.Fatalf("read from agent: %v", err)
 		}
-		switch {
-		case bytes.Contains(l, []byte(`"method":"session/update"`)):
+		if bytes.Contains(l, []byte(`"method":"session/update"`)) {
 			updates++
-		case bytes.Contains(l, answer):
-			var m struct {
-				Result json.RawMessage `json:"result"`
-				Error  json.RawMessage `json:"error"`
+			continue
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(l, &m); err != nil {
+			b.Fatalf("agent line %s: %v", l, err)
+		}
+		switch {
+		case m.Method != "" && len(m.ID) > 0:
+			if c.serve == nil {
+				b.Fatalf("unexpected request from the agent: %s", l)
 			}
-			if err := json.Unmarshal(l, &m); err != nil || m.Error != nil {
-				b.Fatalf("%s answer %s: %v", method, l, err)
+			if _, err := c.w.Write(c.serve(m.ID, m.Method)); err != nil {
+				b.Fatal(err)
+			}
+		case m.Method == "" && string(m.ID) == want:
+			if m.Error != nil {
+				b.Fatalf("%s answer %s", method, l)
 			}
 			return m.Result, updates
 		}

@@ -3,6 +3,7 @@ package acp
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -75,26 +76,32 @@ func BenchmarkFilterLine(b *testing.B) {
 	}
 }
 
-// The filter must turn every kind of line into the same events before and
-// after any optimisation of its decoding: this pins the mapping for the
-// lines the benchmark uses.
+// The filter must turn every kind of line into the same events whichever
+// way it decodes it (in one pass, or the strict way for uncommon shapes):
+// this pins the mapping, the refusals and the drops.
 func TestFilterLineEvents(t *testing.T) {
 	const sid = "s1"
-	update := func(u string) []byte {
-		return []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":` + u + `}}`)
-	}
+	update := func(u string) string { return `{"sessionId":"` + sid + `","update":` + u + `}` }
 	for _, tc := range []struct {
-		name, update string
-		typ          backends.EventType
+		name, params string
+		typ          backends.EventType // "" for no event
 		data         string
+		wantErr      bool
 	}{
-		{"text chunk", `{"content":{"text":"héllo \"q\"\n","type":"text"},"sessionUpdate":"agent_message_chunk"}`, backends.EventMessageChunk, `{"role":"agent","text":"héllo \"q\"\n"}`},
-		{"thought", `{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}}`, backends.EventMessageChunk, `{"role":"thought","text":"hm"}`},
-		{"user echo", `{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}`, backends.EventMessageChunk, `{"role":"user","text":"hi"}`},
-		{"image chunk", `{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AA==","mimeType":"image/png"}}`, backends.EventMessageChunk, `{"role":"agent","content":{"type":"image","data":"AA==","mimeType":"image/png"}}`},
-		{"tool call", `{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read"}`, backends.EventToolCall, `{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read"}`},
-		{"plan", `{"sessionUpdate":"plan","entries":[]}`, backends.EventPlan, `{"sessionUpdate":"plan","entries":[]}`},
-		{"future kind", `{"sessionUpdate":"hologram","x":1}`, EventUnknownUpdate, `{"sessionUpdate":"hologram","x":1}`},
+		{"text chunk", update(`{"content":{"text":"héllo \"q\"\n","type":"text"},"sessionUpdate":"agent_message_chunk"}`), backends.EventMessageChunk, `{"role":"agent","text":"héllo \"q\"\n"}`, false},
+		{"thought", update(`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}}`), backends.EventMessageChunk, `{"role":"thought","text":"hm"}`, false},
+		{"user echo", update(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}`), backends.EventMessageChunk, `{"role":"user","text":"hi"}`, false},
+		{"image chunk", update(`{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AA==","mimeType":"image/png"}}`), backends.EventMessageChunk, `{"role":"agent","content":{"type":"image","data":"AA==","mimeType":"image/png"}}`, false},
+		{"tool call", update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read"}`), backends.EventToolCall, `{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read"}`, false},
+		{"tool update with content list", update(`{"sessionUpdate":"tool_call_update","toolCallId":"t1","content":[{"type":"content","content":{"type":"text","text":"ok"}}]}`), backends.EventToolUpdate, `{"sessionUpdate":"tool_call_update","toolCallId":"t1","content":[{"type":"content","content":{"type":"text","text":"ok"}}]}`, false},
+		{"plan", update(`{"sessionUpdate":"plan","entries":[]}`), backends.EventPlan, `{"sessionUpdate":"plan","entries":[]}`, false},
+		{"future kind", update(`{"sessionUpdate":"hologram","x":1}`), EventUnknownUpdate, `{"sessionUpdate":"hologram","x":1}`, false},
+		{"null update", update(`null`), EventUnknownUpdate, `null`, false},
+		{"other session", `{"sessionId":"s2","update":{"sessionUpdate":"plan","entries":[]}}`, "", "", false},
+		{"no update", `{"sessionId":"s1"}`, "", "", true},
+		{"session id not a string", `{"sessionId":5,"update":{"sessionUpdate":"plan"}}`, "", "", true},
+		{"tool call id not a string", update(`{"sessionUpdate":"tool_call","toolCallId":5}`), "", "", true},
+		{"positional params", `["s1",{"sessionUpdate":"plan"}]`, "", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			be, err := New(Config{
@@ -105,19 +112,33 @@ func TestFilterLineEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			be.sessionID = sid
+			line := []byte(`{"jsonrpc":"2.0","method":"session/update","params":` + tc.params + `}`)
 			before := time.Now()
-			if err := be.handleLine(update(tc.update), nil); err != nil {
-				t.Fatalf("handleLine(%s) = %v; want nil", tc.update, err)
+			err = be.handleLine(line, nil)
+			if tc.wantErr {
+				if !errors.Is(err, ErrProtocol) {
+					t.Errorf("handleLine(%s) = %v; want ErrProtocol", line, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("handleLine(%s) = %v; want nil", line, err)
+			}
+			if tc.typ == "" {
+				if n := be.queue.pushedCount(); n != 0 {
+					t.Errorf("handleLine(%s) queued %d events; want none", line, n)
+				}
+				return
 			}
 			evs, _ := be.queue.take()
 			if len(evs) != 1 {
-				t.Fatalf("handleLine(%s) queued %d events; want 1", tc.update, len(evs))
+				t.Fatalf("handleLine(%s) queued %d events; want 1", line, len(evs))
 			}
 			ev := evs[0].ev
 			got := fmt.Sprintf("%s %s %s", ev.Type, ev.Agent, compact(t, ev.Data))
 			want := fmt.Sprintf("%s %s %s", tc.typ, "p", compact(t, []byte(tc.data)))
 			if got != want || ev.Time.Before(before) {
-				t.Errorf("handleLine(%s) event = %s at %v; want %s after %v", tc.update, got, ev.Time, want, before)
+				t.Errorf("handleLine(%s) event = %s at %v; want %s after %v", line, got, ev.Time, want, before)
 			}
 		})
 	}

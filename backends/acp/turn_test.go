@@ -107,7 +107,7 @@ func TestBusyRefused(t *testing.T) {
 }
 
 func TestCancelMidTurn(t *testing.T) {
-	h := newBackend(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "working"}, {WaitCancel: true}, {Chunk: "never"}}}}}, acp.Config{})
+	h := newBackend(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "working"}, {WaitCancel: true}, {Chunk: "never"}}}, {Echo: true}}}, acp.Config{})
 	h.start(t, "")
 	type out struct {
 		res backends.TurnResult

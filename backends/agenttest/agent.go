@@ -48,7 +48,9 @@ type agent struct {
 	cwd       string
 	turns     int
 	cancel    chan struct{} // closed by session/cancel for the running turn
-	lastRead  string
+	// lastRead is the raw result of the last fs/read_text_file, decoded
+	// only when a step uses it (a 4 KiB answer costs tens of µs to decode).
+	lastRead json.RawMessage
 }
 
 // Run runs the scripted agent on the given streams until stdin ends. It is
@@ -369,8 +371,21 @@ func (a *agent) abs(p string) string {
 }
 
 func (a *agent) expand(s, prompt string) string {
-	a.mu.Lock()
-	last := a.lastRead
-	a.mu.Unlock()
+	last := ""
+	if strings.Contains(s, "{{read}}") {
+		last = a.lastReadContent()
+	}
 	return strings.NewReplacer("{{prompt}}", prompt, "{{read}}", last).Replace(s)
+}
+
+// lastReadContent is the content of the last successful read.
+func (a *agent) lastReadContent() string {
+	a.mu.Lock()
+	raw := a.lastRead
+	a.mu.Unlock()
+	var out struct {
+		Content string `json:"content"`
+	}
+	_ = json.Unmarshal(raw, &out)
+	return out.Content
 }

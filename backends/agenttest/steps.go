@@ -193,15 +193,11 @@ func (a *agent) read(op FileOp) {
 		}
 		return
 	}
-	var out struct {
-		Content string `json:"content"`
-	}
-	_ = json.Unmarshal(res, &out)
 	a.mu.Lock()
-	a.lastRead = out.Content
+	a.lastRead = res
 	a.mu.Unlock()
 	if op.Echo {
-		a.update(textUpdate("agent_message_chunk", "read: "+out.Content))
+		a.update(textUpdate("agent_message_chunk", "read: "+a.lastReadContent()))
 	}
 }
 
