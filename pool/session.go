@@ -155,7 +155,7 @@ func (p *Pool) Get(ctx context.Context, id string) (Session, error) {
 	if err != nil {
 		return Session{}, err
 	}
-	return p.describe(ctx, s), nil
+	return p.describe(ctx, s, p.Backends()), nil
 }
 
 // List returns every session, newest first as the store orders them.
@@ -165,18 +165,21 @@ func (p *Pool) List(ctx context.Context) ([]Session, error) {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	out := make([]Session, 0, len(recs))
+	live := p.Backends() // one /proc scan for the whole list
 	for _, r := range recs {
 		s, err := p.loadSession(ctx, r.ID)
 		if err != nil {
 			p.logger.Warn("load session", "session", r.ID, "err", err)
 			continue
 		}
-		out = append(out, p.describe(ctx, s))
+		out = append(out, p.describe(ctx, s, live))
 	}
 	return out, nil
 }
 
-func (p *Pool) describe(ctx context.Context, s *session) Session {
+// describe is the session with its live state; running is the pool's
+// current Backends(), read once by the caller.
+func (p *Pool) describe(ctx context.Context, s *session, running []AgentStatus) Session {
 	s.mu.Lock()
 	out := Session{
 		ID: s.id, Repo: s.rec.Repo, BaseRef: s.rec.BaseRef, Title: s.rec.Title, ActiveAgent: s.rec.ActiveAgent,
@@ -187,7 +190,7 @@ func (p *Pool) describe(ctx context.Context, s *session) Session {
 	}
 	s.mu.Unlock()
 	live := map[string]bool{}
-	for _, st := range p.Backends() {
+	for _, st := range running {
 		if st.Session == s.id {
 			out.Agents = append(out.Agents, st)
 			live[st.Agent] = true

@@ -82,7 +82,13 @@ func TestAttachRoundTrip(t *testing.T) {
 	if err := h.b.Resize(100, 30); err != nil {
 		t.Fatalf("Resize(100, 30) = %v", err)
 	}
-	readUntil(t, alice, "[resized 100x30]")
+	// Wait for the whole redraw (the status bar follows the marker in one
+	// write that the terminal may deliver in pieces), so none of it is
+	// still arriving when the next turn takes its starting screen.
+	got := readUntil(t, alice, "[resized 100x30]")
+	if !strings.Contains(got[strings.Index(got, "[resized 100x30]"):], "status: idle") {
+		readUntil(t, alice, "status: idle")
+	}
 	if snap := h.b.Snapshot(); snap.Cols != 100 || snap.Rows != 30 {
 		t.Errorf("Snapshot() size = %dx%d; want 100x30", snap.Cols, snap.Rows)
 	}

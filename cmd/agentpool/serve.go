@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,20 +211,25 @@ func (m *Main) forwardProviderChanges(ctx context.Context) {
 func (m *Main) banner(addr string) {
 	ready := ""
 	for _, p := range m.reg.Snapshot().Providers {
-		if p.Status == registry.StatusReady {
+		if _, err := m.reg.Resolve(p.ID); err == nil { // launchable, even while probing
 			ready += " " + p.ID
 		}
 	}
 	cwd, _ := os.Getwd()
+	// The command as the user invoked it (./bin/agentpool after make run).
+	self := "agentpool"
+	if len(os.Args) > 0 && strings.Contains(os.Args[0], "/") {
+		self = os.Args[0]
+	}
 	fmt.Fprintf(m.Stdout, `agentpool %s listening on http://%s
   data:      %s
   providers: %s   (ready:%s)
 
 Open a session on this repository and talk to the demo agent:
-  agentpool session new --repo %s
-  agentpool prompt <session-id> "add a greeting"
+  %s session new --repo %s
+  %s prompt <session-id> "add a greeting"
 Enable a real agent by editing %s (see providers.example.json).
-`, version, addr, m.Home, filepath.Join(m.Home, providersFile), ready, cwd, filepath.Join(m.Home, providersFile))
+`, version, addr, m.Home, filepath.Join(m.Home, providersFile), ready, self, cwd, self, filepath.Join(m.Home, providersFile))
 }
 
 // Addr returns the address the daemon listens on.
