@@ -202,7 +202,7 @@ func (c *cli) sessionClose(ctx context.Context, args []string) error {
 	w := res.Worktree
 	switch {
 	case w.Discarded:
-		fmt.Fprintf(c.stdout, "session %s closed; its uncommitted work was discarded (branch %s kept)\n", res.Session, w.Branch)
+		fmt.Fprintf(c.stdout, "session %s closed; its work was discarded and branch %s deleted\n", res.Session, w.Branch)
 	case w.Committed:
 		fmt.Fprintf(c.stdout, "session %s closed; its work is committed on branch %s (%s)\n", res.Session, w.Branch, short(w.Commit))
 	case w.Missing:
