@@ -319,7 +319,9 @@ func (p *Pool) release(e *entry) {
 	}
 }
 
-// stopEntry stops one backend and waits for it.
+// stopEntry stops one backend and waits for it. The entry may already be
+// marked stopping (eviction and reaping mark it under the lock so it no
+// longer counts as warm); one still starting is stopped once started.
 func (p *Pool) stopEntry(ctx context.Context, e *entry, reason string) {
 	p.mu.Lock()
 	if e.state == StateStopped || e.state == StateCrashed {
@@ -330,12 +332,11 @@ func (p *Pool) stopEntry(ctx context.Context, e *entry, reason string) {
 		return
 	}
 	e.state = StateStopping
-	b := e.backend
 	started := e.started
 	p.mu.Unlock()
 	<-started
 	p.mu.Lock()
-	b = e.backend
+	b := e.backend
 	p.mu.Unlock()
 	if b == nil {
 		return

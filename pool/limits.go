@@ -27,7 +27,7 @@ func (p *Pool) makeRoomLocked() error {
 	n := len(warm)
 	for n >= p.cfg.MaxWarm {
 		if len(idle) == 0 {
-			return fmt.Errorf("%w: %d of %d backends are busy or starting; none is idle to evict (max_warm %d)", ErrAtCapacity, n, len(warm), p.cfg.MaxWarm)
+			return fmt.Errorf("%w: all %d warm backends are busy or starting; none is idle to evict (max_warm %d)", ErrAtCapacity, len(warm), p.cfg.MaxWarm)
 		}
 		evict = append(evict, idle[0])
 		idle = idle[1:]
@@ -58,26 +58,10 @@ func (p *Pool) makeRoomLocked() error {
 		go func() {
 			defer p.wg.Done()
 			p.emit(e.sess, "agent.evicted", e.key.agent, map[string]string{"reason": "least recently used idle backend, to make room"})
-			p.stopEvicted(e)
+			p.stopEntry(context.Background(), e, "evicted to make room")
 		}()
 	}
 	return nil
-}
-
-// stopEvicted stops an entry already marked stopping.
-func (p *Pool) stopEvicted(e *entry) {
-	<-e.started
-	p.mu.Lock()
-	b := e.backend
-	p.mu.Unlock()
-	if b == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.StopTimeout)
-	defer cancel()
-	if err := b.Stop(ctx); err != nil {
-		p.logger.Warn("stop evicted agent", "session", e.key.session, "agent", e.key.agent, "err", err)
-	}
 }
 
 // ReapIdle stops backends idle for longer than their idle timeout (the
@@ -104,7 +88,7 @@ func (p *Pool) ReapIdle() {
 		p.evictions.Add(1)
 		p.emit(e.sess, "agent.evicted", e.key.agent, map[string]any{"reason": "idle", "idle_for": now.Sub(e.lastActive).String()})
 		p.wg.Add(1)
-		go func() { defer p.wg.Done(); p.stopEvicted(e) }()
+		go func() { defer p.wg.Done(); p.stopEntry(context.Background(), e, "idle") }()
 	}
 }
 

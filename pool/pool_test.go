@@ -177,17 +177,12 @@ func TestLRUEvictionIdleReapAndCapacity(t *testing.T) {
 	}
 	// Both warm backends busy: a third start is refused, saying why.
 	ctx := context.Background()
-	t2, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s2.ID, Agent: "slow", Text: "x"})
-	if err != nil {
-		t.Fatal(err)
+	for _, s := range []pool.Session{s2, s3} {
+		if _, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s.ID, Agent: "slow", Text: "x"}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	_ = t2
-	t3, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s3.ID, Agent: "slow", Text: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = t3
-	_, err = e.p.StartPrompt(ctx, pool.PromptRequest{Session: s1.ID, Text: "x"})
+	_, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s1.ID, Text: "x"})
 	if !errors.Is(err, pool.ErrAtCapacity) || !strings.Contains(err.Error(), "busy") {
 		t.Fatalf("StartPrompt at capacity error = %v; want ErrAtCapacity saying why", err)
 	}
