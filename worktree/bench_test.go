@@ -92,18 +92,28 @@ func BenchmarkCreate(b *testing.B) {
 
 // BenchmarkCheckpoint compares Checkpoint with `git status --porcelain` on
 // a 5 000-file worktree with 10 files changed. In "new-state" one of them
-// changes again before every round, so every Checkpoint also anchors a new
-// commit; in "same-state" nothing changes between rounds.
+// changes again before every round, so every Checkpoint scans and anchors a
+// new commit; in "same-state" nothing changes between rounds, so the change
+// tracking answers without git; "same-state-scan" is the same with the
+// tracking off (Config.RescanAfter < 0): a scan that finds the state known.
 func BenchmarkCheckpoint(b *testing.B) {
 	ctx := context.Background()
 	repo := genRepo(b, benchFiles)
 	m := newManager(b)
 	wt := create(b, m, "s", repo)
+	untracked, err := NewManager(Config{Root: b.TempDir(), RescanAfter: -1, Logger: m.log})
+	if err != nil {
+		b.Fatal(err)
+	}
 	for i := range 10 {
 		writeFile(b, wt.Path, fmt.Sprintf("d%03d/f%04d.txt", i*7, i*350), fmt.Sprintf("changed %d\n", i))
 	}
 	timeGit(b, wt.Path, "status", "--porcelain") // as after any agent's first git call
-	for _, mode := range []string{"new-state", "same-state"} {
+	for _, mode := range []string{"new-state", "same-state", "same-state-scan"} {
+		m := m
+		if mode == "same-state-scan" {
+			m = untracked
+		}
 		b.Run(mode, func(b *testing.B) {
 			var ours, raw time.Duration
 			for i := 0; i < b.N; i++ {
@@ -130,5 +140,31 @@ func BenchmarkCheckpoint(b *testing.B) {
 			}
 			report(b, ours, raw, "checkpoint", "git-status")
 		})
+	}
+}
+
+// BenchmarkCheckpointUnchanged is the cost of a checkpoint that the change
+// tracking answers: nothing changed since the last one (the pool takes one
+// before and one after every turn).
+//
+//	go test -run '^$' -bench CheckpointUnchanged -benchtime 20000x -count 3 ./worktree/
+func BenchmarkCheckpointUnchanged(b *testing.B) {
+	ctx := context.Background()
+	m := newManager(b)
+	wt := create(b, m, "s", genRepo(b, benchFiles))
+	first, err := m.Checkpoint(ctx, wt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runs := m.gitRuns.Load()
+	b.ResetTimer()
+	for range b.N {
+		if got, err := m.Checkpoint(ctx, wt); err != nil || got != first {
+			b.Fatalf("Checkpoint() = %s, %v; want %s", got, err, first)
+		}
+	}
+	b.StopTimer()
+	if n := m.gitRuns.Load() - runs; n != 0 {
+		b.Fatalf("%d git commands for %d unchanged checkpoints; want none", n, b.N)
 	}
 }

@@ -59,11 +59,25 @@ func (t *tempIndex) remove() {
 	os.Remove(t.path + ".lock")
 }
 
+// snapshotRetries is how many times a snapshot is tried again when a file
+// changed under git while it read it.
+const snapshotRetries = 2
+
 // snapshotInto adds the whole state of the worktree at dir (tracked and
 // untracked files, ignore rules respected) to the temporary index and
-// writes its tree. HEAD, the real index and the files are not touched.
+// writes its tree. HEAD, the real index and the files are not touched. A
+// file that shrinks while git reads it ("short read", as when an agent's
+// process rewrites it right then) makes git fail: that is tried again.
 func (m *Manager) snapshotInto(ctx context.Context, dir string, idx *tempIndex) (string, error) {
-	if _, err := m.run(ctx, call{dir: dir, args: []string{"add", "--all"}, env: idx.env()}); err != nil {
+	for attempt := 0; ; attempt++ {
+		_, err := m.run(ctx, call{dir: dir, args: []string{"add", "--all"}, env: idx.env()})
+		if err == nil {
+			break
+		}
+		var ge *GitError
+		if attempt < snapshotRetries && ctx.Err() == nil && errors.As(err, &ge) && strings.Contains(ge.Stderr, "short read") {
+			continue
+		}
 		return "", fmt.Errorf("snapshot %s: %w", dir, err)
 	}
 	out, err := m.run(ctx, call{dir: dir, args: []string{"write-tree"}, env: idx.env()})
@@ -89,22 +103,45 @@ func (m *Manager) snapshot(ctx context.Context, dir, admin string) (string, erro
 // GIT_INDEX_FILE. The tree is anchored in a chain of commits at
 // CheckpointRefPrefix+session (one commit per distinct state), so git gc
 // keeps it and Diff and Restore can use it at any later time. Taking a
-// checkpoint of an unchanged worktree returns the same id and adds nothing.
+// checkpoint of an unchanged worktree returns the same id and adds nothing;
+// when the Manager's change tracking saw no change since the last
+// checkpoint (see Config.RescanAfter), it does so without running git.
 // A missing directory gives an error wrapping ErrMissing.
 func (m *Manager) Checkpoint(ctx context.Context, wt Worktree) (string, error) {
-	admin, err := m.open(wt)
+	if err := ValidSession(wt.Session); err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(wt.Path) {
+		return "", fmt.Errorf("worktree path %q is not absolute", wt.Path)
+	}
+	root := filepath.Clean(wt.Path)
+	st := m.state(root)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.admin != "" {
+		// A worktree removed or moved since shows in the fingerprint (its
+		// index is gone) or in the tracking (its directory is gone).
+		fp := m.fingerprintOf(st.admin, st.common)
+		if tree, ok := m.changes.lookup(root, fp); ok {
+			return tree, nil
+		}
+	}
+	admin, common, err := m.openDirs(wt)
 	if err != nil {
 		return "", err
 	}
-	st := m.state(wt.Path)
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.admin, st.common = admin, common
+	fp := m.fingerprintOf(admin, common)
+	gen, tracked := m.changes.begin(root)
 	tree, err := m.snapshot(ctx, wt.Path, admin)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint session %q: %w", wt.Session, err)
 	}
 	if err := m.anchorLocked(ctx, st, wt, tree); err != nil {
 		return "", fmt.Errorf("checkpoint session %q: %w", wt.Session, err)
+	}
+	if tracked {
+		m.changes.record(root, gen, tree, fp)
 	}
 	return tree, nil
 }

@@ -54,6 +54,7 @@ func (m *Manager) run(ctx context.Context, c call) ([]byte, error) {
 	cmd.Stderr = &errb
 	cmd.WaitDelay = gitWaitDelay
 	start := time.Now()
+	m.gitRuns.Add(1)
 	err := cmd.Run()
 	m.log.Debug("git", keyArgs, c.args, keyDir, c.dir, keyElapsed, time.Since(start), keyErr, err)
 	if err == nil {

@@ -117,6 +117,7 @@ func newManager(t testing.TB) *Manager {
 	if err != nil {
 		t.Fatalf("NewManager() error = %v", err)
 	}
+	t.Cleanup(func() { m.Close() })
 	return m
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -26,6 +27,10 @@ const (
 	DefaultAuthorEmail = "agentpool@localhost"
 	// DefaultMaxPatchBytes bounds the unified patch returned by Diff.
 	DefaultMaxPatchBytes = 8 << 20
+	// DefaultRescanAfter is how long a checkpoint of a worktree in which
+	// nothing was seen to change is trusted before it is taken again by a
+	// full scan.
+	DefaultRescanAfter = 10 * time.Minute
 )
 
 // BranchPrefix prefixes the session id in the name of a session's branch.
@@ -76,6 +81,13 @@ type Config struct {
 	// MaxPatchBytes bounds Diff.Patch (default DefaultMaxPatchBytes); the
 	// file list and stat are always complete.
 	MaxPatchBytes int
+	// RescanAfter bounds how long Checkpoint answers from its change
+	// tracking: when nothing has changed in a worktree since its last
+	// checkpoint (as inotify reports it), Checkpoint returns that
+	// checkpoint without running git, unless it is older than this.
+	// Default DefaultRescanAfter; negative: no change tracking, every
+	// checkpoint scans.
+	RescanAfter time.Duration
 }
 
 // Worktree is one session's worktree.
@@ -106,6 +118,14 @@ type Manager struct {
 	globalArgs []string
 	maxPatch   int
 
+	// changes lets Checkpoint skip git for unchanged worktrees; the git
+	// files outside the worktree that decide a snapshot are part of its
+	// fingerprint.
+	changes      *changeTracker
+	globalIgnore string
+	globalConfig string
+	gitRuns      atomic.Int64 // git commands run, for tests
+
 	mu    sync.Mutex
 	repos map[string]*sync.Mutex // by git common dir
 	wts   map[string]*wtState    // by worktree path
@@ -117,6 +137,9 @@ type wtState struct {
 	mu         sync.Mutex
 	anchor     string // commit at CheckpointRefPrefix+session, "" if unknown
 	anchorTree string // its tree
+	// admin and common are the worktree's git directories as last read
+	// from its .git file, for checkpoints answered without git.
+	admin, common string
 }
 
 // NewManager checks cfg, creates the root and the empty hooks directory,
@@ -139,6 +162,9 @@ func NewManager(cfg Config) (*Manager, error) {
 	}
 	if cfg.MaxPatchBytes <= 0 {
 		cfg.MaxPatchBytes = DefaultMaxPatchBytes
+	}
+	if cfg.RescanAfter == 0 {
+		cfg.RescanAfter = DefaultRescanAfter
 	}
 	gitPath, err := exec.LookPath(cfg.Git)
 	if err != nil {
@@ -166,15 +192,26 @@ func NewManager(cfg Config) (*Manager, error) {
 		env:        gitEnv(os.Environ(), cfg.Author, cfg.AuthorEmail),
 		globalArgs: gitGlobalArgs(hooks),
 		maxPatch:   cfg.MaxPatchBytes,
+		changes:    newChangeTracker(cfg.Logger, cfg.RescanAfter),
 		repos:      make(map[string]*sync.Mutex),
 		wts:        make(map[string]*wtState),
 	}
+	m.globalIgnore, m.globalConfig = globalGitFiles(m.env)
 	ctx, cancel := context.WithTimeout(context.Background(), versionTimeout)
 	defer cancel()
 	if err := m.checkVersion(ctx); err != nil {
 		return nil, fmt.Errorf("worktree: %w", err)
 	}
 	return m, nil
+}
+
+// Close releases the change tracking of worktrees (an inotify instance).
+// The Manager stays usable; every later checkpoint scans.
+func (m *Manager) Close() error {
+	if err := m.changes.close(); err != nil {
+		return fmt.Errorf("worktree: close change tracking: %w", err)
+	}
+	return nil
 }
 
 // Root returns the directory worktrees are created under.
@@ -224,6 +261,7 @@ func (m *Manager) state(path string) *wtState {
 
 // forget drops the per-worktree state of a removed worktree.
 func (m *Manager) forget(path string) {
+	m.changes.forget(filepath.Clean(path))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.wts, filepath.Clean(path))
@@ -377,12 +415,17 @@ func adminDirs(path string) (admin, common string, err error) {
 
 // open checks wt and returns the worktree's private git directory.
 func (m *Manager) open(wt Worktree) (string, error) {
+	admin, _, err := m.openDirs(wt)
+	return admin, err
+}
+
+// openDirs checks wt and returns its private and common git directories.
+func (m *Manager) openDirs(wt Worktree) (admin, common string, err error) {
 	if err := ValidSession(wt.Session); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if !filepath.IsAbs(wt.Path) {
-		return "", fmt.Errorf("worktree path %q is not absolute", wt.Path)
+		return "", "", fmt.Errorf("worktree path %q is not absolute", wt.Path)
 	}
-	admin, _, err := adminDirs(wt.Path)
-	return admin, err
+	return adminDirs(wt.Path)
 }

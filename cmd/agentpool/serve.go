@@ -50,6 +50,7 @@ type Main struct {
 	Stdout       io.Writer
 
 	store   *store.Store
+	wt      *worktree.Manager
 	reg     *registry.Registry
 	pool    *pool.Pool
 	api     *httpapi.Server
@@ -96,17 +97,18 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	wt, err := worktree.NewManager(worktree.Config{Root: filepath.Join(home, worktreesDir), Logger: m.Logger})
 	if err != nil {
-		m.store.Close()
+		m.shutdownParts()
 		return fmt.Errorf("worktrees: %w", err)
 	}
+	m.wt = wt
 	self, err := os.Executable()
 	if err != nil {
-		m.store.Close()
+		m.shutdownParts()
 		return fmt.Errorf("own executable: %w", err)
 	}
 	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger}, SIGHUP: true, Logger: m.Logger})
 	if err != nil {
-		m.store.Close()
+		m.shutdownParts()
 		return fmt.Errorf("registry: %w", err)
 	}
 	m.pool, err = pool.New(pool.Config{
@@ -115,8 +117,7 @@ func (m *Main) Open(ctx context.Context) error {
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger,
 	})
 	if err != nil {
-		m.reg.Close()
-		m.store.Close()
+		m.shutdownParts()
 		return err
 	}
 	if err := m.pool.Recover(ctx); err != nil {
@@ -261,6 +262,11 @@ func (m *Main) Close() error {
 func (m *Main) shutdownParts() {
 	if m.reg != nil {
 		_ = m.reg.Close()
+	}
+	if m.wt != nil {
+		if err := m.wt.Close(); err != nil {
+			m.Logger.Warn("close worktrees", "err", err)
+		}
 	}
 	if m.store != nil {
 		if err := m.store.Close(); err != nil {
