@@ -65,6 +65,9 @@ type Store interface {
 	// crashed/closed and returns them as they were.
 	MarkStaleAgents(ctx context.Context) ([]AgentRecord, error)
 
+	// StartTurn and EndTurn may queue the row behind the events appended
+	// before them and return before it is written; the turn reads must then
+	// wait for it.
 	StartTurn(ctx context.Context, t Turn) (int64, error)
 	EndTurn(ctx context.Context, t Turn) error
 	GetTurn(ctx context.Context, id int64) (Turn, error)

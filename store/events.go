@@ -18,29 +18,39 @@ import (
 // drops ev at once. Drops are counted in Stats.Dropped and logged (the 1st,
 // 2nd, 4th, 8th... drop, so that an outage does not flood the log).
 func (s *Store) Append(ev backends.Event) {
-	s.prog.add()
-	err := s.queue.push(ev, s.cfg.AppendWait)
+	_, err := s.queue.push(item{ev: ev}, s.cfg.AppendWait)
 	if err == nil {
 		return
 	}
 	n := s.dropped.Add(1)
-	s.prog.settle(1)
 	if n&(n-1) == 0 {
 		s.log.Error("event dropped", logKeySession, ev.Session, logKeySeq, ev.Seq, logKeyDropped, n, logKeyErr, err)
 	}
 }
 
-// Flush returns once every event appended before the call has been written
-// (or counted as rejected or dropped, see Stats), skipping the writer's
-// FlushInterval wait. It returns the context's error if ctx ends first, and
-// ErrClosed if called after Close.
+// Flush returns once every event appended (and every write queued) before
+// the call has been written (or counted as rejected or dropped, see Stats),
+// skipping the writer's FlushInterval wait. It returns the context's error
+// if ctx ends first, and ErrClosed if called after Close.
 func (s *Store) Flush(ctx context.Context) error {
 	select {
 	case <-s.quit:
 		return fmt.Errorf("flush events: %w", ErrClosed)
 	default:
 	}
-	target := s.prog.target()
+	return s.waitFor(ctx, s.queue.position())
+}
+
+// waitFor returns once the queued items up to position target have settled.
+func (s *Store) waitFor(ctx context.Context, target int64) error {
+	if ok, _ := s.prog.reached(target); ok {
+		return nil
+	}
+	select {
+	case <-s.quit:
+		return fmt.Errorf("flush events: %w", ErrClosed)
+	default:
+	}
 	s.flushes.Add(1)
 	defer s.flushes.Add(-1)
 	poke(s.nudge)
@@ -127,10 +137,10 @@ type Stats struct {
 	// Dropped counts events lost: queue full, Append after Close, or still
 	// failing when Close gave up.
 	Dropped int64
-	// Rejected counts events the database refused for themselves (duplicate
-	// seq, unknown session).
+	// Rejected counts events and queued writes the database refused for
+	// themselves (duplicate seq, unknown session, a turn already ended).
 	Rejected int64
-	// Pending counts events appended and not yet written, rejected or dropped.
+	// Pending counts events and writes queued and not yet settled.
 	Pending int64
 }
 
@@ -142,6 +152,6 @@ func (s *Store) Stats() Stats {
 		Retries:  s.retries.Load(),
 		Dropped:  s.dropped.Load(),
 		Rejected: s.rejected.Load(),
-		Pending:  s.prog.pending(),
+		Pending:  s.queue.position() - s.prog.done(),
 	}
 }

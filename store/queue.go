@@ -13,9 +13,28 @@ var (
 	errQueueFull   = errors.New("event queue full")
 )
 
-// queue holds the events waiting for the writer. It is bounded, and its
+// item is one queued write: an event, or (when w is set) another statement
+// that must be ordered with the events, such as a turn's row.
+type item struct {
+	ev backends.Event
+	w  *write
+}
+
+// write is a queued statement other than an event insert.
+type write struct {
+	what  string // for logs: "start turn 12"
+	query string
+	args  []any
+	// affect: the statement must change a row; when it changes none, the
+	// write is counted as rejected and logged with orphan.
+	affect bool
+	orphan string
+}
+
+// queue holds the writes waiting for the writer. It is bounded, and its
 // memory follows its use: the writer takes the whole slice at once and hands
-// back its previous one for reuse.
+// back its previous one for reuse. Every item pushed gets a position, one
+// more than the previous one; the writer settles items in that order.
 type queue struct {
 	limit int
 	batch int
@@ -23,7 +42,8 @@ type queue struct {
 	full  chan struct{} // cap 1: the queue reached a batch
 
 	mu     sync.Mutex
-	items  []backends.Event
+	items  []item
+	pushed int64 // position of the last item pushed
 	closed bool
 	space  chan struct{} // closed when the writer takes the items
 }
@@ -38,19 +58,21 @@ func newQueue(limit, batch int) *queue {
 	}
 }
 
-// push appends ev, waiting at most wait for room when the queue is full. It
-// returns errQueueFull when no room came and errQueueClosed after close.
-func (q *queue) push(ev backends.Event, wait time.Duration) error {
+// push appends it, waiting at most wait for room when the queue is full,
+// and returns its position. It returns errQueueFull when no room came and
+// errQueueClosed after close.
+func (q *queue) push(it item, wait time.Duration) (int64, error) {
 	var timer *time.Timer
 	for {
 		q.mu.Lock()
 		if q.closed {
 			q.mu.Unlock()
-			return errQueueClosed
+			return 0, errQueueClosed
 		}
 		if len(q.items) < q.limit {
-			q.items = append(q.items, ev)
-			n := len(q.items)
+			q.items = append(q.items, it)
+			q.pushed++
+			pos, n := q.pushed, len(q.items)
 			q.mu.Unlock()
 			if n == 1 {
 				poke(q.ready)
@@ -58,7 +80,7 @@ func (q *queue) push(ev backends.Event, wait time.Duration) error {
 			if n == q.batch {
 				poke(q.full)
 			}
-			return nil
+			return pos, nil
 		}
 		space := q.space
 		q.mu.Unlock()
@@ -69,14 +91,14 @@ func (q *queue) push(ev backends.Event, wait time.Duration) error {
 		select {
 		case <-space:
 		case <-timer.C:
-			return errQueueFull
+			return 0, errQueueFull
 		}
 	}
 }
 
-// take returns every queued event, in order, and keeps spare (emptied) as
+// take returns every queued item, in order, and keeps spare (emptied) as
 // the new queue.
-func (q *queue) take(spare []backends.Event) []backends.Event {
+func (q *queue) take(spare []item) []item {
 	clear(spare)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -89,7 +111,14 @@ func (q *queue) take(spare []backends.Event) []backends.Event {
 	return out
 }
 
-// len returns the number of queued events.
+// position returns the position of the last item pushed.
+func (q *queue) position() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pushed
+}
+
+// len returns the number of queued items.
 func (q *queue) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()

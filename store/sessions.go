@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -74,6 +75,9 @@ func (s *Store) CreateSession(ctx context.Context, sess Session) (Session, error
 
 // GetSession returns the session id, or ErrNotFound.
 func (s *Store) GetSession(ctx context.Context, id string) (Session, error) {
+	if err := s.awaitWrites(ctx); err != nil {
+		return Session{}, fmt.Errorf("get session %q: %w", id, err)
+	}
 	var row sessionRow
 	err := s.db.GetContext(ctx, &row, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -87,6 +91,9 @@ func (s *Store) GetSession(ctx context.Context, id string) (Session, error) {
 
 // ListSessions returns every session, oldest first.
 func (s *Store) ListSessions(ctx context.Context) ([]Session, error) {
+	if err := s.awaitWrites(ctx); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
 	var rows []sessionRow
 	if err := s.db.SelectContext(ctx, &rows, `SELECT `+sessionCols+` FROM sessions ORDER BY created_at, id`); err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -108,9 +115,18 @@ func (s *Store) UpdateSessionStatus(ctx context.Context, id, status string) erro
 }
 
 // SetActiveAgent records agent as the one session id talks to now and stamps
-// UpdatedAt. It returns ErrNotFound for an unknown id.
+// UpdatedAt. Like StartTurn it queues the write behind the events appended
+// before it and returns at once; the store's reads of sessions wait for
+// it, and an unknown id is logged and counted in Stats.Rejected. It returns
+// ErrBehind when the write queue stayed full, ErrClosed after Close.
 func (s *Store) SetActiveAgent(ctx context.Context, id, agent string) error {
-	return s.updateSession(ctx, id, "active_agent", agent)
+	return s.enqueue(&write{
+		what:   "set active agent of session " + strconv.Quote(id),
+		query:  `UPDATE sessions SET active_agent = ?, updated_at = ? WHERE id = ?`,
+		args:   []any{agent, toUnix(s.now()), id},
+		affect: true,
+		orphan: "unknown session",
+	})
 }
 
 // updateSession sets one column, named by the caller (never by user input).

@@ -70,7 +70,6 @@ func TestSessionCRUD(t *testing.T) {
 	}{
 		{"GetSession", func() error { _, err := s.GetSession(ctx, "nope"); return err }},
 		{"UpdateSessionStatus", func() error { return s.UpdateSessionStatus(ctx, "nope", SessionClosed) }},
-		{"SetActiveAgent", func() error { return s.SetActiveAgent(ctx, "nope", "x") }},
 	}
 	for _, nf := range notFound {
 		t.Run(nf.name, func(t *testing.T) {
@@ -81,6 +80,17 @@ func TestSessionCRUD(t *testing.T) {
 	}
 	if err := s.UpdateSessionStatus(ctx, "s1", ""); err == nil {
 		t.Errorf("UpdateSessionStatus(s1, \"\") error = nil; want an error")
+	}
+	// SetActiveAgent is queued: an unknown session is a rejected write.
+	before := s.Stats().Rejected
+	if err := s.SetActiveAgent(ctx, "nope", "x"); err != nil {
+		t.Errorf("SetActiveAgent(nope) error = %v; want nil (the write is queued)", err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Rejected - before; got != 1 {
+		t.Errorf("SetActiveAgent(nope) rejected %d writes; want 1", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
+	"golang.org/x/sys/unix"
 )
 
 // Defaults applied by Open to a Config field left zero (see Config).
@@ -49,6 +51,7 @@ const (
 	logKeySession = "session"
 	logKeySeq     = "seq"
 	logKeyDropped = "dropped"
+	logKeyWrite   = "write"
 )
 
 // Errors returned by the store; callers test them with errors.Is.
@@ -62,6 +65,12 @@ var (
 	ErrTurnEnded = errors.New("turn already ended")
 	// ErrClosed is returned by calls made after Close.
 	ErrClosed = errors.New("store closed")
+	// ErrLocked is returned by Open when another process has the database
+	// open (another agentpool daemon on the same home).
+	ErrLocked = errors.New("database in use by another process")
+	// ErrBehind is returned by a queued write that found the queue full
+	// for longer than AppendWait: the database cannot keep up.
+	ErrBehind = errors.New("database writes are behind")
 )
 
 // Config configures a Store. Zero fields take the Default constants.
@@ -140,6 +149,10 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	lock      *os.File // flock'ed beside the database while open
+
+	turnSeq   atomic.Int64 // the last turn id handed out
+	lastWrite atomic.Int64 // queue position of the newest queued write
 
 	appended, batches, retries, dropped, rejected atomic.Int64
 }
@@ -156,18 +169,30 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	db, err := sqlx.Open("sqlite3", dsn)
+	lock, err := lockFile(cfg.Path + lockSuffix)
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", cfg.Path, err)
 	}
-	db.SetMaxIdleConns(maxIdleConns)
-	if err := checkDB(ctx, db); err != nil {
-		db.Close()
+	db, err := sqlx.Open("sqlite3", dsn)
+	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("open store %q: %w", cfg.Path, err)
 	}
-	if err := migrate(ctx, db, migrationFS, cfg.Now); err != nil {
+	db.SetMaxIdleConns(maxIdleConns)
+	fail := func(err error) (*Store, error) {
 		db.Close()
+		lock.Close()
 		return nil, fmt.Errorf("open store %q: %w", cfg.Path, err)
+	}
+	if err := checkDB(ctx, db); err != nil {
+		return fail(err)
+	}
+	if err := migrate(ctx, db, migrationFS, cfg.Now); err != nil {
+		return fail(err)
+	}
+	lastTurn, err := lastTurnID(ctx, db)
+	if err != nil {
+		return fail(err)
 	}
 	wctx, abandon := context.WithCancel(context.Background())
 	s := &Store{
@@ -180,7 +205,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		wctx:    wctx,
 		abandon: abandon,
 		done:    make(chan struct{}),
+		lock:    lock,
 	}
+	s.turnSeq.Store(lastTurn)
 	s.prog.changed = make(chan struct{})
 	go s.run()
 	return s, nil
@@ -242,9 +269,73 @@ func (s *Store) Close() error {
 		if err := s.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
 		}
+		s.lock.Close() // releases the flock
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// lockSuffix names the lock file beside the database.
+const lockSuffix = ".lock"
+
+// lockFile takes an exclusive flock on path (created if missing), which
+// lasts until the file is closed or the process ends.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock file: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is locked", ErrLocked, path)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// lastTurnID returns the highest turn id ever handed out: the table's
+// AUTOINCREMENT counter, or its largest id.
+func lastTurnID(ctx context.Context, db *sqlx.DB) (int64, error) {
+	var last int64
+	err := db.GetContext(ctx, &last, `SELECT MAX(
+		COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'turns'), 0),
+		COALESCE((SELECT MAX(id) FROM turns), 0))`)
+	if err != nil {
+		return 0, fmt.Errorf("read last turn id: %w", err)
+	}
+	return last, nil
+}
+
+// enqueue queues w behind every event and write queued before it, and
+// returns once it is queued (not written).
+func (s *Store) enqueue(w *write) error {
+	pos, err := s.queue.push(item{w: w}, s.cfg.AppendWait)
+	switch {
+	case errors.Is(err, errQueueClosed):
+		return fmt.Errorf("%s: %w", w.what, ErrClosed)
+	case err != nil:
+		return fmt.Errorf("%s: %w", w.what, ErrBehind)
+	}
+	for {
+		last := s.lastWrite.Load()
+		if pos <= last || s.lastWrite.CompareAndSwap(last, pos) {
+			return nil
+		}
+	}
+}
+
+// awaitWrites waits until every queued write has reached the database, so
+// that a read sees them; it does not wait for events.
+func (s *Store) awaitWrites(ctx context.Context) error {
+	return s.waitFor(ctx, s.lastWrite.Load())
 }
 
 // now returns the store's clock reading.

@@ -61,7 +61,7 @@ func TestOpenErrors(t *testing.T) {
 		want string
 	}{
 		{"empty path", "", "empty path"},
-		{"missing directory", filepath.Join(t.TempDir(), "missing", "x.db"), "unable to open"},
+		{"missing directory", filepath.Join(t.TempDir(), "missing", "x.db"), "no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

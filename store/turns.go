@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -29,6 +30,8 @@ type TurnEnd struct {
 	StopReason      string
 	Error           string
 	CheckpointAfter string
+	// EndedAt is when it ended (zero: when EndTurn is called).
+	EndedAt time.Time
 }
 
 type turnRow struct {
@@ -55,45 +58,53 @@ func (r turnRow) turn() Turn {
 
 const turnCols = `id, session_id, agent, prompt, stop_reason, error, checkpoint_before, checkpoint_after, started_at, ended_at`
 
-// StartTurn records a running turn of t.SessionID (t.ID, t.EndedAt and the
-// end fields are ignored; StartedAt defaults to now) and returns its id,
-// increasing within the database. It returns ErrNotFound if the session
-// does not exist.
+// StartTurn queues the row of a running turn of t.SessionID (t.ID, t.EndedAt
+// and the end fields are ignored; StartedAt defaults to now) and returns its
+// id, increasing within the database, without waiting for the write: the
+// row is written in order with the events appended before and after it,
+// and the store's reads of turns wait for it. A row the database refuses
+// (an unknown session) is logged and counted in Stats.Rejected. It returns
+// ErrBehind when the write queue stayed full, ErrClosed after Close.
 func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO turns (session_id, agent, prompt, checkpoint_before, started_at)
-		VALUES (?, ?, ?, ?, ?)`, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt)))
-	if err != nil {
-		return 0, fmt.Errorf("start turn of session %q: %w", t.SessionID, mapWriteErr(err))
+	if t.SessionID == "" {
+		return 0, errors.New("start turn: empty session id")
 	}
-	id, err := res.LastInsertId()
+	id := s.turnSeq.Add(1)
+	err := s.enqueue(&write{
+		what: "start turn " + strconv.FormatInt(id, 10) + " of session " + strconv.Quote(t.SessionID),
+		query: `INSERT INTO turns (id, session_id, agent, prompt, checkpoint_before, started_at)
+			VALUES (?, ?, ?, ?, ?, ?)`,
+		args: []any{id, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt))},
+	})
 	if err != nil {
-		return 0, fmt.Errorf("start turn of session %q: %w", t.SessionID, err)
+		return 0, err
 	}
 	return id, nil
 }
 
-// EndTurn records how turn id ended, stamped now. It returns ErrNotFound for
-// an unknown id and ErrTurnEnded if the turn has already ended.
+// EndTurn queues how turn id ended, stamped end.EndedAt (zero: now), and
+// returns without waiting for the write, like StartTurn. An unknown turn or
+// one that has already ended is logged and counted in Stats.Rejected, and
+// keeps its first end.
 func (s *Store) EndTurn(ctx context.Context, id int64, end TurnEnd) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE turns SET stop_reason = ?, error = ?, checkpoint_after = ?, ended_at = ?
-		WHERE id = ? AND ended_at IS NULL`, end.StopReason, end.Error, end.CheckpointAfter, toUnix(s.now()), id)
-	if err == nil {
-		if err = mustAffect(res); errors.Is(err, ErrNotFound) {
-			if _, gerr := s.GetTurn(ctx, id); gerr == nil {
-				err = ErrTurnEnded
-			}
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("end turn %d: %w", id, err)
-	}
-	return nil
+	what := "end turn " + strconv.FormatInt(id, 10)
+	return s.enqueue(&write{
+		what: what,
+		query: `UPDATE turns SET stop_reason = ?, error = ?, checkpoint_after = ?, ended_at = ?
+			WHERE id = ? AND ended_at IS NULL`,
+		args:   []any{end.StopReason, end.Error, end.CheckpointAfter, toUnix(s.orNow(end.EndedAt)), id},
+		affect: true,
+		orphan: "turn unknown or already ended",
+	})
 }
 
 // EndOpenTurns ends every turn still running with stop reason "error" and
 // the message errText; it is for the startup sweep, when no turn can still be
 // running. It returns the number of turns ended.
 func (s *Store) EndOpenTurns(ctx context.Context, errText string) (int64, error) {
+	if err := s.awaitWrites(ctx); err != nil {
+		return 0, fmt.Errorf("end open turns: %w", err)
+	}
 	res, err := s.db.ExecContext(ctx, `UPDATE turns SET stop_reason = 'error', error = ?, ended_at = ?
 		WHERE ended_at IS NULL`, errText, toUnix(s.now()))
 	if err != nil {
@@ -108,6 +119,9 @@ func (s *Store) EndOpenTurns(ctx context.Context, errText string) (int64, error)
 
 // GetTurn returns turn id, or ErrNotFound.
 func (s *Store) GetTurn(ctx context.Context, id int64) (Turn, error) {
+	if err := s.awaitWrites(ctx); err != nil {
+		return Turn{}, fmt.Errorf("get turn %d: %w", id, err)
+	}
 	var row turnRow
 	err := s.db.GetContext(ctx, &row, `SELECT `+turnCols+` FROM turns WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -121,6 +135,9 @@ func (s *Store) GetTurn(ctx context.Context, id int64) (Turn, error) {
 
 // ListTurns returns the turns of sessionID in the order they started.
 func (s *Store) ListTurns(ctx context.Context, sessionID string) ([]Turn, error) {
+	if err := s.awaitWrites(ctx); err != nil {
+		return nil, fmt.Errorf("list turns of session %q: %w", sessionID, err)
+	}
 	var rows []turnRow
 	if err := s.db.SelectContext(ctx, &rows, `SELECT `+turnCols+` FROM turns WHERE session_id = ? ORDER BY id`,
 		sessionID); err != nil {
@@ -136,6 +153,9 @@ func (s *Store) ListTurns(ctx context.Context, sessionID string) ([]Turn, error)
 // LastTurn returns the latest turn of sessionID, or ErrNotFound when it has
 // none.
 func (s *Store) LastTurn(ctx context.Context, sessionID string) (Turn, error) {
+	if err := s.awaitWrites(ctx); err != nil {
+		return Turn{}, fmt.Errorf("last turn of session %q: %w", sessionID, err)
+	}
 	var row turnRow
 	err := s.db.GetContext(ctx, &row, `SELECT `+turnCols+` FROM turns WHERE session_id = ? ORDER BY id DESC LIMIT 1`,
 		sessionID)

@@ -4,24 +4,45 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestTurns(t *testing.T) {
 	ctx := context.Background()
 	clock := newTestClock()
-	s, _ := openTest(t, Config{Now: clock.Now})
+	s, logs := openTest(t, Config{Now: clock.Now})
 	mustSession(t, s, "s1")
 	mustSession(t, s, "s2")
 
 	if _, err := s.LastTurn(ctx, "s1"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("LastTurn(s1) with no turns error = %v; want ErrNotFound", err)
 	}
-	if _, err := s.StartTurn(ctx, Turn{SessionID: "nope", Agent: "a", Prompt: "p"}); !errors.Is(err, ErrNotFound) {
-		t.Errorf("StartTurn(unknown session) error = %v; want ErrNotFound", err)
+	// Turn rows are queued: what the database refuses is counted and logged.
+	rejected := func(want int64, what string) {
+		t.Helper()
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Stats().Rejected; got != want {
+			t.Errorf("after %s: Stats().Rejected = %d; want %d", what, got, want)
+		}
+	}
+	bad, err := s.StartTurn(ctx, Turn{SessionID: "nope", Agent: "a", Prompt: "p"})
+	if err != nil {
+		t.Fatalf("StartTurn(unknown session) error = %v; want nil (the write is queued)", err)
+	}
+	rejected(1, "StartTurn(unknown session)")
+	if _, err := s.GetTurn(ctx, bad); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetTurn(%d) of the refused turn error = %v; want ErrNotFound", bad, err)
+	}
+	if !strings.Contains(logs.String(), "write rejected") {
+		t.Errorf("log has no rejected write:\n%s", logs)
 	}
 
 	start := clock.Now()
@@ -38,19 +59,21 @@ func TestTurns(t *testing.T) {
 	if err := s.EndTurn(ctx, id1, TurnEnd{StopReason: "end_turn", CheckpointAfter: "c1"}); err != nil {
 		t.Fatalf("EndTurn(%d) error = %v", id1, err)
 	}
-	if err := s.EndTurn(ctx, id1, TurnEnd{StopReason: "cancelled"}); !errors.Is(err, ErrTurnEnded) {
-		t.Errorf("EndTurn(%d) twice error = %v; want ErrTurnEnded", id1, err)
+	if err := s.EndTurn(ctx, id1, TurnEnd{StopReason: "cancelled"}); err != nil {
+		t.Errorf("EndTurn(%d) twice error = %v; want nil (the write is queued)", id1, err)
 	}
-	if err := s.EndTurn(ctx, 9999, TurnEnd{}); !errors.Is(err, ErrNotFound) {
-		t.Errorf("EndTurn(9999) error = %v; want ErrNotFound", err)
+	rejected(2, "EndTurn twice")
+	if err := s.EndTurn(ctx, 9999, TurnEnd{}); err != nil {
+		t.Errorf("EndTurn(9999) error = %v; want nil (the write is queued)", err)
 	}
+	rejected(3, "EndTurn(9999)")
 	clock.Advance(time.Second)
 	id3, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "gemini", Prompt: "second", CheckpointBefore: "c1"})
 	if err != nil {
 		t.Fatalf("StartTurn(second) error = %v", err)
 	}
-	if !(id1 < id2 && id2 < id3) {
-		t.Errorf("turn ids %d, %d, %d; want increasing", id1, id2, id3)
+	if !(bad < id1 && id1 < id2 && id2 < id3) {
+		t.Errorf("turn ids %d, %d, %d, %d; want increasing", bad, id1, id2, id3)
 	}
 
 	want1 := Turn{ID: id1, SessionID: "s1", Agent: "claude", Prompt: "first", StopReason: "end_turn",
@@ -85,6 +108,58 @@ func TestTurns(t *testing.T) {
 	}
 	if got1, _ := s.GetTurn(ctx, id1); !cmp.Equal(want1, got1) {
 		t.Errorf("EndOpenTurns changed the ended turn: %+v; want %+v", got1, want1)
+	}
+}
+
+// TestTurnRowsReadTheirWrites reads turns right after queuing their rows
+// with a writer that would otherwise wait an hour to commit.
+func TestTurnRowsReadTheirWrites(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Config{FlushInterval: time.Hour})
+	mustSession(t, s, "s1")
+	for i := range 3 {
+		s.Append(backends.Event{Session: "s1", Seq: int64(i + 1), Type: "x"})
+		id, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.EndTurn(ctx, id, TurnEnd{StopReason: "end_turn"}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetTurn(ctx, id)
+		if err != nil || got.StopReason != "end_turn" || got.EndedAt == nil {
+			t.Fatalf("GetTurn(%d) right after EndTurn = %+v, %v; want it ended", id, got, err)
+		}
+		if last, err := s.LastTurn(ctx, "s1"); err != nil || last.ID != id {
+			t.Fatalf("LastTurn(s1) = %+v, %v; want turn %d", last, err, id)
+		}
+	}
+}
+
+// TestTurnIDsAcrossReopen: ids keep increasing after the store is reopened,
+// and a second store cannot open the same database meanwhile.
+func TestTurnIDsAcrossReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "agentpool.db")
+	s, _ := openTest(t, Config{Path: path})
+	mustSession(t, s, "s1")
+	first, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, Config{Path: path}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open(%q) error = %v; want ErrLocked", path, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := openTest(t, Config{Path: path})
+	next, err := s2.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "q"})
+	if err != nil || next <= first {
+		t.Fatalf("StartTurn after reopen = %d, %v; want an id above %d", next, err, first)
+	}
+	if got, err := s2.GetTurn(ctx, first); err != nil || got.Prompt != "p" {
+		t.Fatalf("GetTurn(%d) after reopen = %+v, %v; want the first turn", first, got, err)
 	}
 }
 

@@ -2,27 +2,22 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
-	"github.com/agentpool/agentpool/backends"
 	"github.com/mattn/go-sqlite3"
 )
 
-// progress counts events accepted by Append and events settled (written,
-// rejected or dropped), so that Flush can wait for a point in the stream.
+// progress counts the queued items the writer has settled (written,
+// rejected or abandoned), in queue order, so that Flush can wait for a
+// position in the queue.
 type progress struct {
 	mu      sync.Mutex
-	enq     int64
 	settled int64
 	changed chan struct{} // closed and replaced on every settle
-}
-
-func (p *progress) add() {
-	p.mu.Lock()
-	p.enq++
-	p.mu.Unlock()
 }
 
 func (p *progress) settle(n int) {
@@ -33,26 +28,19 @@ func (p *progress) settle(n int) {
 	p.mu.Unlock()
 }
 
-// target returns the number of events accepted so far.
-func (p *progress) target() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.enq
-}
-
-// reached reports whether target events have settled and, if not, a channel
-// closed at the next settle.
+// reached reports whether the items up to position target have settled
+// and, if not, a channel closed at the next settle.
 func (p *progress) reached(target int64) (bool, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.settled >= target, p.changed
 }
 
-// pending returns the events accepted and not yet settled.
-func (p *progress) pending() int64 {
+// done returns the position of the last item settled.
+func (p *progress) done() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.enq - p.settled
+	return p.settled
 }
 
 // run is the writer goroutine: it waits for events, lingers up to
@@ -62,7 +50,7 @@ func (s *Store) run() {
 	defer close(s.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var buf []backends.Event
+	var buf []item
 	for {
 		select {
 		case <-s.queue.ready:
@@ -108,42 +96,52 @@ func drain(c chan struct{}) {
 	}
 }
 
-// writeAll commits events in order, BatchSize per transaction.
-func (s *Store) writeAll(events []backends.Event) {
-	for len(events) > 0 {
-		n := min(len(events), s.cfg.BatchSize)
-		s.writeBatch(events[:n])
-		events = events[n:]
+// writeAll commits items in order, BatchSize per transaction.
+func (s *Store) writeAll(items []item) {
+	for len(items) > 0 {
+		n := min(len(items), s.cfg.BatchSize)
+		s.writeBatch(items[:n])
+		items = items[n:]
 	}
 }
 
 // writeBatch commits batch, retrying with exponential backoff until it
-// succeeds or the store gives up at Close. Events the database refuses for
+// succeeds or the store gives up at Close. Items the database refuses for
 // themselves (a duplicate seq, an unknown session) are rejected one by one
 // and the rest of the batch is written.
-func (s *Store) writeBatch(batch []backends.Event) {
+func (s *Store) writeBatch(batch []item) {
 	backoff := s.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		rejected, err := s.insertEvents(s.wctx, batch)
+		rejected, err := s.insertItems(s.wctx, batch)
 		if err == nil {
 			s.batches.Add(1)
-			s.appended.Add(int64(len(batch) - len(rejected)))
-			s.rejected.Add(int64(len(rejected)))
-			for _, r := range rejected {
-				ev := batch[r.index]
-				s.log.Error("event rejected by the database", logKeySession, ev.Session, logKeySeq, ev.Seq, logKeyErr, r.err)
+			events := 0
+			for _, it := range batch {
+				if it.w == nil {
+					events++
+				}
 			}
+			for _, r := range rejected {
+				if it := batch[r.index]; it.w != nil {
+					s.log.Error("write rejected by the database", logKeyWrite, it.w.what, logKeyErr, r.err)
+				} else {
+					events--
+					s.log.Error("event rejected by the database", logKeySession, it.ev.Session, logKeySeq, it.ev.Seq, logKeyErr, r.err)
+				}
+			}
+			s.appended.Add(int64(events))
+			s.rejected.Add(int64(len(rejected)))
 			s.prog.settle(len(batch))
 			return
 		}
 		if s.wctx.Err() != nil {
 			n := s.dropped.Add(int64(len(batch)))
-			s.log.Error("events abandoned at close", logKeyEvents, len(batch), logKeyDropped, n, logKeyErr, err)
+			s.log.Error("writes abandoned at close", logKeyEvents, len(batch), logKeyDropped, n, logKeyErr, err)
 			s.prog.settle(len(batch))
 			return
 		}
 		s.retries.Add(1)
-		s.log.Warn("event batch failed; retrying", logKeyEvents, len(batch), logKeyAttempt, attempt,
+		s.log.Warn("write batch failed; retrying", logKeyEvents, len(batch), logKeyAttempt, attempt,
 			logKeyBackoff, backoff, logKeyErr, err)
 		t := time.NewTimer(backoff)
 		select {
@@ -155,7 +153,7 @@ func (s *Store) writeBatch(batch []backends.Event) {
 	}
 }
 
-// rejection is an event of a batch that the database refused.
+// rejection is an item of a batch that the database refused.
 type rejection struct {
 	index int
 	err   error
@@ -164,11 +162,14 @@ type rejection struct {
 const insertEventSQL = `INSERT INTO events (session_id, seq, turn_id, agent, type, data, created_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?)`
 
-// insertEvents writes batch in one transaction. A statement failing for its
-// own event (see refusesEvent) is only that statement's failure in SQLite,
+// errNoRow rejects a write that had to change a row and changed none.
+var errNoRow = errors.New("no such row")
+
+// insertItems writes batch in one transaction. A statement failing for its
+// own item (see refusesEvent) is only that statement's failure in SQLite,
 // so it is noted and the transaction goes on; any other failure rolls the
 // whole batch back and is returned.
-func (s *Store) insertEvents(ctx context.Context, batch []backends.Event) (_ []rejection, err error) {
+func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, err error) {
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -178,14 +179,34 @@ func (s *Store) insertEvents(ctx context.Context, batch []backends.Event) (_ []r
 			tx.Rollback()
 		}
 	}()
-	stmt, err := tx.PrepareContext(ctx, insertEventSQL)
-	if err != nil {
-		return nil, err
-	}
-	defer stmt.Close()
+	var stmt *sql.Stmt
 	var rejected []rejection
 	now := toUnix(s.now())
-	for i, ev := range batch {
+	for i, it := range batch {
+		if w := it.w; w != nil {
+			res, err := tx.ExecContext(ctx, w.query, w.args...)
+			if err == nil && w.affect {
+				if n, aerr := res.RowsAffected(); aerr == nil && n == 0 {
+					rejected = append(rejected, rejection{index: i, err: fmt.Errorf("%w: %s", errNoRow, w.orphan)})
+					continue
+				}
+			}
+			if err != nil {
+				if refusesEvent(err) {
+					rejected = append(rejected, rejection{index: i, err: err})
+					continue
+				}
+				return nil, err
+			}
+			continue
+		}
+		if stmt == nil {
+			if stmt, err = tx.PrepareContext(ctx, insertEventSQL); err != nil {
+				return nil, err
+			}
+			defer stmt.Close()
+		}
+		ev := it.ev
 		at := now
 		if !ev.Time.IsZero() {
 			at = toUnix(ev.Time)

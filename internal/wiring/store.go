@@ -147,14 +147,18 @@ func fromTurn(t store.Turn) pool.Turn {
 		CheckpointBefore: t.CheckpointBefore, CheckpointAfter: t.CheckpointAfter, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
 }
 
-// StartTurn stores a new turn and returns its id.
+// StartTurn queues a new turn's row and returns its id.
 func (a Store) StartTurn(ctx context.Context, t pool.Turn) (int64, error) {
 	return a.S.StartTurn(ctx, store.Turn{SessionID: t.Session, Agent: t.Agent, Prompt: t.Prompt, CheckpointBefore: t.CheckpointBefore, StartedAt: t.StartedAt})
 }
 
-// EndTurn records how a turn ended.
+// EndTurn queues how a turn ended.
 func (a Store) EndTurn(ctx context.Context, t pool.Turn) error {
-	return notFound(a.S.EndTurn(ctx, t.ID, store.TurnEnd{StopReason: t.StopReason, Error: t.Error, CheckpointAfter: t.CheckpointAfter}))
+	end := store.TurnEnd{StopReason: t.StopReason, Error: t.Error, CheckpointAfter: t.CheckpointAfter}
+	if t.EndedAt != nil {
+		end.EndedAt = *t.EndedAt
+	}
+	return notFound(a.S.EndTurn(ctx, t.ID, end))
 }
 
 // GetTurn reads a turn.
