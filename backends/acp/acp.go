@@ -34,9 +34,12 @@ const (
 	DefaultWriteTimeout = 10 * time.Second
 	// MaxLine is the longest line accepted from an agent, as in the SDK.
 	MaxLine = 10 << 20
-	// maxQueuedEvents bounds the updates waiting for delivery; an agent
-	// that outruns delivery by this much is stopped as hostile.
-	maxQueuedEvents = 1 << 20
+	// maxQueuedEvents bounds the updates waiting for delivery. When they
+	// are this many, the filter stops reading the agent's output until the
+	// delivery goroutine takes them: an agent that outruns delivery is
+	// slowed down (its stdout pipe fills) instead of filling memory, and
+	// an update never waits behind more than this many.
+	maxQueuedEvents = 256
 	clientName      = "agentpool"
 )
 

@@ -3,6 +3,7 @@ package acp_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/acp"
@@ -36,5 +37,33 @@ func TestRequestsFollowEarlierUpdates(t *testing.T) {
 	}
 	if last := h.turn.all()[201]; last.Type != backends.EventToolUpdate {
 		t.Fatalf("event 202 = %s; want tool.update", last.Type)
+	}
+}
+
+// An agent that writes updates faster than they are delivered is held back
+// by its own stdout pipe, not stopped: every update arrives, in order, and
+// the backend takes the next prompt.
+func TestFloodWithSlowDeliveryKeepsEverything(t *testing.T) {
+	const chunks = 5000
+	s := agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunks: chunks}}}, {Steps: []agenttest.Step{{Chunk: "after"}}}}}
+	h := newBackend(t, s, acp.Config{})
+	h.start(t, "")
+	n := 0
+	slow := func(ev backends.Event) {
+		if ev.Type == backends.EventMessageChunk {
+			n++
+			if n%64 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := h.b.Prompt(ctx, backends.Prompt{Text: "flood", Turn: 1}, slow)
+	if err != nil || res.StopReason != backends.StopEndTurn || n != chunks {
+		t.Fatalf("Prompt(flood) = %+v, %v with %d chunks delivered; want end_turn and %d", res, err, n, chunks)
+	}
+	if _, err := h.prompt(t, "next"); err != nil {
+		t.Fatalf("Prompt(next) after the flood: %v", err)
 	}
 }

@@ -112,6 +112,8 @@ func (b *Backend) filter(src io.Reader, dst *io.PipeWriter) {
 type inbound struct {
 	ID     json.RawMessage `json:"id,omitempty"`
 	Method string          `json:"method,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  json.RawMessage `json:"error,omitempty"`
 	Params struct {
 		SessionID string  `json:"sessionId"`
 		Update    *update `json:"update"`
@@ -161,11 +163,26 @@ func (b *Backend) handleLine(line []byte, dst *io.PipeWriter) error {
 	case m.Method == "":
 		// The answer to session/prompt closes the turn: every update
 		// queued before it belongs to the turn, none after it.
+		// A successful answer also goes straight to the turn: the SDK's
+		// copy of it would take two more goroutine hops to get there.
 		b.mu.Lock()
+		var answer chan promptResult
 		if b.promptID != "" && string(m.ID) == b.promptID {
 			b.promptMark, b.promptMarked = b.queue.pushedCount(), true
+			if b.turn != nil && len(m.Error) == 0 && len(m.Result) > 0 {
+				answer = b.turn.answer
+			}
 		}
 		b.mu.Unlock()
+		if answer != nil {
+			var resp acpsdk.PromptResponse
+			if json.Unmarshal(m.Result, &resp) == nil {
+				select {
+				case answer <- promptResult{resp: resp}:
+				default:
+				}
+			}
+		}
 	}
 	line = append(line, '\n')
 	if _, err := dst.Write(line); err != nil {

@@ -19,6 +19,9 @@ type turnState struct {
 	cancelReq chan struct{}
 	ended     chan struct{}
 	sent      chan struct{} // closed once session/prompt has been written
+	// answer receives the agent's successful answer straight from the
+	// filter, ahead of the SDK's own copy (which still arrives, unread).
+	answer chan promptResult
 }
 
 type promptResult struct {
@@ -51,7 +54,7 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 		b.mu.Unlock()
 		return backends.TurnResult{StopReason: backends.StopCancelled}, nil
 	}
-	t := &turnState{id: p.Turn, emit: emit, cancelReq: make(chan struct{}, 1), ended: make(chan struct{}), sent: make(chan struct{})}
+	t := &turnState{id: p.Turn, emit: emit, cancelReq: make(chan struct{}, 1), ended: make(chan struct{}), sent: make(chan struct{}), answer: make(chan promptResult, 1)}
 	b.turn = t
 	b.permCtx, b.permStop = context.WithCancel(b.ctx)
 	sid := b.sessionID
@@ -96,6 +99,8 @@ wait:
 	for {
 		select {
 		case r = <-ch:
+			break wait
+		case r = <-t.answer:
 			break wait
 		case <-sentC:
 			sentC = nil

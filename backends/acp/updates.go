@@ -65,9 +65,7 @@ func (b *Backend) queueUpdate(sessionID string, u update, raw func() json.RawMes
 	if !keep {
 		return nil
 	}
-	if !b.queue.push(ev) {
-		return fmt.Errorf("%w: more than %d updates waiting for delivery", ErrProtocol, maxQueuedEvents)
-	}
+	b.queue.push(ev)
 	return nil
 }
 
@@ -140,8 +138,8 @@ func (b *Backend) eventForLocked(u update, raw json.RawMessage, replaying bool) 
 	}
 }
 
-// eventQueue is an unbounded-but-capped FIFO between the filter and the
-// delivery goroutine, with counters for the end-of-turn barrier.
+// eventQueue is a bounded FIFO between the filter and the delivery
+// goroutine, with counters for the end-of-turn barrier.
 type eventQueue struct {
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -159,17 +157,18 @@ type queued struct {
 	ev  backends.Event
 }
 
-// push appends ev; it reports false when the cap is exceeded.
-func (q *eventQueue) push(ev backends.Event) bool {
+// push appends ev, first waiting while maxQueuedEvents are queued (unless
+// the queue is closed). Only the filter goroutine pushes, and delivery never
+// waits for the filter, so the wait always ends.
+func (q *eventQueue) push(ev backends.Event) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.items) >= maxQueuedEvents {
-		return false
+	for len(q.items) >= maxQueuedEvents && !q.closed {
+		q.cond.Wait()
 	}
 	q.pushed++
 	q.items = append(q.items, queued{q.pushed, ev})
 	q.cond.Broadcast()
-	return true
 }
 
 // pushedCount is the number of events ever pushed.
@@ -191,6 +190,7 @@ func (q *eventQueue) take() ([]queued, bool) {
 	}
 	out := q.items
 	q.items = nil
+	q.cond.Broadcast() // a filter waiting for room
 	return out, true
 }
 

@@ -96,6 +96,9 @@ type Step struct {
 	BigLine int `json:"big_line,omitempty"`
 	// Chunks sends this many small agent_message_chunk updates.
 	Chunks int `json:"chunks,omitempty"`
+	// ChunksPerSecond paces Chunks at this rate (0: as fast as possible):
+	// every millisecond or so, the chunks that are due are sent together.
+	ChunksPerSecond int `json:"chunks_per_second,omitempty"`
 }
 
 // ToolCall describes a tool_call or tool_call_update.

@@ -41,7 +41,14 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 	case s.Thought != "":
 		a.update(textUpdate("agent_thought_chunk", s.Thought))
 	case s.Chunks > 0:
+		start := time.Now()
 		for i := 0; i < s.Chunks; i++ {
+			if s.ChunksPerSecond > 0 {
+				due := start.Add(time.Duration(i) * time.Second / time.Duration(s.ChunksPerSecond))
+				if wait := time.Until(due); wait > 0 {
+					time.Sleep(max(wait, time.Millisecond))
+				}
+			}
 			a.update(textUpdate("agent_message_chunk", "c"))
 		}
 	case s.ToolCall != nil:
