@@ -143,16 +143,22 @@ func (b *Backend) Resize(cols, rows int) error {
 		return fmt.Errorf("resize: %w", backends.ErrExited)
 	}
 	ws := &unix.Winsize{Col: uint16(cols), Row: uint16(rows)}
+	// The emulator takes the new size before the program can learn it
+	// (SIGWINCH) and redraw: a redraw for the new size processed at the
+	// old one would be clipped, and stay so. Output waits on termMu.
+	b.termMu.Lock()
+	defer b.termMu.Unlock()
+	prevCols, prevRows := b.scr.size()
+	b.scr.resize(cols, rows)
 	var ioErr error
 	if err := rc.Control(func(fd uintptr) { ioErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) }); err != nil {
+		b.scr.resize(prevCols, prevRows)
 		return fmt.Errorf("resize: %w", backends.ErrExited)
 	}
 	if ioErr != nil {
+		b.scr.resize(prevCols, prevRows)
 		return fmt.Errorf("resize to %dx%d: %w", cols, rows, ioErr)
 	}
-	b.termMu.Lock()
-	b.scr.resize(cols, rows)
-	b.termMu.Unlock()
 	return nil
 }
 

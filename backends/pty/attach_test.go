@@ -89,6 +89,12 @@ func TestAttachRoundTrip(t *testing.T) {
 	if !strings.Contains(got[strings.Index(got, "[resized 100x30]"):], "status: idle") {
 		readUntil(t, alice, "status: idle")
 	}
+	// And until the emulator shows it on the new last row, where the next
+	// turn's starting screen must already have it.
+	waitUntilScreen(t, h.b, "status bar on row 30", func(screen string) bool {
+		rows := strings.Split(screen, "\n")
+		return len(rows) >= 30 && strings.Contains(rows[29], "status: idle")
+	})
 	if snap := h.b.Snapshot(); snap.Cols != 100 || snap.Rows != 30 {
 		t.Errorf("Snapshot() size = %dx%d; want 100x30", snap.Cols, snap.Rows)
 	}

@@ -194,6 +194,18 @@ func (h *harness) prompt(t testing.TB, text string) (backends.TurnResult, error)
 }
 
 // waitScreen waits until the screen contains want.
+// waitUntilScreen polls the screen until ok accepts it.
+func waitUntilScreen(t testing.TB, b *pty.Backend, what string, ok func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s := b.Screen(); !ok(s); s = b.Screen() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Screen() never showed the %s; have:\n%s", what, s)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func waitScreen(t testing.TB, b *pty.Backend, want string) string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
