@@ -26,10 +26,14 @@ type Pool interface {
 	Cancel(ctx context.Context, session string) error
 	Retry(ctx context.Context, session string) (pool.Turn, error)
 	Turns(ctx context.Context, session string) ([]pool.Turn, error)
-	// Subscribe returns the stored events after seq `after` as Backlog and
-	// every later one on C, with no gap and no duplicate.
+	// Subscribe returns a subscription whose Next gives the session's
+	// events after seq `after`, stored then live, with no gap and no
+	// duplicate; it ends with pool.ErrClosed after a closed session's last
+	// event. Its Head is the session's newest seq when it was made.
 	Subscribe(ctx context.Context, session string, after int64) (*pool.Subscription, error)
-	// SubscribeAll returns the daemon-wide stream, without backlog.
+	// SubscribeAll returns the daemon-wide stream from now on, without
+	// backlog; a subscriber that falls behind ends with
+	// pool.ErrSlowSubscriber.
 	SubscribeAll() *pool.Subscription
 	Answer(session, request, choice string) error
 	Pending(session string) []permission.Pending

@@ -50,7 +50,8 @@ func (m *metrics) request(route string, status int) {
 // backends by provider and state, sessions, providers by status, turns,
 // turn errors, the turn duration histogram, spawns, crashes, evictions,
 // permission waits (count and histogram), events appended, dropped
-// subscribers, open streams, HTTP requests, and the Go runtime.
+// subscribers, subscriber catch-ups from the store, open streams, HTTP
+// requests, and the Go runtime.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	s.metrics.handler.ServeHTTP(w, r)
 	return nil
@@ -77,7 +78,8 @@ var (
 	descPermWaits       = desc("permission_waits_total", "Permission requests that waited for a person.")
 	descPermWaitSeconds = desc("permission_wait_seconds", "Time permission requests waited for an answer.")
 	descEvents          = desc("events_appended_total", "Events appended to session logs.")
-	descDropped         = desc("subscribers_dropped_total", "Event subscribers dropped for falling behind.")
+	descDropped         = desc("subscribers_dropped_total", "Daemon-wide event subscribers dropped for falling behind.")
+	descCatchups        = desc("subscriber_catchups_total", "Reads of the event store by session subscribers behind the in-memory ring.")
 	descBuild           = desc("build_info", "The daemon's version.", "version")
 )
 
@@ -87,7 +89,7 @@ type poolCollector struct{ s *Server }
 
 func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBackends, descSessions, descProviders, descTurns, descTurnErrors, descTurnDuration,
-		descSpawns, descCrashes, descEvictions, descPermWaits, descPermWaitSeconds, descEvents, descDropped, descBuild} {
+		descSpawns, descCrashes, descEvictions, descPermWaits, descPermWaitSeconds, descEvents, descDropped, descCatchups, descBuild} {
 		ch <- d
 	}
 }
@@ -123,6 +125,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- histogram(descPermWaitSeconds, st.PermissionWaitsS)
 	counter(descEvents, st.EventsPublished)
 	counter(descDropped, st.SubscribersDrop)
+	counter(descCatchups, st.SubscriberCatchups)
 	gauge(descBuild, 1, c.s.cfg.Version)
 }
 

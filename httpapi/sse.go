@@ -39,8 +39,8 @@ const (
 // sseRetryMillis is the reconnection delay suggested to EventSource clients.
 const sseRetryMillis = 1000
 
-// maxBatch is how many queued events are written before one flush.
-const maxBatch = 64
+// maxBatch bounds the events written to a stream between two flushes.
+const maxBatch = 256
 
 // EndData is the payload of the stream.end event.
 type EndData struct {
@@ -121,6 +121,14 @@ func (sw *sseWriter) end(reason string, last int64) {
 	sw.flush()
 }
 
+// renew gives the writes of a batch about to start the write timeout,
+// for those that overflow the buffer before the flush.
+func (sw *sseWriter) renew() {
+	if sw.err == nil {
+		_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+	}
+}
+
 // flush sends what is buffered, within the write timeout.
 func (sw *sseWriter) flush() {
 	if sw.err != nil {
@@ -171,20 +179,43 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	last := after
-	send := func(ev backends.Event) {
-		if ev.Seq > last { // never a duplicate, whatever the source does
-			sw.event(ev, true)
-			last = ev.Seq
+	// write sends a batch, never an event already sent (whatever the
+	// source does) nor one after until (if set), then flushes it.
+	write := func(evs []backends.Event, until int64) {
+		sw.renew()
+		for _, ev := range evs {
+			if ev.Seq > last && (until == 0 || ev.Seq <= until) {
+				sw.event(ev, true)
+				last = ev.Seq
+			}
+		}
+		sw.flush()
+	}
+	// ended ends the stream after Next failed with err.
+	ended := func(err error) {
+		switch {
+		case s.base.Err() != nil:
+			sw.end(EndShutdown, last)
+		case ctx.Err() != nil: // the client went away
+		default:
+			sw.end(endReason(err), last)
 		}
 	}
-	for _, ev := range sub.Backlog {
-		send(ev)
-	}
 	if !follow {
+		// The events up to the newest one when the request came.
+		head := sub.Head()
+		for done := last >= head; !done && sw.err == nil; {
+			evs, err := sub.Next(ctx, maxBatch)
+			if err != nil {
+				ended(err)
+				return nil
+			}
+			write(evs, head)
+			done = evs[len(evs)-1].Seq >= head
+		}
 		sw.end(EndBacklog, last)
 		return nil
 	}
-	sw.flush()
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
 	for sw.err == nil {
@@ -197,24 +228,19 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 		case <-hb.C:
 			sw.comment("ping")
 			sw.flush()
-		case ev, ok := <-sub.C:
-			if !ok {
-				sw.end(endReason(sub.Err()), last)
+		case <-sub.Ready():
+			evs, err := sub.Next(ctx, maxBatch)
+			if err != nil {
+				ended(err)
 				return nil
 			}
-			send(ev)
-			for i := 1; i < maxBatch && len(sub.C) > 0; i++ {
-				if ev, ok = <-sub.C; ok {
-					send(ev)
-				}
-			}
-			sw.flush()
+			write(evs, 0)
 		}
 	}
 	return nil
 }
 
-// endReason says why a subscription's channel was closed.
+// endReason names why a subscription ended.
 func endReason(err error) string {
 	if errors.Is(err, pool.ErrClosed) {
 		return EndClosed

@@ -46,12 +46,20 @@ func (s *Server) daemonEvents(w http.ResponseWriter, r *http.Request) error {
 		case <-hb.C:
 			sw.comment("ping")
 			sw.flush()
-		case ev, ok := <-sub.C:
-			if !ok {
-				sw.end(endReason(sub.Err()), 0)
+		case <-sub.Ready():
+			evs, err := sub.Next(ctx, maxBatch)
+			if err != nil {
+				if s.base.Err() != nil {
+					sw.end(EndShutdown, 0)
+				} else if ctx.Err() == nil {
+					sw.end(endReason(err), 0)
+				}
 				return nil
 			}
-			sw.event(ev, false)
+			sw.renew()
+			for _, ev := range evs {
+				sw.event(ev, false)
+			}
 			sw.flush()
 		case c, ok := <-changes:
 			if !ok {

@@ -218,7 +218,7 @@ func TestClientEventsSurviveDrops(t *testing.T) {
 		log.Publish("s1", typ, 1, map[string]int{"i": i})
 		switch i {
 		case 50:
-			log.DropAll() // the pool drops a slow subscriber: a clean stream.end "dropped"
+			log.DropAll() // the subscription ends with ErrSlowSubscriber: a clean stream.end "dropped"
 			subscribed(2)
 		case 120:
 			log.DropAll()
@@ -266,6 +266,41 @@ func TestSSEBacklogOnly(t *testing.T) {
 	}
 	if m := c.nextEvent(t); m.event != string(EventStreamEnd) || !strings.Contains(m.data, `"reason":"backlog"`) || m.id != "" {
 		t.Errorf("last event = %+v; want stream.end with reason backlog and no id", m)
+	}
+}
+
+// A stream that starts further back than the log's ring replays the rest
+// from the log itself, in batches, with no gap.
+func TestSSEReplayBehindRing(t *testing.T) {
+	fp := &fakePool{}
+	sessionWorld(fp)
+	log := newLog(t, 8)
+	streamWorld(fp, log)
+	e := newTestEnv(t, fp, nil)
+	const total = 700 // more than one batch
+	for i := range total {
+		log.Publish("s1", backends.EventMessageChunk, 1, map[string]int{"i": i})
+	}
+	evs, err := e.client.EventLog(t.Context(), "s1", 3)
+	if err != nil || len(evs) != total-3 {
+		t.Fatalf("EventLog(s1, 3) = %d events, %v; want %d", len(evs), err, total-3)
+	}
+	for i, ev := range evs {
+		if ev.Seq != int64(i+4) {
+			t.Fatalf("event %d has seq %d; want %d", i, ev.Seq, i+4)
+		}
+	}
+}
+
+// The metrics carry the pool's subscriber counters.
+func TestMetricsSubscriberCounters(t *testing.T) {
+	fp := &fakePool{StatsFunc: func() pool.Stats { return pool.Stats{SubscribersDrop: 2, SubscriberCatchups: 7} }}
+	e := newTestEnv(t, fp, nil)
+	_, _, body := e.send(t, apiCall{method: "GET", path: "/metrics"})
+	for _, want := range []string{"agentpool_subscribers_dropped_total 2", "agentpool_subscriber_catchups_total 7"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET /metrics lacks %q", want)
+		}
 	}
 }
 
@@ -341,11 +376,10 @@ func TestSSEEndsWhenSessionCloses(t *testing.T) {
 		done <- e.client.Events(t.Context(), "s1", 0, func(backends.Event) error { n++; return nil })
 	}()
 	waitFor(t, "a subscriber", func() bool { return log.Subscribers() == 1 })
-	// The pool ends its subscriptions with ErrClosed, then closes them.
+	// The pool ends its subscriptions with ErrClosed after their events.
 	if err := src.EndAll(t.Context()); err != nil {
 		t.Fatalf("pool Shutdown() error = %v", err)
 	}
-	log.DropAll()
 	if err := <-done; err != nil || n != 1 {
 		t.Errorf("Events() on a closed session = %v after %d events; want nil after 1", err, n)
 	}

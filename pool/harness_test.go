@@ -104,6 +104,7 @@ func newEnv(t testing.TB, providers map[string]any, tweak func(*pool.Config)) *e
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { e.wt.Close() })
 	e.reg, err = registry.New(registry.Config{Path: e.provPath, Debounce: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -186,15 +187,29 @@ func (e *env) prompt(session, agent, text string) pool.Turn {
 	return t
 }
 
-// events returns the session's stored events.
+// events returns the session's events published so far.
 func (e *env) events(session string) []backends.Event {
 	e.t.Helper()
-	sub, err := e.p.Subscribe(context.Background(), session, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := e.p.Subscribe(ctx, session, 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	sub.Close()
-	return sub.Backlog
+	defer sub.Close()
+	var out []backends.Event
+	for head, last := sub.Head(), int64(0); last < head; {
+		evs, err := sub.Next(ctx, 0)
+		if err != nil {
+			e.t.Fatalf("events(%s): Next after seq %d of %d: %v", session, last, head, err)
+		}
+		for _, ev := range evs {
+			if last = ev.Seq; ev.Seq <= head {
+				out = append(out, ev)
+			}
+		}
+	}
+	return out
 }
 
 func countType(evs []backends.Event, typ backends.EventType) int {

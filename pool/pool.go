@@ -16,16 +16,19 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxWarm          = 16
-	DefaultIdleTimeout      = 15 * time.Minute
-	DefaultStartTimeout     = 60 * time.Second
-	DefaultStopTimeout      = 15 * time.Second
-	DefaultCrashLimit       = 3
-	DefaultCrashWindow      = 5 * time.Minute
-	DefaultSubscriberBuffer = 1024
-	DefaultRingSize         = 4096
-	DefaultReapInterval     = time.Second
+	DefaultMaxWarm      = 16
+	DefaultIdleTimeout  = 15 * time.Minute
+	DefaultStartTimeout = 60 * time.Second
+	DefaultStopTimeout  = 15 * time.Second
+	DefaultCrashLimit   = 3
+	DefaultCrashWindow  = 5 * time.Minute
+	DefaultRingSize     = 4096
+	DefaultReapInterval = time.Second
 )
+
+// globalRing is how many events the daemon-wide stream keeps in memory: a
+// subscriber that falls further behind is dropped.
+const globalRing = 1024
 
 // Config configures a Pool. Store, Worktrees, Resolver and Launcher are required.
 type Config struct {
@@ -49,11 +52,9 @@ type Config struct {
 	CrashWindow time.Duration
 	// PermissionTimeout is how long a permission request waits for a person.
 	PermissionTimeout time.Duration
-	// SubscriberBuffer is each subscriber's channel size; a subscriber that
-	// falls this far behind is dropped.
-	SubscriberBuffer int
 	// RingSize is how many recent events per session are kept in memory to
-	// serve subscribers without reading the store.
+	// serve subscribers without reading the store (a subscriber further
+	// behind reads the store).
 	RingSize int
 	// ReapInterval is how often Run looks for idle backends.
 	ReapInterval time.Duration
@@ -83,9 +84,9 @@ type Pool struct {
 	entries  map[key]*entry
 	closing  bool
 
-	global *fanout
+	global *Feed // the daemon-wide stream
 
-	spawns, crashes, evictions, turns, turnErrors, published, dropped, permWaits atomic.Int64
+	spawns, crashes, evictions, turns, turnErrors, published, dropped, catchups, permWaits atomic.Int64
 
 	histMu   sync.Mutex
 	turnHist histogram
@@ -118,9 +119,6 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.CrashWindow <= 0 {
 		cfg.CrashWindow = DefaultCrashWindow
 	}
-	if cfg.SubscriberBuffer <= 0 {
-		cfg.SubscriberBuffer = DefaultSubscriberBuffer
-	}
 	if cfg.RingSize <= 0 {
 		cfg.RingSize = DefaultRingSize
 	}
@@ -148,7 +146,7 @@ func New(cfg Config) (*Pool, error) {
 		turnHist: newHistogram(turnBounds),
 		permHist: newHistogram(permBounds),
 	}
-	p.global = newFanout(cfg.SubscriberBuffer, 0, &p.dropped)
+	p.global = newStampedFeed(globalRing, &p.dropped)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.broker = permission.NewBroker(permission.Config{
 		Timeout:     cfg.PermissionTimeout,
@@ -214,12 +212,10 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	err := p.cfg.Store.Flush(ctx)
 	p.mu.Lock()
 	for _, s := range p.sessions {
-		s.mu.Lock()
-		s.fan.closeAll(ErrClosed)
-		s.mu.Unlock()
+		s.feed.Close(ErrClosed)
 	}
 	p.mu.Unlock()
-	p.global.closeAll(ErrClosed)
+	p.global.Close(ErrClosed)
 	if err != nil {
 		return fmt.Errorf("shutdown: flush events: %w", err)
 	}
@@ -229,15 +225,16 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 // Stats returns the pool's counters.
 func (p *Pool) Stats() Stats {
 	st := Stats{
-		Warm:            map[string]map[string]int{},
-		Spawns:          p.spawns.Load(),
-		Crashes:         p.crashes.Load(),
-		Evictions:       p.evictions.Load(),
-		Turns:           p.turns.Load(),
-		TurnErrors:      p.turnErrors.Load(),
-		EventsPublished: p.published.Load(),
-		SubscribersDrop: p.dropped.Load(),
-		PermissionWaits: p.permWaits.Load(),
+		Warm:               map[string]map[string]int{},
+		Spawns:             p.spawns.Load(),
+		Crashes:            p.crashes.Load(),
+		Evictions:          p.evictions.Load(),
+		Turns:              p.turns.Load(),
+		TurnErrors:         p.turnErrors.Load(),
+		EventsPublished:    p.published.Load(),
+		SubscribersDrop:    p.dropped.Load(),
+		SubscriberCatchups: p.catchups.Load(),
+		PermissionWaits:    p.permWaits.Load(),
 	}
 	p.mu.Lock()
 	st.Sessions = len(p.sessions)

@@ -116,11 +116,7 @@ func TestBusyRefusalAndCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ev := range sub.C { // the agent is working
-		if ev.Type == backends.EventMessageChunk {
-			break
-		}
-	}
+	nextOfType(t, sub, backends.EventMessageChunk) // the agent is working
 	if _, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s.ID, Text: "again"}); !errors.Is(err, pool.ErrBusy) {
 		t.Fatalf("second StartPrompt error = %v; want ErrBusy", err)
 	}
@@ -433,17 +429,12 @@ func TestPermissionAskedAndAnswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reqID string
-	for ev := range sub.C {
-		if ev.Type == backends.EventPermissionRequest {
-			p := e.p.Pending(sess.ID)
-			if len(p) != 1 {
-				t.Fatalf("Pending = %v", p)
-			}
-			reqID = p[0].ID
-			break
-		}
+	nextOfType(t, sub, backends.EventPermissionRequest)
+	p := e.p.Pending(sess.ID)
+	if len(p) != 1 {
+		t.Fatalf("Pending = %v", p)
 	}
+	reqID := p[0].ID
 	if err := e.p.Answer(sess.ID, reqID, "allow_once"); err != nil {
 		t.Fatal(err)
 	}

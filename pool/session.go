@@ -12,16 +12,16 @@ import (
 )
 
 // session is a loaded session. mu guards every field; it is held while an
-// event gets its seq, is queued to the store and is offered to subscribers,
-// so the store, the ring and every subscriber see the same order.
+// event gets its seq, is queued to the store and is appended to the feed,
+// so the store, the feed and every subscriber see the same order.
 type session struct {
-	id string
+	id   string
+	feed *Feed
 
 	mu     sync.Mutex
 	rec    SessionRecord
 	wt     Worktree
 	seq    int64
-	fan    *fanout
 	turn   *turnRun
 	closed bool
 }
@@ -53,7 +53,11 @@ func (p *Pool) loadSession(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %q events: %w", id, err)
 	}
-	s := &session{id: id, rec: rec, wt: wt, seq: next - 1, fan: newFanout(p.cfg.SubscriberBuffer, p.cfg.RingSize, &p.dropped), closed: rec.Status == StatusClosed}
+	s := &session{id: id, rec: rec, wt: wt, seq: next - 1, closed: rec.Status == StatusClosed}
+	s.feed = newSessionFeed(p.cfg.RingSize, s.seq, p.storedEvents(id), &p.catchups)
+	if s.closed {
+		s.feed.Close(ErrClosed)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if prev := p.sessions[id]; prev != nil {
@@ -63,7 +67,27 @@ func (p *Pool) loadSession(ctx context.Context, id string) (*session, error) {
 	return s, nil
 }
 
-// publish gives ev its seq and session, queues it to the store and fans it out.
+// storedEvents reads a session's events from the store, for subscribers
+// that fell behind its feed's ring. The store writes events in order, so
+// a full batch needs nothing newer; a short one may lack events still
+// queued, and is read again after a flush, which makes the store hold
+// every event published before.
+func (p *Pool) storedEvents(id string) backingSource {
+	return func(ctx context.Context, after int64, limit int) ([]backends.Event, error) {
+		// The store's errors name the session and the seq.
+		evs, err := p.cfg.Store.Events(ctx, id, after, limit)
+		if err != nil || len(evs) == limit {
+			return evs, err
+		}
+		if err := p.cfg.Store.Flush(ctx); err != nil {
+			return nil, err
+		}
+		return p.cfg.Store.Events(ctx, id, after, limit)
+	}
+}
+
+// publish gives ev its seq and session, queues it to the store and appends
+// it to the session's feed (and the daemon-wide one).
 func (p *Pool) publish(s *session, ev backends.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
@@ -76,13 +100,11 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 		ev.Turn = s.turn.id
 	}
 	p.cfg.Store.Append(ev)
-	s.fan.publish(ev)
+	s.feed.Publish(ev)
 	s.mu.Unlock()
 	p.published.Add(1)
 	if globalType(ev.Type) {
-		p.global.mu.Lock()
-		p.global.publish(ev)
-		p.global.mu.Unlock()
+		p.global.Publish(ev)
 	}
 }
 
@@ -255,60 +277,29 @@ func (p *Pool) Close(ctx context.Context, id string, discard bool) (CloseResult,
 	s.mu.Lock()
 	s.closed = true
 	s.rec.Status = StatusClosed
-	s.fan.closeAll(ErrClosed)
+	s.feed.Close(ErrClosed) // after session.closed: subscribers read it, then end
 	s.mu.Unlock()
 	return CloseResult{Session: id, Worktree: res}, nil
 }
 
-// Subscribe returns the session's events after seq `after` (Backlog) and
-// then every later one (C), with no gap and no duplicate whatever the timing.
+// Subscribe returns a subscription to the session's events with seq >
+// after: the stored ones first, then each new one, with no gap and no
+// duplicate whatever the timing. A subscriber is never dropped: one that
+// falls behind the in-memory ring reads the store. The subscription ends
+// with ErrClosed after the last event of a closed session (or of the pool
+// at Shutdown).
 func (p *Pool) Subscribe(ctx context.Context, id string, after int64) (*Subscription, error) {
 	s, err := p.loadSession(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if after < 0 {
-		after = 0
-	}
-	s.mu.Lock()
-	sub := s.fan.add()
-	sub.unsub = func(x *Subscription) { s.mu.Lock(); s.fan.remove(x); s.mu.Unlock() }
-	last := s.seq
-	backlog, covered := s.fan.since(after, last)
-	closed := s.closed
-	s.mu.Unlock()
-	if !covered {
-		// Older than the ring: read the store, which holds everything up
-		// to last once flushed; later events are already on sub.C.
-		if err := p.cfg.Store.Flush(ctx); err != nil {
-			sub.Close()
-			return nil, fmt.Errorf("subscribe: flush events: %w", err)
-		}
-		evs, err := p.cfg.Store.Events(ctx, id, after, 0)
-		if err != nil {
-			sub.Close()
-			return nil, fmt.Errorf("subscribe: read events: %w", err)
-		}
-		for _, ev := range evs {
-			if ev.Seq <= last {
-				backlog = append(backlog, ev)
-			}
-		}
-	}
-	sub.Backlog = backlog
-	if closed {
-		sub.unsub(sub)
-		sub.end(ErrClosed)
-	}
-	return sub, nil
+	return s.feed.Subscribe(after), nil
 }
 
 // SubscribeAll returns the daemon-wide stream: session, agent, turn
-// start/end and permission events of every session. It has no backlog.
+// start/end and permission events of every session, from now on. A
+// subscriber that falls more than the stream's ring behind ends with
+// ErrSlowSubscriber.
 func (p *Pool) SubscribeAll() *Subscription {
-	p.global.mu.Lock()
-	defer p.global.mu.Unlock()
-	sub := p.global.add()
-	sub.unsub = func(x *Subscription) { p.global.mu.Lock(); p.global.remove(x); p.global.mu.Unlock() }
-	return sub
+	return p.global.subscribeNow()
 }

@@ -23,7 +23,9 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrNoTurn: there is no turn to cancel, retry or restore.
 	ErrNoTurn = errors.New("no such turn")
-	// ErrSlowSubscriber: a subscription was dropped because it fell behind.
+	// ErrSlowSubscriber: a subscription to the daemon-wide stream fell
+	// further behind than the stream keeps events and was ended (session
+	// subscriptions read the store instead).
 	ErrSlowSubscriber = errors.New("subscriber fell behind and was dropped")
 )
 
@@ -114,18 +116,19 @@ type CloseResult struct {
 
 // Stats are the pool's counters, for metrics.
 type Stats struct {
-	Warm             map[string]map[string]int `json:"warm"` // provider → state → count
-	Sessions         int                       `json:"sessions"`
-	Spawns           int64                     `json:"spawns"`
-	Crashes          int64                     `json:"crashes"`
-	Evictions        int64                     `json:"evictions"`
-	Turns            int64                     `json:"turns"`
-	TurnErrors       int64                     `json:"turn_errors"`
-	EventsPublished  int64                     `json:"events_published"`
-	SubscribersDrop  int64                     `json:"subscribers_dropped"`
-	PermissionWaits  int64                     `json:"permission_waits"`
-	TurnDurations    Histogram                 `json:"turn_durations"`
-	PermissionWaitsS Histogram                 `json:"permission_wait_durations"`
+	Warm               map[string]map[string]int `json:"warm"` // provider → state → count
+	Sessions           int                       `json:"sessions"`
+	Spawns             int64                     `json:"spawns"`
+	Crashes            int64                     `json:"crashes"`
+	Evictions          int64                     `json:"evictions"`
+	Turns              int64                     `json:"turns"`
+	TurnErrors         int64                     `json:"turn_errors"`
+	EventsPublished    int64                     `json:"events_published"`
+	SubscribersDrop    int64                     `json:"subscribers_dropped"` // daemon-wide subscriptions ended for falling behind
+	SubscriberCatchups int64                     `json:"subscriber_catchups"` // store reads by session subscribers behind the ring
+	PermissionWaits    int64                     `json:"permission_waits"`
+	TurnDurations      Histogram                 `json:"turn_durations"`
+	PermissionWaitsS   Histogram                 `json:"permission_wait_durations"`
 }
 
 // Histogram is a cumulative histogram in seconds.

@@ -1,15 +1,13 @@
 // Package apitest holds test doubles for code that serves or calls the
 // agentpool API: Pool, a fake of the pool made of func fields, and EventLog,
-// an in-memory session log whose subscriptions behave as the pool's (a
-// backlog, then live events; a full subscriber is dropped).
+// an in-memory session log whose subscriptions are the pool's own (a
+// pool.Feed over the log: stored events, then live ones).
 package apitest
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -188,88 +186,103 @@ func (f *Pool) Stats() pool.Stats {
 	return f.StatsFunc()
 }
 
-// Subscriptions makes working *pool.Subscription values for fakes. The
-// pool package has no exported constructor, so it borrows the
-// subscriptions of a real, otherwise unused Pool's daemon-wide stream and
-// points their C at the fake's own channel: Close and Err then behave as
-// the real ones do.
-type Subscriptions struct{ p *pool.Pool }
+// Subscriptions is the source of EventLogs' feeds; EndAll ends them all,
+// as the pool's Shutdown does. Its methods are safe for concurrent use.
+type Subscriptions struct {
+	mu    sync.Mutex
+	feeds []*pool.Feed
+	ended bool
+}
 
-type nopStore struct{ pool.Store }
-
-func (nopStore) Flush(context.Context) error { return nil }
-
-type nopWorktrees struct{ pool.Worktrees }
-type nopResolver struct{ pool.Resolver }
-type nopLauncher struct{ pool.Launcher }
-
-// NewSubscriptions returns a source of subscriptions.
+// NewSubscriptions returns a source of subscriptions. It never fails; the
+// error is there for callers written when it could.
 func NewSubscriptions() (*Subscriptions, error) {
-	p, err := pool.New(pool.Config{Store: nopStore{}, Worktrees: nopWorktrees{}, Resolver: nopResolver{}, Launcher: nopLauncher{},
-		MemoryBudget: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		return nil, fmt.Errorf("apitest: %w", err)
+	return &Subscriptions{}, nil
+}
+
+// add registers f, closing it at once after EndAll.
+func (s *Subscriptions) add(f *pool.Feed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		f.Close(pool.ErrClosed)
+		return
 	}
-	return &Subscriptions{p: p}, nil
+	s.feeds = append(s.feeds, f)
 }
 
-// New returns a subscription with the given backlog reading c.
-func (s *Subscriptions) New(backlog []backends.Event, c <-chan backends.Event) *pool.Subscription {
-	sub := s.p.SubscribeAll()
-	sub.Backlog = backlog
-	sub.C = c
-	return sub
+// EndAll makes every subscription of the logs made with s (including later
+// ones) end with pool.ErrClosed once it has read the events published
+// before, as the pool's do when it shuts down. It returns nil.
+func (s *Subscriptions) EndAll(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	for _, f := range s.feeds {
+		f.Close(pool.ErrClosed)
+	}
+	s.feeds = nil
+	return nil
 }
 
-// EndAll makes every subscription made so far report pool.ErrClosed from
-// Err, as the pool's do when the session or the pool closes. Their
-// channels are the caller's to close.
-func (s *Subscriptions) EndAll(ctx context.Context) error {
-	return s.p.Shutdown(ctx)
-}
-
-// EventLog is a session's events: a stored log plus live subscribers,
-// handed out under one lock as the pool does, so Subscribe has no gap. Its
-// methods are safe for concurrent use.
+// EventLog is a session's events: a stored log plus a pool.Feed of its
+// recent events, whose subscriptions read the log when they are behind, as
+// the pool's read the store. Its methods are safe for concurrent use.
 type EventLog struct {
-	src *Subscriptions
-	buf int
+	src  *Subscriptions
+	ring int
 
 	mu     sync.Mutex
-	events []backends.Event
-	subs   map[chan backends.Event]struct{}
+	events []backends.Event // events[i].Seq == i+1
+	feed   *pool.Feed
+	subs   []*pool.Subscription // handed out on feed
 }
 
-// NewEventLog returns an empty log whose subscribers have buf slots.
-func NewEventLog(src *Subscriptions, buf int) *EventLog {
-	return &EventLog{src: src, buf: buf, subs: map[chan backends.Event]struct{}{}}
+// NewEventLog returns an empty log whose feed keeps the ring most recent
+// events in memory; src (which may be nil) can end its subscriptions.
+func NewEventLog(src *Subscriptions, ring int) *EventLog {
+	l := &EventLog{src: src, ring: ring}
+	l.feed = l.newFeedLocked()
+	return l
 }
 
-// Subscribe is the pool's Subscribe: the stored events after `after`, then
-// the live ones.
+// newFeedLocked returns a feed over the log, holding its newest events.
+func (l *EventLog) newFeedLocked() *pool.Feed {
+	f := pool.NewFeed(l.ring, l.read)
+	for _, ev := range l.events[max(0, len(l.events)-l.ring):] {
+		f.Publish(ev)
+	}
+	if l.src != nil {
+		l.src.add(f)
+	}
+	return f
+}
+
+// read is the feed's backing source: the stored events after `after`.
+func (l *EventLog) read(_ context.Context, after int64, limit int) ([]backends.Event, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rest := l.events[min(max(after, 0), int64(len(l.events))):]
+	return slices.Clone(rest[:min(len(rest), limit)]), nil
+}
+
+// Subscribe is the pool's Subscribe: the events after `after`, stored then
+// live.
 func (l *EventLog) Subscribe(after int64) *pool.Subscription {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var backlog []backends.Event
-	for _, ev := range l.events {
-		if ev.Seq > after {
-			backlog = append(backlog, ev)
-		}
-	}
-	c := make(chan backends.Event, l.buf)
-	l.subs[c] = struct{}{}
-	return l.src.New(backlog, c)
+	sub := l.feed.Subscribe(max(after, 0))
+	l.subs = append(l.subs, sub)
+	return sub
 }
 
-// Publish appends an event of agent "demo", stamped now, and offers it to
-// every subscriber; see Append.
+// Publish appends an event of agent "demo", stamped now; see Append.
 func (l *EventLog) Publish(session string, typ backends.EventType, turn int64, data any) backends.Event {
 	return l.Append(backends.Event{Session: session, Agent: "demo", Turn: turn, Type: typ, Data: backends.MustJSON(data)})
 }
 
 // Append gives ev the next seq (and the time now, if it has none), stores
-// it and offers it to every subscriber; a full subscriber is dropped (its
-// channel closed), as the pool does.
+// it and publishes it to the subscriptions.
 func (l *EventLog) Append(ev backends.Event) backends.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -278,25 +291,19 @@ func (l *EventLog) Append(ev backends.Event) backends.Event {
 		ev.Time = time.Now()
 	}
 	l.events = append(l.events, ev)
-	for c := range l.subs {
-		select {
-		case c <- ev:
-		default:
-			delete(l.subs, c)
-			close(c)
-		}
-	}
+	l.feed.Publish(ev)
 	return ev
 }
 
-// DropAll closes every live subscription, as the pool does to slow ones.
+// DropAll ends every subscription made so far with pool.ErrSlowSubscriber
+// once it has read the events published before, as the pool ends a
+// daemon-wide subscriber that fell behind; later subscriptions work.
 func (l *EventLog) DropAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for c := range l.subs {
-		delete(l.subs, c)
-		close(c)
-	}
+	l.feed.Close(pool.ErrSlowSubscriber)
+	l.feed = l.newFeedLocked()
+	l.subs = nil
 }
 
 // Len counts the events of the log.
@@ -306,9 +313,11 @@ func (l *EventLog) Len() int {
 	return len(l.events)
 }
 
-// Subscribers counts the live subscriptions.
+// Subscribers counts the subscriptions that have not ended (see
+// pool.Subscription.Err) since the last DropAll.
 func (l *EventLog) Subscribers() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.subs = slices.DeleteFunc(l.subs, func(s *pool.Subscription) bool { return s.Err() != nil })
 	return len(l.subs)
 }
