@@ -10,5 +10,8 @@
 // Events do not go through a request per event: Append enqueues, and one
 // writer goroutine commits them in batched transactions (group commit),
 // retrying failed batches with backoff and in order, so that a database
-// outage delays the log without stopping the caller.
+// outage delays the log without stopping the caller. The writes on a turn's
+// path (StartTurn, EndTurn, SetActiveAgent) share that queue, in order with
+// the events; the reads of turns and sessions wait for them first. One
+// process at a time has the database open: Open takes a flock beside it.
 package store

@@ -61,8 +61,6 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrExists is returned when a row with the same key already exists.
 	ErrExists = errors.New("already exists")
-	// ErrTurnEnded is returned by EndTurn for a turn that has already ended.
-	ErrTurnEnded = errors.New("turn already ended")
 	// ErrClosed is returned by calls made after Close.
 	ErrClosed = errors.New("store closed")
 	// ErrLocked is returned by Open when another process has the database
