@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -191,23 +192,13 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		sw.flush()
 	}
-	// ended ends the stream after Next failed with err.
-	ended := func(err error) {
-		switch {
-		case s.base.Err() != nil:
-			sw.end(EndShutdown, last)
-		case ctx.Err() != nil: // the client went away
-		default:
-			sw.end(endReason(err), last)
-		}
-	}
 	if !follow {
 		// The events up to the newest one when the request came.
 		head := sub.Head()
 		for done := last >= head; !done && sw.err == nil; {
 			evs, err := sub.Next(ctx, maxBatch)
 			if err != nil {
-				ended(err)
+				s.endStream(ctx, sw, err, last)
 				return nil
 			}
 			write(evs, head)
@@ -231,13 +222,26 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 		case <-sub.Ready():
 			evs, err := sub.Next(ctx, maxBatch)
 			if err != nil {
-				ended(err)
+				s.endStream(ctx, sw, err, last)
 				return nil
 			}
 			write(evs, 0)
 		}
 	}
 	return nil
+}
+
+// endStream ends a stream whose subscription's Next failed with err: the
+// server shutting down, the subscription ending (stream.end says why), or
+// the client gone (nothing more to write). last is the last seq sent.
+func (s *Server) endStream(ctx context.Context, sw *sseWriter, err error, last int64) {
+	switch {
+	case s.base.Err() != nil:
+		sw.end(EndShutdown, last)
+	case ctx.Err() != nil:
+	default:
+		sw.end(endReason(err), last)
+	}
 }
 
 // endReason names why a subscription ended.

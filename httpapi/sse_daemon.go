@@ -49,11 +49,7 @@ func (s *Server) daemonEvents(w http.ResponseWriter, r *http.Request) error {
 		case <-sub.Ready():
 			evs, err := sub.Next(ctx, maxBatch)
 			if err != nil {
-				if s.base.Err() != nil {
-					sw.end(EndShutdown, 0)
-				} else if ctx.Err() == nil {
-					sw.end(endReason(err), 0)
-				}
+				s.endStream(ctx, sw, err, 0)
 				return nil
 			}
 			sw.renew()

@@ -101,11 +101,13 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 	}
 	p.cfg.Store.Append(ev)
 	s.feed.Publish(ev)
-	s.mu.Unlock()
-	p.published.Add(1)
+	// Still under the session's lock, so that the daemon-wide stream has
+	// each session's events in their order too.
 	if globalType(ev.Type) {
 		p.global.Publish(ev)
 	}
+	s.mu.Unlock()
+	p.published.Add(1)
 }
 
 func (p *Pool) emit(s *session, t backends.EventType, agent string, data any) {

@@ -10,7 +10,7 @@ import (
 
 var (
 	errQueueClosed = errors.New("store closed")
-	errQueueFull   = errors.New("event queue full")
+	errQueueFull   = errors.New("write queue full")
 )
 
 // item is one queued write: an event, or (when w is set) another statement
