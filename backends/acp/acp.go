@@ -12,7 +12,12 @@
 // the SDK's notification queue can never overflow and no update is dropped),
 // answers empty-content fs/write_text_file requests that the SDK would reject,
 // serves fs/read_text_file itself (encoding the answer once, where the SDK
-// would encode it twice), and records the wire traffic when asked.
+// would encode it twice), takes the answer to session/prompt, and records
+// the wire traffic when asked. Turns write session/prompt and
+// session/cancel themselves, so the SDK connection is needed only for the
+// handshake, mode and config calls and the agent's other requests: it is
+// made when one of those needs it and closed when nothing does (link.go),
+// and a warm agent between turns holds none.
 package acp
 
 import (
@@ -21,8 +26,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/agentpool/agentpool/acpfs"
 	"github.com/agentpool/agentpool/backends"
@@ -116,13 +119,17 @@ type Backend struct {
 	cfg    Config
 	logger *slog.Logger
 
-	proc   *backends.Process
-	conn   *acpsdk.ClientSideConnection
-	out    *guardedWriter
-	ctx    context.Context // lives as long as the backend
-	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
-	done   chan struct{}
+	proc *backends.Process
+	// links holds the SDK connection while something needs it (link.go).
+	links links
+	out   *guardedWriter
+	// outputDone is closed when the filter has read the agent's output to
+	// its end.
+	outputDone chan struct{}
+	ctx        context.Context // lives as long as the backend
+	cancel     context.CancelCauseFunc
+	wg         sync.WaitGroup
+	done       chan struct{}
 
 	queue eventQueue
 
@@ -135,8 +142,11 @@ type Backend struct {
 	toolCalls map[string]bool
 	turn      *turnState
 	// promptID is the wire id of the session/prompt in flight; promptMark
-	// is the queue position when its answer arrived.
+	// is the queue position when its answer arrived. Prompt ids count
+	// from promptIDBase, far from the SDK's (which count from 1 on each
+	// connection), and are never reused.
 	promptID     string
+	prompts      int64
 	promptMark   uint64
 	promptMarked bool
 	permCtx      context.Context
@@ -171,10 +181,11 @@ func New(cfg Config) (*Backend, error) {
 		logger = slog.Default()
 	}
 	b := &Backend{
-		cfg:       cfg,
-		logger:    logger.With("agent", cfg.Spec.Provider),
-		done:      make(chan struct{}),
-		toolCalls: map[string]bool{},
+		cfg:        cfg,
+		logger:     logger.With("agent", cfg.Spec.Provider),
+		done:       make(chan struct{}),
+		outputDone: make(chan struct{}),
+		toolCalls:  map[string]bool{},
 	}
 	b.ctx, b.cancel = context.WithCancelCause(context.Background())
 	b.permCtx, b.permStop = context.WithCancel(b.ctx)

@@ -48,32 +48,47 @@ func benchBackend(b *testing.B, s agenttest.Script, cfg acp.Config) *acp.Backend
 //   - sdk-inprocess: a plain SDK client and the SDK's own agent side.
 //
 // backend minus sdk-fake-process is agentpool's overhead per turn;
-// sdk-fake-process minus sdk-fake-inprocess is the process boundary.
+// sdk-fake-process minus sdk-fake-inprocess is the process boundary. The
+// idle- variants wait 5 ms before each prompt, as a prompt after a pause
+// does: both processes have gone to sleep and must be woken, which on a
+// virtual machine costs more than the whole turn back to back.
+//
+//	go test -run '^$' -bench PromptWarm -benchtime 2000x ./backends/acp/
 func BenchmarkPromptWarm(b *testing.B) {
+	const pause = 5 * time.Millisecond
 	one := agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "x"}}}}}
-	b.Run("backend", func(b *testing.B) {
-		be := benchBackend(b, one, acp.Config{})
-		n := 0
-		emit := func(backends.Event) { n++ }
-		lat := make([]time.Duration, 0, b.N)
-		b.ResetTimer()
-		cpu := startCPU(be.Info().PID)
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			res, err := be.Prompt(context.Background(), backends.Prompt{Text: "hi"}, emit)
-			if err != nil || res.StopReason != backends.StopEndTurn {
-				b.Fatalf("Prompt = %v, %v; want end_turn", res.StopReason, err)
+	backend := func(name string, gap time.Duration) {
+		b.Run(name, func(b *testing.B) {
+			be := benchBackend(b, one, acp.Config{})
+			n := 0
+			emit := func(backends.Event) { n++ }
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			cpu := startCPU(be.Info().PID)
+			for i := 0; i < b.N; i++ {
+				if gap > 0 {
+					b.StopTimer()
+					time.Sleep(gap)
+					b.StartTimer()
+				}
+				t0 := time.Now()
+				res, err := be.Prompt(context.Background(), backends.Prompt{Text: "hi"}, emit)
+				if err != nil || res.StopReason != backends.StopEndTurn {
+					b.Fatalf("Prompt = %v, %v; want end_turn", res.StopReason, err)
+				}
+				lat = append(lat, time.Since(t0))
 			}
-			lat = append(lat, time.Since(t0))
-		}
-		b.StopTimer()
-		cpu.report(b, int64(b.N), "op")
-		if n != b.N {
-			b.Fatalf("got %d chunks for %d turns", n, b.N)
-		}
-		reportLatency(b, lat)
-	})
-	sdk := func(name string, pipes func(*testing.B) agentPipes) {
+			b.StopTimer()
+			if gap == 0 {
+				cpu.report(b, int64(b.N), "op")
+			}
+			if n != b.N {
+				b.Fatalf("got %d chunks for %d turns", n, b.N)
+			}
+			reportLatency(b, lat)
+		})
+	}
+	sdk := func(name string, gap time.Duration, pipes func(*testing.B) agentPipes) {
 		b.Run(name, func(b *testing.B) {
 			c := connectSDK(b, pipes(b))
 			defer c.close()
@@ -81,6 +96,11 @@ func BenchmarkPromptWarm(b *testing.B) {
 			b.ResetTimer()
 			cpu := startCPU(c.p.pid)
 			for i := 0; i < b.N; i++ {
+				if gap > 0 {
+					b.StopTimer()
+					time.Sleep(gap)
+					b.StartTimer()
+				}
 				t0 := time.Now()
 				if n := c.prompt(b); n != 1 {
 					b.Fatalf("turn %d brought %d chunks; want 1", i, n)
@@ -88,13 +108,19 @@ func BenchmarkPromptWarm(b *testing.B) {
 				lat = append(lat, time.Since(t0))
 			}
 			b.StopTimer()
-			cpu.report(b, int64(b.N), "op")
+			if gap == 0 {
+				cpu.report(b, int64(b.N), "op")
+			}
 			reportLatency(b, lat)
 		})
 	}
-	sdk("sdk-fake-process", func(b *testing.B) agentPipes { return fakeProcess(b, one) })
-	sdk("sdk-fake-inprocess", func(b *testing.B) agentPipes { return fakeInProcess(b, one) })
-	sdk("sdk-inprocess", func(b *testing.B) agentPipes { return sdkAgentInProcess(b, 1) })
+	process := func(b *testing.B) agentPipes { return fakeProcess(b, one) }
+	backend("backend", 0)
+	sdk("sdk-fake-process", 0, process)
+	sdk("sdk-fake-inprocess", 0, func(b *testing.B) agentPipes { return fakeInProcess(b, one) })
+	sdk("sdk-inprocess", 0, func(b *testing.B) agentPipes { return sdkAgentInProcess(b, 1) })
+	backend("idle-backend", pause)
+	sdk("idle-sdk-fake-process", pause, process)
 }
 
 // BenchmarkStartCold: spawn + initialize + session/new of the fake agent

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -46,26 +45,11 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 	b.proc = proc
 	b.info = backends.Info{Provider: spec.Provider, Kind: backends.KindACP, PID: proc.PID(), PGID: proc.PID(), StartTicks: proc.StartTicks(), StartedAt: time.Now()}
 	b.mu.Unlock()
-	b.out = &guardedWriter{f: proc.Stdin(), timeout: b.cfg.WriteTimeout, wire: b.cfg.Wire, fail: b.fail, onPrompt: func(id string) {
-		b.mu.Lock()
-		b.promptID, b.promptMarked = id, false
-		if b.turn != nil {
-			select {
-			case <-b.turn.sent:
-			default:
-				close(b.turn.sent)
-			}
-		}
-		b.mu.Unlock()
-	}}
-	pr, pw := io.Pipe()
-	filterDone := make(chan struct{})
+	b.out = &guardedWriter{f: proc.Stdin(), timeout: b.cfg.WriteTimeout, wire: b.cfg.Wire, fail: b.fail}
 	b.wg.Add(2)
-	go func() { defer close(filterDone); b.filter(proc.Stdout(), pw) }()
+	go func() { defer close(b.outputDone); b.filter(proc.Stdout()) }()
 	go b.deliver()
-	b.conn = acpsdk.NewClientSideConnection(client{b}, b.out, pr)
-	b.conn.SetLogger(b.logger)
-	go b.watch(proc, filterDone, pr)
+	go b.watch(proc)
 
 	info, err := b.handshake(ctx, resume)
 	if err != nil {
@@ -75,16 +59,15 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 }
 
 // watch waits for the process to end, then tears the backend down.
-func (b *Backend) watch(proc *backends.Process, filterDone chan struct{}, pr *io.PipeReader) {
+func (b *Backend) watch(proc *backends.Process) {
 	<-proc.Done()
 	select {
-	case <-filterDone:
+	case <-b.outputDone:
 	case <-time.After(time.Second):
 		// Something outside the group still holds stdout open.
 		_ = proc.Stdout().Close()
-		<-filterDone
+		<-b.outputDone
 	}
-	_ = pr.Close()
 	b.queue.close()
 	b.cancel(backends.ErrExited)
 	if b.cfg.Terminals != nil {
@@ -93,7 +76,7 @@ func (b *Backend) watch(proc *backends.Process, filterDone chan struct{}, pr *io
 		}
 	}
 	b.wg.Wait()
-	<-b.conn.Done()
+	b.waitLinks()
 	ee := proc.ExitError()
 	b.mu.Lock()
 	fatal := b.fatal
@@ -118,7 +101,7 @@ func (b *Backend) startFailed(err error) error {
 	// An agent that went away has usually exited already: give its exit a
 	// moment to be reaped so the status and stderr tail are complete.
 	select {
-	case <-b.conn.Done():
+	case <-b.outputDone:
 		select {
 		case <-b.proc.Done():
 		case <-time.After(2 * time.Second):
@@ -149,7 +132,12 @@ func (b *Backend) startFailed(err error) error {
 
 func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, error) {
 	spec := b.cfg.Spec
-	initResp, err := b.conn.Initialize(ctx, acpsdk.InitializeRequest{
+	conn, release, err := b.acquire()
+	if err != nil {
+		return backends.Info{}, stageErr(ctx, "initialize", err)
+	}
+	defer release()
+	initResp, err := conn.Initialize(ctx, acpsdk.InitializeRequest{
 		ProtocolVersion: acpsdk.ProtocolVersionNumber,
 		ClientCapabilities: acpsdk.ClientCapabilities{
 			Fs:       acpsdk.FileSystemCapabilities{ReadTextFile: b.cfg.FS != nil, WriteTextFile: b.cfg.FS != nil},
@@ -178,7 +166,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		b.mu.Lock()
 		b.sessionID, b.replaying = resume, true
 		b.mu.Unlock()
-		resp, err := b.conn.LoadSession(ctx, acpsdk.LoadSessionRequest{Cwd: spec.Dir, McpServers: mcp, SessionId: acpsdk.SessionId(resume)})
+		resp, err := conn.LoadSession(ctx, acpsdk.LoadSessionRequest{Cwd: spec.Dir, McpServers: mcp, SessionId: acpsdk.SessionId(resume)})
 		b.mu.Lock()
 		b.replaying = false
 		if err == nil {
@@ -197,7 +185,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	} else if resume != "" {
 		lost = "the agent cannot load sessions (no loadSession capability)"
 	}
-	resp, err := b.conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: spec.Dir, McpServers: mcp})
+	resp, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: spec.Dir, McpServers: mcp})
 	if err != nil {
 		return backends.Info{}, stageErr(ctx, "session/new", err)
 	}

@@ -32,8 +32,6 @@ type guardedWriter struct {
 	timeout time.Duration
 	wire    func(bool, []byte)
 	fail    func(error)
-	// onPrompt is told the id of each session/prompt request written.
-	onPrompt func(id string)
 }
 
 func (w *guardedWriter) Write(p []byte) (int, error) {
@@ -41,12 +39,6 @@ func (w *guardedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	if w.wire != nil {
 		w.wire(false, bytes.TrimRight(p, "\n"))
-	}
-	if w.onPrompt != nil && bytes.Contains(p, []byte(`"session/prompt"`)) {
-		var m wireMessage
-		if json.Unmarshal(p, &m) == nil && m.Method == "session/prompt" {
-			w.onPrompt(string(m.ID))
-		}
 	}
 	_ = w.f.SetWriteDeadline(time.Now().Add(w.timeout))
 	n, err := w.f.Write(p)
@@ -65,13 +57,14 @@ func (w *guardedWriter) Write(p []byte) (int, error) {
 }
 
 // filter reads the agent's stdout line by line. It handles session/update
-// itself, answers empty-content writes, drops unknown notifications and
-// forwards everything else to the SDK through dst. It ends the backend on a
-// line that is too long or not JSON-RPC.
-func (b *Backend) filter(src io.Reader, dst *io.PipeWriter) {
+// itself, takes the answer to session/prompt, serves fs reads, answers
+// empty-content writes, drops unknown notifications and forwards everything
+// else to the SDK (see link.go). It ends the backend on a line that is too
+// long or not JSON-RPC.
+func (b *Backend) filter(src io.Reader) {
 	defer b.wg.Done()
 	var cause error
-	defer func() { _ = dst.CloseWithError(cause) }()
+	defer func() { b.endLinks(cause) }()
 	r := bufio.NewReaderSize(src, 64<<10)
 	var long []byte
 	for {
@@ -90,7 +83,7 @@ func (b *Backend) filter(src io.Reader, dst *io.PipeWriter) {
 			}
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			if ferr := b.handleLine(bytes.TrimRight(line, "\r\n"), dst); ferr != nil {
+			if ferr := b.handleLine(bytes.TrimRight(line, "\r\n")); ferr != nil {
 				cause = ferr
 				b.fail(ferr)
 				return
@@ -120,7 +113,7 @@ type inbound struct {
 	} `json:"params"`
 }
 
-func (b *Backend) handleLine(line []byte, dst *io.PipeWriter) error {
+func (b *Backend) handleLine(line []byte) error {
 	if b.cfg.Wire != nil {
 		b.cfg.Wire(true, line)
 	}
@@ -138,7 +131,7 @@ func (b *Backend) handleLine(line []byte, dst *io.PipeWriter) error {
 		if env.Method == "session/update" && len(env.ID) == 0 {
 			return b.handleUpdate(env.Params)
 		}
-		m = inbound{ID: env.ID, Method: env.Method}
+		m = inbound{ID: env.ID, Method: env.Method, Result: env.Result, Error: env.Error}
 	case m.Method == "" && len(m.ID) == 0:
 		return notJSONRPC(line)
 	case isUpdate:
@@ -161,34 +154,60 @@ func (b *Backend) handleLine(line []byte, dst *io.PipeWriter) error {
 		b.logger.Debug("ignoring unknown notification", "method", m.Method)
 		return nil
 	case m.Method == "":
-		// The answer to session/prompt closes the turn: every update
-		// queued before it belongs to the turn, none after it.
-		// A successful answer also goes straight to the turn: the SDK's
-		// copy of it would take two more goroutine hops to get there.
-		b.mu.Lock()
-		var answer chan promptResult
-		if b.promptID != "" && string(m.ID) == b.promptID {
-			b.promptMark, b.promptMarked = b.queue.pushedCount(), true
-			if b.turn != nil && len(m.Error) == 0 && len(m.Result) > 0 {
-				answer = b.turn.answer
-			}
-		}
-		b.mu.Unlock()
-		if answer != nil {
-			var resp acpsdk.PromptResponse
-			if json.Unmarshal(m.Result, &resp) == nil {
-				select {
-				case answer <- promptResult{resp: resp}:
-				default:
-				}
-			}
+		if b.takeAnswer(m.ID, m.Result, m.Error) {
+			return nil
 		}
 	}
-	line = append(line, '\n')
-	if _, err := dst.Write(line); err != nil {
-		return nil // the SDK has gone; the process watcher ends the backend
-	}
+	b.forward(line, m.ID, m.Method)
 	return nil
+}
+
+// takeAnswer takes the agent's answer to the session/prompt in flight, if
+// that is what the line with id is, and hands it to the turn: every update
+// queued before it belongs to the turn, none after it.
+func (b *Backend) takeAnswer(id, result, rerr json.RawMessage) bool {
+	b.mu.Lock()
+	if b.promptID == "" || string(id) != b.promptID {
+		b.mu.Unlock()
+		return false
+	}
+	b.promptMark, b.promptMarked = b.queue.pushedCount(), true
+	b.promptID = ""
+	var answer chan promptResult
+	if b.turn != nil {
+		answer = b.turn.answer
+	}
+	b.mu.Unlock()
+	if answer == nil {
+		return true
+	}
+	var r promptResult
+	switch {
+	case len(rerr) > 0 && string(rerr) != "null":
+		var re acpsdk.RequestError
+		if err := json.Unmarshal(rerr, &re); err != nil {
+			r.err = fmt.Errorf("%w: session/prompt error that is not a JSON-RPC error: %q", ErrProtocol, clip(rerr, 120))
+		} else {
+			r.err = &re
+		}
+	default:
+		var resp struct {
+			StopReason string          `json:"stopReason"`
+			Usage      json.RawMessage `json:"usage"`
+		}
+		if err := json.Unmarshal(result, &resp); err != nil {
+			r.err = fmt.Errorf("%w: session/prompt result: %v", ErrProtocol, err)
+		}
+		r.stopReason = resp.StopReason
+		if len(resp.Usage) > 0 && string(resp.Usage) != "null" {
+			r.usage = resp.Usage
+		}
+	}
+	select {
+	case answer <- r:
+	default:
+	}
+	return true
 }
 
 func notJSONRPC(line []byte) error {

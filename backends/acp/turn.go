@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -18,22 +19,36 @@ type turnState struct {
 	emit      func(backends.Event)
 	cancelReq chan struct{}
 	ended     chan struct{}
-	sent      chan struct{} // closed once session/prompt has been written
-	// answer receives the agent's successful answer straight from the
-	// filter, ahead of the SDK's own copy (which still arrives, unread).
+	// answer receives the agent's answer to session/prompt from the
+	// filter.
 	answer chan promptResult
 }
 
+// promptResult is the agent's answer to session/prompt.
 type promptResult struct {
-	resp acpsdk.PromptResponse
-	err  error
+	stopReason string
+	usage      json.RawMessage // verbatim, nil when absent
+	err        error
 }
+
+// promptIDBase is where the ids of session/prompt requests start: the SDK
+// numbers its own requests from 1 on each connection, so the two never
+// meet.
+const promptIDBase = 1 << 32
+
+// errNoAnswer is the error of a turn whose agent's output ended before it
+// answered session/prompt.
+var errNoAnswer = errors.New("the agent's output ended before it answered session/prompt")
 
 // Prompt runs one turn. Events go to emit in arrival order until the agent
 // answers; updates that arrive later go to Config.OnEvent. Cancelling ctx
 // cancels the turn the protocol's way (session/cancel) and still waits for
 // the agent's answer, within the cancel grace. The turn deadline
 // (Spec.TurnTimeout) does the same and returns ErrTurnTimeout.
+//
+// The turn does not go through the SDK: session/prompt and session/cancel
+// are written here and the filter hands the answer over, which spares two
+// goroutine hops and a second encoding and decoding of each message.
 func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backends.Event)) (backends.TurnResult, error) {
 	if emit == nil {
 		emit = func(backends.Event) {}
@@ -54,74 +69,18 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 		b.mu.Unlock()
 		return backends.TurnResult{StopReason: backends.StopCancelled}, nil
 	}
-	t := &turnState{id: p.Turn, emit: emit, cancelReq: make(chan struct{}, 1), ended: make(chan struct{}), sent: make(chan struct{}), answer: make(chan promptResult, 1)}
+	t := &turnState{id: p.Turn, emit: emit, cancelReq: make(chan struct{}, 1), ended: make(chan struct{}), answer: make(chan promptResult, 1)}
 	b.turn = t
 	b.permCtx, b.permStop = context.WithCancel(b.ctx)
 	sid := b.sessionID
+	b.prompts++
+	id := strconv.FormatInt(promptIDBase+b.prompts, 10)
+	b.promptID, b.promptMarked = id, false
 	b.mu.Unlock()
+	b.holdForTurn(true)
 
 	start := time.Now()
-	ch := make(chan promptResult, 1)
-	go func() {
-		// The backend's own context: cancelling a Prompt's context would
-		// drop the agent's real "cancelled" answer (ACP-NOTES).
-		r, err := b.conn.Prompt(b.ctx, acpsdk.PromptRequest{SessionId: acpsdk.SessionId(sid), Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(p.Text)}})
-		ch <- promptResult{r, err}
-	}()
-
-	deadline := time.NewTimer(b.cfg.Spec.TurnDeadline())
-	defer deadline.Stop()
-	var grace *time.Timer
-	var graceC <-chan time.Time
-	reason := ""
-	// A cancel is held until session/prompt is on the wire, so the agent
-	// never sees session/cancel before the prompt it cancels.
-	pending := ""
-	sentC := t.sent
-	cancelTurn := func(why string) {
-		if reason != "" {
-			return
-		}
-		if sentC != nil {
-			if pending == "" {
-				pending = why
-			}
-			return
-		}
-		reason = why
-		b.sendCancel(sid)
-		grace = time.NewTimer(b.cfg.CancelGrace)
-		graceC = grace.C
-	}
-	ctxDone := ctx.Done()
-	var r promptResult
-wait:
-	for {
-		select {
-		case r = <-ch:
-			break wait
-		case r = <-t.answer:
-			break wait
-		case <-sentC:
-			sentC = nil
-			if pending != "" {
-				cancelTurn(pending)
-			}
-		case <-ctxDone:
-			ctxDone = nil
-			cancelTurn("context")
-		case <-t.cancelReq:
-			cancelTurn("cancel")
-		case <-deadline.C:
-			cancelTurn("timeout")
-		case <-graceC:
-			graceC = nil
-			b.fail(fmt.Errorf("%w: no answer within %s", ErrIgnoredCancel, b.cfg.CancelGrace))
-		}
-	}
-	if grace != nil {
-		grace.Stop()
-	}
+	r, reason := b.await(ctx, t, sid, id, p.Text)
 	// Every update that arrived before the answer belongs to this turn.
 	b.mu.Lock()
 	mark := b.promptMark
@@ -135,12 +94,10 @@ wait:
 	b.promptID, b.promptMarked = "", false
 	b.permStop()
 	b.mu.Unlock()
+	b.holdForTurn(false)
 	close(t.ended)
 
-	res := backends.TurnResult{StopReason: backends.StopReason(r.resp.StopReason), Duration: time.Since(start)}
-	if r.resp.Usage != nil {
-		res.Usage = backends.MustJSON(r.resp.Usage)
-	}
+	res := backends.TurnResult{StopReason: backends.StopReason(r.stopReason), Duration: time.Since(start), Usage: r.usage}
 	if r.err != nil {
 		res.StopReason = backends.StopError
 		err := b.turnError(r.err)
@@ -152,9 +109,84 @@ wait:
 	}
 	if reason == "timeout" {
 		res.StopReason = backends.StopTimeout
-		return res, fmt.Errorf("%w after %s (the agent answered %q to session/cancel)", ErrTurnTimeout, b.cfg.Spec.TurnDeadline(), r.resp.StopReason)
+		return res, fmt.Errorf("%w after %s (the agent answered %q to session/cancel)", ErrTurnTimeout, b.cfg.Spec.TurnDeadline(), r.stopReason)
 	}
 	return res, nil
+}
+
+// await writes session/prompt and waits for its answer, sending
+// session/cancel when ctx ends, Cancel is called or the turn deadline
+// passes, and stopping the agent when it does not answer within the cancel
+// grace after that. It returns the answer and why the turn was cancelled,
+// if it was.
+func (b *Backend) await(ctx context.Context, t *turnState, sid, id, text string) (r promptResult, reason string) {
+	// The SDK's ContentBlock encodes itself by way of a decoding; a text
+	// block is simple enough to write as it is on the wire.
+	type textBlock struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	type params struct {
+		SessionID string      `json:"sessionId"`
+		Prompt    []textBlock `json:"prompt"`
+	}
+	msg := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  params          `json:"params"`
+	}{"2.0", json.RawMessage(id), "session/prompt", params{sid, []textBlock{{"text", text}}}}
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		return promptResult{err: fmt.Errorf("encode session/prompt: %w", err)}, ""
+	}
+	if _, err := b.out.Write(append(raw, '\n')); err != nil {
+		return promptResult{err: err}, ""
+	}
+
+	deadline := time.NewTimer(b.cfg.Spec.TurnDeadline())
+	defer deadline.Stop()
+	var grace *time.Timer
+	var graceC <-chan time.Time
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	cancelTurn := func(why string) {
+		if reason != "" {
+			return
+		}
+		reason = why
+		b.sendCancel(sid)
+		grace = time.NewTimer(b.cfg.CancelGrace)
+		graceC = grace.C
+	}
+	ctxDone := ctx.Done()
+	for {
+		select {
+		case r = <-t.answer:
+			return r, reason
+		case <-b.outputDone:
+			// The filter hands the answer over before it ends.
+			select {
+			case r = <-t.answer:
+			default:
+				r.err = errNoAnswer
+			}
+			return r, reason
+		case <-ctxDone:
+			ctxDone = nil
+			cancelTurn("context")
+		case <-t.cancelReq:
+			cancelTurn("cancel")
+		case <-deadline.C:
+			cancelTurn("timeout")
+		case <-graceC:
+			graceC = nil
+			b.fail(fmt.Errorf("%w: no answer within %s", ErrIgnoredCancel, b.cfg.CancelGrace))
+		}
+	}
 }
 
 // turnError explains a failed session/prompt: when the agent died, its exit
@@ -162,7 +194,7 @@ wait:
 func (b *Backend) turnError(err error) error {
 	disconnected := false
 	select {
-	case <-b.conn.Done():
+	case <-b.outputDone:
 		disconnected = true
 	default:
 	}
@@ -186,14 +218,20 @@ func (b *Backend) turnError(err error) error {
 	return fmt.Errorf("turn failed: %w", err)
 }
 
-// sendCancel answers pending permission requests "cancelled" and sends
-// session/cancel.
+// sendCancel sends session/cancel and answers pending permission requests
+// "cancelled".
 func (b *Backend) sendCancel(sid string) {
 	// The notification first, so the agent knows why its pending
 	// permission requests are answered "cancelled".
-	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.WriteTimeout)
-	defer cancel()
-	if err := b.conn.Cancel(ctx, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(sid)}); err != nil {
+	raw, err := json.Marshal(struct {
+		JSONRPC string                    `json:"jsonrpc"`
+		Method  string                    `json:"method"`
+		Params  acpsdk.CancelNotification `json:"params"`
+	}{"2.0", "session/cancel", acpsdk.CancelNotification{SessionId: acpsdk.SessionId(sid)}})
+	if err == nil {
+		_, err = b.out.Write(append(raw, '\n'))
+	}
+	if err != nil {
 		b.logger.Debug("session/cancel", "err", err)
 	}
 	b.mu.Lock()
@@ -232,8 +270,13 @@ func (b *Backend) SetMode(ctx context.Context, modeID string) error {
 	if sid == "" {
 		return backends.ErrNotStarted
 	}
-	if _, err := b.conn.SetSessionMode(ctx, acpsdk.SetSessionModeRequest{SessionId: acpsdk.SessionId(sid), ModeId: acpsdk.SessionModeId(modeID)}); err != nil {
+	conn, release, err := b.acquire()
+	if err != nil {
 		return fmt.Errorf("set mode %q: %w", modeID, err)
+	}
+	defer release()
+	if _, err := conn.SetSessionMode(ctx, acpsdk.SetSessionModeRequest{SessionId: acpsdk.SessionId(sid), ModeId: acpsdk.SessionModeId(modeID)}); err != nil {
+		return stageErr(ctx, "set mode "+strconv.Quote(modeID), err)
 	}
 	b.mu.Lock()
 	b.info.CurrentMode = modeID
@@ -250,11 +293,16 @@ func (b *Backend) SetConfigOption(ctx context.Context, id, value string) error {
 	if sid == "" {
 		return backends.ErrNotStarted
 	}
-	resp, err := b.conn.SetSessionConfigOption(ctx, acpsdk.SetSessionConfigOptionRequest{ValueId: &acpsdk.SetSessionConfigOptionValueId{
+	conn, release, err := b.acquire()
+	if err != nil {
+		return fmt.Errorf("set config option %q: %w", id, err)
+	}
+	defer release()
+	resp, err := conn.SetSessionConfigOption(ctx, acpsdk.SetSessionConfigOptionRequest{ValueId: &acpsdk.SetSessionConfigOptionValueId{
 		SessionId: acpsdk.SessionId(sid), ConfigId: acpsdk.SessionConfigId(id), Value: acpsdk.SessionConfigValueId(value),
 	}})
 	if err != nil {
-		return fmt.Errorf("set config option %q: %w", id, err)
+		return stageErr(ctx, "set config option "+strconv.Quote(id), err)
 	}
 	if len(resp.ConfigOptions) > 0 {
 		raw, _ := json.Marshal(resp.ConfigOptions)

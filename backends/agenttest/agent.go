@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -208,6 +210,10 @@ func (a *agent) handleNotification(m message) {
 }
 
 func (a *agent) handleRequest(m message) {
+	if slices.Contains(a.script.Unanswered, m.Method) {
+		fmt.Fprintln(a.stderr, "fake agent: not answering", m.Method, "as scripted")
+		return
+	}
 	switch m.Method {
 	case "initialize":
 		a.initialize(m)
@@ -291,7 +297,9 @@ func (a *agent) newSession(m message) {
 	a.respond(m.ID, res)
 	if a.script.StopReadingAfterNew {
 		fmt.Fprintln(a.stderr, "fake agent: no longer reading stdin")
-		select {}
+		// A sleep, not an empty select: with no other goroutine left, the
+		// runtime would call an empty select a deadlock and exit.
+		time.Sleep(time.Duration(math.MaxInt64))
 	}
 }
 

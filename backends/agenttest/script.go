@@ -33,6 +33,9 @@ type Script struct {
 	InitDelayMs int `json:"init_delay_ms,omitempty"`
 	// HangOnInitialize never answers initialize.
 	HangOnInitialize bool `json:"hang_on_initialize,omitempty"`
+	// Unanswered lists request methods the agent never answers (after the
+	// handshake), like an agent stuck in a call.
+	Unanswered []string `json:"unanswered,omitempty"`
 	// IgnoreSIGTERM ignores SIGTERM (and SIGHUP, SIGINT).
 	IgnoreSIGTERM bool `json:"ignore_sigterm,omitempty"`
 	// Grandchild spawns a child process in the agent's process group that
