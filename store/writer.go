@@ -180,11 +180,26 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 		}
 	}()
 	var stmt *sql.Stmt
+	// Each turn row's statement is prepared once per batch, not once per
+	// row: a batch holds the rows of several turns.
+	prepared := map[string]*sql.Stmt{}
+	defer func() {
+		for _, st := range prepared {
+			st.Close()
+		}
+	}()
 	var rejected []rejection
 	now := toUnix(s.now())
 	for i, it := range batch {
 		if w := it.w; w != nil {
-			res, err := tx.ExecContext(ctx, w.query, w.args...)
+			ws := prepared[w.query]
+			if ws == nil {
+				if ws, err = tx.PrepareContext(ctx, w.query); err != nil {
+					return nil, err
+				}
+				prepared[w.query] = ws
+			}
+			res, err := ws.ExecContext(ctx, w.args...)
 			if err == nil && w.affect {
 				if n, aerr := res.RowsAffected(); aerr == nil && n == 0 {
 					rejected = append(rejected, rejection{index: i, err: fmt.Errorf("%w: %s", errNoRow, w.orphan)})
