@@ -389,13 +389,15 @@ func benchWarmBackends(b *testing.B, n int) {
 //
 // With rate=max the agent sends as fast as it can (about 130 000 lines/s,
 // more than the pipeline takes), so the latency there is mostly the queue
-// that builds up before the pool; rate=20000 offers the goal's throughput,
-// 20 000 events/s, and shows the delivery latency at that load.
+// that builds up before the pool and how the two cores are shared between
+// the agent, the pool and SQLite; rate=20000 offers the goal's throughput,
+// 20 000 events/s, and shows the delivery latency at that load; 40000 and
+// 60000 show it at two and three times the goal.
 //
 //	go test -run '^$' -bench EventAppend100Subscribers -benchtime 3x -count 3 ./pool/
 func BenchmarkEventAppend100Subscribers(b *testing.B) {
 	benchSilence(b)
-	for _, c := range []struct{ subs, rate int }{{0, 0}, {1, 0}, {100, 0}, {100, 20000}} {
+	for _, c := range []struct{ subs, rate int }{{0, 0}, {1, 0}, {100, 0}, {100, 20000}, {100, 40000}, {100, 60000}} {
 		rate := "max"
 		if c.rate > 0 {
 			rate = fmt.Sprint(c.rate)

@@ -44,6 +44,9 @@ func benchBackend(b *testing.B, s agenttest.Script, cfg acp.Config) *acp.Backend
 //
 //   - backend: acp.Backend and the fake agent as a separate process;
 //   - sdk-fake-process: a plain SDK client and the same fake agent process;
+//   - raw-fake-process: the same fake agent process prompted by a client
+//     that writes one line and reads the answer on the calling goroutine:
+//     the floor set by the fake agent and the process boundary;
 //   - sdk-fake-inprocess: a plain SDK client and the fake agent on a goroutine;
 //   - sdk-inprocess: a plain SDK client and the SDK's own agent side.
 //
@@ -114,13 +117,40 @@ func BenchmarkPromptWarm(b *testing.B) {
 			reportLatency(b, lat)
 		})
 	}
+	raw := func(name string, gap time.Duration) {
+		b.Run(name, func(b *testing.B) {
+			c := connectRaw(b, fakeProcess(b, one))
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			cpu := startCPU(c.pid)
+			for i := 0; i < b.N; i++ {
+				if gap > 0 {
+					b.StopTimer()
+					time.Sleep(gap)
+					b.StartTimer()
+				}
+				t0 := time.Now()
+				if n := c.prompt(b); n != 1 {
+					b.Fatalf("turn %d brought %d chunks; want 1", i, n)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			if gap == 0 {
+				cpu.report(b, int64(b.N), "op")
+			}
+			reportLatency(b, lat)
+		})
+	}
 	process := func(b *testing.B) agentPipes { return fakeProcess(b, one) }
 	backend("backend", 0)
+	raw("raw-fake-process", 0)
 	sdk("sdk-fake-process", 0, process)
 	sdk("sdk-fake-inprocess", 0, func(b *testing.B) agentPipes { return fakeInProcess(b, one) })
 	sdk("sdk-inprocess", 0, func(b *testing.B) agentPipes { return sdkAgentInProcess(b, 1) })
 	backend("idle-backend", pause)
 	sdk("idle-sdk-fake-process", pause, process)
+	raw("idle-raw-fake-process", pause)
 }
 
 // BenchmarkStartCold: spawn + initialize + session/new of the fake agent
