@@ -346,7 +346,7 @@ func (c *rawClient) callCount(b *testing.B, method string, params any) (json.Raw
 }
 
 // prompt runs one turn and returns the number of updates before the answer.
-func (c *rawClient) prompt(b *testing.B) int {
+func (c *rawClient) prompt(b *testing.B) int64 {
 	_, n := c.callCount(b, "session/prompt", map[string]any{"sessionId": c.sid, "prompt": []any{map[string]any{"type": "text", "text": "go"}}})
-	return n
+	return int64(n)
 }

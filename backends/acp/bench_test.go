@@ -63,83 +63,27 @@ func BenchmarkPromptWarm(b *testing.B) {
 	backend := func(name string, gap time.Duration) {
 		b.Run(name, func(b *testing.B) {
 			be := benchBackend(b, one, acp.Config{})
-			n := 0
-			emit := func(backends.Event) { n++ }
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			cpu := startCPU(be.Info().PID)
-			for i := 0; i < b.N; i++ {
-				if gap > 0 {
-					b.StopTimer()
-					time.Sleep(gap)
-					b.StartTimer()
-				}
-				t0 := time.Now()
-				res, err := be.Prompt(context.Background(), backends.Prompt{Text: "hi"}, emit)
+			promptTurns(b, gap, be.Info().PID, func(b *testing.B) int64 {
+				var n int64
+				res, err := be.Prompt(context.Background(), backends.Prompt{Text: "hi"}, func(backends.Event) { n++ })
 				if err != nil || res.StopReason != backends.StopEndTurn {
 					b.Fatalf("Prompt = %v, %v; want end_turn", res.StopReason, err)
 				}
-				lat = append(lat, time.Since(t0))
-			}
-			b.StopTimer()
-			if gap == 0 {
-				cpu.report(b, int64(b.N), "op")
-			}
-			if n != b.N {
-				b.Fatalf("got %d chunks for %d turns", n, b.N)
-			}
-			reportLatency(b, lat)
+				return n
+			})
 		})
 	}
 	sdk := func(name string, gap time.Duration, pipes func(*testing.B) agentPipes) {
 		b.Run(name, func(b *testing.B) {
 			c := connectSDK(b, pipes(b))
 			defer c.close()
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			cpu := startCPU(c.p.pid)
-			for i := 0; i < b.N; i++ {
-				if gap > 0 {
-					b.StopTimer()
-					time.Sleep(gap)
-					b.StartTimer()
-				}
-				t0 := time.Now()
-				if n := c.prompt(b); n != 1 {
-					b.Fatalf("turn %d brought %d chunks; want 1", i, n)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			b.StopTimer()
-			if gap == 0 {
-				cpu.report(b, int64(b.N), "op")
-			}
-			reportLatency(b, lat)
+			promptTurns(b, gap, c.p.pid, c.prompt)
 		})
 	}
 	raw := func(name string, gap time.Duration) {
 		b.Run(name, func(b *testing.B) {
 			c := connectRaw(b, fakeProcess(b, one))
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			cpu := startCPU(c.pid)
-			for i := 0; i < b.N; i++ {
-				if gap > 0 {
-					b.StopTimer()
-					time.Sleep(gap)
-					b.StartTimer()
-				}
-				t0 := time.Now()
-				if n := c.prompt(b); n != 1 {
-					b.Fatalf("turn %d brought %d chunks; want 1", i, n)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			b.StopTimer()
-			if gap == 0 {
-				cpu.report(b, int64(b.N), "op")
-			}
-			reportLatency(b, lat)
+			promptTurns(b, gap, c.pid, c.prompt)
 		})
 	}
 	process := func(b *testing.B) agentPipes { return fakeProcess(b, one) }
@@ -151,6 +95,33 @@ func BenchmarkPromptWarm(b *testing.B) {
 	backend("idle-backend", pause)
 	sdk("idle-sdk-fake-process", pause, process)
 	raw("idle-raw-fake-process", pause)
+}
+
+// promptTurns times b.N turns of prompt, which returns the chunks a turn
+// brought (one is expected), each after a pause of gap when gap > 0, and
+// reports their latency and, back to back, the CPU of the client and of the
+// agent process pid.
+func promptTurns(b *testing.B, gap time.Duration, pid int, prompt func(*testing.B) int64) {
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	cpu := startCPU(pid)
+	for i := 0; i < b.N; i++ {
+		if gap > 0 {
+			b.StopTimer()
+			time.Sleep(gap)
+			b.StartTimer()
+		}
+		t0 := time.Now()
+		if n := prompt(b); n != 1 {
+			b.Fatalf("turn %d brought %d chunks; want 1", i, n)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	if gap == 0 {
+		cpu.report(b, int64(b.N), "op")
+	}
+	reportLatency(b, lat)
 }
 
 // BenchmarkStartCold: spawn + initialize + session/new of the fake agent
@@ -247,7 +218,7 @@ func BenchmarkChunkThroughput(b *testing.B) {
 		b.ResetTimer()
 		cpu := startCPU(c.pid)
 		for i := 0; i < b.N; i++ {
-			n += int64(c.prompt(b))
+			n += c.prompt(b)
 		}
 		b.StopTimer()
 		report(b, n, chunks)
