@@ -102,6 +102,7 @@ func BenchmarkPromptWarm(b *testing.B) {
 // reports their latency and, back to back, the CPU of the client and of the
 // agent process pid.
 func promptTurns(b *testing.B, gap time.Duration, pid int, prompt func(*testing.B) int64) {
+	b.Helper()
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	cpu := startCPU(pid)
