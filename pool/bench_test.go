@@ -387,9 +387,10 @@ func benchWarmBackends(b *testing.B, n int) {
 // the pipeline alone and delivery without fan-out. The latency is over the
 // last turn's deliveries.
 //
-// With rate=max the agent sends as fast as it can (about 130 000 lines/s,
-// more than the pipeline takes), so the latency there is mostly the queue
-// that builds up before the pool and how the two cores are shared between
+// With rate=max the agent sends as fast as it can; with 100 subscribers
+// that is more than the pipeline takes (about 110 000 events/s on two
+// cores), so the latency there is mostly the queue that builds up before
+// the pool and how the two cores are shared between
 // the agent, the pool and SQLite; rate=20000 offers the goal's throughput,
 // 20 000 events/s, and shows the delivery latency at that load; 40000 and
 // 60000 show it at two and three times the goal.
