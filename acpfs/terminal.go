@@ -24,6 +24,8 @@ type terminal struct {
 	cmd *exec.Cmd
 	pid int // also the process group id
 	out *tailBuffer
+	// jail is the terminal's confinement, nil without one.
+	jail Jail
 
 	started   time.Time
 	timedOut  bool          // written by the watchdog before it kills, read by the waiter after exited
@@ -49,14 +51,31 @@ func (t *Terminals) startLocked(id string, req TerminalRequest, path string, arg
 	cmd.Stdout = pw
 	cmd.Stderr = pw
 	cmd.SysProcAttr = sysProcAttr()
+	var jail Jail
+	if t.cfg.NewJail != nil {
+		if jail, err = t.cfg.NewJail(id); err != nil {
+			pr.Close()
+			pw.Close()
+			return nil, fmt.Errorf("create terminal %q: confine: %w", req.Command, err)
+		}
+		if err := jail.Prepare(cmd); err != nil {
+			pr.Close()
+			pw.Close()
+			_ = jail.Release()
+			return nil, fmt.Errorf("create terminal %q: confine: %w", req.Command, err)
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
+		if jail != nil {
+			_ = jail.Release()
+		}
 		return nil, fmt.Errorf("create terminal %q: %w", req.Command, err)
 	}
 	pw.Close()
 	term := &terminal{
-		id: id, cmd: cmd, pid: cmd.Process.Pid, out: &tailBuffer{limit: limit},
+		id: id, cmd: cmd, pid: cmd.Process.Pid, out: &tailBuffer{limit: limit}, jail: jail,
 		started:   time.Now(),
 		announced: make(chan struct{}),
 		exited:    make(chan struct{}),
@@ -123,6 +142,13 @@ func (t *Terminals) wait(term *terminal, req TerminalRequest, cwd string, pr *os
 	if err := killGroup(term.pid); err != nil {
 		t.log.Warn("kill terminal group", logKeyTerminal, term.id, "error", err)
 	}
+	if term.jail != nil {
+		// Whatever left the group (setsid, double fork) is still in the
+		// jail: end it before the output pipe is waited for.
+		if err := term.jail.Kill(); err != nil {
+			t.log.Warn("kill terminal jail", logKeyTerminal, term.id, "error", err)
+		}
+	}
 	term.reaped = true
 	term.mu.Unlock()
 	// A process that left the group may still hold the pipe: bound the read.
@@ -130,6 +156,11 @@ func (t *Terminals) wait(term *terminal, req TerminalRequest, cwd string, pr *os
 	<-readerDone
 	pr.Close()
 	err := term.cmd.Wait()
+	if term.jail != nil {
+		if rerr := term.jail.Release(); rerr != nil {
+			t.log.Warn("release terminal jail", logKeyTerminal, term.id, "error", rerr)
+		}
+	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		t.log.Warn("reap terminal", logKeyTerminal, term.id, "error", err)
@@ -163,7 +194,13 @@ func (term *terminal) kill() error {
 	if term.reaped {
 		return nil
 	}
-	return killGroup(term.pid)
+	err := killGroup(term.pid)
+	if term.jail != nil {
+		if jerr := term.jail.Kill(); err == nil {
+			err = jerr
+		}
+	}
+	return err
 }
 
 // exitStatus returns a copy of the exit status, nil while running.

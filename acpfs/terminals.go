@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"time"
@@ -57,6 +58,12 @@ type TerminalsConfig struct {
 	Env []string
 	// Logger receives debug and warning records (nil = slog.Default()).
 	Logger *slog.Logger
+	// NewJail, if set, confines each command: it is called with the
+	// terminal's id before the command starts, and the Jail it returns
+	// starts the command inside it, kills everything left in it once the
+	// command exits or is killed, and is released when the command has been
+	// reaped. A NewJail error refuses the terminal.
+	NewJail func(id string) (Jail, error)
 	// OnEvent, if set, receives terminal.created and terminal.exited. It is
 	// called from Create and from the terminal's waiter goroutine, and must
 	// not block for long.
@@ -64,6 +71,16 @@ type TerminalsConfig struct {
 
 	// newTimer is the clock seam for Timeout (nil = a real timer).
 	newTimer func(time.Duration) (<-chan time.Time, func() bool)
+}
+
+// Jail confines a terminal's command and everything it starts (a cgroup of
+// its own, Landlock rules). Prepare rewrites the unstarted command so that it
+// starts inside the jail; Kill SIGKILLs every process in it; Release kills
+// what is left and removes the jail, and is idempotent.
+type Jail interface {
+	Prepare(cmd *exec.Cmd) error
+	Kill() error
+	Release() error
 }
 
 // EnvVar is one environment variable a terminal adds to the base env.

@@ -83,6 +83,8 @@ type Spec struct {
 	Compat Compat `json:"compat,omitempty"`
 	// PTY holds the settings of KindPTY providers.
 	PTY PTYSpec `json:"pty,omitempty"`
+	// Sandbox is the provider's Landlock policy.
+	Sandbox SandboxSpec `json:"sandbox"`
 }
 
 // Validate reports the first field of s that cannot be launched.
@@ -106,4 +108,39 @@ func (s Spec) TurnDeadline() time.Duration {
 		return s.TurnTimeout
 	}
 	return DefaultTurnTimeout
+}
+
+// Network modes of SandboxSpec.Network.
+const (
+	// NetworkAll leaves the network alone (the default).
+	NetworkAll = "all"
+	// NetworkNone refuses every TCP connect and bind (Landlock ABI >= 4).
+	NetworkNone = "none"
+	// NetworkPorts allows TCP connects to the ports of SandboxSpec.Ports only.
+	NetworkPorts = "ports"
+)
+
+// SandboxSpec is a provider's filesystem and network confinement, applied
+// with Landlock by the launcher that execs the agent (and every terminal
+// the bridge starts for it). Paths are absolute once resolved by the
+// registry, except that "$WORKTREE" (alone or as a prefix) stands for the
+// session's worktree and is replaced at launch. The worktree, a private
+// TMPDIR, the system directories and the agent's own installation are
+// always granted; Read and Write add to them.
+type SandboxSpec struct {
+	// Enabled applies the Landlock rules. Cgroup containment applies
+	// whatever its value.
+	Enabled bool `json:"enabled"`
+	// Read lists extra paths the agent may read and execute.
+	Read []string `json:"read,omitempty"`
+	// Write lists extra paths the agent may read, write and execute: the
+	// provider's state directories and caches.
+	Write []string `json:"write,omitempty"`
+	// Network is NetworkAll, NetworkNone or NetworkPorts ("" = NetworkAll).
+	Network string `json:"network,omitempty"`
+	// Ports are the TCP ports the agent may connect to with NetworkPorts.
+	Ports []uint16 `json:"ports,omitempty"`
+	// Required refuses to launch the agent when the kernel cannot apply
+	// the rules, instead of running it unconfined.
+	Required bool `json:"required,omitempty"`
 }

@@ -1,0 +1,39 @@
+package backends
+
+import "os/exec"
+
+// Jail confines one process and everything it starts: a cgroup of its own
+// (or, where none can be made, a marked process tree the daemon adopts as
+// subreaper) and, optionally, Landlock rules applied by a launcher that
+// execs the program.
+//
+// Prepare rewrites an unstarted cmd so that it starts inside the jail: it
+// may replace cmd.Path and cmd.Args (the launcher), add to cmd.Env and set
+// fields of cmd.SysProcAttr (which the caller has already set). Kill
+// SIGKILLs every process in the jail, whatever its session or process
+// group, and waits until none is left or the wait bound passes. Release
+// kills what is left and removes the jail; it is idempotent. Describe says
+// how the process is confined, for events and listings.
+type Jail interface {
+	Prepare(cmd *exec.Cmd) error
+	Kill() error
+	Release() error
+	Describe() Confinement
+}
+
+// Confinement says how a process is confined.
+type Confinement struct {
+	// Containment is "cgroup" (a cgroup v2 of its own), "subreaper" (the
+	// daemon adopts its orphans and sweeps its marked descendants) or ""
+	// (process group only).
+	Containment string `json:"containment"`
+	// Cgroup is the cgroup's path under the cgroup2 mount, when there is one.
+	Cgroup string `json:"cgroup,omitempty"`
+	// Landlock is the ABI version the rules were applied with, 0 when the
+	// process runs without Landlock.
+	Landlock int `json:"landlock"`
+	// Network is the network mode in force ("all" without Landlock net rules).
+	Network string `json:"network,omitempty"`
+	// Warning says what protection is missing and why, if any.
+	Warning string `json:"warning,omitempty"`
+}
