@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -40,14 +41,15 @@ type terminal struct {
 
 // startLocked starts the command of terminal id with its output going to a
 // pipe, and the reader, waiter and watchdog goroutines. t.mu is held.
-func (t *Terminals) startLocked(id string, req TerminalRequest, path string, args []string, cwd string, env []string, limit int) (*terminal, error) {
+func (t *Terminals) startLocked(id string, req TerminalRequest, l launch) (*terminal, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("create terminal %q: %w", req.Command, err)
 	}
-	cmd := exec.Command(path, args...)
-	cmd.Dir = cwd
-	cmd.Env = env
+	cmd := exec.Command(l.path, l.args...)
+	// Never the path: the directory opened and checked by cwd.
+	cmd.Dir = dirOf(l.dir)
+	cmd.Env = l.env
 	cmd.Stdout = pw
 	cmd.Stderr = pw
 	cmd.SysProcAttr = sysProcAttr()
@@ -65,7 +67,9 @@ func (t *Terminals) startLocked(id string, req TerminalRequest, path string, arg
 			return nil, fmt.Errorf("create terminal %q: confine: %w", req.Command, err)
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	runtime.KeepAlive(l.dir) // open until the child has changed into it
+	if err != nil {
 		pr.Close()
 		pw.Close()
 		if jail != nil {
@@ -75,7 +79,7 @@ func (t *Terminals) startLocked(id string, req TerminalRequest, path string, arg
 	}
 	pw.Close()
 	term := &terminal{
-		id: id, cmd: cmd, pid: cmd.Process.Pid, out: &tailBuffer{limit: limit}, jail: jail,
+		id: id, cmd: cmd, pid: cmd.Process.Pid, out: &tailBuffer{limit: l.limit}, jail: jail,
 		started:   time.Now(),
 		announced: make(chan struct{}),
 		exited:    make(chan struct{}),
@@ -86,7 +90,7 @@ func (t *Terminals) startLocked(id string, req TerminalRequest, path string, arg
 	t.wg.Add(3)
 	go t.read(term, pr, readerDone)
 	go t.watch(term, timeout, stopTimer)
-	go t.wait(term, req, cwd, pr, readerDone)
+	go t.wait(term, req, l.cwd, pr, readerDone)
 	return term, nil
 }
 

@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 // shellPath runs a terminal's whole shell line.
@@ -16,24 +18,47 @@ const shellPath = "/bin/sh"
 // line rather than a program name.
 const shellSyntax = " \t\n|&;<>()$`\\\"'*?[]#~=%{}!"
 
-// cwd checks a terminal's cwd and returns it absolute: the root when empty,
-// else a directory the guard accepts.
-func (t *Terminals) cwd(p string) (string, error) {
-	if p == "" {
-		return t.guard.Root(), nil
+// cwd opens a terminal's cwd ("" = the root) and returns it with its
+// absolute path, for events. The directory is opened once, through the
+// Guard's os.Root and without following a final symlink, and checked to be a
+// directory: the command then starts in that open directory (see dirOf), so
+// a symlink swapped in after the check cannot move it outside the worktree.
+// Errors wrap the Guard's errors, ErrNotFound or ErrNotDirectory. The caller
+// closes dir once the command has started.
+func (t *Terminals) cwd(p string) (dir *os.File, abs string, err error) {
+	real := "."
+	if p != "" {
+		if _, real, err = t.guard.resolve(p); err != nil {
+			return nil, "", fmt.Errorf("terminal cwd: %w", err)
+		}
 	}
-	_, real, err := t.guard.resolve(p)
+	dir, err = t.guard.root.OpenFile(real, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return "", fmt.Errorf("terminal cwd: %w", err)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, "", fmt.Errorf("terminal cwd %q: %w", p, ErrNotFound)
+		case errors.Is(err, syscall.ENOTDIR):
+			return nil, "", fmt.Errorf("terminal cwd %q: %w", p, ErrNotDirectory)
+		}
+		return nil, "", fmt.Errorf("terminal cwd: %w", t.guard.opError(p, err))
 	}
-	fi, err := t.guard.root.Stat(real)
-	if err != nil {
-		return "", fmt.Errorf("terminal cwd: %w", t.guard.opError(p, err))
+	fi, err := dir.Stat()
+	if err != nil || !fi.IsDir() {
+		dir.Close()
+		if err == nil {
+			err = ErrNotDirectory
+		}
+		return nil, "", fmt.Errorf("terminal cwd %q: %w", p, err)
 	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("terminal cwd %q: %w", p, ErrNotDirectory)
-	}
-	return filepath.Join(t.guard.Root(), real), nil
+	return dir, filepath.Join(t.guard.Root(), real), nil
+}
+
+// dirOf names the open directory dir for exec.Cmd.Dir. The child changes
+// into it before it execs, while it still holds dir's descriptor (inherited
+// across fork; close-on-exec closes it only at exec), so the name is
+// resolved to that very directory, not to whatever its path names by then.
+func dirOf(dir *os.File) string {
+	return "/proc/self/fd/" + strconv.Itoa(int(dir.Fd()))
 }
 
 // mergeEnv returns base with add applied: a name in add replaces the base
@@ -63,9 +88,10 @@ func mergeEnv(base []string, add []EnvVar) ([]string, error) {
 }
 
 // command returns the program and arguments to run for req: /bin/sh -c for
-// an argument-less shell line, else the program found in env's PATH (or
-// relative to cwd when it has a slash).
-func command(req TerminalRequest, cwd string, env []string) (string, []string, error) {
+// an argument-less shell line, else the program found in env's PATH, or the
+// path as given when it has a slash: a relative one is resolved by the child
+// against its opened cwd (exec.Cmd evaluates a relative Path in Dir).
+func command(req TerminalRequest, env []string) (string, []string, error) {
 	if req.Command == "" {
 		return "", nil, errors.New("terminal: empty command")
 	}
@@ -81,11 +107,7 @@ func command(req TerminalRequest, cwd string, env []string) (string, []string, e
 		return shellPath, []string{"-c", req.Command}, nil
 	}
 	if strings.Contains(req.Command, "/") {
-		p := req.Command
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(cwd, p)
-		}
-		return p, req.Args, nil
+		return req.Command, req.Args, nil
 	}
 	p, err := lookPath(req.Command, envValue(env, "PATH"))
 	if err != nil {

@@ -203,30 +203,38 @@ func NewTerminals(cfg TerminalsConfig) (*Terminals, error) {
 // Create starts a command and returns its terminal id at once. ctx bounds
 // only the creation, not the command, which runs until it exits, is killed,
 // times out, or the Terminals closes. Errors wrap the Guard's errors for the
-// cwd, ErrNotDirectory, ErrTooManyTerminals or ErrClosed, or say why the
+// cwd, ErrNotFound (a missing cwd), ErrNotDirectory, ErrTooManyTerminals or ErrClosed, or say why the
 // command could not be found or started.
 func (t *Terminals) Create(ctx context.Context, req TerminalRequest) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("create terminal: %w", err)
 	}
-	cwd, err := t.cwd(req.Cwd)
-	if err != nil {
-		return "", err
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return "", fmt.Errorf("create terminal: %w", ErrClosed)
 	}
 	env, err := mergeEnv(t.cfg.Env, req.Env)
 	if err != nil {
 		return "", err
 	}
-	path, args, err := command(req, cwd, env)
+	path, args, err := command(req, env)
 	if err != nil {
 		return "", err
 	}
+	dir, cwd, err := t.cwd(req.Cwd)
+	if err != nil {
+		return "", err
+	}
+	// dir stays open until the command has started in it.
+	defer dir.Close()
 	limit := t.cfg.OutputCap
 	if l := req.OutputByteLimit; l != nil && *l >= 0 && *l < limit {
 		limit = *l
 	}
 
-	term, err := t.register(req, path, args, cwd, env, limit)
+	term, err := t.register(req, launch{path: path, args: args, dir: dir, cwd: cwd, env: env, limit: limit})
 	if err != nil {
 		return "", err
 	}
@@ -239,9 +247,21 @@ func (t *Terminals) Create(ctx context.Context, req TerminalRequest) (string, er
 	return term.id, nil
 }
 
+// launch is what Create resolved of a TerminalRequest.
+type launch struct {
+	path string
+	args []string
+	// dir is the opened cwd the command starts in; cwd is its absolute
+	// path, for events only.
+	dir   *os.File
+	cwd   string
+	env   []string
+	limit int
+}
+
 // register starts the command under the lock, so that Close cannot miss a
 // process being started, and records it.
-func (t *Terminals) register(req TerminalRequest, path string, args []string, cwd string, env []string, limit int) (*terminal, error) {
+func (t *Terminals) register(req TerminalRequest, l launch) (*terminal, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
@@ -252,7 +272,7 @@ func (t *Terminals) register(req TerminalRequest, path string, args []string, cw
 	}
 	t.next++
 	id := "term-" + strconv.FormatUint(t.next, 10)
-	term, err := t.startLocked(id, req, path, args, cwd, env, limit)
+	term, err := t.startLocked(id, req, l)
 	if err != nil {
 		return nil, err
 	}
