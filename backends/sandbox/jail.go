@@ -1,0 +1,176 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// Jail is where one program runs: a cgroup of its own (or a marked process
+// tree), and the Landlock policy its launcher applies. It implements
+// backends.Jail and acpfs.Jail.
+type Jail struct {
+	m          *Manager
+	name       string
+	policy     *Policy
+	dir        string // the cgroup; "" in the fallback
+	fd         int    // open on dir while the jail lives
+	tmp        string
+	tmpSession string
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	released bool
+}
+
+// Prepare makes cmd start inside the jail: directly in its cgroup, through
+// the launcher when there is a policy and Landlock, with the jail's mark
+// and TMPDIR in its environment. cmd.SysProcAttr's other fields are kept.
+func (j *Jail) Prepare(cmd *exec.Cmd) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.released {
+		return errors.New("sandbox: jail released")
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append(env[:len(env):len(env)], EnvJail+"="+j.m.cfg.Name+"/"+j.name)
+	if j.tmp != "" {
+		env = append(env, "TMPDIR="+j.tmp)
+	}
+	if j.dir != "" {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = j.fd
+	}
+	if j.policy != nil && j.m.status.Landlock > 0 {
+		p := *j.policy
+		if j.tmp != "" {
+			p.Write = append(p.Write[:len(p.Write):len(p.Write)], j.tmp)
+		}
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return fmt.Errorf("sandbox: policy: %w", err)
+		}
+		path := cmd.Path
+		if path == "" || !strings.HasPrefix(path, "/") {
+			if lp, err := exec.LookPath(path); err == nil {
+				path = lp
+			}
+		}
+		launcher := j.m.cfg.Launcher
+		args := append([]string{}, launcher...)
+		args = append(args, string(raw), path)
+		args = append(args, cmd.Args...)
+		cmd.Path = launcher[0]
+		cmd.Args = args
+		cmd.Err = nil
+		env = append(env, j.m.cfg.LauncherEnv...)
+	}
+	cmd.Env = env
+	j.cmd = cmd
+	return nil
+}
+
+// leader returns the pid of the command started in the jail, 0 if none.
+func (j *Jail) leader() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cmd == nil || j.cmd.Process == nil {
+		return 0
+	}
+	return j.cmd.Process.Pid
+}
+
+// Kill SIGKILLs every process in the jail, whatever its session or process
+// group, and waits until none is left.
+func (j *Jail) Kill() error {
+	if j.dir != "" {
+		return cgroupKill(j.dir)
+	}
+	sweepMarked(j.m.cfg.Name+"/"+j.name, j.m.leaders())
+	return nil
+}
+
+// Release kills what is left in the jail, removes its cgroup and drops its
+// TMPDIR reference. It is idempotent.
+func (j *Jail) Release() error {
+	j.mu.Lock()
+	if j.released {
+		j.mu.Unlock()
+		return nil
+	}
+	j.released = true
+	j.mu.Unlock()
+	err := j.Kill()
+	if j.dir != "" {
+		_ = unix.Close(j.fd)
+		if rerr := cgroupRemove(j.dir); rerr != nil && err == nil {
+			err = rerr
+		}
+		// The session's and agent's cgroups go with their last jail.
+		for dir := parentDir(j.dir); dir != j.m.root && strings.HasPrefix(dir, j.m.root+"/"); dir = parentDir(dir) {
+			if unix.Rmdir(dir) != nil {
+				break
+			}
+		}
+	}
+	j.m.mu.Lock()
+	delete(j.m.jails, j)
+	j.m.mu.Unlock()
+	j.m.releaseTmp(j.tmpSession)
+	return err
+}
+
+// Describe says how the jail confines its program.
+func (j *Jail) Describe() backends.Confinement {
+	c := backends.Confinement{Containment: j.m.status.Containment}
+	if j.dir != "" {
+		c.Cgroup = j.dir
+	}
+	var warn []string
+	if j.dir == "" {
+		warn = append(warn, "no cgroup: contained by the daemon as subreaper")
+	}
+	switch {
+	case j.policy == nil:
+		warn = append(warn, "sandbox disabled for this provider: no Landlock rules")
+	case j.m.status.Landlock == 0:
+		warn = append(warn, "no Landlock on this kernel: filesystem and network unconfined")
+	default:
+		c.Landlock = j.m.status.Landlock
+		c.Network = j.policy.Network
+		if c.Network != backends.NetworkAll && c.Network != "" && c.Landlock < 4 {
+			warn = append(warn, fmt.Sprintf("network %q needs Landlock ABI 4, the kernel has %d", c.Network, c.Landlock))
+		}
+	}
+	if c.Network == "" {
+		c.Network = backends.NetworkAll
+	}
+	c.Warning = strings.Join(warn, "; ")
+	return c
+}
+
+// TmpDir is the jail's private TMPDIR, "" without one.
+func (j *Jail) TmpDir() string { return j.tmp }
+
+func parentDir(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}

@@ -1,0 +1,297 @@
+package sandbox
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// Policy is the Landlock rule set the launcher applies before it execs a
+// program. Paths are absolute; a path that does not exist when the rules
+// are applied is skipped.
+type Policy struct {
+	// Read lists paths granted for reading and executing.
+	Read []string `json:"read,omitempty"`
+	// Write lists paths granted for reading, writing and executing.
+	Write []string `json:"write,omitempty"`
+	// Devices lists device files and directories granted read, write and
+	// ioctl (terminals).
+	Devices []string `json:"devices,omitempty"`
+	// Network is backends.NetworkAll, NetworkNone or NetworkPorts.
+	Network string `json:"network,omitempty"`
+	// Ports are the TCP ports connect(2) may reach with NetworkPorts.
+	Ports []uint16 `json:"ports,omitempty"`
+	// Required makes the launcher refuse to exec the program when the
+	// kernel cannot apply the rules.
+	Required bool `json:"required,omitempty"`
+}
+
+// systemRead are the directories every program needs to read and execute.
+var systemRead = []string{
+	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+	"/nix/store", "/snap", "/proc", "/sys", "/dev", "/run/systemd/resolve",
+}
+
+// systemDevices are the device files programs open for writing.
+var systemDevices = []string{
+	"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+	"/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm",
+}
+
+// secretPaths, under the user's home, are never granted, nor anything
+// above them.
+var secretPaths = []string{
+	".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc",
+	".git-credentials", ".config/gh", ".config/gcloud", ".password-store", ".pki",
+}
+
+// GitPaths are the parts of the main repository a session's agent needs to
+// commit on its own branch: the common git directory (read), its object
+// store, the branch's ref directory and reflog, and the worktree's admin
+// directory (write).
+type GitPaths struct {
+	// CommonDir is the repository's git directory (".git" of the main
+	// checkout): granted for reading only, so hooks and config stay out of
+	// the agent's reach.
+	CommonDir string
+	// AdminDir is the worktree's directory under CommonDir/worktrees.
+	AdminDir string
+	// Branch is the session's branch ("agentpool/<session>").
+	Branch string
+}
+
+// PolicyInput is what BuildPolicy needs to know about one launch.
+type PolicyInput struct {
+	// Sandbox is the provider's policy, as resolved by the registry.
+	Sandbox backends.SandboxSpec
+	// Worktree is the session's worktree (read-write).
+	Worktree string
+	// TmpDir is the private TMPDIR (read-write).
+	TmpDir string
+	// Exe is the program's absolute path; its installation is readable.
+	Exe string
+	// PATH is the program's search path: its absolute entries are readable.
+	PATH string
+	// Git locates the repository; zero when the worktree has none.
+	Git GitPaths
+	// Home is the user's home directory: never granted as a whole, nor the
+	// secrets under it.
+	Home string
+	// Protect are further paths never granted, nor anything above or below
+	// them, except the worktree, TmpDir and the Git paths: the daemon's
+	// home and the main checkout.
+	Protect []string
+}
+
+// BuildPolicy turns a provider's sandbox settings and a launch's facts into
+// the rules the launcher applies. Grants that would expose a protected path
+// are dropped, and reported in the second result.
+func BuildPolicy(in PolicyInput) (Policy, []string) {
+	sb := in.Sandbox
+	p := Policy{Network: sb.Network, Ports: slices.Clone(sb.Ports), Required: sb.Required}
+	if p.Network == "" {
+		p.Network = backends.NetworkAll
+	}
+	read := slices.Clone(systemRead)
+	read = append(read, installDirs(in.Exe, in.PATH)...)
+	for _, dir := range filepath.SplitList(in.PATH) {
+		if filepath.IsAbs(dir) {
+			read = append(read, filepath.Clean(dir))
+		}
+	}
+	read = append(read, expandAll(sb.Read, in.Worktree)...)
+	write := []string{in.Worktree}
+	if in.TmpDir != "" {
+		write = append(write, in.TmpDir)
+	}
+	write = append(write, expandAll(sb.Write, in.Worktree)...)
+	if g := in.Git; g.CommonDir != "" {
+		read = append(read, g.CommonDir)
+		write = append(write, filepath.Join(g.CommonDir, "objects"))
+		if g.AdminDir != "" {
+			write = append(write, g.AdminDir)
+		}
+		if dir := filepath.Dir(g.Branch); g.Branch != "" && dir != "." {
+			write = append(write,
+				filepath.Join(g.CommonDir, "refs", "heads", dir),
+				filepath.Join(g.CommonDir, "logs", "refs", "heads", dir))
+		}
+	}
+	exempt := []string{in.Worktree, in.TmpDir, in.Git.CommonDir}
+	var protect []string
+	for _, s := range secretPaths {
+		if in.Home != "" {
+			protect = append(protect, filepath.Join(in.Home, s))
+		}
+	}
+	protect = append(protect, in.Protect...)
+	var dropped []string
+	keep := func(paths []string) []string {
+		var out []string
+		for _, path := range paths {
+			if path == "" || !filepath.IsAbs(path) {
+				continue
+			}
+			path = filepath.Clean(path)
+			switch {
+			case path == "/" || (in.Home != "" && isWithin(in.Home, path)):
+				// The root or the home itself (or an ancestor): too wide.
+				dropped = append(dropped, path)
+				continue
+			case exposes(path, protect, exempt):
+				dropped = append(dropped, path)
+				continue
+			}
+			if !slices.Contains(out, path) {
+				out = append(out, path)
+			}
+		}
+		return out
+	}
+	p.Read = keep(read)
+	p.Write = keep(write)
+	p.Devices = slices.Clone(systemDevices)
+	return p, dropped
+}
+
+// exposes reports whether granting path would grant a protected path (an
+// ancestor or equal of one) or lies inside one, unless it lies inside an
+// exempt path.
+func exposes(path string, protect, exempt []string) bool {
+	for _, e := range exempt {
+		if e != "" && isWithin(path, e) {
+			return false
+		}
+	}
+	for _, q := range protect {
+		if q == "" {
+			continue
+		}
+		if isWithin(q, path) || isWithin(path, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// isWithin reports whether path is dir or lies beneath it.
+func isWithin(path, dir string) bool {
+	dir = filepath.Clean(dir)
+	path = filepath.Clean(path)
+	if dir == "/" {
+		return true
+	}
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}
+
+// expandAll replaces $WORKTREE in each path.
+func expandAll(paths []string, worktree string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if rest, ok := strings.CutPrefix(p, "$WORKTREE"); ok && (rest == "" || rest[0] == '/') {
+			p = worktree + rest
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// installDirs returns the directories of a program's installation: the
+// directory of the resolved executable (its parent when that is a bin
+// directory), the package root when it lies in a node_modules tree, and
+// the same for the interpreter its #! line names.
+func installDirs(exe, path string) []string {
+	var out []string
+	add := func(p string) {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return
+		}
+		out = append(out, installRoot(real))
+		if p != real {
+			out = append(out, installRoot(p))
+		}
+	}
+	if exe == "" {
+		return nil
+	}
+	add(exe)
+	if interp := shebang(exe); interp != "" {
+		if !filepath.IsAbs(interp) {
+			interp = lookPath(interp, path)
+		}
+		if interp != "" {
+			add(interp)
+		}
+	}
+	return out
+}
+
+// installRoot is the directory to grant for the installed file p.
+func installRoot(p string) string {
+	dir := filepath.Dir(p)
+	parts := strings.Split(dir, string(filepath.Separator))
+	for i := len(parts) - 1; i >= 0; i-- {
+		if parts[i] != "node_modules" || i+1 >= len(parts) {
+			continue
+		}
+		end := i + 2
+		if strings.HasPrefix(parts[i+1], "@") && i+2 < len(parts) {
+			end = i + 3
+		}
+		return strings.Join(parts[:end], string(filepath.Separator))
+	}
+	if filepath.Base(dir) == "bin" {
+		return filepath.Dir(dir)
+	}
+	return dir
+}
+
+// shebang returns the interpreter named by the #! line of file, resolving
+// "/usr/bin/env NAME" to NAME.
+func shebang(file string) string {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil && line == "" {
+		return ""
+	}
+	rest, ok := strings.CutPrefix(line, "#!")
+	if !ok {
+		return ""
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return ""
+	}
+	if filepath.Base(fields[0]) == "env" {
+		for _, f := range fields[1:] {
+			if !strings.HasPrefix(f, "-") {
+				return f
+			}
+		}
+		return ""
+	}
+	return fields[0]
+}
+
+// lookPath finds name in the absolute directories of path.
+func lookPath(name, path string) string {
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}

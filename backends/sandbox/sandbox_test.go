@@ -1,0 +1,332 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/sandbox"
+)
+
+// requireFeature skips a test that needs a kernel feature the machine
+// lacks, except under CI=true, where the machine has them all.
+func requireFeature(t *testing.T, ok bool, feature string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is missing on this machine; CI machines have it", feature)
+	}
+	t.Skipf("needs %s", feature)
+}
+
+func treeName(t *testing.T) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "agentpool-test-" + hex.EncodeToString(b[:])
+}
+
+func open(t *testing.T, cfg sandbox.Config) *sandbox.Manager {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = treeName(t)
+	}
+	if cfg.Launcher == nil {
+		cfg.Launcher = []string{os.Args[0]}
+		cfg.LauncherEnv = []string{sandbox.EnvLauncher + "=1"}
+	}
+	m, err := sandbox.Open(cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := m.Sweep(); err != nil {
+			t.Errorf("Sweep at cleanup: %v", err)
+		}
+		_ = m.Close()
+		if st := m.Status(); st.Cgroup != "" {
+			_ = os.Remove(st.Cgroup)
+		}
+	})
+	return m
+}
+
+func cgroupManager(t *testing.T) *sandbox.Manager {
+	m := open(t, sandbox.Config{})
+	requireFeature(t, m.Status().Containment == sandbox.ContainCgroup, "a writable cgroup v2 hierarchy")
+	return m
+}
+
+// startIn starts a shell line inside a new jail and returns the jail and
+// the command.
+func startIn(t *testing.T, m *sandbox.Manager, cfg sandbox.JailConfig, line string, dir string) (*sandbox.Jail, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	j, err := m.NewJail(cfg)
+	if err != nil {
+		t.Fatalf("NewJail: %v", err)
+	}
+	t.Cleanup(func() { _ = j.Release() })
+	cmd := exec.Command("/bin/sh", "-c", line)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := j.Prepare(cmd); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return j, cmd, &out
+}
+
+// readPids waits for n pids in file.
+func readPids(t *testing.T, file string, n int) []int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(file)
+		var pids []int
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		if len(pids) >= n {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds %d pids after 5s; want %d", file, len(pids), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func alive(pid int) bool {
+	st, err := backends.ReadProcStat(pid)
+	return err == nil && st.Live()
+}
+
+// escapers is a shell line that leaves a setsid'd sleeper and a
+// double-forked one, each writing its pid to file, then waits.
+func escapers(file string) string {
+	return fmt.Sprintf(`setsid sh -c 'echo $$ >> %[1]s; exec sleep 1000' </dev/null >/dev/null 2>&1 &
+( setsid sh -c 'echo $$ >> %[1]s; exec sleep 1000' </dev/null >/dev/null 2>&1 & ) &
+sleep 1000`, file)
+}
+
+func TestJailKillEndsEscapedDescendants(t *testing.T) {
+	for _, mode := range []string{"cgroup", "subreaper"} {
+		t.Run(mode, func(t *testing.T) {
+			var m *sandbox.Manager
+			if mode == "cgroup" {
+				m = cgroupManager(t)
+			} else {
+				m = open(t, sandbox.Config{CgroupParent: "none"})
+			}
+			dir := t.TempDir()
+			pidfile := filepath.Join(dir, "pids")
+			j, cmd, _ := startIn(t, m, sandbox.JailConfig{Path: []string{"s1", "agent"}}, escapers(pidfile), dir)
+			pids := readPids(t, pidfile, 2)
+			for _, pid := range pids {
+				st, _ := backends.ReadProcStat(pid)
+				if st.Session == cmd.Process.Pid {
+					t.Fatalf("pid %d is still in the leader's session; the test proves nothing", pid)
+				}
+			}
+			if err := j.Kill(); err != nil {
+				t.Fatalf("Kill: %v", err)
+			}
+			_ = cmd.Wait()
+			for _, pid := range pids {
+				if alive(pid) {
+					t.Errorf("pid %d survived Kill", pid)
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			if err := j.Release(); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+			if d := j.Describe(); d.Containment != mode {
+				t.Errorf("Describe().Containment = %q; want %q", d.Containment, mode)
+			}
+		})
+	}
+}
+
+func TestSweepEndsWhatAPreviousDaemonLeft(t *testing.T) {
+	for _, mode := range []string{"cgroup", "subreaper"} {
+		t.Run(mode, func(t *testing.T) {
+			parent := ""
+			if mode == "subreaper" {
+				parent = "none"
+			}
+			name := treeName(t)
+			state := filepath.Join(t.TempDir(), "cgroup")
+			first := open(t, sandbox.Config{Name: name, CgroupParent: parent, StateFile: state})
+			if mode == "cgroup" {
+				requireFeature(t, first.Status().Containment == sandbox.ContainCgroup, "a writable cgroup v2 hierarchy")
+			}
+			dir := t.TempDir()
+			pidfile := filepath.Join(dir, "pids")
+			j, err := first.NewJail(sandbox.JailConfig{Path: []string{"s1", "agent", "term-1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Started as a previous daemon would have: it is left running.
+			cmd := exec.Command("/bin/sh", "-c", escapers(pidfile))
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := j.Prepare(cmd); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = cmd.Wait() }()
+			pids := append(readPids(t, pidfile, 2), cmd.Process.Pid)
+
+			second := open(t, sandbox.Config{Name: name, CgroupParent: parent, StateFile: state})
+			n, err := second.Sweep()
+			if err != nil {
+				t.Fatalf("Sweep: %v", err)
+			}
+			if n < 3 {
+				t.Errorf("Sweep killed %d processes; want at least 3", n)
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for _, pid := range pids {
+				for alive(pid) && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if alive(pid) {
+					t.Errorf("pid %d survived the sweep", pid)
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			_ = j.Release()
+		})
+	}
+}
+
+func TestLandlockPolicy(t *testing.T) {
+	requireFeature(t, sandbox.LandlockABI() >= 4, "Landlock ABI 4")
+	m := open(t, sandbox.Config{})
+	base := t.TempDir()
+	home := filepath.Join(base, "home")
+	wt := filepath.Join(base, "home", "daemon", "worktrees", "s1")
+	secret := filepath.Join(home, ".ssh", "id_ed25519")
+	token := filepath.Join(home, "daemon", "token")
+	state := filepath.Join(home, ".fake-agent")
+	outside := filepath.Join(base, "outside")
+	for _, d := range []string{wt, filepath.Dir(secret), state, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{secret, token} {
+		if err := os.WriteFile(f, []byte("secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	tmpRoot := filepath.Join(home, "daemon", "tmp")
+
+	try := func(t *testing.T, sb backends.SandboxSpec, line string) string {
+		t.Helper()
+		pol, _ := sandbox.BuildPolicy(sandbox.PolicyInput{
+			Sandbox: sb, Worktree: wt, Exe: "/bin/sh", PATH: os.Getenv("PATH"), Home: home,
+			Protect: []string{filepath.Join(home, "daemon")},
+		})
+		_, cmd, out := startIn(t, m, sandbox.JailConfig{Path: []string{"s1", "agent"}, Policy: &pol, Session: "s1", TmpRoot: tmpRoot}, line, wt)
+		_ = cmd.Wait()
+		return strings.TrimSpace(out.String())
+	}
+	sb := backends.SandboxSpec{Enabled: true, Write: []string{state}}
+	cases := []struct {
+		name, line, want string
+	}{
+		{"write worktree", "echo hi > " + filepath.Join(wt, "f") + " && echo ok", "ok"},
+		{"write state dir", "echo hi > " + filepath.Join(state, "f") + " && echo ok", "ok"},
+		{"write TMPDIR", `echo hi > "$TMPDIR/f" && case "$TMPDIR" in ` + tmpRoot + `/*) echo ok;; esac`, "ok"},
+		{"write outside", "{ echo hi > " + filepath.Join(outside, "f") + "; } 2>/dev/null || echo refused", "refused"},
+		{"read secret", "cat " + secret + " 2>/dev/null || echo refused", "refused"},
+		{"read token", "cat " + token + " 2>/dev/null || echo refused", "refused"},
+		{"list home", "ls " + home + " 2>/dev/null || echo refused", "refused"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := try(t, sb, c.line); got != c.want {
+				t.Errorf("%s: output %q; want %q", c.line, got, c.want)
+			}
+		})
+	}
+	// The shell has no TCP client: use the test binary's own dialer.
+	exeDir := []string{filepath.Dir(os.Args[0])}
+	dial := fmt.Sprintf("%s -test.run=TestHelperDial -- 127.0.0.1:%d", os.Args[0], port)
+	for _, c := range []struct {
+		name string
+		sb   backends.SandboxSpec
+		want string
+	}{
+		{"network all", backends.SandboxSpec{Enabled: true, Read: exeDir}, "dial ok"},
+		{"network none", backends.SandboxSpec{Enabled: true, Read: exeDir, Network: backends.NetworkNone}, "dial permission denied"},
+		{"network other port", backends.SandboxSpec{Enabled: true, Read: exeDir, Network: backends.NetworkPorts, Ports: []uint16{1}}, "dial permission denied"},
+		{"network this port", backends.SandboxSpec{Enabled: true, Read: exeDir, Network: backends.NetworkPorts, Ports: []uint16{uint16(port)}}, "dial ok"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := try(t, c.sb, "AGENTPOOL_HELPER_DIAL=1 "+dial)
+			if !strings.Contains(got, c.want) {
+				t.Errorf("dial under %+v: output %q; want %q", c.sb, got, c.want)
+			}
+		})
+	}
+}
+
+// TestHelperDial is not a test: run with AGENTPOOL_HELPER_DIAL=1, it dials
+// the address after "--" and prints the outcome.
+func TestHelperDial(t *testing.T) {
+	if os.Getenv("AGENTPOOL_HELPER_DIAL") != "1" {
+		t.Skip("helper")
+	}
+	addr := os.Args[len(os.Args)-1]
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			fmt.Println("dial", errno.Error())
+		} else {
+			fmt.Println("dial", err)
+		}
+		os.Exit(0)
+	}
+	c.Close()
+	fmt.Println("dial ok")
+	os.Exit(0)
+}
