@@ -32,6 +32,13 @@ const (
 	ActionTerminal Action = "terminal"
 )
 
+// ActionUnknown is the action of a request whose tool kind is missing or not
+// an ACP tool kind, after every announcement of its tool call was taken into
+// account. It cannot be named in a policy: Policy.Decide gives it the
+// strictest decision the policy gives any tool kind, so a missing kind never
+// falls to a weaker rule (such as "other": "allow" while "execute": "deny").
+const ActionUnknown Action = "unknown"
+
 // Risk grades an Action.
 type Risk string
 
@@ -75,14 +82,29 @@ func Actions() []Action {
 }
 
 // ActionFromToolKind maps an ACP tool kind to its Action. An empty or unknown
-// kind, including the name of a bridge operation, is ActionOther.
+// kind, including the name of a bridge operation (which an agent must not be
+// able to claim), is ActionUnknown.
 func ActionFromToolKind(kind string) Action {
-	switch a := Action(kind); a {
-	case ActionRead, ActionEdit, ActionDelete, ActionMove, ActionSearch,
-		ActionExecute, ActionThink, ActionFetch, ActionSwitchMode, ActionOther:
+	if a := Action(kind); a.isToolKind() {
 		return a
 	}
-	return ActionOther
+	return ActionUnknown
+}
+
+// toolKinds are the Actions that are ACP tool kinds.
+var toolKinds = [...]Action{
+	ActionRead, ActionEdit, ActionDelete, ActionMove, ActionSearch,
+	ActionExecute, ActionThink, ActionFetch, ActionSwitchMode, ActionOther,
+}
+
+// isToolKind reports whether a is an ACP tool kind.
+func (a Action) isToolKind() bool {
+	for _, k := range toolKinds {
+		if a == k {
+			return true
+		}
+	}
+	return false
 }
 
 // IsBridge reports whether a is an operation of the fs and terminal bridge.
@@ -92,7 +114,7 @@ func (a Action) IsBridge() bool {
 
 // RiskOf grades a: low for read, search, think and fs.read; medium for edit,
 // move, fetch, switch_mode and fs.write; high for delete, execute, terminal,
-// other and anything unknown.
+// other, ActionUnknown and anything else.
 func RiskOf(a Action) Risk {
 	switch a {
 	case ActionRead, ActionSearch, ActionThink, ActionFSRead:

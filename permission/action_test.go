@@ -21,12 +21,12 @@ func TestActionFromToolKind(t *testing.T) {
 		{"fetch", ActionFetch},
 		{"switch_mode", ActionSwitchMode},
 		{"other", ActionOther},
-		{"", ActionOther},
-		{"Read", ActionOther},
-		{"launch_missiles", ActionOther},
-		{"fs.read", ActionOther},
-		{"fs.write", ActionOther},
-		{"terminal", ActionOther},
+		{"", ActionUnknown},
+		{"Read", ActionUnknown},
+		{"launch_missiles", ActionUnknown},
+		{"fs.read", ActionUnknown},
+		{"fs.write", ActionUnknown},
+		{"terminal", ActionUnknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
@@ -64,7 +64,7 @@ func TestParseAction(t *testing.T) {
 			t.Errorf("ParseAction(%q) = %q, %v; want %q, nil", a, got, err, a)
 		}
 	}
-	for _, s := range []string{"", "READ", "exec", " read", "fs.delete", "full"} {
+	for _, s := range []string{"", "READ", "exec", " read", "fs.delete", "full", "unknown"} {
 		t.Run(s, func(t *testing.T) {
 			got, err := ParseAction(s)
 			if !errors.Is(err, ErrUnknownAction) || got != "" {

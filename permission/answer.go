@@ -9,8 +9,8 @@ import (
 // choice: an option kind (preferred: allow_once, allow_always, reject_once,
 // reject_always), a plain "allow" or "deny" ("reject" is the same as "deny"),
 // or the id of one of the request's options. An allow_always choice is
-// remembered for the request's (session, agent, action) until Forget, and
-// forwarded to the agent.
+// remembered for the request's (session, agent, action) until Forget, except
+// for ActionUnknown, and forwarded to the agent.
 //
 // It returns an error wrapping ErrUnknownRequest when no such request is
 // pending in session, or ErrInvalidChoice when choice selects no offered
@@ -28,7 +28,9 @@ func (b *Broker) Answer(session, requestID, choice string) error {
 	}
 	d, _ := decisionOfKind(o.Kind)
 	b.resolveLocked(w, resolution{option: o, decision: d, by: DecidedByUser})
-	if o.Kind == KindAllowAlways {
+	// An unknown action is no one kind of tool: allowing one such call
+	// always would allow every kind-less call of any kind.
+	if o.Kind == KindAllowAlways && w.p.Request.Action != ActionUnknown {
 		req := w.p.Request
 		if b.always[session] == nil {
 			b.always[session] = make(map[grant]bool)

@@ -67,8 +67,13 @@ func PolicyFrom(rules map[string]string, mode string) (Policy, error) {
 
 // Decide returns what p says about a: its explicit rule if it has one (a rule
 // holding anything but allow, ask or deny counts as ask), else allow in full
-// mode, else DefaultDecision(a).
+// mode, else DefaultDecision(a). ActionUnknown gets the strictest decision
+// (deny, then ask, then allow) that p gives any ACP tool kind: a request
+// whose kind is unknown may be anything, a shell command included.
 func (p Policy) Decide(a Action) Decision {
+	if a == ActionUnknown {
+		return p.strictest()
+	}
 	if d, ok := p.Rules[a]; ok {
 		switch d {
 		case DecisionAllow, DecisionDeny:
@@ -80,6 +85,18 @@ func (p Policy) Decide(a Action) Decision {
 		return DecisionAllow
 	}
 	return DefaultDecision(a)
+}
+
+// strictest returns the strictest decision p gives any ACP tool kind.
+func (p Policy) strictest() Decision {
+	rank := map[Decision]int{DecisionAllow: 0, DecisionAsk: 1, DecisionDeny: 2}
+	worst := DecisionAllow
+	for _, k := range toolKinds {
+		if d := p.Decide(k); rank[d] > rank[worst] {
+			worst = d
+		}
+	}
+	return worst
 }
 
 // DefaultDecision is the decision for a when a provider sets no rule for it:
