@@ -107,4 +107,6 @@ type Info struct {
 	Models          json.RawMessage `json:"models,omitempty"`
 	Commands        json.RawMessage `json:"commands,omitempty"`
 	StartedAt       time.Time       `json:"started_at"`
+	// Confinement says how the agent is confined (cgroup, Landlock).
+	Confinement Confinement `json:"confinement"`
 }

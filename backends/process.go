@@ -40,6 +40,10 @@ type ProcessConfig struct {
 	TailLines int
 	// Logger receives stderr lines at debug level.
 	Logger *slog.Logger
+	// Jail, if set, is where the process starts: Stop and the exit of the
+	// leader end everything in it (whatever left the process group), and
+	// it is released once the process has been reaped.
+	Jail Jail
 }
 
 // Process is a child started in its own process group with a parent-death
@@ -66,7 +70,8 @@ type Process struct {
 	exitState *os.ProcessState
 }
 
-// StartProcess starts cfg.Path in its own process group. The returned
+// StartProcess starts cfg.Path in its own process group (and cfg.Jail, if
+// set, which it releases when it cannot start the process). The returned
 // Process must be stopped with Stop; its pipes are closed by Stop or when the
 // process exits.
 func StartProcess(cfg ProcessConfig) (*Process, error) {
@@ -102,8 +107,18 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	cmd.Dir = cfg.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if cfg.Jail != nil {
+		if err := cfg.Jail.Prepare(cmd); err != nil {
+			closeAll(inR, inW, outR, outW, errR, errW)
+			_ = cfg.Jail.Release()
+			return nil, fmt.Errorf("start %s: confine: %w", cfg.Path, err)
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
+		if cfg.Jail != nil {
+			_ = cfg.Jail.Release()
+		}
 		return nil, fmt.Errorf("start %s: %w", cfg.Path, err)
 	}
 	// The child has its own copies; ours would keep the pipes open forever.
@@ -235,6 +250,7 @@ func appendCapped(line, b []byte) []byte {
 func (p *Process) wait() {
 	err := p.cmd.Wait()
 	_ = KillGroup(p.pid)
+	p.killJail()
 	select {
 	case <-p.drained:
 	case <-time.After(stderrDrainWait):
@@ -244,6 +260,11 @@ func (p *Process) wait() {
 	}
 	_ = p.stderr.Close()
 	_ = p.stdin.Close()
+	if j := p.cfg.Jail; j != nil {
+		if rerr := j.Release(); rerr != nil {
+			p.logger.Warn("release the agent's jail", "err", rerr)
+		}
+	}
 	p.mu.Lock()
 	p.exitErr = err
 	p.exitState = p.cmd.ProcessState
@@ -265,6 +286,7 @@ func (p *Process) Stop(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		_ = KillGroup(p.pid)
+		p.killJail()
 		<-p.stopDone
 		return fmt.Errorf("stop pid %d: %w", p.pid, ctx.Err())
 	}
@@ -282,7 +304,17 @@ func (p *Process) ladder(ctx context.Context) {
 		return
 	}
 	_ = KillGroup(p.pid)
+	p.killJail()
 	<-p.done
+}
+
+// killJail SIGKILLs everything in the process's jail, if it has one.
+func (p *Process) killJail() {
+	if j := p.cfg.Jail; j != nil {
+		if err := j.Kill(); err != nil {
+			p.logger.Warn("kill the agent's jail", "err", err)
+		}
+	}
 }
 
 func (p *Process) waitExit(ctx context.Context, d time.Duration) bool {

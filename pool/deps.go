@@ -157,6 +157,9 @@ type LaunchRequest struct {
 	Spec backends.Spec
 	// Session is the pool session id.
 	Session string
+	// Worktree is the session's worktree (Spec.Dir is its path): the
+	// launcher confines the agent to it and its branch.
+	Worktree Worktree
 	// Emit receives events produced outside turns (and bridge audit events).
 	Emit func(backends.Event)
 	// Permission decides the agent's permission requests.

@@ -184,6 +184,7 @@ func (p *Pool) start(e *entry) {
 	b, err := p.cfg.Launcher.Launch(LaunchRequest{
 		Spec:       e.spec,
 		Session:    s.id,
+		Worktree:   s.wt,
 		Emit:       func(ev backends.Event) { p.publish(s, ev) },
 		Permission: p.permissionFunc(s, agent, e.spec),
 	})
@@ -223,6 +224,7 @@ func (p *Pool) start(e *entry) {
 	p.emit(s, backends.EventAgentReady, agent, map[string]any{
 		"pid": info.PID, "agent_session_id": info.AgentSessionID, "resumed": info.Resumed, "context_lost": info.ContextLost,
 		"agent_name": info.AgentName, "agent_version": info.AgentVersion, "modes": info.Modes, "current_mode": info.CurrentMode,
+		"confinement": info.Confinement,
 	})
 	p.wg.Add(1)
 	go p.watch(e, b)

@@ -89,6 +89,9 @@ type Config struct {
 	// OnEvent receives events that happen outside a turn: output while
 	// idle, the exit, a lost context.
 	OnEvent func(backends.Event)
+	// Jail, if set, confines the program and everything it starts; the
+	// backend releases it when the program has ended.
+	Jail backends.Jail
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 	// StopGrace is how long Stop waits after the hang-up before SIGTERM,

@@ -54,7 +54,7 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 	b.termMu.Unlock()
 	b.started = true
 	// Spawning under mu means Stop sees either no process or a complete one.
-	master, cmd, err := spawn(spec, args)
+	master, cmd, err := spawn(spec, args, b.cfg.Jail)
 	if err != nil {
 		b.fatal = err
 		b.mu.Unlock()
@@ -65,6 +65,9 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 	pid := cmd.Process.Pid
 	b.cmd, b.master = cmd, master
 	b.info = backends.Info{Provider: spec.Provider, Kind: backends.KindPTY, PID: pid, PGID: pid, StartedAt: b.now(), Resumed: resumed, ContextLost: lost}
+	if b.cfg.Jail != nil {
+		b.info.Confinement = b.cfg.Jail.Describe()
+	}
 	b.info.StartTicks, _ = backends.ProcStartTicks(pid)
 	if len(spec.PTY.ResumeArgs) > 0 {
 		// The pool hands this back as the resume token after a crash.
@@ -105,7 +108,7 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 
 // spawn starts the program on a new pseudo-terminal as the leader of a new
 // session with the terminal as its controlling tty, and returns our end.
-func spawn(spec backends.Spec, args []string) (*os.File, *exec.Cmd, error) {
+func spawn(spec backends.Spec, args []string, jail backends.Jail) (*os.File, *exec.Cmd, error) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		return nil, nil, fmt.Errorf("open pty: %w", err)
@@ -121,12 +124,22 @@ func spawn(spec backends.Spec, args []string) (*os.File, *exec.Cmd, error) {
 		return nil, nil, fmt.Errorf("set terminal size: %w", err)
 	}
 	cmd := exec.Command(spec.Path, args...)
-	cmd.Env = append(append(os.Environ(), "TERM="+Term), spec.Env...)
+	cmd.Env = backends.AgentEnv(append([]string{"TERM=" + Term}, spec.Env...)...)
 	cmd.Dir = spec.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+	if jail != nil {
+		if err := jail.Prepare(cmd); err != nil {
+			_ = master.Close()
+			_ = jail.Release()
+			return nil, nil, fmt.Errorf("start %s: confine: %w", spec.Path, err)
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		_ = master.Close()
+		if jail != nil {
+			_ = jail.Release()
+		}
 		return nil, nil, fmt.Errorf("start %s: %w", spec.Path, err)
 	}
 	return master, cmd, nil
@@ -177,7 +190,18 @@ func (b *Backend) supervise(readerDone chan struct{}) {
 	pid := b.cmd.Process.Pid
 	waitExited(pid)
 	sweepSession(pid)
+	if b.cfg.Jail != nil {
+		// Whatever left the session (setsid, double fork) is in the jail.
+		if err := b.cfg.Jail.Kill(); err != nil {
+			b.logger.Warn("kill the program's jail", "err", err)
+		}
+	}
 	werr := b.cmd.Wait()
+	if b.cfg.Jail != nil {
+		if err := b.cfg.Jail.Release(); err != nil {
+			b.logger.Warn("release the program's jail", "err", err)
+		}
+	}
 	close(b.procDone)
 	select {
 	case <-readerDone:

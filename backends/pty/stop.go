@@ -40,6 +40,9 @@ func (b *Backend) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		if !b.hasExited() {
 			killSession(pid)
+			if b.cfg.Jail != nil {
+				_ = b.cfg.Jail.Kill()
+			}
 		}
 		<-b.done
 		return fmt.Errorf("stop agent %q: %w", b.cfg.Spec.Provider, ctx.Err())
@@ -58,6 +61,9 @@ func (b *Backend) ladder(ctx context.Context, pid int) {
 	}
 	b.logger.Debug("SIGTERM ignored, sending SIGKILL", logKeyPID, pid)
 	killSession(pid)
+	if b.cfg.Jail != nil {
+		_ = b.cfg.Jail.Kill()
+	}
 }
 
 // waitProc waits up to d for the process to be reaped; false when it was
