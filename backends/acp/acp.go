@@ -100,6 +100,9 @@ type Config struct {
 	WriteTimeout time.Duration
 	// StopGrace and KillGrace tune the stop ladder (see backends.ProcessConfig).
 	StopGrace, KillGrace time.Duration
+	// Jail, if set, confines the agent and everything it starts; the
+	// backend releases it when the agent has ended.
+	Jail backends.Jail
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -139,7 +142,9 @@ type Backend struct {
 	started   bool
 	replaying bool
 	fatal     error
-	toolCalls map[string]bool
+	// toolCalls holds what the agent announced of its tool calls, for
+	// permission requests that leave the kind out (toolcalls.go).
+	toolCalls toolCalls
 	turn      *turnState
 	// promptID is the wire id of the session/prompt in flight; promptMark
 	// is the queue position when its answer arrived. Prompt ids count
@@ -185,7 +190,6 @@ func New(cfg Config) (*Backend, error) {
 		logger:     logger.With("agent", cfg.Spec.Provider),
 		done:       make(chan struct{}),
 		outputDone: make(chan struct{}),
-		toolCalls:  map[string]bool{},
 	}
 	b.ctx, b.cancel = context.WithCancelCause(context.Background())
 	b.permCtx, b.permStop = context.WithCancel(b.ctx)

@@ -64,6 +64,14 @@ func (c client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissio
 	if p.ToolCall.Kind != nil {
 		req.Kind = string(*p.ToolCall.Kind)
 	}
+	if req.Kind == "" {
+		// Left out: the kind its tool_call announced (toolcalls.go). If
+		// that is unknown too, the policy treats the request as the
+		// strictest of its tool kinds.
+		c.b.mu.Lock()
+		req.Kind = c.b.toolCalls.kind(req.ToolCallID)
+		c.b.mu.Unlock()
+	}
 	for _, l := range p.ToolCall.Locations {
 		req.Locations = append(req.Locations, l.Path)
 	}

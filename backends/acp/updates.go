@@ -18,6 +18,7 @@ type update struct {
 	Kind          string          `json:"sessionUpdate"`
 	Content       json.RawMessage `json:"content"`
 	ToolCallID    string          `json:"toolCallId"`
+	ToolKind      string          `json:"kind"`
 	CurrentModeID string          `json:"currentModeId"`
 	Commands      json.RawMessage `json:"availableCommands"`
 	ConfigOptions json.RawMessage `json:"configOptions"`
@@ -109,10 +110,10 @@ func (b *Backend) eventForLocked(u update, raw json.RawMessage, replaying bool) 
 		}
 		t := backends.EventToolCall
 		// A repeated tool_call for a known id is an update (ACP-NOTES item 4).
-		if u.Kind == "tool_call_update" || b.toolCalls[u.ToolCallID] {
+		if u.Kind == "tool_call_update" || b.toolCalls.known(u.ToolCallID) {
 			t = backends.EventToolUpdate
 		}
-		b.toolCalls[u.ToolCallID] = true
+		b.toolCalls.note(u.ToolCallID, u.ToolKind)
 		return mk(t, raw), true
 	case "plan":
 		if replaying {
