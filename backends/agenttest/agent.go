@@ -69,10 +69,6 @@ func Run(s Script, stdin io.Reader, stdout, stderr io.Writer) error {
 	for i := 0; i < s.StderrFlood; i++ {
 		fmt.Fprintf(stderr, "fake agent: stderr flood line %d %s\n", i, strings.Repeat("x", 100))
 	}
-	if s.ExitBeforeHandshake != nil {
-		fmt.Fprintln(stderr, "fake agent: exiting before the handshake as scripted")
-		os.Exit(*s.ExitBeforeHandshake)
-	}
 	a := &agent{
 		script:  s,
 		in:      bufio.NewReaderSize(stdin, 1<<20),
@@ -80,6 +76,11 @@ func Run(s Script, stdin io.Reader, stdout, stderr io.Writer) error {
 		stderr:  stderr,
 		nextID:  s.IDStart,
 		pending: map[string]chan message{},
+	}
+	a.runSteps(s.StartSteps, "", nil)
+	if s.ExitBeforeHandshake != nil {
+		fmt.Fprintln(stderr, "fake agent: exiting before the handshake as scripted")
+		os.Exit(*s.ExitBeforeHandshake)
 	}
 	return a.loop()
 }

@@ -24,6 +24,16 @@ const (
 	HelperACP = "acp"
 	// HelperSleeper sleeps forever ignoring SIGTERM (a grandchild).
 	HelperSleeper = "sleeper"
+	// HelperSetsidSleeper (argv: pidfile) calls setsid unless it already
+	// leads a session, ignores SIGTERM, SIGHUP and SIGINT, appends its
+	// "pid starttime" line to pidfile and sleeps forever.
+	HelperSetsidSleeper = "setsid-sleeper"
+	// HelperDaemonize (argv: pidfile) daemonizes: it starts a
+	// HelperSetsidSleeper in a new session writing to pidfile, waits until
+	// the sleeper has written its line, prints that line on stdout and
+	// exits 0, orphaning the sleeper. Run it as a terminal's command (with
+	// HelperEnv) to leave a descendant the terminal's kill must reach.
+	HelperDaemonize = "daemonize"
 )
 
 // Dispatch runs the helper named by the environment, if any, and exits; it
@@ -57,6 +67,10 @@ func Dispatch() bool {
 		for {
 			time.Sleep(time.Hour)
 		}
+	case HelperSetsidSleeper:
+		setsidSleeperMain(os.Args[1:])
+	case HelperDaemonize:
+		daemonizeMain(os.Args[1:])
 	default:
 		fmt.Fprintln(os.Stderr, "unknown test helper", name)
 		os.Exit(2)
@@ -88,6 +102,13 @@ func Spec(provider string, s Script) backends.Spec {
 func Env(name string, s Script) []string {
 	raw, _ := json.Marshal(s)
 	return append(os.Environ(), EnvHelper+"="+name, EnvScript+"="+string(raw))
+}
+
+// HelperEnv returns the variables (only those, not the current
+// environment) that make the test binary run helper name, for a command
+// such as a terminal's, whose environment adds to an inherited one.
+func HelperEnv(name string) []string {
+	return []string{EnvHelper + "=" + name}
 }
 
 func ignoreTermSignals() {

@@ -45,6 +45,12 @@ type Script struct {
 	StderrFlood int `json:"stderr_flood,omitempty"`
 	// StopReadingAfterNew stops reading stdin once session/new is answered.
 	StopReadingAfterNew bool `json:"stop_reading_after_new,omitempty"`
+	// StartSteps run at start, before the agent reads its stdin (so before
+	// initialize is answered) and before ExitBeforeHandshake: a Sys step here
+	// plants a child with no prompt at all. There is no session yet, so
+	// only steps that do not talk to the client belong here (Sys, Stderr,
+	// SleepMs, Crash); Sys results go to stderr only.
+	StartSteps []Step `json:"start_steps,omitempty"`
 }
 
 // Mode is a session mode offered by the fake.
@@ -102,6 +108,10 @@ type Step struct {
 	// ChunksPerSecond paces Chunks at this rate (0: as fast as possible):
 	// every millisecond or so, the chunks that are due are sent together.
 	ChunksPerSecond int `json:"chunks_per_second,omitempty"`
+	// Sys makes a system call of the agent's own (not through the client)
+	// and reports the result as an agent_message_chunk in the format that
+	// ParseSysResult reads.
+	Sys *SysOp `json:"sys,omitempty"`
 }
 
 // ToolCall describes a tool_call or tool_call_update.

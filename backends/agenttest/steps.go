@@ -104,6 +104,8 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 		fmt.Fprintln(a.stderr, s.Stderr)
 	case s.Garbage != "":
 		a.writeRaw([]byte(s.Garbage))
+	case s.Sys != nil:
+		a.sys(*s.Sys)
 	case s.BigLine > 0:
 		a.update(textUpdate("agent_message_chunk", strings.Repeat("x", s.BigLine)))
 	}
