@@ -28,6 +28,8 @@ type definition struct {
 	turnTimeout time.Duration
 	compat      backends.Compat
 	pty         backends.PTYSpec
+	// sandbox has its paths as written: "~/" not yet expanded.
+	sandbox backends.SandboxSpec
 }
 
 // clone returns a deep copy of d.
@@ -37,6 +39,7 @@ func (d *definition) clone() *definition {
 	c.env = maps.Clone(d.env)
 	c.permissions = maps.Clone(d.permissions)
 	c.pty.ResumeArgs = slices.Clone(d.pty.ResumeArgs)
+	c.sandbox = cloneSandbox(d.sandbox)
 	return &c
 }
 
@@ -110,6 +113,34 @@ func builtins(selfPath string) []*definition {
 			pty: backends.PTYSpec{ResumeArgs: []string{"--restore-chat-history"}, ReadyPattern: aiderReadyPattern,
 				CancelKeys: "\x03"}},
 	}
+	for _, d := range defs {
+		d.sandbox = defaultSandbox(stateDirs(d.id)...)
+	}
 	slices.SortFunc(defs, func(a, b *definition) int { return cmp.Compare(a.id, b.id) })
 	return defs
+}
+
+// stateDirs returns where built-in provider id keeps its state, which its
+// sandbox lets it write (before CommonWritable).
+func stateDirs(id string) []string {
+	switch id {
+	case ProviderClaude, ProviderClaudeCLI:
+		return []string{"~/.claude", "~/.claude.json", "~/.cache/claude-cli-nodejs"}
+	case ProviderCodex:
+		return []string{"~/.codex"}
+	case ProviderGemini:
+		return []string{"~/.gemini"}
+	case ProviderQwen:
+		return []string{"~/.qwen"}
+	case ProviderOpenCode:
+		return []string{"~/.local/share/opencode", "~/.config/opencode", "~/.cache/opencode"}
+	case ProviderCopilot:
+		return []string{"~/.copilot"}
+	case ProviderGoose:
+		return []string{"~/.config/goose", "~/.local/share/goose"}
+	case ProviderAider:
+		// aider keeps its chat history and tags cache in the worktree.
+		return []string{"~/.aider"}
+	}
+	return nil
 }

@@ -32,9 +32,12 @@ func parseDocument(file string, data []byte, base []*definition) (map[string]*de
 // compose merges the entries of doc over the built-ins: an entry with a
 // built-in id overrides its fields, an entry with "extends" defines a new
 // provider from "acp", "pty" or another provider (after that provider's own
-// overrides). Maps (env, permissions) merge key by key; every other field
-// replaces. A new provider is enabled unless it says otherwise and does not
-// inherit its base's label, description or enabled flag.
+// overrides). Maps (env, permissions) merge key by key; "sandbox" merges
+// field by field, each field it sets (lists included) replacing the
+// inherited one; every other field replaces. A new provider is enabled
+// unless it says otherwise and does not inherit its base's label,
+// description or enabled flag; one extending "acp" or "pty" starts from
+// the default sandbox.
 func compose(c *checker, doc *document, base []*definition) map[string]*definition {
 	defs := make(map[string]*definition, len(base)+len(doc.entries))
 	for _, d := range base {
@@ -87,7 +90,7 @@ func compose(c *checker, doc *document, base []*definition) map[string]*definiti
 				c.add(e.keyOff, path, "a new provider extending %q needs \"command\"", ext)
 				return nil
 			}
-			parent = &definition{kind: backends.Kind(ext)}
+			parent = &definition{kind: backends.Kind(ext), sandbox: defaultSandbox()}
 		case custom[ext] != nil:
 			if state[ext] == visiting {
 				c.add(extAt.off, joinPath(path, "extends"), "extends cycle: %s → %s",
@@ -200,4 +203,5 @@ func (c *checker) apply(d *definition, e *entry, path string) {
 	if only("resume_args", backends.KindPTY) && e.resumeArgs != nil {
 		d.pty.ResumeArgs = e.resumeArgs
 	}
+	applySandbox(d, e.sandbox)
 }

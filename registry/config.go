@@ -2,9 +2,11 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"time"
 
@@ -60,6 +62,10 @@ type Config struct {
 	SelfPath string
 	// PathEnv is the PATH searched for command[0]. Default: $PATH.
 	PathEnv string
+	// Home is the directory "~/" stands for in commands and sandbox
+	// paths: the daemon user's home. Default: os.UserHomeDir(), else the
+	// user database's entry.
+	Home string
 	// Debounce is the quiet time after a file event before the file is
 	// read. Default DefaultDebounce.
 	Debounce time.Duration
@@ -110,6 +116,17 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PathEnv == "" {
 		c.PathEnv = os.Getenv("PATH")
 	}
+	if c.Home == "" {
+		home, err := userHome()
+		if err != nil {
+			return c, fmt.Errorf("registry config: find home directory (set Config.Home): %w", err)
+		}
+		c.Home = home
+	}
+	if !filepath.IsAbs(c.Home) {
+		return c, fmt.Errorf("registry config: home %q is not absolute", c.Home)
+	}
+	c.Home = filepath.Clean(c.Home)
 	switch {
 	case c.Debounce < 0:
 		return c, fmt.Errorf("registry config: negative debounce %v", c.Debounce)
@@ -153,3 +170,17 @@ const (
 	logChange   = "change"
 	logDuration = "duration"
 )
+
+// userHome returns $HOME, or the home directory of the user database's
+// entry for the current user when $HOME is not set.
+func userHome() (string, error) {
+	home, err := os.UserHomeDir()
+	if err == nil {
+		return home, nil
+	}
+	u, uerr := user.Current()
+	if uerr != nil || u.HomeDir == "" {
+		return "", errors.Join(err, uerr)
+	}
+	return u.HomeDir, nil
+}

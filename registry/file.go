@@ -56,6 +56,7 @@ type entry struct {
 	rows             *int
 	cancelKeys       *string
 	resumeArgs       []string
+	sandbox          *sandboxEntry
 }
 
 // checker collects the diagnostics of one document.
@@ -125,7 +126,7 @@ func decodeDocument(c *checker, root *node) *document {
 func entryFields() []string {
 	return []string{"extends", "enabled", "label", "description", "command", "env", "permissions",
 		"mode", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "busy_pattern", "quiet_window", "cols",
-		"rows", "cancel_keys", "resume_args"}
+		"rows", "cancel_keys", "resume_args", "sandbox"}
 }
 
 // compatFields lists the fields of an entry's "compat" object.
@@ -211,6 +212,8 @@ func (c *checker) entry(m member, path string) *entry {
 			e.rows = c.bounded(n, fp, minRows, maxRows)
 		case "cancel_keys":
 			e.cancelKeys = c.nonEmpty(n, fp)
+		case "sandbox":
+			e.sandbox = c.sandbox(n, fp)
 		default:
 			delete(e.at, f.key)
 			c.unknown(f, fp, entryFields())

@@ -80,6 +80,30 @@ func TestParseDocumentRejects(t *testing.T) {
 		{"rows integer", doc(`"aider": {"rows": 2.5}`), "providers.aider.rows", "2.5", 0, "want an integer"},
 		{"cancel keys", doc(`"aider": {"cancel_keys": ""}`), "providers.aider.cancel_keys", `""`, 0, "must not be empty"},
 		{"blank label", doc(`"codex": {"label": "  "}`), "providers.codex.label", `"  "`, 0, "must not be empty"},
+		{"sandbox not an object", doc(`"codex": {"sandbox": true}`), "providers.codex.sandbox", "true", 0, "want an object, got boolean"},
+		{"sandbox unknown field", doc(`"codex": {"sandbox": {"wirte": []}}`), "providers.codex.sandbox.wirte", `"wirte"`, 0, `unknown field "wirte" (did you mean "write"?)`},
+		{"sandbox enabled type", doc(`"codex": {"sandbox": {"enabled": 1}}`), "providers.codex.sandbox.enabled", "1}", 0, "want a boolean, got number"},
+		{"sandbox required null", doc(`"codex": {"sandbox": {"required": null}}`), "providers.codex.sandbox.required", "null", 0, "null is not allowed"},
+		{"sandbox read not a list", doc(`"codex": {"sandbox": {"read": "/opt"}}`), "providers.codex.sandbox.read", `"/opt"`, 0, "want an array, got string"},
+		{"sandbox path type", doc(`"codex": {"sandbox": {"read": ["/opt", 7]}}`), "providers.codex.sandbox.read[1]", "7]", 0, "want a string, got number"},
+		{"sandbox relative path", doc(`"codex": {"sandbox": {"write": ["/ok", "cache"]}}`), "providers.codex.sandbox.write[1]", `"cache"`, 0, `relative path "cache"`},
+		{"sandbox empty path", doc(`"codex": {"sandbox": {"write": [""]}}`), "providers.codex.sandbox.write[0]", `""`, 0, "must not be empty"},
+		{"sandbox dotdot", doc(`"codex": {"sandbox": {"read": ["$WORKTREE/../other"]}}`), "providers.codex.sandbox.read[0]", `"$WORKTREE`, 0, `".." component`},
+		{"sandbox NUL", doc(`"codex": {"sandbox": {"read": ["/a\u0000b"]}}`), "providers.codex.sandbox.read[0]", `"/a`, 0, "NUL byte"},
+		{"sandbox other variable", doc(`"codex": {"sandbox": {"write": ["$HOME/.codex"]}}`), "providers.codex.sandbox.write[0]", `"$HOME`, 0, `unknown variable "$HOME"`},
+		{"sandbox inner dollar", doc(`"codex": {"sandbox": {"write": ["$WORKTREE/$X"]}}`), "providers.codex.sandbox.write[0]", `"$WORKTREE`, 0, `"$" is not allowed`},
+		{"sandbox tilde user", doc(`"codex": {"sandbox": {"write": ["~root/x"]}}`), "providers.codex.sandbox.write[0]", `"~root`, 0, `only "~/" is expanded`},
+		{"sandbox whole home", doc(`"codex": {"sandbox": {"read": ["~/"]}}`), "providers.codex.sandbox.read[0]", `"~/"`, 0, "whole home directory"},
+		{"sandbox network word", doc(`"codex": {"sandbox": {"network": "nil"}}`), "providers.codex.sandbox.network", `"nil"`, 0, `unknown network "nil"`},
+		{"sandbox network ports word", doc(`"codex": {"sandbox": {"network": "ports"}}`), "providers.codex.sandbox.network", `"ports"`, 0, `unknown network "ports"`},
+		{"sandbox network type", doc(`"codex": {"sandbox": {"network": false}}`), "providers.codex.sandbox.network", "false", 0, "got boolean"},
+		{"sandbox network null", doc(`"codex": {"sandbox": {"network": null}}`), "providers.codex.sandbox.network", "null", 0, "null is not allowed"},
+		{"sandbox no ports", doc(`"codex": {"sandbox": {"network": []}}`), "providers.codex.sandbox.network", "[]", 0, "at least one port"},
+		{"sandbox port zero", doc(`"codex": {"sandbox": {"network": [443, 0]}}`), "providers.codex.sandbox.network[1]", "0]", 0, "out of range [1, 65535]"},
+		{"sandbox port too high", doc(`"codex": {"sandbox": {"network": [65536]}}`), "providers.codex.sandbox.network[0]", "65536", 0, "out of range [1, 65535]"},
+		{"sandbox port fraction", doc(`"codex": {"sandbox": {"network": [80.5]}}`), "providers.codex.sandbox.network[0]", "80.5", 0, "want an integer"},
+		{"sandbox port string", doc(`"codex": {"sandbox": {"network": ["443"]}}`), "providers.codex.sandbox.network[0]", `"443"`, 0, "want a number, got string"},
+		{"sandbox on a new provider", doc(`"amp": {"extends": "acp", "command": ["a"], "sandbox": {"read": ["x"]}}`), "providers.amp.sandbox.read[0]", `"x"`, 0, "relative path"},
 		{"multibyte column", doc(`"codex": {"label": "Ünïcødé", "mode": "x"}`), "providers.codex.mode", `"x"`, 0, "unknown mode"},
 		{"too large", "{\"version\": 1, \"x\": \"" + strings.Repeat("a", maxFileSize) + "\"}", "", "{", 0, "larger than"},
 	}
@@ -167,6 +191,7 @@ func FuzzParseDocument(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "providers": {"amp": {"extends": "acp", "command": ["amp-acp"]}}}`))
 	f.Add([]byte(`{"version": 1, "providers": {"a": {"extends": "b"}, "b": {"extends": "a"}}}`))
 	f.Add([]byte(`{"version": 1} trailing`))
+	f.Add([]byte(`{"version": 1, "providers": {"codex": {"sandbox": {"read": ["~/a", "$WORKTREE/b"], "network": [443, 80]}}}}`))
 	f.Add([]byte(`[[[[[[[[[[`))
 	f.Add([]byte("{\"version\": 1, \"providers\": {\"claude\": {\"label\": \"\\u00e9\"}}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -35,16 +35,12 @@ type lookup struct {
 
 // lookPath finds the program name the way a shell would, in pathEnv rather
 // than the process's PATH. A name with a slash is used as it is: "~/"
-// means the home directory, and a relative one is taken from baseDir (the
-// config file's directory). Relative PATH entries are skipped, as exec does.
-func lookPath(name, pathEnv, baseDir string) lookup {
+// means home, and a relative one is taken from baseDir (the config file's
+// directory). Relative PATH entries are skipped, as exec does.
+func lookPath(name, pathEnv, baseDir, home string) lookup {
 	if strings.ContainsRune(name, '/') {
 		p := name
 		if rest, ok := strings.CutPrefix(name, "~/"); ok {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return lookup{status: StatusError, diag: fmt.Sprintf("command %q: %v", name, err)}
-			}
 			p = filepath.Join(home, rest)
 		} else if !filepath.IsAbs(p) {
 			p = filepath.Join(baseDir, p)

@@ -23,19 +23,20 @@ func TestMain(m *testing.M) {
 const waitLimit = 10 * time.Second
 
 // fixture is a providers file in a temporary directory with a PATH of fake
-// programs.
+// programs and a home directory of its own.
 type fixture struct {
 	dir  string // holds providers.json
 	bin  string // the PATH
+	home string // Config.Home
 	path string // providers.json
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	root := t.TempDir()
-	f := &fixture{dir: filepath.Join(root, "conf"), bin: filepath.Join(root, "bin")}
+	f := &fixture{dir: filepath.Join(root, "conf"), bin: filepath.Join(root, "bin"), home: filepath.Join(root, "home")}
 	f.path = filepath.Join(f.dir, "providers.json")
-	for _, d := range []string{f.dir, f.bin} {
+	for _, d := range []string{f.dir, f.bin, f.home} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -79,6 +80,7 @@ func (f *fixture) config() Config {
 	return Config{
 		Path:     f.path,
 		PathEnv:  f.bin,
+		Home:     f.home,
 		SelfPath: filepath.Join(f.bin, "agentpool"),
 		Logger:   slog.New(slog.DiscardHandler),
 	}

@@ -66,6 +66,10 @@ type ProviderStatus struct {
 	Command []string `json:"command"`
 	// BuiltIn is true for the providers agentpool ships.
 	BuiltIn bool `json:"built_in"`
+	// Sandbox is the confinement policy the provider's Spec carries, its
+	// paths expanded ("$WORKTREE" excepted). Whether the kernel can
+	// apply it is the launcher's to say.
+	Sandbox backends.SandboxSpec `json:"sandbox"`
 	// Probe is the last probe result, nil before the first probe.
 	Probe *ProbeInfo `json:"probe,omitempty"`
 }
@@ -276,7 +280,7 @@ func (r *Registry) lookupAllLocked() {
 	for id, d := range r.defs {
 		l, ok := seen[d.command[0]]
 		if !ok {
-			l = lookPath(d.command[0], r.cfg.PathEnv, r.baseDir)
+			l = lookPath(d.command[0], r.cfg.PathEnv, r.baseDir, r.cfg.Home)
 			seen[d.command[0]] = l
 		}
 		r.lookups[id] = l
@@ -310,7 +314,7 @@ func (r *Registry) lookupAgain(id string) *state {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if d := r.defs[id]; d != nil && !r.closed {
-		r.lookups[id] = lookPath(d.command[0], r.cfg.PathEnv, r.baseDir)
+		r.lookups[id] = lookPath(d.command[0], r.cfg.PathEnv, r.baseDir, r.cfg.Home)
 		r.commitLocked()
 	}
 	return r.cur.Load()

@@ -39,7 +39,8 @@ func TestResolveSpecs(t *testing.T) {
 	bin := func(n string) string { return filepath.Join(f.bin, n) }
 	claude := backends.Spec{Provider: "claude", Kind: backends.KindACP, Path: bin("claude-agent-acp"),
 		TurnTimeout: 45 * time.Minute, IdleTimeout: 5 * time.Minute,
-		Permissions: map[string]string{"edit": "ask", "read": "allow"}}
+		Permissions: map[string]string{"edit": "ask", "read": "allow"},
+		Sandbox:     sandboxOf(f.home, "~/.claude", "~/.claude.json", "~/.cache/claude-cli-nodejs")}
 	root := claude
 	root.Provider, root.Env, root.Mode = "claude-root", []string{"IS_SANDBOX=1"}, "full"
 	root.Permissions = map[string]string{"edit": "ask", "read": "allow", "execute": "deny"}
@@ -53,16 +54,20 @@ func TestResolveSpecs(t *testing.T) {
 		{"claude-root", root},
 		{"claude-root2", root2},
 		{"gemini", backends.Spec{Provider: "gemini", Kind: backends.KindACP, Path: bin("gemini"), Args: []string{"--acp"},
-			Env:    []string{"A_FIRST=1", "GEMINI_CLI_NO_RELAUNCH=true", "HTTPS_PROXY=http://127.0.0.1:3128"},
-			Compat: backends.Compat{MissingFileEmpty: true}}},
-		{"amp", backends.Spec{Provider: "amp", Kind: backends.KindACP, Path: bin("amp-acp"), Args: []string{"--flag", "x y"}}},
-		{"local", backends.Spec{Provider: "local", Kind: backends.KindACP, Path: local}},
-		{"demo", backends.Spec{Provider: "demo", Kind: backends.KindACP, Path: f.config().SelfPath, Args: []string{DemoAgentArg}}},
+			Env:     []string{"A_FIRST=1", "GEMINI_CLI_NO_RELAUNCH=true", "HTTPS_PROXY=http://127.0.0.1:3128"},
+			Compat:  backends.Compat{MissingFileEmpty: true},
+			Sandbox: sandboxOf(f.home, "~/.gemini")}},
+		{"amp", backends.Spec{Provider: "amp", Kind: backends.KindACP, Path: bin("amp-acp"), Args: []string{"--flag", "x y"},
+			Sandbox: sandboxOf(f.home)}},
+		{"local", backends.Spec{Provider: "local", Kind: backends.KindACP, Path: local, Sandbox: sandboxOf(f.home)}},
+		{"demo", backends.Spec{Provider: "demo", Kind: backends.KindACP, Path: f.config().SelfPath, Args: []string{DemoAgentArg},
+			Sandbox: sandboxOf(f.home)}},
 		{"aider", backends.Spec{Provider: "aider", Kind: backends.KindPTY, Path: bin("aider"),
 			PTY: backends.PTYSpec{ReadyPattern: "^> $", BusyPattern: "(?i)working", QuietWindow: 800 * time.Millisecond, Cols: 100, Rows: 30, CancelKeys: "\x1b",
-				ResumeArgs: []string{"--restore-chat-history"}}}}, // resume_args from the built-in
+				ResumeArgs: []string{"--restore-chat-history"}}, // resume_args from the built-in
+			Sandbox: sandboxOf(f.home, "~/.aider")}},
 		{"term", backends.Spec{Provider: "term", Kind: backends.KindPTY, Path: bin("tool"),
-			PTY: backends.PTYSpec{ResumeArgs: []string{"--resume"}}}},
+			PTY: backends.PTYSpec{ResumeArgs: []string{"--resume"}}, Sandbox: sandboxOf(f.home)}},
 	}
 	// The demo agent's binary is the daemon itself; here a fake.
 	f.install(t, "agentpool")
@@ -224,10 +229,11 @@ func TestLookPath(t *testing.T) {
 		{"absolute", filepath.Join(f.bin, "tool"), "", StatusReady, filepath.Join(f.bin, "tool")},
 		{"relative to the file", "./tool", "", StatusReady, filepath.Join(f.bin, "tool")},
 		{"relative parent", "../bin/tool", "", StatusReady, filepath.Join(f.bin, "tool")},
+		{"home", "~/../bin/tool", "", StatusReady, filepath.Join(f.bin, "tool")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := lookPath(tt.cmd, tt.pathEnv, f.bin)
+			got := lookPath(tt.cmd, tt.pathEnv, f.bin, f.home)
 			if got.status != tt.status || got.path != tt.path {
 				t.Errorf("lookPath(%q, %q) = %+v; want status %s, path %q", tt.cmd, tt.pathEnv, got, tt.status, tt.path)
 			}
@@ -245,6 +251,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"negative poll", Config{PollInterval: -1}},
 		{"negative probe timeout", Config{ProbeTimeout: -1}},
 		{"negative concurrency", Config{ProbeConcurrency: -1}},
+		{"relative home", Config{Home: "home"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,4 +273,18 @@ func TestNewValidatesConfig(t *testing.T) {
 	if s := r.Snapshot(); s.File != "" || s.ETag != `"absent"` || len(s.Providers) != 10 {
 		t.Errorf("snapshot without a file = file %q, etag %s, %d providers; want none, absent, 10", s.File, s.ETag, len(s.Providers))
 	}
+}
+
+// sandboxOf is the default sandbox of a provider with the given state
+// directories, resolved under home.
+func sandboxOf(home string, stateDirs ...string) backends.SandboxSpec {
+	expand := func(paths []string) []string {
+		out := make([]string, len(paths))
+		for i, p := range paths {
+			out[i] = filepath.Join(home, strings.TrimPrefix(p, "~/"))
+		}
+		return out
+	}
+	return backends.SandboxSpec{Enabled: true, Network: backends.NetworkAll, Read: expand(CommonReadable()),
+		Write: expand(append(stateDirs, CommonWritable()...))}
 }

@@ -76,6 +76,21 @@ func builtinsDocument(selfPath string) []byte {
 				e["resume_args"] = p.ResumeArgs
 			}
 		}
+		sb := map[string]any{"enabled": d.sandbox.Enabled, "required": d.sandbox.Required}
+		if d.sandbox.Read != nil {
+			sb["read"] = d.sandbox.Read
+		}
+		if d.sandbox.Write != nil {
+			sb["write"] = d.sandbox.Write
+		}
+		switch d.sandbox.Network {
+		case backends.NetworkPorts:
+			sb["network"] = d.sandbox.Ports
+		case "":
+		default:
+			sb["network"] = d.sandbox.Network
+		}
+		e["sandbox"] = sb
 		providers[d.id] = e
 	}
 	b, _ := json.MarshalIndent(map[string]any{"version": FileVersion, "providers": providers}, "", "  ")
@@ -97,6 +112,16 @@ func TestExampleLoads(t *testing.T) {
 	if d := defs["claude"]; d.env["IS_SANDBOX"] != "" {
 		t.Errorf("example claude env = %v; want IS_SANDBOX unset by default", d.env)
 	}
+	// The example shows each form of "network" and a required sandbox.
+	var network = map[string]bool{}
+	required := false
+	for _, d := range defs {
+		network[d.sandbox.Network] = true
+		required = required || d.sandbox.Required && d.sandbox.Enabled
+	}
+	if !network[backends.NetworkNone] || !network[backends.NetworkPorts] || !required {
+		t.Errorf("example sandboxes: networks %v, required %v; want \"none\", a port list and a required one", network, required)
+	}
 
 	// The example shows every field, every compat switch, every
 	// permission action and every mode.
@@ -114,7 +139,7 @@ func TestExampleLoads(t *testing.T) {
 	}
 	walk(root)
 	want := slices.Concat([]string{"$schema", "version", "providers", "mode=default", "mode=full"},
-		entryFields(), compatFields(), permissionActions())
+		entryFields(), compatFields(), permissionActions(), sandboxFields())
 	for _, k := range want {
 		if !seen[k] {
 			t.Errorf("%s does not show %q", examplePath, k)
@@ -195,6 +220,28 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"rows integer", `{"version": 1, "providers": {"aider": {"rows": 2.5}}}`, false},
 		{"blank label", `{"version": 1, "providers": {"codex": {"label": "   "}}}`, false},
 		{"compat field", `{"version": 1, "providers": {"gemini": {"compat": {"x": true}}}}`, false},
+		{"sandbox all fields", `{"version": 1, "providers": {"codex": {"sandbox": {"enabled": true, "read": ["/opt", "~/data", "$WORKTREE/x"], "write": ["$WORKTREE"], "network": [443, 8443], "required": true}}}}`, true},
+		{"sandbox on pty", `{"version": 1, "providers": {"aider": {"sandbox": {"network": "none"}}}}`, true},
+		{"sandbox on new", `{"version": 1, "providers": {"t": {"extends": "pty", "command": ["t"], "sandbox": {"enabled": false}}}}`, true},
+		{"sandbox empty lists", `{"version": 1, "providers": {"codex": {"sandbox": {"read": [], "write": []}}}}`, true},
+		{"sandbox network all", `{"version": 1, "providers": {"codex": {"sandbox": {"network": "all"}}}}`, true},
+		{"sandbox duplicate ports", `{"version": 1, "providers": {"codex": {"sandbox": {"network": [443, 443]}}}}`, true},
+		{"sandbox unknown field", `{"version": 1, "providers": {"codex": {"sandbox": {"deny": []}}}}`, false},
+		{"sandbox relative", `{"version": 1, "providers": {"codex": {"sandbox": {"read": ["opt"]}}}}`, false},
+		{"sandbox dotdot", `{"version": 1, "providers": {"codex": {"sandbox": {"read": ["/opt/../etc"]}}}}`, false},
+		{"sandbox dotdot end", `{"version": 1, "providers": {"codex": {"sandbox": {"read": ["$WORKTREE/.."]}}}}`, false},
+		{"sandbox empty path", `{"version": 1, "providers": {"codex": {"sandbox": {"write": [""]}}}}`, false},
+		{"sandbox variable", `{"version": 1, "providers": {"codex": {"sandbox": {"write": ["$HOME/x"]}}}}`, false},
+		{"sandbox inner dollar", `{"version": 1, "providers": {"codex": {"sandbox": {"write": ["/opt/$X"]}}}}`, false},
+		{"sandbox tilde user", `{"version": 1, "providers": {"codex": {"sandbox": {"write": ["~root/x"]}}}}`, false},
+		{"sandbox whole home", `{"version": 1, "providers": {"codex": {"sandbox": {"write": ["~/"]}}}}`, false},
+		{"sandbox NUL", `{"version": 1, "providers": {"codex": {"sandbox": {"write": ["/a\u0000"]}}}}`, false},
+		{"sandbox network word", `{"version": 1, "providers": {"codex": {"sandbox": {"network": "ports"}}}}`, false},
+		{"sandbox no ports", `{"version": 1, "providers": {"codex": {"sandbox": {"network": []}}}}`, false},
+		{"sandbox port 0", `{"version": 1, "providers": {"codex": {"sandbox": {"network": [0]}}}}`, false},
+		{"sandbox port 65536", `{"version": 1, "providers": {"codex": {"sandbox": {"network": [65536]}}}}`, false},
+		{"sandbox port fraction", `{"version": 1, "providers": {"codex": {"sandbox": {"network": [1.5]}}}}`, false},
+		{"sandbox null", `{"version": 1, "providers": {"codex": {"sandbox": null}}}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

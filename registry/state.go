@@ -62,11 +62,9 @@ func (r *Registry) buildLocked() *state {
 	}
 	for _, id := range ids {
 		d, l := r.defs[id], r.lookups[id]
-		p := &providerState{
-			status: ProviderStatus{ID: id, Label: d.label, Description: d.description, Kind: d.kind,
-				Enabled: d.enabled, Path: l.path, Command: d.command, BuiltIn: d.builtIn},
-			spec: specOf(d, l),
-		}
+		p := &providerState{spec: specOf(d, l, r.cfg.Home)}
+		p.status = ProviderStatus{ID: id, Label: d.label, Description: d.description, Kind: d.kind,
+			Enabled: d.enabled, Path: l.path, Command: d.command, BuiltIn: d.builtIn, Sandbox: p.spec.Sandbox}
 		rec := r.probes[id]
 		if rec != nil && !reflect.DeepEqual(rec.spec, p.spec) {
 			delete(r.probes, id)
@@ -102,8 +100,9 @@ func (r *Registry) buildLocked() *state {
 	return st
 }
 
-// specOf is the launch spec of d with its program found at l.
-func specOf(d *definition, l lookup) backends.Spec {
+// specOf is the launch spec of d with its program found at l and "~/" in
+// its sandbox paths expanded to home.
+func specOf(d *definition, l lookup, home string) backends.Spec {
 	s := backends.Spec{
 		Provider:    d.id,
 		Kind:        d.kind,
@@ -113,6 +112,7 @@ func specOf(d *definition, l lookup) backends.Spec {
 		Mode:        d.mode,
 		Compat:      d.compat,
 		PTY:         d.pty,
+		Sandbox:     resolveSandbox(d.sandbox, home),
 	}
 	if len(d.command) > 1 {
 		s.Args = slices.Clone(d.command[1:])
@@ -132,6 +132,7 @@ func cloneSpec(s backends.Spec) backends.Spec {
 	s.Env = slices.Clone(s.Env)
 	s.Permissions = maps.Clone(s.Permissions)
 	s.PTY.ResumeArgs = slices.Clone(s.PTY.ResumeArgs)
+	s.Sandbox = cloneSandbox(s.Sandbox)
 	return s
 }
 

@@ -1,0 +1,256 @@
+package registry
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// worktreeVar stands for the session's worktree in a sandbox path. The
+// registry keeps it literally in the Spec; the launcher replaces it.
+const worktreeVar = "$WORKTREE"
+
+// maxPort is the highest TCP port.
+const maxPort = 65535
+
+// CommonWritable returns the caches every provider may write unless its
+// "sandbox.write" says otherwise: the built-ins and the bases "acp" and
+// "pty" start with these paths after their own state directories, and an
+// entry that sets "write" replaces the whole list, these included. Paths
+// start with "~/" (the home directory of Config.Home); "~/.cache" holds
+// Go's build cache and most tools' caches.
+func CommonWritable() []string {
+	return []string{"~/.cache", "~/.npm", "~/go/pkg/mod"}
+}
+
+// CommonReadable returns the files every provider may read unless its
+// "sandbox.read" says otherwise, the way CommonWritable does for writes:
+// git's per-user configuration, without which commits in the worktree
+// have no author.
+func CommonReadable() []string {
+	return []string{"~/.gitconfig", "~/.config/git"}
+}
+
+// defaultSandbox is the sandbox of a built-in with the given state
+// directories, and (with none) of a provider extending "acp" or "pty":
+// enabled, every network port, the common paths.
+func defaultSandbox(stateDirs ...string) backends.SandboxSpec {
+	return backends.SandboxSpec{
+		Enabled: true,
+		Read:    CommonReadable(),
+		Write:   append(slices.Clone(stateDirs), CommonWritable()...),
+		Network: backends.NetworkAll,
+	}
+}
+
+// sandboxEntry is the "sandbox" object of an entry. Nil pointers and nil
+// slices are the fields it leaves unset.
+type sandboxEntry struct {
+	enabled  *bool
+	read     []string
+	write    []string
+	network  *string
+	ports    []uint16
+	required *bool
+}
+
+// sandboxFields lists the fields of an entry's "sandbox" object.
+func sandboxFields() []string {
+	return []string{"enabled", "read", "write", "network", "required"}
+}
+
+// sandbox decodes an entry's "sandbox" object.
+func (c *checker) sandbox(n *node, path string) *sandboxEntry {
+	if !c.want(n, kindObject, path) {
+		return nil
+	}
+	out := &sandboxEntry{}
+	for _, m := range n.members {
+		fp := joinPath(path, m.key)
+		switch m.key {
+		case "enabled":
+			if b, ok := c.boolean(m.val, fp); ok {
+				out.enabled = &b
+			}
+		case "required":
+			if b, ok := c.boolean(m.val, fp); ok {
+				out.required = &b
+			}
+		case "read":
+			out.read = c.sandboxPaths(m.val, fp)
+		case "write":
+			out.write = c.sandboxPaths(m.val, fp)
+		case "network":
+			if mode, ports, ok := c.network(m.val, fp); ok {
+				out.network, out.ports = &mode, ports
+			}
+		default:
+			c.unknown(m, fp, sandboxFields())
+		}
+	}
+	return out
+}
+
+// sandboxPaths decodes a list of sandbox paths, cleaned, or nil when the
+// list has a problem.
+func (c *checker) sandboxPaths(n *node, path string) []string {
+	if !c.want(n, kindArray, path) {
+		return nil
+	}
+	out := make([]string, 0, len(n.elems))
+	ok := true
+	for i, e := range n.elems {
+		ep := fmt.Sprintf("%s[%d]", path, i)
+		s, good := c.str(e, ep)
+		if good {
+			if msg := checkSandboxPath(s); msg != "" {
+				c.add(e.off, ep, "%s", msg)
+				good = false
+			}
+		}
+		ok = ok && good
+		out = append(out, filepath.Clean(s))
+	}
+	if !ok {
+		return nil
+	}
+	return out
+}
+
+// checkSandboxPath returns why p cannot be a sandbox path, or "". A path
+// is absolute, starts with "~/", or is "$WORKTREE" or starts with
+// "$WORKTREE/"; it has no ".." component and no other "$".
+func checkSandboxPath(p string) string {
+	const want = `want an absolute path, "~/..." or "$WORKTREE/..."`
+	rest := p
+	switch {
+	case p == "":
+		return "must not be empty (" + want + ")"
+	case strings.ContainsRune(p, 0):
+		return "contains a NUL byte"
+	case p == worktreeVar || strings.HasPrefix(p, worktreeVar+"/"):
+		rest = p[len(worktreeVar):]
+	case strings.HasPrefix(p, "~/"):
+		if filepath.Clean(p) == "~" {
+			return fmt.Sprintf("%q is the whole home directory, secrets such as ~/.ssh included (name the directories the agent needs)", p)
+		}
+		rest = p[1:]
+	case strings.HasPrefix(p, "~"):
+		return fmt.Sprintf("%q: only \"~/\" is expanded (%s)", p, want)
+	case strings.HasPrefix(p, "$"):
+		name, _, _ := strings.Cut(p, "/")
+		return fmt.Sprintf("unknown variable %q: only $WORKTREE is expanded (%s)", name, want)
+	case !filepath.IsAbs(p):
+		return fmt.Sprintf("relative path %q (%s)", p, want)
+	}
+	if strings.Contains(rest, "$") {
+		return fmt.Sprintf("%q: no variable but a leading $WORKTREE is expanded, and \"$\" is not allowed elsewhere", p)
+	}
+	if slices.Contains(strings.Split(rest, "/"), "..") {
+		return fmt.Sprintf("%q has a \"..\" component (name the directory itself)", p)
+	}
+	return ""
+}
+
+// network decodes "network": "all", "none" or a non-empty list of TCP
+// ports, returned sorted without duplicates.
+func (c *checker) network(n *node, path string) (string, []uint16, bool) {
+	const want = `"all", "none" or an array of TCP ports`
+	switch n.kind {
+	case kindString:
+		switch n.str {
+		case backends.NetworkAll, backends.NetworkNone:
+			return n.str, nil, true
+		}
+		c.add(n.off, path, "unknown network %q (want %s)%s", n.str, want,
+			suggest(n.str, []string{backends.NetworkAll, backends.NetworkNone}))
+		return "", nil, false
+	case kindArray:
+	case kindNull:
+		c.add(n.off, path, "null is not allowed here (want %s; remove the field to use the default)", want)
+		return "", nil, false
+	default:
+		c.add(n.off, path, "want %s, got %s", want, n.kind)
+		return "", nil, false
+	}
+	if len(n.elems) == 0 {
+		c.add(n.off, path, "want at least one port (\"none\" refuses every connection)")
+		return "", nil, false
+	}
+	ports := make([]uint16, 0, len(n.elems))
+	ok := true
+	for i, e := range n.elems {
+		ep := fmt.Sprintf("%s[%d]", path, i)
+		if p := c.bounded(e, ep, 1, maxPort); p != nil {
+			ports = append(ports, uint16(*p))
+		} else {
+			ok = false
+		}
+	}
+	if !ok {
+		return "", nil, false
+	}
+	slices.Sort(ports)
+	return backends.NetworkPorts, slices.Compact(ports), true
+}
+
+// applySandbox sets the sandbox fields e sets on d: each replaces the
+// inherited value, lists included; "network" replaces the ports too.
+func applySandbox(d *definition, e *sandboxEntry) {
+	if e == nil {
+		return
+	}
+	s := &d.sandbox
+	if e.enabled != nil {
+		s.Enabled = *e.enabled
+	}
+	if e.read != nil {
+		s.Read = slices.Clone(e.read)
+	}
+	if e.write != nil {
+		s.Write = slices.Clone(e.write)
+	}
+	if e.network != nil {
+		s.Network, s.Ports = *e.network, slices.Clone(e.ports)
+	}
+	if e.required != nil {
+		s.Required = *e.required
+	}
+}
+
+// cloneSandbox returns a copy of s that shares nothing with it.
+func cloneSandbox(s backends.SandboxSpec) backends.SandboxSpec {
+	s.Read = slices.Clone(s.Read)
+	s.Write = slices.Clone(s.Write)
+	s.Ports = slices.Clone(s.Ports)
+	return s
+}
+
+// resolveSandbox is s with "~/" expanded to home, duplicates dropped and
+// empty lists nil. "$WORKTREE" stays for the launcher.
+func resolveSandbox(s backends.SandboxSpec, home string) backends.SandboxSpec {
+	expand := func(paths []string) []string {
+		var out []string
+		for _, p := range paths {
+			if rest, ok := strings.CutPrefix(p, "~/"); ok {
+				p = filepath.Join(home, rest)
+			}
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	s.Read, s.Write = expand(s.Read), expand(s.Write)
+	s.Ports = slices.Clone(s.Ports)
+	if len(s.Ports) == 0 {
+		s.Ports = nil
+	}
+	if s.Network == "" {
+		s.Network = backends.NetworkAll
+	}
+	return s
+}
