@@ -31,7 +31,8 @@ var (
 	ErrNotText = errors.New("file is not UTF-8 text")
 	// ErrIsDirectory refuses a file operation on a directory.
 	ErrIsDirectory = errors.New("path is a directory")
-	// ErrNotDirectory refuses a terminal cwd that is not a directory.
+	// ErrNotDirectory refuses a terminal cwd that is not a directory, or a
+	// path that goes through a file as if it were one.
 	ErrNotDirectory = errors.New("path is not a directory")
 	// ErrNotRegular refuses a file operation on a device, FIFO or socket.
 	ErrNotRegular = errors.New("path is not a regular file")
@@ -39,6 +40,9 @@ var (
 	ErrTooManyTerminals = errors.New("too many running terminals")
 	// ErrUnknownTerminal is an id that was never issued or was released.
 	ErrUnknownTerminal = errors.New("unknown terminal")
+	// ErrPermissionDenied is an operation the agent's permission policy, or
+	// a person it asked, refused (see WithAuthorizer).
+	ErrPermissionDenied = errors.New("permission denied")
 	// ErrClosed is a call on a closed Guard, FS or Terminals.
 	ErrClosed = errors.New("closed")
 )

@@ -86,8 +86,10 @@ func (f *FS) Close() error { return f.guard.Close() }
 // from the 1-based line (nil or below 1: from the start) for limit lines
 // (nil or below 1: to the end); line endings are kept, and a line past the
 // end gives empty content. Errors wrap the Guard's errors, ErrNotFound (a
-// missing file, unless MissingFileEmpty), ErrIsDirectory, ErrNotRegular,
-// ErrTooLarge or ErrNotText. A cancelled ctx stops the read before it starts.
+// missing file, unless MissingFileEmpty), ErrNotDirectory (a file on the way
+// to it), ErrIsDirectory, ErrNotRegular, ErrTooLarge, ErrNotText, or the
+// error of ctx's Authorizer (ErrPermissionDenied). A cancelled ctx stops the
+// read before it starts.
 func (f *FS) ReadTextFile(ctx context.Context, path string, line, limit *int) (string, error) {
 	start := time.Now()
 	text, rel, err := f.read(ctx, path, line, limit)
@@ -103,8 +105,10 @@ func (f *FS) ReadTextFile(ctx context.Context, path string, line, limit *int) (s
 // parent directories are created, the file is written to a temporary file in
 // the same directory, synced and renamed over the old one, whose permission
 // bits are kept (0644 for a new file). Empty content makes an empty file.
-// Errors wrap the Guard's errors, ErrGitDir, ErrIsDirectory, ErrNotRegular or
-// ErrTooLarge. A cancelled ctx stops the write before it starts.
+// Errors wrap the Guard's errors, ErrGitDir, ErrIsDirectory, ErrNotRegular,
+// ErrNotDirectory (a file where a directory is needed), ErrTooLarge, or the
+// error of ctx's Authorizer (ErrPermissionDenied). A cancelled ctx stops the
+// write before it starts.
 func (f *FS) WriteTextFile(ctx context.Context, path, content string) error {
 	start := time.Now()
 	rel, err := f.write(ctx, path, content)
@@ -139,7 +143,8 @@ func outcome(err error) string {
 		errors.Is(err, ErrNulByte), errors.Is(err, ErrSymlinkLoop),
 		errors.Is(err, ErrGitDir), errors.Is(err, ErrTooLarge),
 		errors.Is(err, ErrNotText), errors.Is(err, ErrIsDirectory),
-		errors.Is(err, ErrNotRegular):
+		errors.Is(err, ErrNotRegular), errors.Is(err, ErrNotDirectory),
+		errors.Is(err, ErrPermissionDenied):
 		return OutcomeRefused
 	}
 	return OutcomeError

@@ -22,6 +22,9 @@ func (f *FS) read(ctx context.Context, path string, line, limit *int) (text, rel
 	if err != nil {
 		return "", rel, notFound(path, err)
 	}
+	if err := authorize(ctx, Access{Op: OpRead, Path: path, Rel: rel}); err != nil {
+		return "", rel, err
+	}
 	// O_NONBLOCK: opening a FIFO must not hang; it is refused below.
 	file, err := f.guard.root.OpenFile(real, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -57,9 +60,12 @@ func (f *FS) read(ctx context.Context, path string, line, limit *int) (text, rel
 }
 
 // notFound turns a missing file, or a missing directory on the way to it,
-// into ErrNotFound.
+// into ErrNotFound, and a file on the way to it into ErrNotDirectory.
 func notFound(path string, err error) error {
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+	switch {
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("read %q: %w", path, ErrNotDirectory)
+	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("read %q: %w", path, ErrNotFound)
 	}
 	return err

@@ -147,7 +147,7 @@ func TestReadTextFileRefusals(t *testing.T) {
 		{"fifo", tr.root + "/fifo", ErrNotRegular, OutcomeRefused, "fifo"},
 		{"missing", tr.root + "/missing.txt", ErrNotFound, OutcomeNotFound, "missing.txt"},
 		{"missing dir", tr.root + "/nodir/x.txt", ErrNotFound, OutcomeNotFound, "nodir/x.txt"},
-		{"under a file", tr.root + "/a.txt/x", ErrNotFound, OutcomeNotFound, "a.txt/x"},
+		{"under a file", tr.root + "/a.txt/x", ErrNotDirectory, OutcomeRefused, "a.txt/x"},
 		{"dangling link", tr.root + "/dangling", ErrNotFound, OutcomeNotFound, "dangling"},
 		{"outside", tr.root + "/../outside/canary.txt", ErrOutsideRoot, OutcomeRefused, tr.root + "/../outside/canary.txt"},
 		{"symlink out", tr.root + "/link-out-file", ErrOutsideRoot, OutcomeRefused, "link-out-file"},

@@ -40,6 +40,9 @@ func (f *FS) write(ctx context.Context, path, content string) (rel string, err e
 	if real == "." {
 		return rel, fmt.Errorf("write %q: %w", path, ErrIsDirectory)
 	}
+	if err := authorize(ctx, Access{Op: OpWrite, Path: path, Rel: rel, Bytes: int64(len(content))}); err != nil {
+		return rel, err
+	}
 	root := f.guard.root
 	mode := newFileMode
 	fi, err := root.Stat(real)
@@ -50,12 +53,18 @@ func (f *FS) write(ctx context.Context, path, content string) (rel string, err e
 		return rel, fmt.Errorf("write %q: %w", path, ErrNotRegular)
 	case err == nil:
 		mode = fi.Mode().Perm()
-	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+	case errors.Is(err, syscall.ENOTDIR):
+		return rel, fmt.Errorf("write %q: %w", path, ErrNotDirectory)
+	case !errors.Is(err, fs.ErrNotExist):
 		return rel, fmt.Errorf("write %q: %w", path, f.guard.opError(path, err))
 	}
 	dir := filepath.Dir(real)
 	if dir != "." {
 		if err := root.MkdirAll(dir, newDirMode); err != nil {
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+				// A file where a directory is needed.
+				return rel, fmt.Errorf("write %q: %w", path, ErrNotDirectory)
+			}
 			return rel, fmt.Errorf("write %q: %w", path, f.guard.opError(path, err))
 		}
 	}

@@ -99,7 +99,8 @@ func TestWriteTextFileRefusals(t *testing.T) {
 		{"relative", "a.txt", "x", ErrRelativePath, OutcomeRefused},
 		{"nul", tr.root + "/a\x00", "x", ErrNulByte, OutcomeRefused},
 		{"loop", tr.root + "/loop1/x", "x", ErrSymlinkLoop, OutcomeRefused},
-		{"under a file", tr.root + "/a.txt/x", "x", nil, OutcomeError},
+		{"under a file", tr.root + "/a.txt/x", "x", ErrNotDirectory, OutcomeRefused},
+		{"under a file, deeper", tr.root + "/a.txt/d/x", "x", ErrNotDirectory, OutcomeRefused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -236,13 +236,17 @@ func (g *Guard) walk(p, rel string) (string, error) {
 }
 
 // opError wraps an error of an os.Root operation on the agent path p,
-// turning os.Root's refusals into this package's sentinels.
+// turning os.Root's refusals into this package's sentinels, and ENOTDIR (a
+// file used as a directory) into ErrNotDirectory.
 func (g *Guard) opError(p string, err error) error {
 	if isEscape(err) {
 		return fmt.Errorf("path %q: %w %q", p, ErrOutsideRoot, g.real)
 	}
 	if isLoop(err) {
 		return fmt.Errorf("path %q: %w", p, ErrSymlinkLoop)
+	}
+	if errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("path %q: %w", p, ErrNotDirectory)
 	}
 	return fmt.Errorf("path %q: %w", p, err)
 }

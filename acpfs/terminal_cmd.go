@@ -142,3 +142,12 @@ func envValue(env []string, name string) string {
 	}
 	return ""
 }
+
+// relCwd returns the absolute cwd relative to the worktree root.
+func (t *Terminals) relCwd(abs string) string {
+	rel, err := filepath.Rel(t.guard.Root(), abs)
+	if err != nil {
+		return abs
+	}
+	return rel
+}

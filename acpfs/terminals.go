@@ -203,8 +203,9 @@ func NewTerminals(cfg TerminalsConfig) (*Terminals, error) {
 // Create starts a command and returns its terminal id at once. ctx bounds
 // only the creation, not the command, which runs until it exits, is killed,
 // times out, or the Terminals closes. Errors wrap the Guard's errors for the
-// cwd, ErrNotFound (a missing cwd), ErrNotDirectory, ErrTooManyTerminals or ErrClosed, or say why the
-// command could not be found or started.
+// cwd, ErrNotFound (a missing cwd), ErrNotDirectory, ErrTooManyTerminals,
+// ErrClosed or the error of ctx's Authorizer (ErrPermissionDenied), or say
+// why the command could not be found or started.
 func (t *Terminals) Create(ctx context.Context, req TerminalRequest) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("create terminal: %w", err)
@@ -229,6 +230,9 @@ func (t *Terminals) Create(ctx context.Context, req TerminalRequest) (string, er
 	}
 	// dir stays open until the command has started in it.
 	defer dir.Close()
+	if err := authorize(ctx, Access{Op: OpTerminal, Path: req.Cwd, Rel: t.relCwd(cwd), Command: req.Command, Args: req.Args}); err != nil {
+		return "", fmt.Errorf("create terminal: %w", err)
+	}
 	limit := t.cfg.OutputCap
 	if l := req.OutputByteLimit; l != nil && *l >= 0 && *l < limit {
 		limit = *l
