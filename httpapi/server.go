@@ -52,6 +52,9 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Version is reported by GET /v1/health and GET /metrics.
 	Version string
+	// Confinement, reported by GET /v1/health, says how the kernel
+	// confines agents on this machine (a JSON-encodable value).
+	Confinement any
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no

@@ -44,6 +44,10 @@ type Health struct {
 	Version  string `json:"version"`
 	Sessions *int   `json:"sessions,omitempty"`
 	Backends *int   `json:"backends,omitempty"`
+	// Confinement says how the kernel confines agents on this machine
+	// (cgroup or subreaper containment, the Landlock ABI, and warnings
+	// when a protection is missing).
+	Confinement any `json:"confinement,omitempty"`
 }
 
 // PoolStatus is the answer of GET /v1/pool.
@@ -141,7 +145,7 @@ func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) error {
 // health: GET /v1/health, open to all (for liveness checks); the counts
 // need the token.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
-	h := Health{Status: "ok", Version: s.cfg.Version}
+	h := Health{Status: "ok", Version: s.cfg.Version, Confinement: s.cfg.Confinement}
 	if s.authorized(r) {
 		st := s.pool.Stats()
 		n := 0

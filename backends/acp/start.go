@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -28,8 +27,8 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 	b.mu.Unlock()
 	spec := b.cfg.Spec
 	proc, err := backends.StartProcess(backends.ProcessConfig{
-		Path: spec.Path, Args: spec.Args, Env: append(os.Environ(), spec.Env...), Dir: spec.Dir,
-		StopGrace: b.cfg.StopGrace, KillGrace: b.cfg.KillGrace, Logger: b.logger,
+		Path: spec.Path, Args: spec.Args, Env: backends.AgentEnv(spec.Env...), Dir: spec.Dir,
+		StopGrace: b.cfg.StopGrace, KillGrace: b.cfg.KillGrace, Logger: b.logger, Jail: b.cfg.Jail,
 	})
 	if err != nil {
 		b.mu.Lock()
@@ -44,6 +43,9 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 	b.mu.Lock()
 	b.proc = proc
 	b.info = backends.Info{Provider: spec.Provider, Kind: backends.KindACP, PID: proc.PID(), PGID: proc.PID(), StartTicks: proc.StartTicks(), StartedAt: time.Now()}
+	if b.cfg.Jail != nil {
+		b.info.Confinement = b.cfg.Jail.Describe()
+	}
 	b.mu.Unlock()
 	b.out = &guardedWriter{f: proc.Stdin(), timeout: b.cfg.WriteTimeout, wire: b.cfg.Wire, fail: b.fail}
 	b.wg.Add(2)

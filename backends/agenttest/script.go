@@ -162,6 +162,9 @@ type Terminal struct {
 	OutputByteLimit *int     `json:"output_byte_limit,omitempty"`
 	// NoRelease leaves the terminal to the client.
 	NoRelease bool `json:"no_release,omitempty"`
+	// NoWait reports the new terminal's id and leaves it running: no
+	// wait_for_exit, output or release.
+	NoWait bool `json:"no_wait,omitempty"`
 }
 
 // RawCall is an arbitrary method call.

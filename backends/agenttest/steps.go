@@ -248,6 +248,10 @@ func (a *agent) terminal(t Terminal) {
 	}
 	_ = json.Unmarshal(res, &created)
 	ref := map[string]any{"sessionId": sid, "terminalId": created.TerminalID}
+	if t.NoWait {
+		a.update(textUpdate("agent_message_chunk", "terminal created: "+created.TerminalID))
+		return
+	}
 	exit, err := a.call("terminal/wait_for_exit", ref)
 	if err != nil {
 		a.update(textUpdate("agent_message_chunk", "terminal wait error: "+err.Error()))

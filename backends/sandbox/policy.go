@@ -211,9 +211,11 @@ func installDirs(exe, path string) []string {
 		if err != nil {
 			return
 		}
-		out = append(out, installRoot(real))
+		// The file itself too: its directory may be refused as too wide
+		// (a checkout that also holds the daemon's home).
+		out = append(out, installRoot(real), real)
 		if p != real {
-			out = append(out, installRoot(p))
+			out = append(out, installRoot(p), p)
 		}
 	}
 	if exe == "" {

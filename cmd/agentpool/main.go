@@ -3,6 +3,7 @@
 //	agentpool serve            run the daemon
 //	agentpool version          print the version
 //	agentpool demo-agent       (hidden) the built-in demo ACP agent, spoken to over stdio
+//	agentpool sandbox-exec     (hidden) the launcher that confines an agent and execs it
 package main
 
 import (
@@ -15,12 +16,19 @@ import (
 	"syscall"
 
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/backends/sandbox"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.LauncherCommand {
+		// The launcher: apply an agent's sandbox and exec it. It runs
+		// before anything else so that it adds as little as possible to
+		// the agent's start.
+		os.Exit(sandbox.Launch(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

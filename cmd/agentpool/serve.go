@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends/acp"
+	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/internal/wiring"
 	"github.com/agentpool/agentpool/pool"
@@ -31,6 +32,8 @@ const (
 	providersFile   = "providers.json"
 	databaseFile    = "agentpool.db"
 	worktreesDir    = "worktrees"
+	tmpDir          = "tmp"
+	cgroupFile      = "cgroup"
 	shutdownTimeout = 30 * time.Second
 )
 
@@ -46,10 +49,14 @@ type Main struct {
 	MaxWarm      int
 	IdleTimeout  time.Duration
 	MemoryBudget int64
+	// CgroupParent is where the daemon's cgroup tree goes ("" finds one,
+	// "none" uses the subreaper fallback).
+	CgroupParent string
 	Logger       *slog.Logger
 	Stdout       io.Writer
 
 	store   *store.Store
+	sandbox *sandbox.Manager
 	wt      *worktree.Manager
 	reg     *registry.Registry
 	pool    *pool.Pool
@@ -106,6 +113,10 @@ func (m *Main) Open(ctx context.Context) error {
 		m.shutdownParts()
 		return fmt.Errorf("own executable: %w", err)
 	}
+	if err := m.openSandbox(self); err != nil {
+		m.shutdownParts()
+		return err
+	}
 	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger}, SIGHUP: true, Logger: m.Logger})
 	if err != nil {
 		m.shutdownParts()
@@ -113,7 +124,9 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.pool, err = pool.New(pool.Config{
 		Store: wiring.Store{S: m.store}, Worktrees: wiring.Worktrees{M: wt}, Resolver: m.reg,
-		Launcher: wiring.Launcher{Logger: m.Logger}, MaxWarm: m.MaxWarm, IdleTimeout: m.IdleTimeout,
+		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: wiring.Confiner{
+			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: []string{home},
+		}}, MaxWarm: m.MaxWarm, IdleTimeout: m.IdleTimeout,
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger,
 	})
 	if err != nil {
@@ -124,7 +137,8 @@ func (m *Main) Open(ctx context.Context) error {
 		m.Logger.Warn("recover from the previous daemon", "err", err)
 	}
 	m.reconcile(ctx, wt)
-	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Token: token, Logger: m.Logger, Version: version})
+	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Token: token, Logger: m.Logger, Version: version,
+		Confinement: m.sandbox.Status()})
 	if err != nil {
 		m.shutdownParts()
 		return err
@@ -263,6 +277,9 @@ func (m *Main) shutdownParts() {
 	if m.reg != nil {
 		_ = m.reg.Close()
 	}
+	if m.sandbox != nil {
+		_ = m.sandbox.Close()
+	}
 	if m.wt != nil {
 		if err := m.wt.Close(); err != nil {
 			m.Logger.Warn("close worktrees", "err", err)
@@ -273,6 +290,37 @@ func (m *Main) shutdownParts() {
 			m.Logger.Warn("close store", "err", err)
 		}
 	}
+}
+
+// openSandbox finds where agents can be contained, and ends whatever a
+// previous daemon on this home left running: agents, their terminals and
+// anything they started, whatever process group or session they moved to.
+// Their private TMPDIRs go too.
+func (m *Main) openSandbox(self string) error {
+	sb, err := sandbox.Open(sandbox.Config{
+		Name: sandbox.TreeName(m.Home), CgroupParent: m.CgroupParent, StateFile: filepath.Join(m.Home, cgroupFile),
+		Launcher: []string{self, sandbox.LauncherCommand}, Logger: m.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	m.sandbox = sb
+	n, err := sb.Sweep()
+	if err != nil {
+		m.Logger.Warn("sweep what the previous daemon left", "err", err)
+	}
+	if n > 0 {
+		m.Logger.Info("killed processes left by the previous daemon", "count", n)
+	}
+	if err := os.RemoveAll(filepath.Join(m.Home, tmpDir)); err != nil {
+		m.Logger.Warn("remove stale session TMPDIRs", "err", err)
+	}
+	st := sb.Status()
+	m.Logger.Info("confinement", "containment", st.Containment, "cgroup", st.Cgroup, "landlock_abi", st.Landlock)
+	for _, w := range st.Warnings {
+		m.Logger.Warn("confinement: " + w)
+	}
+	return nil
 }
 
 // runServe parses serve's flags and runs the daemon until ctx ends.
@@ -287,6 +335,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&m.Home, "home", homeDir(), "data directory")
 	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing)")
 	fs.IntVar(&m.MaxWarm, "max-warm", 0, "most agents kept running (default 16)")
+	fs.StringVar(&m.CgroupParent, "cgroup-parent", os.Getenv("AGENTPOOL_CGROUP_PARENT"), "cgroup v2 directory for the agents' cgroups (default: found at start; \"none\": no cgroups)")
 	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
 	budget := fs.Int64("memory-budget-mb", 0, "memory budget for all agents in MiB (default half the machine; -1 disables)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")

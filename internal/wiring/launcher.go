@@ -9,6 +9,7 @@ import (
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/acp"
 	"github.com/agentpool/agentpool/backends/pty"
+	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -19,6 +20,9 @@ type Launcher struct {
 	Logger *slog.Logger
 	// MaxFileSize caps fs reads and writes (0 = acpfs default).
 	MaxFileSize int64
+	// Confiner puts each agent and each of its terminals in a jail of its
+	// own; its zero value launches without confinement.
+	Confiner Confiner
 }
 
 var _ pool.Launcher = Launcher{}
@@ -31,6 +35,26 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	}
 	logger = logger.With("session", req.Session)
 	agent := req.Spec.Provider
+	jail, termJail, dropped, err := l.Confiner.agentJail(req)
+	if err != nil {
+		return nil, fmt.Errorf("confine agent %q: %w", agent, err)
+	}
+	if len(dropped) > 0 {
+		logger.Warn("sandbox grants refused: they would expose the daemon's home, a secret or the main checkout", "agent", agent, "paths", dropped)
+	}
+	b, err := l.launch(req, logger, jail, termJail)
+	if err != nil && jail != nil {
+		_ = jail.Release()
+	}
+	return b, err
+}
+
+func (l Launcher) launch(req pool.LaunchRequest, logger *slog.Logger, jail backends.Jail, termJail func(string) (*sandbox.Jail, error)) (backends.Backend, error) {
+	agent := req.Spec.Provider
+	var newJail func(string) (acpfs.Jail, error)
+	if termJail != nil {
+		newJail = func(id string) (acpfs.Jail, error) { return termJail(id) }
+	}
 	switch req.Spec.Kind {
 	case backends.KindACP:
 		fs, err := acpfs.NewFS(acpfs.FSConfig{Root: req.Spec.Dir, MaxFileSize: l.MaxFileSize, MissingFileEmpty: req.Spec.Compat.MissingFileEmpty,
@@ -39,6 +63,7 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 			return nil, fmt.Errorf("fs bridge: %w", err)
 		}
 		terms, err := acpfs.NewTerminals(acpfs.TerminalsConfig{Root: req.Spec.Dir, Guard: fs.Guard(), Logger: logger,
+			Env: backends.AgentEnv(), NewJail: newJail,
 			OnEvent: func(ev acpfs.TerminalEvent) { req.Emit(backends.NewEvent(backends.EventType(ev.Type), agent, ev)) }})
 		if err != nil {
 			_ = fs.Close()
@@ -48,7 +73,7 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 		if os.Getenv("AGENTPOOL_DEBUG_WIRE") != "" {
 			wire = func(in bool, line []byte) { fmt.Fprintf(os.Stderr, "WIRE %v %s\n", in, clip(line)) }
 		}
-		b, err := acp.New(acp.Config{Spec: req.Spec, FS: fs, Terminals: closeBoth{terms, fs}, Permissions: req.Permission, OnEvent: req.Emit, Logger: logger, Wire: wire})
+		b, err := acp.New(acp.Config{Spec: req.Spec, FS: fs, Terminals: closeBoth{terms, fs}, Permissions: req.Permission, OnEvent: req.Emit, Logger: logger, Wire: wire, Jail: jail})
 		if err != nil {
 			_ = terms.Close()
 			_ = fs.Close()
@@ -58,7 +83,7 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	case backends.KindPTY:
 		// Terminal programs read and write files themselves: there is no
 		// fs bridge to offer, and no ACP permission requests to route.
-		return pty.New(pty.Config{Spec: req.Spec, BusyPattern: req.Spec.PTY.BusyPattern, OnEvent: req.Emit, Logger: logger})
+		return pty.New(pty.Config{Spec: req.Spec, BusyPattern: req.Spec.PTY.BusyPattern, OnEvent: req.Emit, Logger: logger, Jail: jail})
 	default:
 		return nil, fmt.Errorf("provider %q: kind %q: %w", agent, req.Spec.Kind, backends.ErrUnsupported)
 	}
