@@ -27,7 +27,7 @@ func (c client) ReadTextFile(ctx context.Context, p acpsdk.ReadTextFileRequest) 
 	if c.b.cfg.FS == nil {
 		return acpsdk.ReadTextFileResponse{}, acpsdk.NewMethodNotFound("fs/read_text_file")
 	}
-	content, err := c.b.cfg.FS.ReadTextFile(ctx, p.Path, p.Line, p.Limit)
+	content, err := c.b.cfg.FS.ReadTextFile(c.b.withBridgeCheck(ctx), p.Path, p.Line, p.Limit)
 	if err != nil {
 		return acpsdk.ReadTextFileResponse{}, toRequestError(err)
 	}
@@ -39,7 +39,7 @@ func (c client) WriteTextFile(ctx context.Context, p acpsdk.WriteTextFileRequest
 	if c.b.cfg.FS == nil {
 		return acpsdk.WriteTextFileResponse{}, acpsdk.NewMethodNotFound("fs/write_text_file")
 	}
-	if err := c.b.cfg.FS.WriteTextFile(ctx, p.Path, p.Content); err != nil {
+	if err := c.b.cfg.FS.WriteTextFile(c.b.withBridgeCheck(ctx), p.Path, p.Content); err != nil {
 		return acpsdk.WriteTextFileResponse{}, toRequestError(err)
 	}
 	return acpsdk.WriteTextFileResponse{}, nil
@@ -143,7 +143,7 @@ func (c client) CreateTerminal(ctx context.Context, p acpsdk.CreateTerminalReque
 			req.Env = append(req.Env, acpfs.EnvVar{Name: e.Name, Value: e.Value})
 		}
 	}
-	id, err := t.Create(ctx, req)
+	id, err := t.Create(c.b.withBridgeCheck(ctx), req)
 	if err != nil {
 		return acpsdk.CreateTerminalResponse{}, toRequestError(err)
 	}
@@ -200,9 +200,12 @@ func (c client) ReleaseTerminal(_ context.Context, p acpsdk.ReleaseTerminalReque
 	return acpsdk.ReleaseTerminalResponse{}, nil
 }
 
-// toRequestError maps bridge errors to JSON-RPC errors: a missing file is
-// -32002 "Resource not found"; a refused path is -32602 with the reason;
-// anything else is -32603 with the details.
+// toRequestError maps bridge errors to JSON-RPC errors: a missing file (or
+// cwd, or terminal) is -32002 "Resource not found"; a refused path (outside,
+// .git, not a regular file, a file where a directory is needed, too large,
+// not text) or a terminal over a limit is -32602 with the reason; a
+// permission refusal is CodePermissionDenied; anything else is -32603 with
+// the details.
 func toRequestError(err error) *acpsdk.RequestError {
 	var re *acpsdk.RequestError
 	if errors.As(err, &re) {
@@ -210,11 +213,14 @@ func toRequestError(err error) *acpsdk.RequestError {
 	}
 	data := map[string]any{"details": err.Error()}
 	switch {
+	case errors.Is(err, acpfs.ErrPermissionDenied):
+		return &acpsdk.RequestError{Code: CodePermissionDenied, Message: "Permission denied", Data: data}
 	case errors.Is(err, acpfs.ErrNotFound), errors.Is(err, acpfs.ErrUnknownTerminal):
 		return &acpsdk.RequestError{Code: -32002, Message: "Resource not found", Data: data}
 	case errors.Is(err, acpfs.ErrRelativePath), errors.Is(err, acpfs.ErrOutsideRoot), errors.Is(err, acpfs.ErrNulByte),
-		errors.Is(err, acpfs.ErrGitDir), errors.Is(err, acpfs.ErrTooLarge), errors.Is(err, acpfs.ErrNotText),
-		errors.Is(err, acpfs.ErrIsDirectory), errors.Is(err, acpfs.ErrTooManyTerminals):
+		errors.Is(err, acpfs.ErrSymlinkLoop), errors.Is(err, acpfs.ErrGitDir), errors.Is(err, acpfs.ErrTooLarge),
+		errors.Is(err, acpfs.ErrNotText), errors.Is(err, acpfs.ErrIsDirectory), errors.Is(err, acpfs.ErrNotDirectory),
+		errors.Is(err, acpfs.ErrNotRegular), errors.Is(err, acpfs.ErrTooManyTerminals):
 		return acpsdk.NewInvalidParams(data)
 	case errors.Is(err, context.Canceled):
 		return acpsdk.NewRequestCancelled(data)

@@ -298,7 +298,7 @@ func (b *Backend) answerEmptyWrite(id json.RawMessage, path string) {
 	resp := map[string]any{"jsonrpc": "2.0", "id": id}
 	if b.cfg.FS == nil {
 		resp["error"] = map[string]any{"code": -32601, "message": "Method not found", "data": map[string]any{"method": "fs/write_text_file"}}
-	} else if err := b.cfg.FS.WriteTextFile(b.ctx, path, ""); err != nil {
+	} else if err := b.cfg.FS.WriteTextFile(b.withBridgeCheck(b.ctx), path, ""); err != nil {
 		resp["error"] = toRequestError(err)
 	} else {
 		resp["result"] = map[string]any{}
