@@ -38,6 +38,10 @@ var (
 	ErrNotRegular = errors.New("path is not a regular file")
 	// ErrTooManyTerminals refuses a terminal beyond the running limit.
 	ErrTooManyTerminals = errors.New("too many running terminals")
+	// ErrRetentionLimit refuses a terminal while too many terminals, or
+	// too much of their output, are kept unreleased: the agent must
+	// release the terminals it is done with.
+	ErrRetentionLimit = errors.New("terminal retention limit reached: release finished terminals")
 	// ErrUnknownTerminal is an id that was never issued or was released.
 	ErrUnknownTerminal = errors.New("unknown terminal")
 	// ErrPermissionDenied is an operation the agent's permission policy, or

@@ -11,6 +11,14 @@ import (
 // FSConfig.MaxFileSize is zero: 100 MiB.
 const DefaultMaxFileSize int64 = 100 << 20
 
+// Defaults of the read bounds of FSConfig.
+const (
+	// DefaultMaxReads is how many reads of one FS run at once.
+	DefaultMaxReads = 4
+	// DefaultReadBudget bounds the memory of the reads in flight: 64 MiB.
+	DefaultReadBudget int64 = 64 << 20
+)
+
 // Op types and outcomes reported to FSConfig.Audit.
 const (
 	OpRead  = "fs.read"
@@ -51,6 +59,14 @@ type FSConfig struct {
 	// Audit, if set, is called once per operation, after it ends, on the
 	// caller's goroutine. It must not block for long.
 	Audit func(Op)
+	// MaxReads caps the reads running at once; more wait (0 =
+	// DefaultMaxReads).
+	MaxReads int
+	// ReadBudget caps the bytes held by the reads in flight; a read
+	// counts twice its file's size (the content and its encoded answer,
+	// see ReadTextFileFunc), at most the whole budget, and waits until
+	// that fits (0 = DefaultReadBudget).
+	ReadBudget int64
 }
 
 // FS answers ACP fs/read_text_file and fs/write_text_file inside one
@@ -58,6 +74,9 @@ type FSConfig struct {
 type FS struct {
 	cfg   FSConfig
 	guard *Guard
+	// slots bounds the reads running at once; bytes their memory.
+	slots chan struct{}
+	bytes *budget
 }
 
 // NewFS opens an FS on cfg.Root.
@@ -65,14 +84,25 @@ func NewFS(cfg FSConfig) (*FS, error) {
 	if cfg.MaxFileSize == 0 {
 		cfg.MaxFileSize = DefaultMaxFileSize
 	}
-	if cfg.MaxFileSize < 0 {
+	if cfg.MaxReads == 0 {
+		cfg.MaxReads = DefaultMaxReads
+	}
+	if cfg.ReadBudget == 0 {
+		cfg.ReadBudget = DefaultReadBudget
+	}
+	switch {
+	case cfg.MaxFileSize < 0:
 		return nil, fmt.Errorf("fs: negative max file size %d", cfg.MaxFileSize)
+	case cfg.MaxReads < 0:
+		return nil, fmt.Errorf("fs: negative max reads %d", cfg.MaxReads)
+	case cfg.ReadBudget < 0:
+		return nil, fmt.Errorf("fs: negative read budget %d", cfg.ReadBudget)
 	}
 	g, err := NewGuard(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("fs: %w", err)
 	}
-	return &FS{cfg: cfg, guard: g}, nil
+	return &FS{cfg: cfg, guard: g, slots: make(chan struct{}, cfg.MaxReads), bytes: &budget{size: cfg.ReadBudget}}, nil
 }
 
 // Guard returns the FS's guard, e.g. for a Terminals of the same worktree.
@@ -90,15 +120,34 @@ func (f *FS) Close() error { return f.guard.Close() }
 // to it), ErrIsDirectory, ErrNotRegular, ErrTooLarge, ErrNotText, or the
 // error of ctx's Authorizer (ErrPermissionDenied). A cancelled ctx stops the
 // read before it starts.
+//
+// At most FSConfig.MaxReads reads run at once, within FSConfig.ReadBudget;
+// the others wait, and a cancelled ctx ends the wait.
 func (f *FS) ReadTextFile(ctx context.Context, path string, line, limit *int) (string, error) {
+	var text string
+	err := f.ReadTextFileFunc(ctx, path, line, limit, func(s string) error { text = s; return nil })
+	return text, err
+}
+
+// ReadTextFileFunc is ReadTextFile that lends the content to use, on the
+// caller's goroutine, instead of returning it: the read keeps its share of
+// the read budget until use returns, so that what use makes of the content
+// (the encoded answer to the agent) is bounded with it. use must not keep
+// the content; it is not called when the read fails, and its error is
+// returned as it is.
+func (f *FS) ReadTextFileFunc(ctx context.Context, path string, line, limit *int, use func(string) error) error {
 	start := time.Now()
-	text, rel, err := f.read(ctx, path, line, limit)
+	text, rel, release, err := f.read(ctx, path, line, limit)
 	if err != nil && errors.Is(err, ErrNotFound) && f.cfg.MissingFileEmpty {
 		f.audit(OpRead, path, rel, 0, err, start)
-		return "", nil
+		return use("")
 	}
 	f.audit(OpRead, path, rel, int64(len(text)), err, start)
-	return text, err
+	if err != nil {
+		return err
+	}
+	defer release()
+	return use(text)
 }
 
 // WriteTextFile replaces the file at the absolute agent path with content:

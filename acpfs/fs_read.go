@@ -10,14 +10,37 @@ import (
 	"os"
 	"syscall"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // read is ReadTextFile without the audit; rel is "" when the guard refused
-// the path before it could be made relative.
-func (f *FS) read(ctx context.Context, path string, line, limit *int) (text, rel string, err error) {
+// the path before it could be made relative. On success, release gives back
+// the read's slot and budget, which the caller holds while it uses text.
+func (f *FS) read(ctx context.Context, path string, line, limit *int) (text, rel string, release func(), err error) {
 	if err := ctx.Err(); err != nil {
-		return "", "", fmt.Errorf("read %q: %w", path, err)
+		return "", "", nil, fmt.Errorf("read %q: %w", path, err)
 	}
+	select {
+	case f.slots <- struct{}{}:
+	case <-ctx.Done():
+		return "", "", nil, fmt.Errorf("read %q: %w", path, ctx.Err())
+	}
+	var weight int64
+	release = func() {
+		f.bytes.release(weight)
+		<-f.slots
+	}
+	text, rel, err = f.readSlot(ctx, path, line, limit, &weight)
+	if err != nil {
+		release()
+		return "", rel, nil, err
+	}
+	return text, rel, release, nil
+}
+
+// readSlot reads within a slot; it takes the file's weight from the budget
+// and sets *weight to it.
+func (f *FS) readSlot(ctx context.Context, path string, line, limit *int, weight *int64) (text, rel string, err error) {
 	rel, real, err := f.guard.resolve(path)
 	if err != nil {
 		return "", rel, notFound(path, err)
@@ -43,6 +66,12 @@ func (f *FS) read(ctx context.Context, path string, line, limit *int) (text, rel
 	case fi.Size() > f.cfg.MaxFileSize:
 		return "", rel, fmt.Errorf("read %q: %d bytes: %w (%d)", path, fi.Size(), ErrTooLarge, f.cfg.MaxFileSize)
 	}
+	// The content, and the answer that encodes it, count against the budget.
+	w := min(2*(fi.Size()+1), f.bytes.size)
+	if err := f.bytes.acquire(ctx, w); err != nil {
+		return "", rel, fmt.Errorf("read %q: %w", path, err)
+	}
+	*weight = w
 	data, err := readLimited(file, fi.Size(), f.cfg.MaxFileSize)
 	if err != nil {
 		return "", rel, fmt.Errorf("read %q: %w", path, err)
@@ -93,7 +122,8 @@ func readLimited(r io.Reader, size, max int64) ([]byte, error) {
 
 // selectLines returns limit lines of data from the 1-based line, keeping
 // line endings. A nil or non-positive line starts at the first line; a nil
-// or non-positive limit runs to the end.
+// or non-positive limit runs to the end. The result shares data's memory
+// (no copy of the file): data must not change afterwards.
 func selectLines(data []byte, line, limit *int) string {
 	s := data
 	if line != nil {
@@ -117,5 +147,9 @@ func selectLines(data []byte, line, limit *int) string {
 		}
 		s = s[:end]
 	}
-	return string(s)
+	if len(s) == 0 {
+		return ""
+	}
+	// data was read for this call only and is never written again.
+	return unsafe.String(&s[0], len(s))
 }

@@ -20,6 +20,12 @@ const (
 	DefaultOutputCap = 1 << 20
 	// DefaultTerminalTimeout is the wall-clock limit of one command.
 	DefaultTerminalTimeout = 10 * time.Minute
+	// DefaultMaxRetained is how many terminals, running or exited but not
+	// released, one Terminals keeps.
+	DefaultMaxRetained = 16
+	// DefaultMaxRetainedOutput bounds the output the kept terminals may
+	// hold together: 32 MiB.
+	DefaultMaxRetainedOutput = 32 << 20
 )
 
 // Terminal event types, as in TerminalEvent.Type.
@@ -50,6 +56,14 @@ type TerminalsConfig struct {
 	// OutputCap caps the output kept per terminal, in bytes, even when the
 	// agent asks for more (0 = DefaultOutputCap).
 	OutputCap int
+	// MaxRetained caps the terminals kept, running or exited but not yet
+	// released (0 = DefaultMaxRetained).
+	MaxRetained int
+	// MaxRetainedOutput caps the sum of the output limits of the kept
+	// terminals, in bytes (0 = DefaultMaxRetainedOutput). Each terminal
+	// reserves its limit (OutputCap, or less if the agent asked for less)
+	// until it is released.
+	MaxRetainedOutput int64
 	// Timeout is the wall-clock limit of each command, after which its
 	// process group is killed (0 = DefaultTerminalTimeout).
 	Timeout time.Duration
@@ -152,8 +166,10 @@ type Terminals struct {
 	mu      sync.Mutex
 	terms   map[string]*terminal
 	running int
-	next    uint64
-	closed  bool
+	// reserved is the sum of the output limits of terms.
+	reserved int64
+	next     uint64
+	closed   bool
 
 	wg sync.WaitGroup
 }
@@ -169,6 +185,12 @@ func NewTerminals(cfg TerminalsConfig) (*Terminals, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTerminalTimeout
 	}
+	if cfg.MaxRetained == 0 {
+		cfg.MaxRetained = DefaultMaxRetained
+	}
+	if cfg.MaxRetainedOutput == 0 {
+		cfg.MaxRetainedOutput = DefaultMaxRetainedOutput
+	}
 	switch {
 	case cfg.MaxRunning < 0:
 		return nil, fmt.Errorf("terminals: negative max running %d", cfg.MaxRunning)
@@ -176,6 +198,8 @@ func NewTerminals(cfg TerminalsConfig) (*Terminals, error) {
 		return nil, fmt.Errorf("terminals: negative output cap %d", cfg.OutputCap)
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("terminals: negative timeout %v", cfg.Timeout)
+	case cfg.MaxRetained < 0 || cfg.MaxRetainedOutput < 0:
+		return nil, fmt.Errorf("terminals: negative retention limit %d, %d", cfg.MaxRetained, cfg.MaxRetainedOutput)
 	}
 	if cfg.Env == nil {
 		cfg.Env = os.Environ()
@@ -204,6 +228,7 @@ func NewTerminals(cfg TerminalsConfig) (*Terminals, error) {
 // only the creation, not the command, which runs until it exits, is killed,
 // times out, or the Terminals closes. Errors wrap the Guard's errors for the
 // cwd, ErrNotFound (a missing cwd), ErrNotDirectory, ErrTooManyTerminals,
+// ErrRetentionLimit (too many terminals, or too much output, kept unreleased),
 // ErrClosed or the error of ctx's Authorizer (ErrPermissionDenied), or say
 // why the command could not be found or started.
 func (t *Terminals) Create(ctx context.Context, req TerminalRequest) (string, error) {
@@ -273,6 +298,12 @@ func (t *Terminals) register(req TerminalRequest, l launch) (*terminal, error) {
 		return nil, fmt.Errorf("create terminal: %w", ErrClosed)
 	case t.running >= t.cfg.MaxRunning:
 		return nil, fmt.Errorf("create terminal %q: %d running: %w", req.Command, t.running, ErrTooManyTerminals)
+	case len(t.terms) >= t.cfg.MaxRetained:
+		return nil, fmt.Errorf("create terminal %q: %d terminals not released (limit %d): %w",
+			req.Command, len(t.terms), t.cfg.MaxRetained, ErrRetentionLimit)
+	case t.reserved+int64(l.limit) > t.cfg.MaxRetainedOutput:
+		return nil, fmt.Errorf("create terminal %q: %d bytes of output kept by terminals not released, %d more would pass the limit of %d: %w",
+			req.Command, t.reserved, l.limit, t.cfg.MaxRetainedOutput, ErrRetentionLimit)
 	}
 	t.next++
 	id := "term-" + strconv.FormatUint(t.next, 10)
@@ -282,6 +313,7 @@ func (t *Terminals) register(req TerminalRequest, l launch) (*terminal, error) {
 	}
 	t.terms[id] = term
 	t.running++
+	t.reserved += int64(l.limit)
 	return term, nil
 }
 
@@ -329,7 +361,10 @@ func (t *Terminals) Kill(id string) error {
 func (t *Terminals) Release(id string) error {
 	t.mu.Lock()
 	term, ok := t.terms[id]
-	delete(t.terms, id)
+	if ok {
+		delete(t.terms, id)
+		t.reserved -= int64(term.out.limit)
+	}
 	t.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("release terminal %q: %w", id, ErrUnknownTerminal)
@@ -358,6 +393,7 @@ func (t *Terminals) Close() error {
 		terms = append(terms, term)
 	}
 	clear(t.terms)
+	t.reserved = 0
 	t.mu.Unlock()
 	for _, term := range terms {
 		if err := term.kill(); err != nil {

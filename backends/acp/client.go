@@ -220,7 +220,8 @@ func toRequestError(err error) *acpsdk.RequestError {
 	case errors.Is(err, acpfs.ErrRelativePath), errors.Is(err, acpfs.ErrOutsideRoot), errors.Is(err, acpfs.ErrNulByte),
 		errors.Is(err, acpfs.ErrSymlinkLoop), errors.Is(err, acpfs.ErrGitDir), errors.Is(err, acpfs.ErrTooLarge),
 		errors.Is(err, acpfs.ErrNotText), errors.Is(err, acpfs.ErrIsDirectory), errors.Is(err, acpfs.ErrNotDirectory),
-		errors.Is(err, acpfs.ErrNotRegular), errors.Is(err, acpfs.ErrTooManyTerminals):
+		errors.Is(err, acpfs.ErrNotRegular), errors.Is(err, acpfs.ErrTooManyTerminals),
+		errors.Is(err, acpfs.ErrRetentionLimit):
 		return acpsdk.NewInvalidParams(data)
 	case errors.Is(err, context.Canceled):
 		return acpsdk.NewRequestCancelled(data)
