@@ -263,11 +263,26 @@ func (b *Backend) answerRead(id json.RawMessage, req acpsdk.ReadTextFileRequest)
 		Result  *acpsdk.ReadTextFileResponse `json:"result,omitempty"`
 		Error   *acpsdk.RequestError         `json:"error,omitempty"`
 	}{JSONRPC: "2.0", ID: id}
-	resp, err := client{b}.ReadTextFile(b.ctx, req)
-	if err != nil {
+	var err error
+	if l, ok := b.cfg.FS.(contentLender); ok {
+		// The answer is encoded and written while the FS still counts
+		// the read against its budget (acpfs.FSConfig.ReadBudget).
+		client{b}.syncEvents()
+		err = l.ReadTextFileFunc(b.withBridgeCheck(b.ctx), req.Path, req.Line, req.Limit, func(content string) error {
+			_, _ = b.out.Write(readAnswer(id, content))
+			return nil
+		})
+		if err == nil {
+			return
+		}
 		msg.Error = toRequestError(err)
 	} else {
-		msg.Result = &resp
+		resp, err := client{b}.ReadTextFile(b.ctx, req)
+		if err != nil {
+			msg.Error = toRequestError(err)
+		} else {
+			msg.Result = &resp
+		}
 	}
 	raw, err := json.Marshal(msg)
 	if err != nil {
