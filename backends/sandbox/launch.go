@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
@@ -87,9 +86,17 @@ func MaybeLaunch() {
 	os.Exit(Launch(os.Args[1:]))
 }
 
-// Apply sets no-new-privs and restricts the calling process with p's
-// Landlock rules, as far as the kernel's ABI allows. It fails when the
-// kernel has no Landlock at all and p.Required is set.
+// Apply sets no-new-privs and restricts the calling thread with p's
+// Landlock rules, as far as the kernel's ABI allows (best effort: rights
+// the kernel does not know are left out). It fails when the kernel has no
+// Landlock at all and p.Required is set, or when a network mode needs an
+// ABI the kernel lacks and p.Required is set.
+//
+// Only the calling thread is restricted: the launcher locks its OS thread
+// and execs the program from it at once, and a new program has only that
+// thread. (go-landlock's Config.Restrict restricts every thread of the Go
+// runtime through psx, which costs milliseconds of signalling per launch
+// and buys nothing here.)
 func Apply(p Policy) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no-new-privs: %w", err)
@@ -101,79 +108,107 @@ func Apply(p Policy) error {
 		}
 		return errors.New("the kernel has no Landlock: running unconfined")
 	}
-	rules := fsRules(p)
-	if err := landlock.V11.BestEffort().RestrictPaths(rules...); err != nil {
-		return fmt.Errorf("landlock paths: %w", err)
-	}
-	if err := restrictNet(p, abi); err != nil {
-		return err
-	}
-	// Signals and abstract unix sockets stay within the agent's own domain:
-	// it cannot signal the daemon nor reach its abstract sockets.
-	if err := landlock.V11.BestEffort().RestrictScoped(); err != nil {
-		return fmt.Errorf("landlock scopes: %w", err)
-	}
-	return nil
-}
-
-// fsRules turns p's paths into Landlock rules, choosing directory or file
-// rights by what each path is; missing paths are skipped.
-func fsRules(p Policy) []landlock.Rule {
-	var rules []landlock.Rule
-	add := func(paths []string, dir, file func(...string) landlock.FSRule, extra func(landlock.FSRule) landlock.FSRule) {
-		for _, path := range paths {
-			fi, err := os.Stat(path)
-			if err != nil {
-				continue
-			}
-			var r landlock.FSRule
-			if fi.IsDir() {
-				r = dir(path)
-			} else {
-				r = file(path)
-			}
-			if extra != nil {
-				r = extra(r)
-			}
-			rules = append(rules, r)
-		}
-	}
-	add(p.Read, landlock.RODirs, landlock.ROFiles, nil)
-	add(p.Write, landlock.RWDirs, landlock.RWFiles, func(r landlock.FSRule) landlock.FSRule { return r.WithRefer() })
-	add(p.Devices, landlock.RWDirs, landlock.RWFiles, func(r landlock.FSRule) landlock.FSRule { return r.WithIoctlDev() })
-	return rules
-}
-
-// restrictNet applies the network mode: none refuses TCP connect and bind,
-// ports allows connects to the listed ports only.
-func restrictNet(p Policy, abi int) error {
+	rs := newRuleset(abi)
 	switch p.Network {
 	case "", backends.NetworkAll:
-		return nil
 	case backends.NetworkNone, backends.NetworkPorts:
+		if abi < 4 {
+			if p.Required {
+				return fmt.Errorf("network %q needs Landlock ABI 4, the kernel has %d", p.Network, abi)
+			}
+			break
+		}
+		rs.attr.HandledAccessNet = ll.AccessNetConnectTCP
+		if p.Network == backends.NetworkNone {
+			rs.attr.HandledAccessNet |= ll.AccessNetBindTCP
+		}
 	default:
 		return fmt.Errorf("unknown network mode %q", p.Network)
 	}
-	if abi < 4 {
-		if p.Required {
-			return fmt.Errorf("network %q needs Landlock ABI 4, the kernel has %d", p.Network, abi)
-		}
-		return nil
-	}
-	handled := landlock.AccessNetSet(ll.AccessNetConnectTCP)
-	if p.Network == backends.NetworkNone {
-		handled |= landlock.AccessNetSet(ll.AccessNetBindTCP)
-	}
-	cfg, err := landlock.NewConfig(handled)
+	fd, err := ll.LandlockCreateRuleset(&rs.attr, 0)
 	if err != nil {
-		return fmt.Errorf("landlock network: %w", err)
+		return fmt.Errorf("landlock: create ruleset: %w", err)
 	}
-	var rules []landlock.Rule
-	for _, port := range p.Ports {
-		rules = append(rules, landlock.ConnectTCP(port))
+	defer unix.Close(fd)
+	for _, path := range p.Read {
+		rs.addPath(fd, path, rs.read)
 	}
-	if err := cfg.BestEffort().RestrictNet(rules...); err != nil {
-		return fmt.Errorf("landlock network: %w", err)
+	for _, path := range p.Write {
+		rs.addPath(fd, path, rs.write)
+	}
+	for _, path := range p.Devices {
+		rs.addPath(fd, path, rs.write|rs.attr.HandledAccessFS&ll.AccessFSIoctlDev)
+	}
+	if p.Network == backends.NetworkPorts && rs.attr.HandledAccessNet != 0 {
+		for _, port := range p.Ports {
+			attr := ll.NetPortAttr{AllowedAccess: ll.AccessNetConnectTCP, Port: uint64(port)}
+			if err := ll.LandlockAddNetPortRule(fd, &attr, 0); err != nil {
+				return fmt.Errorf("landlock: allow port %d: %w", port, err)
+			}
+		}
+	}
+	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
+		return fmt.Errorf("landlock: restrict: %w", err)
 	}
 	return nil
+}
+
+// ruleset is a Landlock ruleset being built for one ABI version.
+type ruleset struct {
+	attr        ll.RulesetAttr
+	read, write uint64
+}
+
+// File access rights, by the ABI version that introduced them.
+const (
+	fsV1 = ll.AccessFSExecute | ll.AccessFSWriteFile | ll.AccessFSReadFile | ll.AccessFSReadDir |
+		ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar | ll.AccessFSMakeDir |
+		ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeBlock | ll.AccessFSMakeSym
+	// fileRights are the rights that apply to a file (not a directory).
+	fileRights = ll.AccessFSExecute | ll.AccessFSWriteFile | ll.AccessFSReadFile | ll.AccessFSTruncate | ll.AccessFSIoctlDev
+)
+
+// newRuleset handles every file right the ABI knows (so nothing is
+// allowed but what a rule grants) and, from ABI 6, scopes signals and
+// abstract unix sockets to the agent's own domain: it can neither signal
+// the daemon nor reach its abstract sockets.
+func newRuleset(abi int) *ruleset {
+	fs := uint64(fsV1)
+	if abi >= 2 {
+		fs |= ll.AccessFSRefer
+	}
+	if abi >= 3 {
+		fs |= ll.AccessFSTruncate
+	}
+	if abi >= 5 {
+		fs |= ll.AccessFSIoctlDev
+	}
+	rs := &ruleset{attr: ll.RulesetAttr{HandledAccessFS: fs}}
+	if abi >= 6 {
+		rs.attr.Scoped = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
+	}
+	rs.read = fs & (ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir)
+	rs.write = fs &^ ll.AccessFSIoctlDev
+	return rs
+}
+
+// addPath grants access beneath path, limited to file rights when path is
+// not a directory. A path that does not exist is skipped.
+func (rs *ruleset) addPath(fd int, path string, access uint64) {
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		access &= fileRights
+	}
+	attr := ll.PathBeneathAttr{AllowedAccess: access, ParentFd: pfd}
+	if err := ll.LandlockAddPathBeneathRule(fd, &attr, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "agentpool sandbox-exec: landlock: grant %s: %v\n", path, err)
+	}
 }

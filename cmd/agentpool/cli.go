@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/httpapi"
 	"golang.org/x/sys/unix"
 )
@@ -101,6 +102,8 @@ type cli struct {
 	// questions need the first, colours the second.
 	inTTY, outTTY bool
 	api           *httpapi.Client
+	// confine is the daemon's confinement, when a listing asked for it.
+	confine *sandbox.Status
 }
 
 // runClient runs client command cmd with args. It returns handled false

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/registry"
 )
@@ -52,8 +55,55 @@ func (c *cli) providersList(ctx context.Context, args []string) error {
 	if *asJSON {
 		return c.printJSON(snap)
 	}
+	c.confine = c.confinement(ctx, api)
 	c.renderProviders(snap)
 	return nil
+}
+
+// confinement asks the daemon how it confines agents; nil if it does not
+// say (an older daemon).
+func (c *cli) confinement(ctx context.Context, api *httpapi.Client) *sandbox.Status {
+	h, err := api.Health(ctx)
+	if err != nil || h.Confinement == nil {
+		return nil
+	}
+	b, err := json.Marshal(h.Confinement)
+	if err != nil {
+		return nil
+	}
+	var st sandbox.Status
+	if json.Unmarshal(b, &st) != nil || st.Containment == "" {
+		return nil
+	}
+	return &st
+}
+
+// sandboxLabel says in a few words how a provider's agents are confined.
+func sandboxLabel(sb backends.SandboxSpec, st *sandbox.Status) string {
+	switch {
+	case !sb.Enabled:
+		return "off"
+	case st != nil && st.Landlock == 0 && sb.Required:
+		return "REFUSED (no Landlock)"
+	case st != nil && st.Landlock == 0:
+		return "UNCONFINED (no Landlock)"
+	}
+	net := sb.Network
+	if net == backends.NetworkPorts {
+		ports := make([]string, len(sb.Ports))
+		for i, p := range sb.Ports {
+			ports[i] = strconv.Itoa(int(p))
+		}
+		net = strings.Join(ports, ",")
+	}
+	if net == "" {
+		net = backends.NetworkAll
+	}
+	label := "landlock net:" + net
+	if sb.Required {
+		label += " required"
+	}
+	return label
 }
 
 // renderProviders prints a snapshot as a table.
@@ -62,8 +112,24 @@ func (c *cli) renderProviders(snap registry.Snapshot) {
 		fmt.Fprintf(c.stdout, "providers file %s is rejected (the last good config stays in force):\n  %s\n\n",
 			snap.File, strings.ReplaceAll(snap.Diagnostic, "\n", "\n  "))
 	}
+	if st := c.confine; st != nil {
+		line := "confinement: " + st.Containment
+		if st.Cgroup != "" {
+			line += " (" + st.Cgroup + ")"
+		}
+		if st.Landlock > 0 {
+			line += fmt.Sprintf(", Landlock ABI %d", st.Landlock)
+		} else {
+			line += ", no Landlock"
+		}
+		fmt.Fprintln(c.stdout, line)
+		for _, w := range st.Warnings {
+			fmt.Fprintln(c.stdout, "  warning: "+w)
+		}
+		fmt.Fprintln(c.stdout)
+	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tENABLED\tSTATUS\tDETAIL")
+	fmt.Fprintln(tw, "ID\tKIND\tENABLED\tSTATUS\tSANDBOX\tDETAIL")
 	for _, p := range snap.Providers {
 		detail := p.Diagnostic
 		if detail == "" {
@@ -72,7 +138,7 @@ func (c *cli) renderProviders(snap registry.Snapshot) {
 				detail = p.Path + " " + strings.Join(p.Command[1:], " ")
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, yesNo(p.Enabled), p.Status, strings.TrimSpace(detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, yesNo(p.Enabled), p.Status, sandboxLabel(p.Sandbox, c.confine), strings.TrimSpace(detail))
 	}
 	_ = tw.Flush()
 }

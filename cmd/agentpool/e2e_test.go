@@ -36,15 +36,21 @@ func agentpoolBinary(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(dir, "agentpool")
-		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
-		if err != nil {
-			buildErr = &buildFailure{err, string(out)}
-		}
+		buildErr = buildBinary(builtBin)
 	})
 	if buildErr != nil {
 		t.Fatalf("build agentpool: %v", buildErr)
 	}
 	return builtBin
+}
+
+// buildBinary builds the agentpool binary at path.
+func buildBinary(path string) error {
+	out, err := exec.Command("go", "build", "-o", path, ".").CombinedOutput()
+	if err != nil {
+		return &buildFailure{err, string(out)}
+	}
+	return nil
 }
 
 type buildFailure struct {
