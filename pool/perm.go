@@ -22,7 +22,7 @@ func (p *Pool) permissionFunc(s *session, agent string, spec backends.Spec) back
 		}
 		out, err := p.broker.Request(ctx, permission.Request{
 			Session: s.id, Agent: agent, Turn: req.Turn, ToolCallID: req.ToolCallID, Title: req.Title,
-			ToolKind: req.Kind, Locations: req.Locations, RawInput: req.RawInput, Options: opts, Policy: policy,
+			ToolKind: req.Kind, Action: permission.Action(req.Action), Locations: req.Locations, RawInput: req.RawInput, Options: opts, Policy: policy,
 		})
 		return backends.PermissionOutcome{Cancelled: out.Cancelled, OptionID: out.OptionID}, err
 	}
