@@ -126,6 +126,7 @@ func (m *Main) Open(ctx context.Context) error {
 		Store: wiring.Store{S: m.store}, Worktrees: wiring.Worktrees{M: wt}, Resolver: m.reg,
 		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: wiring.Confiner{
 			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: []string{home},
+			Git: wiring.GitPathsOf(wt),
 		}}, MaxWarm: m.MaxWarm, IdleTimeout: m.IdleTimeout,
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger,
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/worktree"
 )
 
 // Confiner makes the jails a launch's agent and terminals start in.
@@ -106,4 +107,16 @@ func DefaultHome() string {
 		return ""
 	}
 	return filepath.Clean(h)
+}
+
+// GitPathsOf adapts the worktree manager's repository lookup to
+// Confiner.Git.
+func GitPathsOf(m *worktree.Manager) func(ctx context.Context, wt pool.Worktree) (sandbox.GitPaths, error) {
+	return func(ctx context.Context, wt pool.Worktree) (sandbox.GitPaths, error) {
+		p, err := m.GitPaths(ctx, toWT(wt))
+		if err != nil {
+			return sandbox.GitPaths{}, err
+		}
+		return sandbox.GitPaths{CommonDir: p.CommonDir, AdminDir: p.AdminDir, Branch: p.Branch}, nil
+	}
 }

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/backends/sandbox"
+)
+
+// requireKernel skips a test that needs a kernel feature this machine
+// lacks, except under CI=true, where the machine has them all.
+func requireKernel(t *testing.T, ok bool, feature string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is missing on this machine; CI machines have it", feature)
+	}
+	t.Skipf("needs %s", feature)
+}
+
+// confineFixture is a daemon whose provider "hostile" is the scripted fake
+// agent, run by the real binary's launcher, with a fake $HOME holding a
+// secret and an agent state directory.
+type confineFixture struct {
+	bin, home, fakeHome, repo, outside, exe string
+	port                                    int
+}
+
+func newConfineFixture(t *testing.T) *confineFixture {
+	t.Helper()
+	requireKernel(t, sandbox.LandlockABI() >= 4, "Landlock ABI 4")
+	f := &confineFixture{bin: agentpoolBinary(t)}
+	base := t.TempDir()
+	f.home = filepath.Join(base, "daemon")
+	f.fakeHome = filepath.Join(base, "home")
+	f.repo = filepath.Join(base, "repo")
+	f.outside = filepath.Join(base, "outside")
+	for _, d := range []string{f.home, filepath.Join(f.fakeHome, ".ssh"), filepath.Join(f.fakeHome, ".fake-agent"), f.repo, f.outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(f.fakeHome, ".ssh", "id_ed25519"), []byte("PRIVATE KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e2eGit(t, f.repo, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(f.repo, "README.md"), []byte("# repo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2eGit(t, f.repo, "add", ".")
+	e2eGit(t, f.repo, "commit", "-q", "-m", "init")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.exe = exe
+	return f
+}
+
+// writeProvider writes providers.json with the hostile agent running
+// script s.
+func (f *confineFixture) writeProvider(t *testing.T, s agenttest.Script) {
+	t.Helper()
+	raw, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{agenttest.EnvHelper: agenttest.HelperACP, agenttest.EnvScript: string(raw),
+		"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "GORACE": "atexit_sleep_ms=0"}
+	for _, kv := range e2eGitEnv[2:] {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	doc := map[string]any{"version": 1, "providers": map[string]any{
+		"hostile": map[string]any{
+			"extends": "acp", "command": []string{f.exe}, "env": env,
+			"sandbox": map[string]any{"write": []string{"~/.fake-agent"}, "network": "none"},
+		},
+	}}
+	b, _ := json.MarshalIndent(doc, "", "  ")
+	if err := os.WriteFile(filepath.Join(f.home, providersFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start runs the daemon with the fake $HOME.
+func (f *confineFixture) start(t *testing.T) *daemon {
+	t.Helper()
+	t.Setenv("HOME", f.fakeHome)
+	d := startDaemon(t, f.bin, f.home)
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.cmd.Process.Signal(syscall.SIGKILL)
+			_ = d.cmd.Wait()
+		}
+	})
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(d.client.BaseURL, "http://"))
+	_ = host
+	fmt.Sscan(port, &f.port)
+	return d
+}
+
+// session opens a session of the hostile agent and returns its id and
+// worktree.
+func (f *confineFixture) session(t *testing.T, d *daemon) (string, string) {
+	t.Helper()
+	out, err := d.cli("session", "new", "--repo", f.repo, "--agent", "hostile")
+	if err != nil {
+		t.Fatalf("session new: %v\n%s\ndaemon log:\n%s", err, out, d.out)
+	}
+	m := regexp.MustCompile(`session (\S+) created`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("session new output has no id:\n%s", out)
+	}
+	s, err := d.client.Session(context.Background(), m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m[1], s.Worktree.Path
+}
+
+// results runs one prompt and returns the agent's sys results by op,
+// in order.
+func results(t *testing.T, d *daemon, id string) []agenttest.SysResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	turn, err := d.client.Prompt(ctx, id, "", "go", true)
+	if err != nil {
+		t.Fatalf("prompt: %v\ndaemon log:\n%s", err, d.out)
+	}
+	evs, err := d.client.EventLog(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []agenttest.SysResult
+	for _, ev := range evs {
+		if ev.Type != backends.EventMessageChunk || ev.Turn != turn.ID {
+			continue
+		}
+		var c backends.ChunkData
+		if json.Unmarshal(ev.Data, &c) == nil {
+			if r, ok := agenttest.ParseSysResult(c.Text); ok {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+func sys(op agenttest.SysOp) agenttest.Step { return agenttest.Step{Sys: &op} }
+
+// TestConfinementEndToEnd drives the real binary: a hostile agent's own
+// system calls are refused outside its worktree, its state directory and
+// its TMPDIR; it can still commit on its branch; the network is closed to
+// it; and what it and its terminals leave running (setsid, double fork)
+// ends with the session, with the daemon, and at the next start after a
+// kill -9.
+func TestConfinementEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	f := newConfineFixture(t)
+	token := filepath.Join(f.home, tokenFileName)
+	steps := []agenttest.Step{
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: "inside.txt", Content: "mine"}),
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(f.outside, "x"), Content: "escape"}),
+		sys(agenttest.SysOp{Op: agenttest.OpRead, Path: token}),
+		sys(agenttest.SysOp{Op: agenttest.OpRead, Path: filepath.Join(f.fakeHome, ".ssh", "id_ed25519")}),
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(f.repo, ".git", "hooks", "pre-commit"), Content: "#!/bin/sh\n"}),
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(f.repo, ".git", "config"), Content: "[core]\n"}),
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(f.repo, "README.md"), Content: "defaced"}),
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(f.fakeHome, ".fake-agent", "state"), Content: "ok"}),
+		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", `echo t > "$TMPDIR/t" && cat "$TMPDIR/t"`}}),
+		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "git add inside.txt && git commit -q -m 'agent commit' && git log -1 --format=%s"}}),
+		sys(agenttest.SysOp{Op: agenttest.OpConnect, Addr: "127.0.0.1:PORT"}),
+		sys(agenttest.SysOp{Op: agenttest.OpSetsidChild, Path: "pids"}),
+		sys(agenttest.SysOp{Op: agenttest.OpDaemon, Path: "pids"}),
+		// A terminal that leaves a daemon behind and keeps running.
+		{Terminal: &agenttest.Terminal{NoWait: true, Command: fmt.Sprintf("GORACE=atexit_sleep_ms=0 %s=%s %s pids && exec sleep 1000", agenttest.EnvHelper, agenttest.HelperDaemonize, f.exe)}},
+	}
+	type want struct{ op, status, detail string }
+	wants := []want{
+		{"write", "ok", ""}, {"write", "EACCES", ""}, {"read", "EACCES", ""}, {"read", "EACCES", ""},
+		{"write", "EACCES", ""}, {"write", "EACCES", ""}, {"write", "EACCES", ""}, {"write", "ok", ""},
+		{"exec", "ok", "exit=0 t"}, {"exec", "ok", "exit=0 agent commit"}, {"connect", "EACCES", ""},
+		{"setsid_child", "ok", ""}, {"daemon", "ok", ""},
+	}
+
+	// One round per way the session can end.
+	for _, end := range []string{"close", "sigterm", "kill -9"} {
+		t.Run(end, func(t *testing.T) {
+			f.writeProvider(t, agenttest.Script{})
+			d := f.start(t)
+			s := steps
+			s[10] = sys(agenttest.SysOp{Op: agenttest.OpConnect, Addr: fmt.Sprintf("127.0.0.1:%d", f.port)})
+			f.writeProvider(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: s}}})
+			waitProviderReady(t, d, "hostile")
+			id, wt := f.session(t, d)
+			got := results(t, d, id)
+			if len(got) != len(wants) {
+				t.Fatalf("%d sys results %v; want %d\ndaemon log:\n%s", len(got), got, len(wants), d.out)
+			}
+			for i, w := range wants {
+				if got[i].Op != w.op || got[i].Status != w.status || (w.detail != "" && !strings.HasPrefix(got[i].Detail, w.detail)) {
+					t.Errorf("step %d: %s %s %q; want %s %s %q", i, got[i].Op, got[i].Status, got[i].Detail, w.op, w.status, w.detail)
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(f.repo, "README.md")); err != nil || string(b) != "# repo\n" {
+				t.Errorf("main checkout's README.md = %q, %v", b, err)
+			}
+			if _, err := os.Stat(filepath.Join(f.repo, ".git", "hooks", "pre-commit")); err == nil {
+				t.Error("the agent planted a hook in the repository")
+			}
+			if log := e2eGit(t, f.repo, "log", "-1", "--format=%s", "agentpool/"+id); strings.TrimSpace(log) != "agent commit" {
+				t.Errorf("branch head = %q; want the agent's commit", log)
+			}
+			// Three escapers: setsid child, double-forked daemon, and the
+			// daemon a terminal command left.
+			pids := waitPids(t, filepath.Join(wt, "pids"), 3)
+			for _, p := range pids {
+				if !agenttest.Alive(p) {
+					t.Fatalf("escaper %v is not running before the end; the test proves nothing", p)
+				}
+			}
+			switch end {
+			case "close":
+				if out, err := d.cli("session", "close", id); err != nil {
+					t.Fatalf("session close: %v\n%s", err, out)
+				}
+			case "sigterm":
+				_ = d.cmd.Process.Signal(syscall.SIGTERM)
+				if err := d.cmd.Wait(); err != nil {
+					t.Errorf("daemon exit: %v", err)
+				}
+			case "kill -9":
+				_ = d.cmd.Process.Signal(syscall.SIGKILL)
+				_ = d.cmd.Wait()
+				time.Sleep(200 * time.Millisecond)
+				survivors := 0
+				for _, p := range pids {
+					if agenttest.Alive(p) {
+						survivors++
+					}
+				}
+				t.Logf("%d of %d escapers outlived the killed daemon; the next start must end them", survivors, len(pids))
+				d = f.start(t)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for _, p := range pids {
+				for agenttest.Alive(p) && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if agenttest.Alive(p) {
+					t.Errorf("after %s: escaper %v still runs", end, p)
+					_ = agenttest.Kill(p, time.Second)
+				}
+			}
+			if d.cmd.ProcessState == nil {
+				_ = d.cmd.Process.Signal(syscall.SIGTERM)
+				_ = d.cmd.Wait()
+			}
+		})
+	}
+}
+
+// waitProviderReady waits until the daemon reports provider id ready.
+func waitProviderReady(t *testing.T, d *daemon, id string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		snap, err := d.client.Providers(context.Background())
+		if err == nil {
+			for _, p := range snap.Providers {
+				if p.ID == id && p.Status == "ready" {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("provider %q never became ready: %+v, %v\n%s", id, snap, err, d.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitPids waits for n lines in a pid file.
+func waitPids(t *testing.T, file string, n int) []agenttest.PidEntry {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids, _ := agenttest.ReadPidFile(file)
+		if len(pids) >= n {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds %d pids; want %d", file, len(pids), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
