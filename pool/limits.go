@@ -144,6 +144,10 @@ func (p *Pool) Backends() []AgentStatus {
 		if st.State == StateIdle {
 			st.IdleFor = now.Sub(e.lastActive).Round(time.Second)
 		}
+		if e.info.PID > 0 && e.info.Confinement.Containment != "" {
+			c := e.info.Confinement
+			st.Confinement = &c
+		}
 		if e.err != nil {
 			st.Error = e.err.Error()
 		}

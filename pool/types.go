@@ -84,6 +84,9 @@ type AgentStatus struct {
 	AgentSessionID string        `json:"agent_session_id,omitempty"`
 	Mode           string        `json:"mode,omitempty"`
 	Error          string        `json:"error,omitempty"`
+	// Confinement says how the running agent is confined; nil when it
+	// does not run.
+	Confinement *backends.Confinement `json:"confinement,omitempty"`
 }
 
 // Turn is one prompt and how it ended.

@@ -181,7 +181,7 @@ func TestWorkCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"ps"}, "SESSION  AGENT  KIND  PID   STATE  IDLE   RSS       RESTARTS\ns1       demo   acp   4242  idle   1m15s  64.0 MiB  0\n"},
+		{[]string{"ps"}, "SESSION  AGENT  KIND  PID   STATE  IDLE   RSS       RESTARTS  CONFINED\ns1       demo   acp   4242  idle   1m15s  64.0 MiB  0         -\n"},
 		{[]string{"diff", "s1", "--stat"}, "A  AGENTPOOL_DEMO.md  +5 -0\n1 file changed, +5 -0\n"},
 		{[]string{"diff", "s1", "--turn", "3"}, "diff --git a/AGENTPOOL_DEMO.md b/AGENTPOOL_DEMO.md\n--- /dev/null\n+++ b/AGENTPOOL_DEMO.md\n@@ -0,0 +1 @@\n+# Written\n"},
 		{[]string{"events", "s1"}, "#1     03:04:05 turn.started           demo turn 1  hello there\n#2     03:04:06 message.chunk          demo turn 1  agent: hi!\n"},

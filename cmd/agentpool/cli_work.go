@@ -259,7 +259,7 @@ func (c *cli) ps(ctx context.Context, args []string) error {
 // renderBackends prints backends as a table.
 func (c *cli) renderBackends(list []pool.AgentStatus) {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tAGENT\tKIND\tPID\tSTATE\tIDLE\tRSS\tRESTARTS")
+	fmt.Fprintln(tw, "SESSION\tAGENT\tKIND\tPID\tSTATE\tIDLE\tRSS\tRESTARTS\tCONFINED")
 	for _, b := range list {
 		pid := "-"
 		if b.PID > 0 {
@@ -269,9 +269,29 @@ func (c *cli) renderBackends(list []pool.AgentStatus) {
 		if b.State == pool.StateIdle {
 			idle = b.IdleFor.Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", b.Session, b.Agent, b.Kind, pid, b.State, idle, formatBytes(b.RSS), b.Restarts)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", b.Session, b.Agent, b.Kind, pid, b.State, idle, formatBytes(b.RSS), b.Restarts, confinedLabel(b.Confinement))
 	}
 	_ = tw.Flush()
+}
+
+// confinedLabel says in a word or two how an agent is confined: its
+// containment, "+landlock" when rules apply, and "!" when something is
+// missing (the warning is in GET /v1/pool and the agent.ready event).
+func confinedLabel(c *backends.Confinement) string {
+	if c == nil || c.Containment == "" {
+		return "-"
+	}
+	s := c.Containment
+	if c.Landlock > 0 {
+		s += "+landlock"
+		if c.Network != "" && c.Network != backends.NetworkAll {
+			s += " net:" + c.Network
+		}
+	}
+	if c.Warning != "" {
+		s += " !"
+	}
+	return s
 }
 
 // formatBytes formats a byte count in MiB (or "-" for none).
