@@ -25,6 +25,7 @@ const (
 	envNoBracket   = "FAKE_TUI_NO_BRACKET" // do not enable bracketed paste
 	envExitAtStart = "FAKE_TUI_EXIT_AT_START"
 	envAsk         = "FAKE_TUI_ASK" // ask a first-run question before the UI
+	envEscaper     = "FAKE_TUI_ESCAPER" // at start, leave a setsid'd sleeper writing its pid to this file
 	readyPattern   = `^> $`
 )
 
@@ -57,6 +58,15 @@ func runFakeTUI() {
 	}
 	if ms, err := strconv.Atoi(os.Getenv(envDelay)); err == nil {
 		f.delay = time.Duration(ms) * time.Millisecond
+	}
+	if pidfile := os.Getenv(envEscaper); pidfile != "" {
+		if exe, err := os.Executable(); err == nil {
+			cmd := exec.Command(exe, pidfile)
+			cmd.Env = append(os.Environ(), agenttest.EnvHelper+"="+agenttest.HelperSetsidSleeper, envFake+"=", envEscaper+"=")
+			if cmd.Start() == nil {
+				go func() { _ = cmd.Wait() }()
+			}
+		}
 	}
 	if os.Getenv(envExitAtStart) != "" {
 		f.write("boom: cannot start\r\n")

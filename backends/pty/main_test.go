@@ -16,9 +16,11 @@ import (
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/backends/pty"
+	"github.com/agentpool/agentpool/backends/sandbox"
 )
 
 func TestMain(m *testing.M) {
+	sandbox.MaybeLaunch()
 	if os.Getenv(envFake) != "" {
 		runFakeTUI()
 		os.Exit(0)
