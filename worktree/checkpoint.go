@@ -9,23 +9,26 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // tempIndex is a private index file for one snapshot: a copy of the
 // worktree's index (so stat data, sparse bits and tracked-ness carry over),
-// kept in the worktree's git directory beside the real one.
+// kept in the Manager's own directory, out of the agents' reach.
 type tempIndex struct {
 	path string
 }
 
-// newTempIndex copies the worktree's index at admin/index to a new file.
-func newTempIndex(admin string) (*tempIndex, error) {
-	f, err := os.CreateTemp(admin, "agentpool-index-*")
+// newTempIndex copies the worktree's index at admin/index to a new file in
+// dir. The index is opened without following a symlink, which an agent
+// could plant to have the Manager copy a file it cannot read.
+func newTempIndex(dir, admin string) (*tempIndex, error) {
+	f, err := os.CreateTemp(dir, "agentpool-index-*")
 	if err != nil {
 		return nil, fmt.Errorf("temporary index: %w", err)
 	}
 	t := &tempIndex{path: f.Name()}
-	src, err := os.Open(filepath.Join(admin, "index"))
+	src, err := os.OpenFile(filepath.Join(admin, "index"), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		// No index yet: let git start from an empty one.
@@ -38,6 +41,11 @@ func newTempIndex(admin string) (*tempIndex, error) {
 		return nil, fmt.Errorf("temporary index: %w", err)
 	}
 	defer src.Close()
+	if fi, err := src.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		t.remove()
+		return nil, fmt.Errorf("temporary index: %s is not a regular file", src.Name())
+	}
 	if _, err := io.Copy(f, src); err != nil {
 		f.Close()
 		t.remove()
@@ -68,9 +76,9 @@ const snapshotRetries = 2
 // writes its tree. HEAD, the real index and the files are not touched. A
 // file that shrinks while git reads it ("short read", as when an agent's
 // process rewrites it right then) makes git fail: that is tried again.
-func (m *Manager) snapshotInto(ctx context.Context, dir string, idx *tempIndex) (string, error) {
+func (m *Manager) snapshotInto(ctx context.Context, l wtLoc, idx *tempIndex) (string, error) {
 	for attempt := 0; ; attempt++ {
-		_, err := m.run(ctx, call{dir: dir, args: []string{"add", "--all"}, env: idx.env()})
+		_, err := m.run(ctx, call{at: l, args: []string{"add", "--all"}, env: idx.env()})
 		if err == nil {
 			break
 		}
@@ -78,23 +86,23 @@ func (m *Manager) snapshotInto(ctx context.Context, dir string, idx *tempIndex) 
 		if attempt < snapshotRetries && ctx.Err() == nil && errors.As(err, &ge) && strings.Contains(ge.Stderr, "short read") {
 			continue
 		}
-		return "", fmt.Errorf("snapshot %s: %w", dir, err)
+		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
 	}
-	out, err := m.run(ctx, call{dir: dir, args: []string{"write-tree"}, env: idx.env()})
+	out, err := m.run(ctx, call{at: l, args: []string{"write-tree"}, env: idx.env()})
 	if err != nil {
-		return "", fmt.Errorf("snapshot %s: %w", dir, err)
+		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
 
 // snapshot returns the tree of the worktree's current state.
-func (m *Manager) snapshot(ctx context.Context, dir, admin string) (string, error) {
-	idx, err := newTempIndex(admin)
+func (m *Manager) snapshot(ctx context.Context, l wtLoc) (string, error) {
+	idx, err := newTempIndex(m.tmpDir, l.admin)
 	if err != nil {
 		return "", err
 	}
 	defer idx.remove()
-	return m.snapshotInto(ctx, dir, idx)
+	return m.snapshotInto(ctx, l, idx)
 }
 
 // Checkpoint records the whole state of the worktree (tracked and untracked
@@ -118,26 +126,25 @@ func (m *Manager) Checkpoint(ctx context.Context, wt Worktree) (string, error) {
 	st := m.state(root)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.admin != "" {
+	if p := st.paths.Load(); p != nil && p.repo == wt.Repo {
 		// A worktree removed or moved since shows in the fingerprint (its
 		// index is gone) or in the tracking (its directory is gone).
-		fp := m.fingerprintOf(st.admin, st.common)
+		fp := m.fingerprintOf(p.AdminDir, p.CommonDir)
 		if tree, ok := m.changes.lookup(root, fp); ok {
 			return tree, nil
 		}
 	}
-	admin, common, err := m.openDirs(wt)
+	l, err := m.open(ctx, wt)
 	if err != nil {
 		return "", err
 	}
-	st.admin, st.common = admin, common
-	fp := m.fingerprintOf(admin, common)
+	fp := m.fingerprintOf(l.admin, l.common)
 	gen, tracked := m.changes.begin(root)
-	tree, err := m.snapshot(ctx, wt.Path, admin)
+	tree, err := m.snapshot(ctx, l)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint session %q: %w", wt.Session, err)
 	}
-	if err := m.anchorLocked(ctx, st, wt, tree); err != nil {
+	if err := m.anchorLocked(ctx, st, l, wt, tree); err != nil {
 		return "", fmt.Errorf("checkpoint session %q: %w", wt.Session, err)
 	}
 	if tracked {
@@ -148,14 +155,14 @@ func (m *Manager) Checkpoint(ctx context.Context, wt Worktree) (string, error) {
 
 // anchorLocked appends tree to the session's checkpoint chain unless it is
 // already its head. st.mu must be held.
-func (m *Manager) anchorLocked(ctx context.Context, st *wtState, wt Worktree, tree string) error {
+func (m *Manager) anchorLocked(ctx context.Context, st *wtState, l wtLoc, wt Worktree, tree string) error {
 	if st.anchor != "" && st.anchorTree == tree {
 		return nil
 	}
 	ref := CheckpointRefPrefix + wt.Session
 	for attempt := 0; ; attempt++ {
 		if st.anchor == "" || attempt > 0 {
-			ids, err := m.resolve(ctx, wt.Path, ref, ref+"^{tree}")
+			ids, err := m.resolve(ctx, l.repo(), ref, ref+"^{tree}")
 			if err != nil {
 				return fmt.Errorf("read %s: %w", ref, err)
 			}
@@ -168,12 +175,12 @@ func (m *Manager) anchorLocked(ctx context.Context, st *wtState, wt Worktree, tr
 		if st.anchor != "" {
 			args = append(args, "-p", st.anchor)
 		}
-		commit, err := m.git(ctx, wt.Path, args...)
+		commit, err := m.git(ctx, l.repo(), args...)
 		if err != nil {
 			return fmt.Errorf("anchor checkpoint: %w", err)
 		}
 		// Compare-and-swap: "" means the ref must not exist yet.
-		_, err = m.git(ctx, wt.Path, "update-ref", "-m", checkpointTitle, ref, commit, st.anchor)
+		_, err = m.git(ctx, l.repo(), "update-ref", "-m", checkpointTitle, ref, commit, st.anchor)
 		if err == nil {
 			st.anchor, st.anchorTree = commit, tree
 			return nil
@@ -195,17 +202,20 @@ func (m *Manager) anchorLocked(ctx context.Context, st *wtState, wt Worktree, tr
 // state replaced is first anchored in the checkpoint chain, so a restore can
 // itself be undone. Errors wrap ErrMissing or ErrUnknownRef.
 func (m *Manager) Restore(ctx context.Context, wt Worktree, checkpoint string) error {
-	admin, err := m.open(wt)
-	if err != nil {
+	if err := ValidSession(wt.Session); err != nil {
 		return err
 	}
 	if err := validRev(checkpoint); err != nil {
 		return err
 	}
+	l, err := m.open(ctx, wt)
+	if err != nil {
+		return err
+	}
 	st := m.state(wt.Path)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	ids, err := m.resolve(ctx, wt.Path, checkpoint+"^{tree}")
+	ids, err := m.resolve(ctx, l.repo(), checkpoint+"^{tree}")
 	if err != nil {
 		return fmt.Errorf("restore session %q: %w", wt.Session, err)
 	}
@@ -213,22 +223,22 @@ func (m *Manager) Restore(ctx context.Context, wt Worktree, checkpoint string) e
 	if target == "" {
 		return fmt.Errorf("%w: checkpoint %q is not a tree in %s", ErrUnknownRef, checkpoint, wt.Path)
 	}
-	idx, err := newTempIndex(admin)
+	idx, err := newTempIndex(m.tmpDir, l.admin)
 	if err != nil {
 		return fmt.Errorf("restore session %q: %w", wt.Session, err)
 	}
 	defer idx.remove()
-	cur, err := m.snapshotInto(ctx, wt.Path, idx)
+	cur, err := m.snapshotInto(ctx, l, idx)
 	if err != nil {
 		return fmt.Errorf("restore session %q: %w", wt.Session, err)
 	}
 	if cur == target {
 		return nil
 	}
-	if err := m.anchorLocked(ctx, st, wt, cur); err != nil {
+	if err := m.anchorLocked(ctx, st, l, wt, cur); err != nil {
 		return fmt.Errorf("restore session %q: %w", wt.Session, err)
 	}
-	out, err := m.run(ctx, call{dir: wt.Path, args: []string{"diff-tree", "-r", "-z", "--name-status", "--no-renames", cur, target, "--"}})
+	out, err := m.run(ctx, call{at: l, args: []string{"diff-tree", "-r", "-z", "--name-status", "--no-renames", cur, target, "--"}})
 	if err != nil {
 		return fmt.Errorf("restore session %q: %w", wt.Session, err)
 	}
@@ -242,7 +252,7 @@ func (m *Manager) Restore(ctx context.Context, wt Worktree, checkpoint string) e
 	}
 	// The temporary index equals cur and is fresh, so a two-tree read-tree
 	// switches exactly the paths that differ.
-	if _, err := m.run(ctx, call{dir: wt.Path, args: []string{"read-tree", "-m", "-u", cur, target}, env: idx.env()}); err != nil {
+	if _, err := m.run(ctx, call{at: l, args: []string{"read-tree", "-m", "-u", cur, target}, env: idx.env()}); err != nil {
 		return fmt.Errorf("restore session %q: %w", wt.Session, err)
 	}
 	var paths strings.Builder
@@ -250,9 +260,18 @@ func (m *Manager) Restore(ctx context.Context, wt Worktree, checkpoint string) e
 		paths.WriteString(c.path)
 		paths.WriteByte(0)
 	}
+	// The commit HEAD names, resolved in the real refs (see headOf).
+	head, err := m.headOf(ctx, l)
+	if err != nil {
+		return fmt.Errorf("restore session %q: files restored, index not reset: %w", wt.Session, err)
+	}
+	reset := []string{"reset", "--quiet"}
+	if head != "" {
+		reset = append(reset, head)
+	}
 	if _, err := m.run(ctx, call{
-		dir:   wt.Path,
-		args:  []string{"reset", "--quiet", "--pathspec-from-file=-", "--pathspec-file-nul"},
+		at:    l,
+		args:  append(reset, "--pathspec-from-file=-", "--pathspec-file-nul"),
 		stdin: strings.NewReader(paths.String()),
 	}); err != nil {
 		return fmt.Errorf("restore session %q: files restored, index not reset: %w", wt.Session, err)

@@ -75,11 +75,7 @@ type gitState struct {
 
 func readGitState(t *testing.T, wt Worktree) gitState {
 	t.Helper()
-	admin, _, err := adminDirs(wt.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	index := filepath.Join(admin, "index")
+	index := filepath.Join(gitPathsT(t, wt).AdminDir, "index")
 	info, err := os.Stat(index)
 	if err != nil {
 		t.Fatal(err)
@@ -374,9 +370,10 @@ func TestCheckpointErrors(t *testing.T) {
 			}
 		})
 	}
-	admin, _, _ := adminDirs(wt.Path)
-	if left, _ := filepath.Glob(filepath.Join(admin, "agentpool-index-*")); len(left) != 0 {
-		t.Errorf("temporary indexes left behind: %v", left)
+	for _, dir := range []string{gitPathsT(t, wt).AdminDir, m.tmpDir} {
+		if left, _ := filepath.Glob(filepath.Join(dir, "agentpool-index-*")); len(left) != 0 {
+			t.Errorf("temporary indexes left behind: %v", left)
+		}
 	}
 }
 

@@ -44,7 +44,7 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	lock.Lock()
 	defer lock.Unlock()
 
-	ids, err := m.resolve(ctx, info.top, baseRef+"^{commit}", "refs/heads/"+branch)
+	ids, err := m.resolve(ctx, at(info.top), baseRef+"^{commit}", "refs/heads/"+branch)
 	if err != nil {
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
@@ -63,10 +63,11 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
-	if _, err := m.git(ctx, info.top, "worktree", "add", "--quiet", "-b", branch, "--", path, base); err != nil {
+	if _, err := m.git(ctx, at(info.top), "worktree", "add", "--quiet", "-b", branch, "--", path, base); err != nil {
 		m.undoCreateLocked(context.WithoutCancel(ctx), info, path, branch, base)
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
+	m.remember(info, path, branch)
 	wt := Worktree{
 		Session:    session,
 		Repo:       info.top,
@@ -88,7 +89,7 @@ func (m *Manager) undoCreateLocked(ctx context.Context, info repoInfo, path, bra
 	if wts, err := m.list(ctx, info.top); err == nil {
 		for _, w := range wts {
 			if w.Path == path {
-				if _, err := m.git(ctx, info.top, "worktree", "remove", "--force", "--", path); err != nil {
+				if _, err := m.git(ctx, at(info.top), "worktree", "remove", "--force", "--", path); err != nil {
 					log.Warn("undo create: unregister worktree", keyErr, err)
 				}
 			}
@@ -98,8 +99,8 @@ func (m *Manager) undoCreateLocked(ctx context.Context, info repoInfo, path, bra
 		log.Warn("undo create: remove directory", keyErr, err)
 	}
 	_ = os.Remove(filepath.Dir(path)) // only if empty
-	if _, err := m.git(ctx, info.top, "update-ref", "-d", "refs/heads/"+branch, base); err != nil {
-		if ids, rerr := m.resolve(ctx, info.top, "refs/heads/"+branch); rerr == nil && ids[0] != "" {
+	if _, err := m.git(ctx, at(info.top), "update-ref", "-d", "refs/heads/"+branch, base); err != nil {
+		if ids, rerr := m.resolve(ctx, at(info.top), "refs/heads/"+branch); rerr == nil && ids[0] != "" {
 			log.Warn("undo create: delete branch", keyBranch, branch, keyErr, err)
 		}
 	}
@@ -132,7 +133,7 @@ func (m *Manager) Recreate(ctx context.Context, wt Worktree) (Worktree, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
 	}
-	ids, err := m.resolve(ctx, info.top, "refs/heads/"+branch)
+	ids, err := m.resolve(ctx, at(info.top), "refs/heads/"+branch)
 	if err != nil {
 		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
 	}
@@ -146,7 +147,7 @@ func (m *Manager) Recreate(ctx context.Context, wt Worktree) (Worktree, error) {
 	for _, w := range wts {
 		if filepath.Clean(w.Path) == filepath.Clean(wt.Path) {
 			// The stale registration of the lost directory.
-			if _, err := m.git(ctx, info.top, "worktree", "remove", "--force", "--", wt.Path); err != nil {
+			if _, err := m.git(ctx, at(info.top), "worktree", "remove", "--force", "--", wt.Path); err != nil {
 				return Worktree{}, fmt.Errorf("recreate worktree %s: clear stale registration: %w", wt.Path, err)
 			}
 		}
@@ -154,11 +155,12 @@ func (m *Manager) Recreate(ctx context.Context, wt Worktree) (Worktree, error) {
 	if err := os.MkdirAll(filepath.Dir(wt.Path), 0o755); err != nil {
 		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
 	}
-	if _, err := m.git(ctx, info.top, "worktree", "add", "--quiet", "--", wt.Path, branch); err != nil {
+	if _, err := m.git(ctx, at(info.top), "worktree", "add", "--quiet", "--", wt.Path, branch); err != nil {
 		_ = os.Remove(wt.Path) // only if git left it empty
 		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
 	}
 	m.forget(wt.Path)
+	m.remember(info, wt.Path, branch)
 	m.log.Info("worktree re-created", keySession, wt.Session, keyRepo, info.top, keyPath, wt.Path, keyBranch, branch)
 	wt.Repo = info.top
 	wt.Branch = branch
@@ -170,6 +172,19 @@ func (m *Manager) Recreate(ctx context.Context, wt Worktree) (Worktree, error) {
 // its .gitignore).
 func (m *Manager) ignored(ctx context.Context, top, path string) bool {
 	// check-ignore refuses literal pathspecs, which every other call uses.
-	_, err := m.run(ctx, call{dir: top, args: []string{"check-ignore", "-q", "--", path}, env: []string{"GIT_LITERAL_PATHSPECS=0"}})
+	_, err := m.run(ctx, call{at: at(top), args: []string{"check-ignore", "-q", "--", path}, env: []string{"GIT_LITERAL_PATHSPECS=0"}})
 	return err == nil
+}
+
+// remember caches the git directories of the worktree just added at path,
+// before any agent could tamper with them.
+func (m *Manager) remember(info repoInfo, path, branch string) {
+	m.forget(path)
+	m.rememberRepo(info.top, info)
+	admin, err := findAdmin(info.common, path)
+	if err != nil {
+		m.log.Warn("locate new worktree", keyPath, path, keyErr, err)
+		return
+	}
+	m.state(path).paths.Store(&located{GitPaths: GitPaths{CommonDir: info.common, AdminDir: admin, Branch: branch}, repo: info.top})
 }

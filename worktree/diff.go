@@ -69,7 +69,7 @@ type Diff struct {
 // it), so Diff(ctx, wt, "", "") is the whole session against its base.
 // Errors wrap ErrUnknownRef or ErrMissing.
 func (m *Manager) Diff(ctx context.Context, wt Worktree, from, to string) (Diff, error) {
-	admin, err := m.open(wt)
+	l, err := m.open(ctx, wt)
 	if err != nil {
 		return Diff{}, err
 	}
@@ -94,7 +94,7 @@ func (m *Manager) Diff(ctx context.Context, wt Worktree, from, to string) (Diff,
 	for i := range names {
 		names[i] += "^{tree}"
 	}
-	ids, err := m.resolve(ctx, wt.Path, names...)
+	ids, err := m.resolve(ctx, l.repo(), names...)
 	if err != nil {
 		return Diff{}, fmt.Errorf("diff session %q: %w", wt.Session, err)
 	}
@@ -106,13 +106,13 @@ func (m *Manager) Diff(ctx context.Context, wt Worktree, from, to string) (Diff,
 	d := Diff{From: ids[0], Files: []FileChange{}}
 	if to != "" {
 		d.To = ids[1]
-	} else if d.To, err = m.snapshot(ctx, wt.Path, admin); err != nil {
+	} else if d.To, err = m.snapshot(ctx, l); err != nil {
 		return Diff{}, fmt.Errorf("diff session %q: %w", wt.Session, err)
 	}
 	if d.From == d.To {
 		return d, nil
 	}
-	out, err := m.run(ctx, call{dir: wt.Path, args: []string{"diff-tree", "-r", "-z", "-M", "--raw", "--numstat", "--no-ext-diff", "--no-textconv", d.From, d.To, "--"}})
+	out, err := m.run(ctx, call{at: l, args: []string{"diff-tree", "-r", "-z", "-M", "--raw", "--numstat", "--no-ext-diff", "--no-textconv", d.From, d.To, "--"}})
 	if err != nil {
 		return Diff{}, fmt.Errorf("diff session %q: %w", wt.Session, err)
 	}
@@ -128,7 +128,7 @@ func (m *Manager) Diff(ctx context.Context, wt Worktree, from, to string) (Diff,
 		d.Stat.Deletions += f.Deletions
 	}
 	patch := &capWriter{max: m.maxPatch}
-	if _, err := m.run(ctx, call{dir: wt.Path, stdout: patch, args: []string{
+	if _, err := m.run(ctx, call{at: l, stdout: patch, args: []string{
 		"diff-tree", "-r", "-p", "-M", "--no-color", "--no-ext-diff", "--no-textconv",
 		"--src-prefix=a/", "--dst-prefix=b/", d.From, d.To, "--",
 	}}); err != nil {

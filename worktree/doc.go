@@ -14,8 +14,20 @@
 // even then preserves work before removing a worktree.
 //
 // Every git call runs through exec.CommandContext with hooks disabled (an
-// empty hooks directory owned by the Manager), no terminal prompts, commit
-// signing off, the repository-selecting GIT_* variables of the daemon's
-// environment removed, and an explicit identity, so that nothing depends on
-// the user's global git configuration. Git 2.36 or newer is required.
+// empty hooks directory owned by the Manager), no fsmonitor, pager, editor
+// or terminal prompt, commit signing off, the repository-selecting GIT_*
+// variables of the daemon's environment removed, and an explicit identity,
+// so that nothing depends on the user's global git configuration. Git 2.36
+// or newer is required.
+//
+// Agents may write their worktree and its admin directory
+// (<common>/worktrees/<id>), so git never learns where the repository is
+// from them: the common directory comes from the user's repository, the
+// admin directory from git's records under it (cached from Create on), and
+// git runs in a worktree with GIT_DIR and GIT_COMMON_DIR set to the common
+// directory, GIT_WORK_TREE to the worktree and GIT_INDEX_FILE to its index.
+// The worktree's .git file, its admin directory's commondir and
+// config.worktree files are never obeyed; a tampered .git or gitdir file is
+// repaired by Remove and Reconcile. GitPaths gives a sandbox the directories
+// to grant.
 package worktree

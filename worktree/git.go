@@ -25,7 +25,7 @@ const (
 
 // call is one git invocation.
 type call struct {
-	dir    string    // -C directory; empty for none
+	at     wtLoc     // where git runs; zero for nowhere in particular
 	args   []string  // git arguments after the global options
 	env    []string  // extra environment, overriding the Manager's
 	stdin  io.Reader // nil for none
@@ -36,14 +36,14 @@ type call struct {
 func (m *Manager) run(ctx context.Context, c call) ([]byte, error) {
 	args := make([]string, 0, len(m.globalArgs)+2+len(c.args))
 	args = append(args, m.globalArgs...)
-	if c.dir != "" {
-		args = append(args, "-C", c.dir)
+	if c.at.dir != "" {
+		args = append(args, "-C", c.at.dir)
 	}
 	args = append(args, c.args...)
 	cmd := exec.CommandContext(ctx, m.gitPath, args...)
 	cmd.Env = m.env
-	if len(c.env) > 0 {
-		cmd.Env = append(append([]string(nil), m.env...), c.env...)
+	if pin := c.at.env(); len(c.env) > 0 || len(pin) > 0 {
+		cmd.Env = append(append(append([]string(nil), m.env...), pin...), c.env...)
 	}
 	cmd.Stdin = c.stdin
 	var out, errb bytes.Buffer
@@ -56,11 +56,11 @@ func (m *Manager) run(ctx context.Context, c call) ([]byte, error) {
 	start := time.Now()
 	m.gitRuns.Add(1)
 	err := cmd.Run()
-	m.log.Debug("git", keyArgs, c.args, keyDir, c.dir, keyElapsed, time.Since(start), keyErr, err)
+	m.log.Debug("git", keyArgs, c.args, keyDir, c.at.dir, keyElapsed, time.Since(start), keyErr, err)
 	if err == nil {
 		return out.Bytes(), nil
 	}
-	ge := &GitError{Args: c.args, Dir: c.dir, ExitCode: -1, Stderr: trimStderr(errb.Bytes()), Err: err}
+	ge := &GitError{Args: c.args, Dir: c.at.dir, ExitCode: -1, Stderr: trimStderr(errb.Bytes()), Err: err}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		ge.ExitCode = ee.ExitCode()
@@ -72,9 +72,9 @@ func (m *Manager) run(ctx context.Context, c call) ([]byte, error) {
 	return out.Bytes(), ge
 }
 
-// git runs git in dir and returns stdout without its trailing newline.
-func (m *Manager) git(ctx context.Context, dir string, args ...string) (string, error) {
-	out, err := m.run(ctx, call{dir: dir, args: args})
+// git runs git at l and returns stdout without its trailing newline.
+func (m *Manager) git(ctx context.Context, l wtLoc, args ...string) (string, error) {
+	out, err := m.run(ctx, call{at: l, args: args})
 	return strings.TrimSuffix(string(out), "\n"), err
 }
 
@@ -90,13 +90,13 @@ func exitCode(err error) int {
 // resolve looks each name up with one cat-file --batch-check and returns
 // their object ids in order, "" for a name that does not resolve. Names must
 // not contain line breaks (see validRev).
-func (m *Manager) resolve(ctx context.Context, dir string, names ...string) ([]string, error) {
+func (m *Manager) resolve(ctx context.Context, l wtLoc, names ...string) ([]string, error) {
 	var in strings.Builder
 	for _, n := range names {
 		in.WriteString(n)
 		in.WriteByte('\n')
 	}
-	out, err := m.run(ctx, call{dir: dir, args: []string{"cat-file", "--batch-check=%(objectname)"}, stdin: strings.NewReader(in.String())})
+	out, err := m.run(ctx, call{at: l, args: []string{"cat-file", "--batch-check=%(objectname)"}, stdin: strings.NewReader(in.String())})
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +124,8 @@ func validRev(rev string) error {
 }
 
 // isAncestor reports whether commit a is an ancestor of (or equal to) b.
-func (m *Manager) isAncestor(ctx context.Context, dir, a, b string) (bool, error) {
-	_, err := m.git(ctx, dir, "merge-base", "--is-ancestor", a, b)
+func (m *Manager) isAncestor(ctx context.Context, l wtLoc, a, b string) (bool, error) {
+	_, err := m.git(ctx, l, "merge-base", "--is-ancestor", a, b)
 	switch {
 	case err == nil:
 		return true, nil
@@ -150,7 +150,7 @@ type gitWorktree struct {
 // list returns the worktrees of the repository dir belongs to, the main
 // worktree first.
 func (m *Manager) list(ctx context.Context, dir string) ([]gitWorktree, error) {
-	out, err := m.run(ctx, call{dir: dir, args: []string{"worktree", "list", "--porcelain", "-z"}})
+	out, err := m.run(ctx, call{at: at(dir), args: []string{"worktree", "list", "--porcelain", "-z"}})
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func parseWorktreeList(out []byte) []gitWorktree {
 
 // checkVersion fails for a git older than minGitMajor.minGitMinor.
 func (m *Manager) checkVersion(ctx context.Context) error {
-	out, err := m.git(ctx, "", "version")
+	out, err := m.git(ctx, wtLoc{}, "version")
 	if err != nil {
 		return err
 	}
@@ -235,7 +235,8 @@ func repoLocalEnv(key string) bool {
 		"GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE",
 		"GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS",
 		"GIT_ICASE_PATHSPECS", "GIT_OPTIONAL_LOCKS", "GIT_TERMINAL_PROMPT",
-		"GIT_EDITOR", "GIT_SEQUENCE_EDITOR":
+		"GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER", "PAGER", "GIT_ASKPASS", "SSH_ASKPASS",
+		"GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ATTR_SOURCE":
 		return true
 	}
 	return strings.HasPrefix(key, "GIT_CONFIG_KEY_") || strings.HasPrefix(key, "GIT_CONFIG_VALUE_")
@@ -256,6 +257,9 @@ func gitEnv(base []string, name, email string) []string {
 		"GIT_OPTIONAL_LOCKS=0",
 		"GIT_LITERAL_PATHSPECS=1",
 		"GIT_EDITOR=true",
+		"GIT_SEQUENCE_EDITOR=true",
+		"GIT_PAGER=cat",
+		"PAGER=cat",
 		"LC_ALL=C",
 		"GIT_AUTHOR_NAME="+name,
 		"GIT_AUTHOR_EMAIL="+email,
@@ -264,11 +268,16 @@ func gitEnv(base []string, name, email string) []string {
 	)
 }
 
-// gitGlobalArgs are the -c options of every call: hooks off (an empty
-// directory), no signing prompts, no fsmonitor daemon, no automatic gc.
+// gitGlobalArgs are the -c options of every call, which override any
+// configuration file: hooks off (an empty directory), no signing, no
+// fsmonitor program, no pager or editor, no automatic gc.
 func gitGlobalArgs(hooksDir string) []string {
 	return []string{
 		"-c", "core.hooksPath=" + hooksDir,
+		"-c", "core.pager=cat",
+		"-c", "core.editor=true",
+		"-c", "sequence.editor=true",
+		"-c", "gpg.program=false",
 		"-c", "commit.gpgSign=false",
 		"-c", "tag.gpgSign=false",
 		"-c", "core.fsmonitor=false",

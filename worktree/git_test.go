@@ -14,7 +14,7 @@ import (
 func TestGitError(t *testing.T) {
 	m := newManager(t)
 	repo := newRepo(t, "repo", nil)
-	_, err := m.git(context.Background(), repo, "rev-parse", "--verify", "no-such-ref")
+	_, err := m.git(context.Background(), at(repo), "rev-parse", "--verify", "no-such-ref")
 	var ge *GitError
 	if !errors.As(err, &ge) {
 		t.Fatalf("git rev-parse of a bad ref error = %v; want a *GitError", err)
@@ -29,7 +29,7 @@ func TestGitError(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = m.git(ctx, repo, "status")
+	_, err = m.git(ctx, at(repo), "status")
 	if !errors.Is(err, context.Canceled) || !errors.As(err, &ge) || ge.ExitCode != -1 {
 		t.Errorf("git with a cancelled context error = %v; want a *GitError wrapping context.Canceled", err)
 	}

@@ -81,9 +81,22 @@ func readFile(t testing.TB, dir, name string) string {
 }
 
 // exists reports whether path exists.
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
+func exists(path string) bool { return lexists(path) }
+
+// gitPathsT returns the git directories of wt as a fresh Manager finds
+// them, without the cache of the one that made it.
+func gitPathsT(t testing.TB, wt Worktree) GitPaths {
+	t.Helper()
+	common := gitT(t, wt.Repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	common, err := filepath.EvalSymlinks(common)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := findAdmin(common, wt.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return GitPaths{CommonDir: common, AdminDir: admin, Branch: branchOf(wt)}
 }
 
 // newRepo makes a repository in a new directory named name under a temp

@@ -42,6 +42,7 @@ const CheckpointRefPrefix = "refs/agentpool/checkpoints/"
 
 const (
 	hooksDirName    = ".hooks" // under Root; never a repository namespace
+	tmpDirName      = ".tmp"   // under Root; never a repository namespace
 	maxSessionLen   = 128
 	maxRepoNameLen  = 48
 	repoHashLen     = 12
@@ -112,6 +113,7 @@ type Worktree struct {
 type Manager struct {
 	root       string
 	hooksDir   string
+	tmpDir     string // the Manager's private files (temporary indexes)
 	gitPath    string
 	log        *slog.Logger
 	env        []string
@@ -126,9 +128,10 @@ type Manager struct {
 	globalConfig string
 	gitRuns      atomic.Int64 // git commands run, for tests
 
-	mu    sync.Mutex
-	repos map[string]*sync.Mutex // by git common dir
-	wts   map[string]*wtState    // by worktree path
+	mu        sync.Mutex
+	repos     map[string]*sync.Mutex // by git common dir
+	wts       map[string]*wtState    // by worktree path
+	repoInfos map[string]repoInfo    // by the repository path given
 }
 
 // wtState serialises the operations on one worktree and caches the head of
@@ -137,9 +140,9 @@ type wtState struct {
 	mu         sync.Mutex
 	anchor     string // commit at CheckpointRefPrefix+session, "" if unknown
 	anchorTree string // its tree
-	// admin and common are the worktree's git directories as last read
-	// from its .git file, for checkpoints answered without git.
-	admin, common string
+	// paths caches the worktree's git directories (see locate); nil until
+	// first located. It is read without mu, by GitPaths.
+	paths atomic.Pointer[located]
 }
 
 // NewManager checks cfg, creates the root and the empty hooks directory,
@@ -184,9 +187,14 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := emptyDir(hooks); err != nil {
 		return nil, fmt.Errorf("worktree: hooks directory: %w", err)
 	}
+	tmp := filepath.Join(root, tmpDirName)
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("worktree: temporary directory: %w", err)
+	}
 	m := &Manager{
 		root:       root,
 		hooksDir:   hooks,
+		tmpDir:     tmp,
 		gitPath:    gitPath,
 		log:        cfg.Logger,
 		env:        gitEnv(os.Environ(), cfg.Author, cfg.AuthorEmail),
@@ -195,6 +203,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		changes:    newChangeTracker(cfg.Logger, cfg.RescanAfter),
 		repos:      make(map[string]*sync.Mutex),
 		wts:        make(map[string]*wtState),
+		repoInfos:  make(map[string]repoInfo),
 	}
 	m.globalIgnore, m.globalConfig = globalGitFiles(m.env)
 	ctx, cancel := context.WithTimeout(context.Background(), versionTimeout)
@@ -289,12 +298,12 @@ func (m *Manager) repo(ctx context.Context, path string) (repoInfo, error) {
 	if !fi.IsDir() {
 		return repoInfo{}, fmt.Errorf("%w: %s is not a directory", ErrNotRepository, abs)
 	}
-	out, err := m.git(ctx, abs, "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir")
+	out, err := m.git(ctx, at(abs), "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir")
 	if err != nil {
 		if ctx.Err() != nil {
 			return repoInfo{}, err
 		}
-		if bare, berr := m.git(ctx, abs, "rev-parse", "--is-bare-repository"); berr == nil && bare == "true" {
+		if bare, berr := m.git(ctx, at(abs), "rev-parse", "--is-bare-repository"); berr == nil && bare == "true" {
 			return repoInfo{}, fmt.Errorf("%w: %s", ErrBareRepository, abs)
 		}
 		return repoInfo{}, fmt.Errorf("%w: %s: %w", ErrNotRepository, abs, err)
@@ -375,57 +384,4 @@ func branchOf(wt Worktree) string {
 		return wt.Branch
 	}
 	return BranchPrefix + wt.Session
-}
-
-// adminDirs reads the .git file of the worktree at path and returns its
-// private git directory (<common>/worktrees/<id>) and the repository's
-// common git directory. A missing directory gives an error wrapping
-// ErrMissing.
-func adminDirs(path string) (admin, common string, err error) {
-	if _, err := os.Stat(path); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return "", "", fmt.Errorf("%w: %s", ErrMissing, path)
-		}
-		return "", "", err
-	}
-	b, err := os.ReadFile(filepath.Join(path, ".git"))
-	if err != nil {
-		return "", "", fmt.Errorf("%s is not a git worktree: %w", path, err)
-	}
-	gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
-	if !ok {
-		return "", "", fmt.Errorf("%s is not a linked git worktree (.git is not a gitdir file)", path)
-	}
-	if !filepath.IsAbs(gitdir) {
-		gitdir = filepath.Join(path, gitdir)
-	}
-	c, err := os.ReadFile(filepath.Join(gitdir, "commondir"))
-	if err != nil {
-		return "", "", fmt.Errorf("%s: git no longer knows this worktree: %w", path, err)
-	}
-	common = strings.TrimSpace(string(c))
-	if !filepath.IsAbs(common) {
-		common = filepath.Join(gitdir, common)
-	}
-	if resolved, err := filepath.EvalSymlinks(common); err == nil {
-		common = resolved
-	}
-	return gitdir, filepath.Clean(common), nil
-}
-
-// open checks wt and returns the worktree's private git directory.
-func (m *Manager) open(wt Worktree) (string, error) {
-	admin, _, err := m.openDirs(wt)
-	return admin, err
-}
-
-// openDirs checks wt and returns its private and common git directories.
-func (m *Manager) openDirs(wt Worktree) (admin, common string, err error) {
-	if err := ValidSession(wt.Session); err != nil {
-		return "", "", err
-	}
-	if !filepath.IsAbs(wt.Path) {
-		return "", "", fmt.Errorf("worktree path %q is not absolute", wt.Path)
-	}
-	return adminDirs(wt.Path)
 }

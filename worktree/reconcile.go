@@ -66,6 +66,14 @@ type Problem struct {
 // the root are the user's and are never reported or touched; locked ones
 // and directories git does not know are reported and left alone.
 //
+// Nothing in a worktree is trusted to say which repository it belongs to:
+// known worktrees are located from their Repo, unknown ones from the
+// namespace directory they are in (named after their repository); a .git
+// file, which the agent could rewrite, only suggests candidates that must
+// hash to that name. A present worktree whose .git file no longer points at
+// its admin directory (or whose admin gitdir file no longer points back)
+// is logged and repaired, even without prune; its files are not touched.
+//
 // One bad item never stops the others: it is reported in Problems. The
 // error is non-nil only when ctx ends or the root cannot be read.
 func (m *Manager) Reconcile(ctx context.Context, known []Worktree, prune bool) (Report, error) {
@@ -76,6 +84,7 @@ func (m *Manager) Reconcile(ctx context.Context, known []Worktree, prune bool) (
 		disk  []string
 	}
 	groups := make(map[string]*group)
+	byNamespace := make(map[string]repoInfo)
 	var order []string
 	groupOf := func(info repoInfo) *group {
 		g, ok := groups[info.common]
@@ -84,6 +93,7 @@ func (m *Manager) Reconcile(ctx context.Context, known []Worktree, prune bool) (
 			groups[info.common] = g
 			order = append(order, info.common)
 		}
+		byNamespace[m.namespace(info.top)] = info
 		return g
 	}
 	knownPaths := make(map[string]bool, len(known))
@@ -117,22 +127,19 @@ func (m *Manager) Reconcile(ctx context.Context, known []Worktree, prune bool) (
 			continue
 		}
 		found := Found{Path: p, Session: filepath.Base(p), OnDisk: true}
-		_, common, err := adminDirs(p)
-		if err != nil {
-			found.Note = err.Error()
-			rep.Unknown = append(rep.Unknown, found)
-			continue
-		}
-		g, ok := groups[common]
+		info, ok := byNamespace[filepath.Dir(p)]
 		if !ok {
-			wts, err := m.list(ctx, common)
-			if err != nil || len(wts) == 0 {
-				found.Note = fmt.Sprintf("cannot list the worktrees of %s: %v", common, err)
+			var err error
+			if info, err = m.attribute(ctx, p); err != nil {
+				if ctx.Err() != nil {
+					return rep, ctx.Err()
+				}
+				found.Note = err.Error()
 				rep.Unknown = append(rep.Unknown, found)
 				continue
 			}
-			g = groupOf(repoInfo{top: wts[0].Path, common: common})
 		}
+		g := groupOf(info)
 		g.disk = append(g.disk, p)
 	}
 
@@ -183,7 +190,11 @@ func (m *Manager) reconcileRepo(ctx context.Context, info repoInfo, known []Work
 			rep.Problems = append(rep.Problems, Problem{Repo: info.top, Path: wt.Path, Session: wt.Session,
 				Err: fmt.Errorf("%s exists but git does not know it as a worktree of %s", wt.Path, info.top)})
 		default:
-			if _, _, err := adminDirs(p); err != nil {
+			l, err := m.open(ctx, wt)
+			if err == nil {
+				_, err = m.repairLinks(l, wt.Session)
+			}
+			if err != nil {
 				rep.Problems = append(rep.Problems, Problem{Repo: info.top, Path: wt.Path, Session: wt.Session, Err: err})
 				continue
 			}
@@ -249,7 +260,7 @@ func (m *Manager) scanRoot() ([]string, []Problem, error) {
 	var dirs []string
 	var problems []Problem
 	for _, ns := range nss {
-		if !ns.IsDir() || ns.Name() == hooksDirName {
+		if !ns.IsDir() || ns.Name() == hooksDirName || ns.Name() == tmpDirName {
 			continue
 		}
 		dir := filepath.Join(m.root, ns.Name())
@@ -266,4 +277,55 @@ func (m *Manager) scanRoot() ([]string, []Problem, error) {
 	}
 	sort.Strings(dirs)
 	return dirs, problems, nil
+}
+
+// maxCandidates bounds the entries of a suggested worktrees directory read
+// while attributing a worktree.
+const maxCandidates = 4096
+
+// attribute finds the repository of the worktree directory p, which lies
+// in no namespace of a repository already known. Its .git file suggests a
+// common git directory and the top levels of that repository's checkouts;
+// the one whose namespace is p's directory (a name only the daemon chose,
+// as a hash of the top level) is the repository, and git is asked only
+// there, never in a directory the .git file names.
+func (m *Manager) attribute(ctx context.Context, p string) (repoInfo, error) {
+	content, err := readGitFile(filepath.Join(p, ".git"))
+	if err != nil {
+		return repoInfo{}, fmt.Errorf("not a linked git worktree: %w", err)
+	}
+	gitdir := gitdirOf(content, p)
+	if !strings.HasPrefix(content, "gitdir: ") || filepath.Base(filepath.Dir(gitdir)) != "worktrees" {
+		return repoInfo{}, fmt.Errorf("not a linked git worktree (.git says %q)", content)
+	}
+	common := filepath.Dir(filepath.Dir(gitdir))
+	var tops []string
+	if filepath.Base(common) == ".git" {
+		tops = append(tops, filepath.Dir(common))
+	}
+	if d, err := os.Open(filepath.Join(common, "worktrees")); err == nil {
+		ents, _ := d.ReadDir(maxCandidates)
+		d.Close()
+		for _, e := range ents {
+			admin := filepath.Join(common, "worktrees", e.Name())
+			if g, err := readGitFile(filepath.Join(admin, "gitdir")); err == nil {
+				tops = append(tops, filepath.Dir(gitdirOf(g, admin)))
+			}
+		}
+	}
+	ns := filepath.Dir(p)
+	for _, top := range tops {
+		if m.namespace(top) != ns {
+			continue
+		}
+		info, err := m.repo(ctx, top)
+		if err != nil {
+			return repoInfo{}, err
+		}
+		if info.top != top {
+			break
+		}
+		return info, nil
+	}
+	return repoInfo{}, errors.New("cannot tell which repository it belongs to without trusting its .git file; left in place")
 }

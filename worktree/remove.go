@@ -72,14 +72,31 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 		return res, fmt.Errorf("remove worktree of session %q: %w", wt.Session, err)
 	}
 
-	admin, common, err := adminDirs(wt.Path)
+	var l wtLoc
+	_, statErr := os.Lstat(wt.Path)
 	switch {
-	case errors.Is(err, ErrMissing):
+	case errors.Is(statErr, os.ErrNotExist):
 		res.Missing = true
-	case err != nil:
-		return fail(err)
-	case common != info.common:
-		return fail(fmt.Errorf("%s is a worktree of %s, not of %s", wt.Path, common, info.top))
+	case statErr != nil:
+		return fail(statErr)
+	default:
+		// Located from the repository, never from the worktree's .git
+		// file: a worktree of another repository is not found and refused.
+		admin := ""
+		if p := st.paths.Load(); p != nil && p.CommonDir == info.common && lexists(p.AdminDir) {
+			admin = p.AdminDir // recorded when the worktree was made or first found
+		} else {
+			var err error
+			if admin, err = findAdmin(info.common, filepath.Clean(wt.Path)); err != nil {
+				return fail(err)
+			}
+		}
+		l = worktreeLoc(filepath.Clean(wt.Path), admin, info.common)
+		// git worktree remove refuses a worktree whose .git file does not
+		// point back at its admin directory; the agent may have changed it.
+		if _, err := m.repairLinks(l, wt.Session); err != nil {
+			return fail(err)
+		}
 	}
 	wts, err := m.list(ctx, info.top)
 	if err != nil {
@@ -95,23 +112,23 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 	if !discard {
 		switch {
 		case !res.Missing:
-			tree, err := m.snapshot(ctx, wt.Path, admin)
+			tree, err := m.snapshot(ctx, l)
 			if err != nil {
 				return fail(err)
 			}
-			res.Commit, res.Committed, err = m.keep(ctx, wt, branch, tree)
+			res.Commit, res.Committed, err = m.keep(ctx, l, wt, branch, tree)
 			if err != nil {
 				return fail(err)
 			}
 		case registered != nil && registered.Detached && registered.Head != "":
 			// The directory is gone but its detached HEAD may hold commits
 			// no branch has: join them to the session branch.
-			res.Commit, _, err = m.joinLocked(ctx, info.top, wt, branch, "", registered.Head)
+			res.Commit, _, err = m.joinLocked(ctx, at(info.top), wt, branch, "", registered.Head)
 			if err != nil {
 				return fail(err)
 			}
 		default:
-			ids, err := m.resolve(ctx, info.top, "refs/heads/"+branch)
+			ids, err := m.resolve(ctx, at(info.top), "refs/heads/"+branch)
 			if err != nil {
 				return fail(err)
 			}
@@ -120,7 +137,7 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 	}
 
 	if registered != nil || !res.Missing {
-		if _, err := m.git(ctx, info.top, "worktree", "remove", "--force", "--", wt.Path); err != nil {
+		if _, err := m.git(ctx, at(info.top), "worktree", "remove", "--force", "--", wt.Path); err != nil {
 			return fail(err)
 		}
 	}
@@ -134,7 +151,7 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 			}
 		}
 		for _, ref := range []string{"refs/heads/" + branch, CheckpointRefPrefix + wt.Session} {
-			if _, err := m.git(ctx, info.top, "update-ref", "-d", ref); err != nil {
+			if _, err := m.git(ctx, at(info.top), "update-ref", "-d", ref); err != nil {
 				return fail(fmt.Errorf("worktree removed, but: %w", err))
 			}
 		}
@@ -148,12 +165,12 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 // keep makes the session branch hold tree, the worktree's current state,
 // and the worktree's HEAD. It returns the branch tip and whether a commit
 // was made.
-func (m *Manager) keep(ctx context.Context, wt Worktree, branch, tree string) (string, bool, error) {
-	ids, err := m.resolve(ctx, wt.Path, "HEAD^{commit}")
+func (m *Manager) keep(ctx context.Context, l wtLoc, wt Worktree, branch, tree string) (string, bool, error) {
+	head, err := m.headOf(ctx, l)
 	if err != nil {
 		return "", false, err
 	}
-	return m.joinLocked(ctx, wt.Path, wt, branch, tree, ids[0])
+	return m.joinLocked(ctx, l.repo(), wt, branch, tree, head)
 }
 
 // joinLocked moves the session branch so that it contains head (if not
@@ -161,7 +178,7 @@ func (m *Manager) keep(ctx context.Context, wt Worktree, branch, tree string) (s
 // it ends on). It fast-forwards when it can, and commits otherwise: on top
 // of head, or as a merge of the branch and head when they diverged. It
 // returns the new tip and whether a commit was made.
-func (m *Manager) joinLocked(ctx context.Context, dir string, wt Worktree, branch, tree, head string) (string, bool, error) {
+func (m *Manager) joinLocked(ctx context.Context, dir wtLoc, wt Worktree, branch, tree, head string) (string, bool, error) {
 	ref := "refs/heads/" + branch
 	names := []string{ref, ref + "^{tree}"}
 	if head != "" {

@@ -15,11 +15,11 @@ import (
 // change tracking: what Checkpoint must return.
 func truth(t *testing.T, m *Manager, wt Worktree) string {
 	t.Helper()
-	admin, err := m.open(wt)
+	l, err := m.open(context.Background(), wt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree, err := m.snapshot(context.Background(), wt.Path, admin)
+	tree, err := m.snapshot(context.Background(), l)
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
@@ -90,11 +90,7 @@ func TestCheckpointSeesEveryChange(t *testing.T) {
 		}},
 		{"gitignore unignores", func(t *testing.T, wt Worktree) { writeFile(t, wt.Path, ".gitignore", "") }},
 		{"info/exclude ignores", func(t *testing.T, wt Worktree) {
-			_, common, err := adminDirs(wt.Path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, common, "info/exclude", "notes.txt\n")
+			writeFile(t, gitPathsT(t, wt).CommonDir, "info/exclude", "notes.txt\n")
 		}},
 		{"ignored file force-added to the index", func(t *testing.T, wt Worktree) {
 			gitT(t, wt.Path, "add", "-f", "build.log")
