@@ -1,38 +1,37 @@
 package httpapi
 
 import (
+	"cmp"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"sync"
+	"sync/atomic"
 
 	"github.com/agentpool/agentpool/pool"
 )
 
-// metricsNamespace prefixes every metric name.
-const metricsNamespace = "agentpool"
+// The server's own metrics are written by hand in the text exposition
+// format (metrics_text.go) rather than through client_golang: the
+// agentpool binary is also the per-agent launcher, and client_golang's
+// package init alone cost it about 2.5 ms of every agent start.
 
-// metrics holds the server's Prometheus registry: its own request and
-// stream metrics, plus a collector that reads the pool's and the
-// registry's state at every scrape.
+// metricsNamespace prefixes every metric name of the server and the pool.
+const metricsNamespace = "agentpool_"
+
+// metrics holds the server's own request and stream metrics. The pool's
+// and the registry's numbers are read at every scrape instead, so they
+// are never stale and nothing is copied twice.
 type metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec
-	streams  prometheus.Gauge
-	handler  http.Handler
+	requests requestCounter
+	streams  streamGauge
 }
 
-func newMetrics(s *Server) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "http_requests_total",
-		Help: "HTTP requests answered, by route pattern and status."}, []string{"route", "code"})
-	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "sse_streams", Help: "Event streams open now."})
-	m.reg.MustRegister(m.requests, m.streams, poolCollector{s},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slogErrorLog{s}})
-	return m
+// newMetrics returns the metrics of a Server; the server itself is read
+// at each scrape, not here.
+func newMetrics(*Server) *metrics {
+	return &metrics{requests: requestCounter{n: map[requestKey]uint64{}}}
 }
 
 // request counts one answered request.
@@ -43,99 +42,118 @@ func (m *metrics) request(route string, status int) {
 	if route == "" {
 		route = "unmatched"
 	}
-	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.requests.inc(requestKey{route: route, code: status})
 }
 
-// serveMetrics: GET /metrics in the Prometheus exposition format: warm
-// backends by provider and state, sessions, providers by status, turns,
-// turn errors, the turn duration histogram, spawns, crashes, evictions,
-// permission waits (count and histogram), events appended, dropped
-// subscribers, subscriber catch-ups from the store, open streams, HTTP
-// requests, and the Go runtime.
-func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
-	s.metrics.handler.ServeHTTP(w, r)
+// requestKey is one series of agentpool_http_requests_total.
+type requestKey struct {
+	route string
+	code  int
+}
+
+// requestCounter counts answered requests by route and status. It is
+// safe for concurrent use; an increment is one map update under a mutex.
+type requestCounter struct {
+	mu sync.Mutex
+	n  map[requestKey]uint64
+}
+
+func (c *requestCounter) inc(k requestKey) {
+	c.mu.Lock()
+	c.n[k]++
+	c.mu.Unlock()
+}
+
+// series returns one series per route and status seen so far.
+func (c *requestCounter) series() []series {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ss := make([]series, 0, len(c.n))
+	for k, n := range c.n {
+		ss = append(ss, series{labels: []label{{"code", strconv.Itoa(k.code)}, {"route", k.route}}, value: float64(n)})
+	}
+	return ss
+}
+
+// streamGauge counts the event streams open now. It is safe for
+// concurrent use.
+type streamGauge struct{ n atomic.Int64 }
+
+// Inc counts a stream opened.
+func (g *streamGauge) Inc() { g.n.Add(1) }
+
+// Dec counts a stream closed.
+func (g *streamGauge) Dec() { g.n.Add(-1) }
+
+// serveMetrics: GET /metrics in the Prometheus text exposition format
+// 0.0.4: warm backends by provider and state, sessions, providers by
+// status, turns, turn errors, the turn duration histogram, spawns,
+// crashes, evictions, permission waits (count and histogram), events
+// appended, dropped subscribers, subscriber catch-ups from the store, open
+// streams, HTTP requests, the Go runtime and the process.
+func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) error {
+	var e exposition
+	s.collectPool(&e)
+	e.add(metricsNamespace+"http_requests_total", "HTTP requests answered, by route pattern and status.", typeCounter, s.metrics.requests.series()...)
+	e.gauge(metricsNamespace+"sse_streams", "Event streams open now.", float64(s.metrics.streams.n.Load()))
+	collectGo(&e)
+	if err := collectProcess(&e); err != nil {
+		// Served without the metrics it could not read, as client_golang does.
+		s.log.Debug("process metrics", logKeyErr, err)
+	}
+	body := e.appendText(make([]byte, 0, 16<<10))
+	w.Header().Set("Content-Type", contentTypeText)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if _, err := w.Write(body); err != nil {
+		return fmt.Errorf("write metrics: %w", err)
+	}
 	return nil
 }
 
-type slogErrorLog struct{ s *Server }
-
-func (l slogErrorLog) Println(v ...any) { l.s.log.Error("metrics", "err", v) }
-
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "", name), help, labels, nil)
-}
-
-var (
-	descBackends        = desc("backends", "Warm backends, by provider and state.", "provider", "state")
-	descSessions        = desc("sessions_loaded", "Sessions loaded in the pool.")
-	descProviders       = desc("providers", "Providers, by status.", "status")
-	descTurns           = desc("turns_total", "Turns started.")
-	descTurnErrors      = desc("turn_errors_total", "Turns that ended with an error.")
-	descTurnDuration    = desc("turn_duration_seconds", "Duration of turns.")
-	descSpawns          = desc("spawns_total", "Agent processes started.")
-	descCrashes         = desc("crashes_total", "Agent processes that ended unexpectedly or failed to start.")
-	descEvictions       = desc("evictions_total", "Backends stopped to make room or because they idled.")
-	descPermWaits       = desc("permission_waits_total", "Permission requests that waited for a person.")
-	descPermWaitSeconds = desc("permission_wait_seconds", "Time permission requests waited for an answer.")
-	descEvents          = desc("events_appended_total", "Events appended to session logs.")
-	descDropped         = desc("subscribers_dropped_total", "Daemon-wide event subscribers dropped for falling behind.")
-	descCatchups        = desc("subscriber_catchups_total", "Reads of the event store by session subscribers behind the in-memory ring.")
-	descBuild           = desc("build_info", "The daemon's version.", "version")
-)
-
-// poolCollector reads the pool's Stats and the registry's snapshot at
-// every scrape, so the numbers are never stale and nothing is copied twice.
-type poolCollector struct{ s *Server }
-
-func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBackends, descSessions, descProviders, descTurns, descTurnErrors, descTurnDuration,
-		descSpawns, descCrashes, descEvictions, descPermWaits, descPermWaitSeconds, descEvents, descDropped, descCatchups, descBuild} {
-		ch <- d
-	}
-}
-
-func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.s.pool.Stats()
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v int64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
-	}
+// collectPool adds the pool's Stats and the registry's providers.
+func (s *Server) collectPool(e *exposition) {
+	st := s.pool.Stats()
+	const ns = metricsNamespace
+	var warm []series
 	for provider, states := range st.Warm {
 		for state, n := range states {
-			gauge(descBackends, float64(n), provider, state)
+			warm = append(warm, series{labels: []label{{"provider", provider}, {"state", state}}, value: float64(n)})
 		}
 	}
-	gauge(descSessions, float64(st.Sessions))
+	e.add(ns+"backends", "Warm backends, by provider and state.", typeGauge, warm...)
+	e.gauge(ns+"sessions_loaded", "Sessions loaded in the pool.", float64(st.Sessions))
 	byStatus := map[string]int{}
-	for _, p := range c.s.reg.Snapshot().Providers {
+	for _, p := range s.reg.Snapshot().Providers {
 		byStatus[p.Status]++
 	}
+	var providers []series
 	for status, n := range byStatus {
-		gauge(descProviders, float64(n), status)
+		providers = append(providers, series{labels: []label{{"status", status}}, value: float64(n)})
 	}
-	counter(descTurns, st.Turns)
-	counter(descTurnErrors, st.TurnErrors)
-	ch <- histogram(descTurnDuration, st.TurnDurations)
-	counter(descSpawns, st.Spawns)
-	counter(descCrashes, st.Crashes)
-	counter(descEvictions, st.Evictions)
-	counter(descPermWaits, st.PermissionWaits)
-	ch <- histogram(descPermWaitSeconds, st.PermissionWaitsS)
-	counter(descEvents, st.EventsPublished)
-	counter(descDropped, st.SubscribersDrop)
-	counter(descCatchups, st.SubscriberCatchups)
-	gauge(descBuild, 1, c.s.cfg.Version)
+	e.add(ns+"providers", "Providers, by status.", typeGauge, providers...)
+	e.counter(ns+"turns_total", "Turns started.", float64(st.Turns))
+	e.counter(ns+"turn_errors_total", "Turns that ended with an error.", float64(st.TurnErrors))
+	e.add(ns+"turn_duration_seconds", "Duration of turns.", typeHistogram, histogramSeries(st.TurnDurations))
+	e.counter(ns+"spawns_total", "Agent processes started.", float64(st.Spawns))
+	e.counter(ns+"crashes_total", "Agent processes that ended unexpectedly or failed to start.", float64(st.Crashes))
+	e.counter(ns+"evictions_total", "Backends stopped to make room or because they idled.", float64(st.Evictions))
+	e.counter(ns+"permission_waits_total", "Permission requests that waited for a person.", float64(st.PermissionWaits))
+	e.add(ns+"permission_wait_seconds", "Time permission requests waited for an answer.", typeHistogram, histogramSeries(st.PermissionWaitsS))
+	e.counter(ns+"events_appended_total", "Events appended to session logs.", float64(st.EventsPublished))
+	e.counter(ns+"subscribers_dropped_total", "Daemon-wide event subscribers dropped for falling behind.", float64(st.SubscribersDrop))
+	e.counter(ns+"subscriber_catchups_total", "Reads of the event store by session subscribers behind the in-memory ring.", float64(st.SubscriberCatchups))
+	e.add(ns+"build_info", "The daemon's version.", typeGauge, series{labels: []label{{"version", s.cfg.Version}}, value: 1})
 }
 
-// histogram turns the pool's cumulative histogram into a Prometheus one.
-func histogram(d *prometheus.Desc, h pool.Histogram) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(h.Bounds))
+// histogramSeries turns the pool's cumulative histogram into a series,
+// its buckets in ascending order of bound.
+func histogramSeries(h pool.Histogram) series {
+	pts := make([]point, 0, len(h.Bounds))
 	for i, b := range h.Bounds {
 		if i < len(h.Counts) {
-			buckets[b] = h.Counts[i]
+			pts = append(pts, point{at: b, v: float64(h.Counts[i])})
 		}
 	}
-	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets)
+	slices.SortFunc(pts, func(a, b point) int { return cmp.Compare(a.at, b.at) })
+	return series{points: pts, count: h.Count, sum: h.Sum}
 }
