@@ -24,7 +24,7 @@ const (
 	envGrandkids   = "FAKE_TUI_GRANDKIDS"  // leave two sleepers: one in our group, one in a group of its own
 	envNoBracket   = "FAKE_TUI_NO_BRACKET" // do not enable bracketed paste
 	envExitAtStart = "FAKE_TUI_EXIT_AT_START"
-	envAsk         = "FAKE_TUI_ASK" // ask a first-run question before the UI
+	envAsk         = "FAKE_TUI_ASK"     // ask a first-run question before the UI
 	envEscaper     = "FAKE_TUI_ESCAPER" // at start, leave a setsid'd sleeper writing its pid to this file
 	readyPattern   = `^> $`
 )
