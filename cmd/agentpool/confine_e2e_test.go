@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,7 +101,8 @@ func (f *confineFixture) writeProvider(t *testing.T, s agenttest.Script) {
 func (f *confineFixture) start(t *testing.T) *daemon {
 	t.Helper()
 	t.Setenv("HOME", f.fakeHome)
-	d := startDaemon(t, f.bin, f.home)
+	// A token in the daemon's environment must not reach its agents.
+	d := startDaemon(t, f.bin, f.home, "AGENTPOOL_TOKEN=secret-in-env")
 	t.Cleanup(func() {
 		if d.cmd.ProcessState == nil {
 			_ = d.cmd.Process.Signal(syscall.SIGKILL)
@@ -189,6 +191,12 @@ func TestConfinementEndToEnd(t *testing.T) {
 		sys(agenttest.SysOp{Op: agenttest.OpConnect, Addr: "127.0.0.1:PORT"}),
 		sys(agenttest.SysOp{Op: agenttest.OpSetsidChild, Path: "pids"}),
 		sys(agenttest.SysOp{Op: agenttest.OpDaemon, Path: "pids"}),
+		// What else could let it answer its own permission requests: the
+		// token in its environment, the daemon's memory or environment,
+		// or a signal to the daemon.
+		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", `echo "token=[$AGENTPOOL_TOKEN]"`}}),
+		sys(agenttest.SysOp{Op: agenttest.OpRead, Path: "/proc/DAEMON/environ"}),
+		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "kill -STOP DAEMON 2>&1 || echo refused"}}),
 		// A terminal that leaves a daemon behind and keeps running.
 		{Terminal: &agenttest.Terminal{NoWait: true, Command: fmt.Sprintf("GORACE=atexit_sleep_ms=0 %s=%s %s pids && exec sleep 1000", agenttest.EnvHelper, agenttest.HelperDaemonize, f.exe)}},
 	}
@@ -198,6 +206,7 @@ func TestConfinementEndToEnd(t *testing.T) {
 		{"write", "EACCES", ""}, {"write", "EACCES", ""}, {"write", "EACCES", ""}, {"write", "ok", ""},
 		{"exec", "ok", "exit=0 t"}, {"exec", "ok", "exit=0 agent commit"}, {"connect", "EACCES", ""},
 		{"setsid_child", "ok", ""}, {"daemon", "ok", ""},
+		{"exec", "ok", "exit=0 token=[]"}, {"exec", "ok", "exit=1 0"}, {"exec", "ok", "exit=0 "},
 	}
 
 	// One round per way the session can end.
@@ -205,8 +214,11 @@ func TestConfinementEndToEnd(t *testing.T) {
 		t.Run(end, func(t *testing.T) {
 			f.writeProvider(t, agenttest.Script{})
 			d := f.start(t)
-			s := steps
+			s := append([]agenttest.Step(nil), steps...)
 			s[10] = sys(agenttest.SysOp{Op: agenttest.OpConnect, Addr: fmt.Sprintf("127.0.0.1:%d", f.port)})
+			daemonPID := strconv.Itoa(d.cmd.Process.Pid)
+			s[14] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "tr '\\0' '\\n' < /proc/" + daemonPID + "/environ 2>/dev/null | grep -c '^AGENTPOOL_TOKEN='"}})
+			s[15] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "kill -STOP " + daemonPID + " 2>/dev/null || echo refused"}})
 			f.writeProvider(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: s}}})
 			waitProviderReady(t, d, "hostile")
 			id, wt := f.session(t, d)
@@ -218,6 +230,9 @@ func TestConfinementEndToEnd(t *testing.T) {
 				if got[i].Op != w.op || got[i].Status != w.status || (w.detail != "" && !strings.HasPrefix(got[i].Detail, w.detail)) {
 					t.Errorf("step %d: %s %s %q; want %s %s %q", i, got[i].Op, got[i].Status, got[i].Detail, w.op, w.status, w.detail)
 				}
+			}
+			if !strings.Contains(got[15].Detail, "refused") {
+				t.Errorf("the agent signalled the daemon: %q", got[15].Detail)
 			}
 			if b, err := os.ReadFile(filepath.Join(f.repo, "README.md")); err != nil || string(b) != "# repo\n" {
 				t.Errorf("main checkout's README.md = %q, %v", b, err)

@@ -84,12 +84,14 @@ type daemon struct {
 	client *httpapi.Client
 }
 
-func startDaemon(t *testing.T, bin, home string) *daemon {
+// startDaemon starts `agentpool serve` on home, with env added to the
+// environment of the daemon only (not of its CLI clients).
+func startDaemon(t *testing.T, bin, home string, env ...string) *daemon {
 	t.Helper()
 	_ = os.Remove(filepath.Join(home, daemonFileName))
 	d := &daemon{t: t, bin: bin, home: home, out: &bytes.Buffer{}}
 	d.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--log-level", "debug")
-	d.cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home)
+	d.cmd.Env = append(append(os.Environ(), "AGENTPOOL_HOME="+home), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -29,6 +29,9 @@ func main() {
 		// the agent's start.
 		os.Exit(sandbox.Launch(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		hideSecrets()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

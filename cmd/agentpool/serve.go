@@ -13,7 +13,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentpool/agentpool/backends/acp"
 	"github.com/agentpool/agentpool/backends/sandbox"
@@ -322,6 +325,33 @@ func (m *Main) openSandbox(self string) error {
 		m.Logger.Warn("confinement: " + w)
 	}
 	return nil
+}
+
+// hideSecrets keeps the daemon's secrets out of its agents' reach. The
+// daemon never needs AGENTPOOL_TOKEN (it reads its token file), but a user
+// may have exported it for the CLI: /proc/PID/environ shows the environment
+// a process started with, so the daemon re-executes itself without it.
+// And it makes itself non-dumpable, so that a process of the same user
+// (an agent) cannot read its memory, environment or file descriptors
+// through /proc; the agents themselves become dumpable again when they
+// exec.
+func hideSecrets() {
+	if _, ok := os.LookupEnv("AGENTPOOL_TOKEN"); ok {
+		self, err := os.Executable()
+		if err == nil {
+			env := make([]string, 0, len(os.Environ()))
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "AGENTPOOL_TOKEN=") {
+					env = append(env, kv)
+				}
+			}
+			err = syscall.Exec(self, os.Args, env)
+		}
+		fmt.Fprintln(os.Stderr, "agentpool: warning: could not drop AGENTPOOL_TOKEN from the daemon's environment:", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "agentpool: warning: could not make the daemon non-dumpable:", err)
+	}
 }
 
 // runServe parses serve's flags and runs the daemon until ctx ends.
