@@ -38,6 +38,8 @@ func requireKernel(t *testing.T, ok bool, feature string) {
 type confineFixture struct {
 	bin, home, fakeHome, repo, outside, exe string
 	port                                    int
+	// parent is the daemon's --cgroup-parent ("none": the subreaper).
+	parent string
 }
 
 func newConfineFixture(t *testing.T) *confineFixture {
@@ -102,7 +104,7 @@ func (f *confineFixture) start(t *testing.T) *daemon {
 	t.Helper()
 	t.Setenv("HOME", f.fakeHome)
 	// A token in the daemon's environment must not reach its agents.
-	d := startDaemon(t, f.bin, f.home, "AGENTPOOL_TOKEN=secret-in-env")
+	d := startDaemon(t, f.bin, f.home, "AGENTPOOL_TOKEN=secret-in-env", "AGENTPOOL_CGROUP_PARENT="+f.parent)
 	t.Cleanup(func() {
 		if d.cmd.ProcessState == nil {
 			_ = d.cmd.Process.Signal(syscall.SIGKILL)
@@ -209,87 +211,112 @@ func TestConfinementEndToEnd(t *testing.T) {
 		{"exec", "ok", "exit=0 token=[]"}, {"exec", "ok", "exit=1 0"}, {"exec", "ok", "exit=0 "},
 	}
 
-	// One round per way the session can end.
-	for _, end := range []string{"close", "sigterm", "kill -9"} {
-		t.Run(end, func(t *testing.T) {
-			f.writeProvider(t, agenttest.Script{})
-			d := f.start(t)
-			s := append([]agenttest.Step(nil), steps...)
-			s[10] = sys(agenttest.SysOp{Op: agenttest.OpConnect, Addr: fmt.Sprintf("127.0.0.1:%d", f.port)})
-			daemonPID := strconv.Itoa(d.cmd.Process.Pid)
-			s[14] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "tr '\\0' '\\n' < /proc/" + daemonPID + "/environ 2>/dev/null | grep -c '^AGENTPOOL_TOKEN='"}})
-			s[15] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "kill -STOP " + daemonPID + " 2>/dev/null || echo refused"}})
-			f.writeProvider(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: s}}})
-			waitProviderReady(t, d, "hostile")
-			id, wt := f.session(t, d)
-			got := results(t, d, id)
-			if len(got) != len(wants) {
-				t.Fatalf("%d sys results %v; want %d\ndaemon log:\n%s", len(got), got, len(wants), d.out)
-			}
-			for i, w := range wants {
-				if got[i].Op != w.op || got[i].Status != w.status || (w.detail != "" && !strings.HasPrefix(got[i].Detail, w.detail)) {
-					t.Errorf("step %d: %s %s %q; want %s %s %q", i, got[i].Op, got[i].Status, got[i].Detail, w.op, w.status, w.detail)
+	// One round per way the session can end, with cgroups and with the
+	// subreaper fallback.
+	for _, mode := range []string{"cgroup", "subreaper"} {
+		for _, end := range []string{"close", "sigterm", "kill -9"} {
+			t.Run(mode+"/"+end, func(t *testing.T) {
+				f.parent = ""
+				if mode == "subreaper" {
+					f.parent = "none"
 				}
-			}
-			if !strings.Contains(got[15].Detail, "refused") {
-				t.Errorf("the agent signalled the daemon: %q", got[15].Detail)
-			}
-			if b, err := os.ReadFile(filepath.Join(f.repo, "README.md")); err != nil || string(b) != "# repo\n" {
-				t.Errorf("main checkout's README.md = %q, %v", b, err)
-			}
-			if _, err := os.Stat(filepath.Join(f.repo, ".git", "hooks", "pre-commit")); err == nil {
-				t.Error("the agent planted a hook in the repository")
-			}
-			if log := e2eGit(t, f.repo, "log", "-1", "--format=%s", "agentpool/"+id); strings.TrimSpace(log) != "agent commit" {
-				t.Errorf("branch head = %q; want the agent's commit", log)
-			}
-			// Three escapers: setsid child, double-forked daemon, and the
-			// daemon a terminal command left.
-			pids := waitPids(t, filepath.Join(wt, "pids"), 3)
-			for _, p := range pids {
-				if !agenttest.Alive(p) {
-					t.Fatalf("escaper %v is not running before the end; the test proves nothing", p)
+				f.writeProvider(t, agenttest.Script{})
+				d := f.start(t)
+				if st := health(t, d); st.Containment != mode {
+					t.Fatalf("daemon confinement %+v; want %s", st, mode)
 				}
-			}
-			switch end {
-			case "close":
-				if out, err := d.cli("session", "close", id); err != nil {
-					t.Fatalf("session close: %v\n%s", err, out)
+				s := append([]agenttest.Step(nil), steps...)
+				s[10] = sys(agenttest.SysOp{Op: agenttest.OpConnect, Addr: fmt.Sprintf("127.0.0.1:%d", f.port)})
+				daemonPID := strconv.Itoa(d.cmd.Process.Pid)
+				s[14] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "tr '\\0' '\\n' < /proc/" + daemonPID + "/environ 2>/dev/null | grep -c '^AGENTPOOL_TOKEN='"}})
+				s[15] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "kill -STOP " + daemonPID + " 2>/dev/null || echo refused"}})
+				f.writeProvider(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: s}}})
+				waitProviderReady(t, d, "hostile")
+				id, wt := f.session(t, d)
+				got := results(t, d, id)
+				if len(got) != len(wants) {
+					t.Fatalf("%d sys results %v; want %d\ndaemon log:\n%s", len(got), got, len(wants), d.out)
 				}
-			case "sigterm":
-				_ = d.cmd.Process.Signal(syscall.SIGTERM)
-				if err := d.cmd.Wait(); err != nil {
-					t.Errorf("daemon exit: %v", err)
-				}
-			case "kill -9":
-				_ = d.cmd.Process.Signal(syscall.SIGKILL)
-				_ = d.cmd.Wait()
-				time.Sleep(200 * time.Millisecond)
-				survivors := 0
-				for _, p := range pids {
-					if agenttest.Alive(p) {
-						survivors++
+				for i, w := range wants {
+					if got[i].Op != w.op || got[i].Status != w.status || (w.detail != "" && !strings.HasPrefix(got[i].Detail, w.detail)) {
+						t.Errorf("step %d: %s %s %q; want %s %s %q", i, got[i].Op, got[i].Status, got[i].Detail, w.op, w.status, w.detail)
 					}
 				}
-				t.Logf("%d of %d escapers outlived the killed daemon; the next start must end them", survivors, len(pids))
-				d = f.start(t)
-			}
-			deadline := time.Now().Add(5 * time.Second)
-			for _, p := range pids {
-				for agenttest.Alive(p) && time.Now().Before(deadline) {
-					time.Sleep(10 * time.Millisecond)
+				if !strings.Contains(got[15].Detail, "refused") {
+					t.Errorf("the agent signalled the daemon: %q", got[15].Detail)
 				}
-				if agenttest.Alive(p) {
-					t.Errorf("after %s: escaper %v still runs", end, p)
-					_ = agenttest.Kill(p, time.Second)
+				if b, err := os.ReadFile(filepath.Join(f.repo, "README.md")); err != nil || string(b) != "# repo\n" {
+					t.Errorf("main checkout's README.md = %q, %v", b, err)
 				}
-			}
-			if d.cmd.ProcessState == nil {
-				_ = d.cmd.Process.Signal(syscall.SIGTERM)
-				_ = d.cmd.Wait()
-			}
-		})
+				if _, err := os.Stat(filepath.Join(f.repo, ".git", "hooks", "pre-commit")); err == nil {
+					t.Error("the agent planted a hook in the repository")
+				}
+				if log := e2eGit(t, f.repo, "log", "-1", "--format=%s", "agentpool/"+id); strings.TrimSpace(log) != "agent commit" {
+					t.Errorf("branch head = %q; want the agent's commit", log)
+				}
+				// Three escapers: setsid child, double-forked daemon, and the
+				// daemon a terminal command left.
+				pids := waitPids(t, filepath.Join(wt, "pids"), 3)
+				for _, p := range pids {
+					if !agenttest.Alive(p) {
+						t.Fatalf("escaper %v is not running before the end; the test proves nothing", p)
+					}
+				}
+				switch end {
+				case "close":
+					if out, err := d.cli("session", "close", id); err != nil {
+						t.Fatalf("session close: %v\n%s", err, out)
+					}
+				case "sigterm":
+					_ = d.cmd.Process.Signal(syscall.SIGTERM)
+					if err := d.cmd.Wait(); err != nil {
+						t.Errorf("daemon exit: %v", err)
+					}
+				case "kill -9":
+					_ = d.cmd.Process.Signal(syscall.SIGKILL)
+					_ = d.cmd.Wait()
+					time.Sleep(200 * time.Millisecond)
+					survivors := 0
+					for _, p := range pids {
+						if agenttest.Alive(p) {
+							survivors++
+						}
+					}
+					t.Logf("%d of %d escapers outlived the killed daemon; the next start must end them", survivors, len(pids))
+					d = f.start(t)
+				}
+				deadline := time.Now().Add(5 * time.Second)
+				for _, p := range pids {
+					for agenttest.Alive(p) && time.Now().Before(deadline) {
+						time.Sleep(10 * time.Millisecond)
+					}
+					if agenttest.Alive(p) {
+						t.Errorf("after %s: escaper %v still runs", end, p)
+						_ = agenttest.Kill(p, time.Second)
+					}
+				}
+				if d.cmd.ProcessState == nil {
+					_ = d.cmd.Process.Signal(syscall.SIGTERM)
+					_ = d.cmd.Wait()
+				}
+			})
+		}
 	}
+}
+
+// health returns the daemon's confinement status.
+func health(t *testing.T, d *daemon) sandbox.Status {
+	t.Helper()
+	h, err := d.client.Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(h.Confinement)
+	var st sandbox.Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // waitProviderReady waits until the daemon reports provider id ready.
