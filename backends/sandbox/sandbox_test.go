@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -329,4 +330,53 @@ func TestHelperDial(t *testing.T) {
 	c.Close()
 	fmt.Println("dial ok")
 	os.Exit(0)
+}
+
+func TestRequiredWithoutLandlockRefuses(t *testing.T) {
+	m := open(t, sandbox.Config{NoLandlock: true})
+	if st := m.Status(); st.Landlock != 0 || len(st.Warnings) == 0 {
+		t.Fatalf("Status() = %+v; want no Landlock and a warning", st)
+	}
+	pol := sandbox.Policy{Required: true}
+	if _, err := m.NewJail(sandbox.JailConfig{Path: []string{"s", "a", "agent"}, Policy: &pol}); !errors.Is(err, sandbox.ErrLandlockRequired) {
+		t.Fatalf("NewJail(required) without Landlock = %v; want ErrLandlockRequired", err)
+	}
+	pol.Required = false
+	j, err := m.NewJail(sandbox.JailConfig{Path: []string{"s", "a", "agent"}, Policy: &pol})
+	if err != nil {
+		t.Fatalf("NewJail(not required) without Landlock = %v", err)
+	}
+	defer j.Release()
+	if d := j.Describe(); d.Landlock != 0 || !strings.Contains(d.Warning, "no Landlock") {
+		t.Errorf("Describe() = %+v; want Landlock 0 and a warning that says so", d)
+	}
+}
+
+func TestBuildPolicyRefusesWideGrants(t *testing.T) {
+	home := "/home/u"
+	pol, dropped := sandbox.BuildPolicy(sandbox.PolicyInput{
+		Sandbox:  backends.SandboxSpec{Enabled: true, Read: []string{"/", home, home + "/.ssh/keys", "/data"}, Write: []string{home + "/.agentpool/token", "$WORKTREE/../x", home + "/.tool"}},
+		Worktree: home + "/.agentpool/worktrees/r/s1", TmpDir: home + "/.agentpool/tmp/s1", Home: home,
+		Protect: []string{home + "/.agentpool", home + "/src/repo"},
+		Git:     sandbox.GitPaths{CommonDir: home + "/src/repo/.git", AdminDir: home + "/src/repo/.git/worktrees/s1", Branch: "agentpool/s1"},
+	})
+	for _, p := range []string{"/", home, home + "/.ssh/keys", home + "/.agentpool/token"} {
+		if !slices.Contains(dropped, p) {
+			t.Errorf("BuildPolicy kept %q (dropped %q)", p, dropped)
+		}
+	}
+	for _, p := range []string{home + "/.agentpool/worktrees/r/s1", home + "/.agentpool/tmp/s1", home + "/.tool", home + "/src/repo/.git/objects",
+		home + "/src/repo/.git/refs/heads/agentpool", home + "/src/repo/.git/logs/refs/heads/agentpool", home + "/src/repo/.git/worktrees/s1"} {
+		if !slices.Contains(pol.Write, p) {
+			t.Errorf("Write lacks %q: %q", p, pol.Write)
+		}
+	}
+	if !slices.Contains(pol.Read, "/data") || !slices.Contains(pol.Read, home+"/src/repo/.git") {
+		t.Errorf("Read = %q; want /data and the common git dir", pol.Read)
+	}
+	for _, p := range append(pol.Read, pol.Write...) {
+		if p == home+"/src/repo" || p == home+"/.agentpool" {
+			t.Errorf("policy grants %q", p)
+		}
+	}
 }
