@@ -21,7 +21,7 @@ import (
 // built binary's sandbox-exec), interleaved in one run. It reports each
 // variant's median and what confinement adds to it.
 func BenchmarkAgentStartConfined(b *testing.B) {
-	bin := agentpoolBinaryB(b)
+	bin := agentpoolBinary(b)
 	dir := b.TempDir()
 	spec := backends.Spec{Provider: "demo", Kind: backends.KindACP, Path: bin, Args: []string{registry.DemoAgentArg}, Dir: dir,
 		Sandbox: backends.SandboxSpec{Enabled: true}}
@@ -99,29 +99,11 @@ func BenchmarkAgentStartConfined(b *testing.B) {
 	b.ReportMetric(float64(med[2])/float64(med[0]), "confined/plain")
 }
 
-// agentpoolBinaryB builds the binary for a benchmark.
-func agentpoolBinaryB(b *testing.B) string {
-	b.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentpool-e2e-bin-*")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "agentpool")
-		buildErr = buildBinary(builtBin)
-	})
-	if buildErr != nil {
-		b.Fatalf("build agentpool: %v", buildErr)
-	}
-	return builtBin
-}
-
 // BenchmarkWarmTurnConfined times warm turns of the scripted fake agent,
 // one backend plain and one in a cgroup under Landlock, prompted in turn in
 // one run: confinement must leave a warm turn unchanged.
 func BenchmarkWarmTurnConfined(b *testing.B) {
-	bin := agentpoolBinaryB(b)
+	bin := agentpoolBinary(b)
 	dir := b.TempDir()
 	m, err := sandbox.Open(sandbox.Config{Name: "agentpool-bench-" + filepath.Base(dir), Launcher: []string{bin, sandbox.LauncherCommand}})
 	if err != nil {

@@ -27,7 +27,7 @@ var (
 )
 
 // agentpoolBinary builds the real binary once for the end-to-end tests.
-func agentpoolBinary(t *testing.T) string {
+func agentpoolBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "agentpool-e2e-bin-*")
