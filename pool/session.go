@@ -93,6 +93,17 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 		ev.Time = p.cfg.Now()
 	}
 	s.mu.Lock()
+	p.publishLocked(s, ev)
+	s.mu.Unlock()
+	p.published.Add(1)
+}
+
+// publishLocked is publish with s.mu held; the caller counts the event in
+// p.published.
+func (p *Pool) publishLocked(s *session, ev backends.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = p.cfg.Now()
+	}
 	s.seq++
 	ev.Seq = s.seq
 	ev.Session = s.id
@@ -106,8 +117,6 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 	if globalType(ev.Type) {
 		p.global.Publish(ev)
 	}
-	s.mu.Unlock()
-	p.published.Add(1)
 }
 
 func (p *Pool) emit(s *session, t backends.EventType, agent string, data any) {

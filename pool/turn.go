@@ -204,14 +204,19 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 			data["changes"] = d.Stat
 		}
 	}
-	p.publish(s, backends.Event{Type: backends.EventTurnEnded, Agent: t.Agent, Turn: t.ID, Data: backends.MustJSON(data)})
-	p.release(e)
-	s.mu.Lock()
-	s.turn = nil
-	s.mu.Unlock()
 	tr.mu.Lock()
 	tr.result = t
 	tr.mu.Unlock()
+	p.release(e)
+	// turn.ended takes its seq and the session becomes free in one hold of
+	// the session's lock: a client that prompts as soon as it reads
+	// turn.ended finds the session free, and no event of a next turn can
+	// take a seq before turn.ended.
+	s.mu.Lock()
+	p.publishLocked(s, backends.Event{Type: backends.EventTurnEnded, Agent: t.Agent, Turn: t.ID, Data: backends.MustJSON(data)})
+	s.turn = nil
+	s.mu.Unlock()
+	p.published.Add(1)
 	tr.cancel()
 	close(tr.done)
 }
