@@ -63,10 +63,11 @@ const DemoAgentArg = "demo-agent"
 
 // Screen patterns of the built-in terminal providers.
 const (
-	// claudeReadyPattern matches the claude CLI's input line: "> " (with
-	// a no-break space in some versions) inside its box, whose left
-	// border "│" may precede it.
-	claudeReadyPattern = `^[│ ]*>[ \x{a0}]`
+	// claudeReadyPattern matches the claude CLI's empty input row: "❯"
+	// (U+276F) and a no-break space, nothing typed after it (Claude Code
+	// 2.1.330). Earlier prompts in the transcript show "❯" and a plain
+	// space; typed or restored text follows the no-break space.
+	claudeReadyPattern = `^❯\x{a0} *$`
 	// claudeBusyPattern matches the hint the claude CLI shows while it works.
 	claudeBusyPattern = `(?i)esc to interrupt`
 	// aiderReadyPattern matches a line that holds only aider's prompt,
@@ -102,8 +103,8 @@ func builtins(selfPath string) []*definition {
 		acp(ProviderDemo, "Demo agent", "agentpool's built-in demo agent: works without any install",
 			[]string{selfPath, DemoAgentArg}, nil),
 		{id: ProviderClaudeCLI, label: "Claude Code (terminal)",
-			description: "the interactive claude CLI driven through a terminal; ready when its input box " +
-				"shows the \"> \" prompt, busy while it shows \"esc to interrupt\"; Esc cancels",
+			description: "the interactive claude CLI driven through a terminal; ready when its input row " +
+				"shows the empty \"❯\" prompt, busy while it shows \"esc to interrupt\"; Esc cancels",
 			builtIn: true, kind: backends.KindPTY, enabled: true, command: []string{"claude"},
 			pty: backends.PTYSpec{ResumeArgs: []string{"--continue"}, ReadyPattern: claudeReadyPattern,
 				BusyPattern: claudeBusyPattern, CancelKeys: "\x1b"}},

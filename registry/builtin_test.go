@@ -18,11 +18,13 @@ func TestBuiltinScreenPatterns(t *testing.T) {
 		provider, which, line string
 		match                 bool
 	}{
-		{ProviderClaudeCLI, "ready", "│ > ", true},
-		{ProviderClaudeCLI, "ready", "│ >\u00a0Try \"fix lint errors\"", true},
-		{ProviderClaudeCLI, "ready", "> ", true},
+		{ProviderClaudeCLI, "ready", "❯\u00a0", true},
+		{ProviderClaudeCLI, "ready", "❯\u00a0  ", true},
+		{ProviderClaudeCLI, "ready", "❯\u00a0hold on before answering", false}, // restored after a cancel
+		{ProviderClaudeCLI, "ready", "❯ say hello", false},                     // an earlier prompt
+		{ProviderClaudeCLI, "ready", "│ > ", false},
 		{ProviderClaudeCLI, "ready", "⏺ Done: 3 files > 2 KB", false},
-		{ProviderClaudeCLI, "ready", "│ >>", false},
+		{ProviderClaudeCLI, "busy", "  ⏵⏵ auto mode on (shift+tab to cycle) · esc to interrupt", true},
 		{ProviderClaudeCLI, "busy", "✻ Thinking… (12s · esc to interrupt)", true},
 		{ProviderClaudeCLI, "busy", "✻ Thinking… (Esc to interrupt)", true},
 		{ProviderClaudeCLI, "busy", "? for shortcuts", false},
