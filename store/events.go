@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/agentpool/agentpool/backends"
@@ -17,8 +18,16 @@ import (
 // Append blocks up to AppendWait for room and then drops ev; after Close it
 // drops ev at once. Drops are counted in Stats.Dropped and logged (the 1st,
 // 2nd, 4th, 8th... drop, so that an outage does not flood the log).
-func (s *Store) Append(ev backends.Event) {
-	_, err := s.queue.push(item{ev: ev}, s.cfg.AppendWait)
+func (s *Store) Append(ev backends.Event) { s.AppendNotify(ev, nil) }
+
+// AppendNotify is Append with a commit hook: once the transaction holding
+// ev has committed, the writer goroutine calls committed(ev) (when not nil)
+// before it writes anything else, so the hooks run one at a time in the
+// order of the Append calls, each after its event is durable. The hook is
+// never called for an event the database refuses or the store drops. It
+// must not block: it runs on the writer's path, which it delays.
+func (s *Store) AppendNotify(ev backends.Event, committed func(backends.Event)) {
+	_, err := s.queue.push(item{ev: ev, committed: committed}, s.cfg.AppendWait)
 	if err == nil {
 		return
 	}
@@ -26,6 +35,21 @@ func (s *Store) Append(ev backends.Event) {
 	if n&(n-1) == 0 {
 		s.log.Error("event dropped", logKeySession, ev.Session, logKeySeq, ev.Seq, logKeyDropped, n, logKeyErr, err)
 	}
+}
+
+// WaitRoom returns once the write queue has room for an event, so that a
+// caller can apply backpressure before it takes a lock and appends (an
+// Append that then finds the queue full again waits only AppendWait). It
+// returns ErrClosed after Close and the context's error when ctx ends.
+func (s *Store) WaitRoom(ctx context.Context) error {
+	err := s.queue.waitRoom(ctx)
+	if errors.Is(err, errQueueClosed) {
+		return fmt.Errorf("wait for room in the write queue: %w", ErrClosed)
+	}
+	if err != nil {
+		return fmt.Errorf("wait for room in the write queue: %w", err)
+	}
+	return nil
 }
 
 // Flush returns once every event appended (and every write queued) before
@@ -71,20 +95,20 @@ func (s *Store) waitFor(ctx context.Context, target int64) error {
 	}
 }
 
-// NextSeq returns the seq that follows the last stored event of sessionID (1
-// for none). It flushes first, so that queued events count; the caller then
+// NextSeq returns the seq that follows the last event of sessionID stored
+// or queued (1 for none), without waiting for the writer; the caller then
 // assigns seqs itself and must not call NextSeq while appending for the
 // session.
 func (s *Store) NextSeq(ctx context.Context, sessionID string) (int64, error) {
-	if err := s.Flush(ctx); err != nil {
-		return 0, fmt.Errorf("next seq of session %q: %w", sessionID, err)
-	}
+	// The queue first: an event that leaves it has been written before,
+	// so the read below sees it (unless it was refused or dropped).
+	queued := s.queue.queuedSeq(sessionID)
 	var last int64
 	if err := s.db.GetContext(ctx, &last, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`,
 		sessionID); err != nil {
 		return 0, fmt.Errorf("next seq of session %q: %w", sessionID, err)
 	}
-	return last + 1, nil
+	return max(last, queued) + 1, nil
 }
 
 type eventRow struct {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -14,11 +15,18 @@ var (
 )
 
 // item is one queued write: an event, or (when w is set) another statement
-// that must be ordered with the events, such as a turn's row.
+// that must be ordered with the events, such as a turn's row. An item with
+// both w and an event (ev.Session set) writes them in one transaction, the
+// event only if w is not rejected. committed, when set, is called with the
+// event once its transaction has committed.
 type item struct {
-	ev backends.Event
-	w  *write
+	ev        backends.Event
+	w         *write
+	committed func(backends.Event)
 }
+
+// hasEvent reports whether the item inserts an event.
+func (it *item) hasEvent() bool { return it.w == nil || it.ev.Session != "" }
 
 // write is a queued statement other than an event insert.
 type write struct {
@@ -29,6 +37,12 @@ type write struct {
 	// write is counted as rejected and logged with orphan.
 	affect bool
 	orphan string
+	// wait, when set, is how the caller waiting for this write (StartTurn)
+	// follows it: the writer reports each attempt there, and skips the
+	// write once the caller has abandoned it.
+	wait *waited
+	// skipped is set by the writer for an abandoned waited write.
+	skipped bool
 }
 
 // queue holds the writes waiting for the writer. It is bounded, and its
@@ -46,6 +60,9 @@ type queue struct {
 	pushed int64 // position of the last item pushed
 	closed bool
 	space  chan struct{} // closed when the writer takes the items
+	// seqs holds, per session, the seq of the newest event queued and not
+	// yet settled, so that NextSeq counts it without waiting for it.
+	seqs map[string]int64
 }
 
 func newQueue(limit, batch int) *queue {
@@ -55,6 +72,7 @@ func newQueue(limit, batch int) *queue {
 		ready: make(chan struct{}, 1),
 		full:  make(chan struct{}, 1),
 		space: make(chan struct{}),
+		seqs:  map[string]int64{},
 	}
 }
 
@@ -72,6 +90,9 @@ func (q *queue) push(it item, wait time.Duration) (int64, error) {
 		if len(q.items) < q.limit {
 			q.items = append(q.items, it)
 			q.pushed++
+			if it.hasEvent() && it.ev.Seq > q.seqs[it.ev.Session] {
+				q.seqs[it.ev.Session] = it.ev.Seq
+			}
 			pos, n := q.pushed, len(q.items)
 			q.mu.Unlock()
 			if n == 1 {
@@ -94,6 +115,47 @@ func (q *queue) push(it item, wait time.Duration) (int64, error) {
 			return 0, errQueueFull
 		}
 	}
+}
+
+// waitRoom returns once the queue has room for an item, errQueueClosed
+// after close, or the context's error.
+func (q *queue) waitRoom(ctx context.Context) error {
+	for {
+		q.mu.Lock()
+		closed, room, space := q.closed, len(q.items) < q.limit, q.space
+		q.mu.Unlock()
+		switch {
+		case closed:
+			return errQueueClosed
+		case room:
+			return nil
+		}
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// settled forgets the queued seqs of the events of batch, which the writer
+// has settled.
+func (q *queue) settled(batch []item) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range batch {
+		if it := &batch[i]; it.hasEvent() && q.seqs[it.ev.Session] == it.ev.Seq {
+			delete(q.seqs, it.ev.Session)
+		}
+	}
+}
+
+// queuedSeq returns the seq of the newest event of session that is queued
+// and not yet settled, or 0.
+func (q *queue) queuedSeq(session string) int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.seqs[session]
 }
 
 // take returns every queued item, in order, and keeps spare (emptied) as

@@ -137,7 +137,7 @@ func (s *Store) updateSession(ctx context.Context, id, column, value string) err
 		err = mustAffect(res)
 	}
 	if err != nil {
-		return fmt.Errorf("update session %q %s: %w", id, column, err)
+		return fmt.Errorf("update session %q %s: %w", id, column, mapWriteErr(err))
 	}
 	return nil
 }
@@ -216,7 +216,7 @@ func (s *Store) MarkWorktreeRemoved(ctx context.Context, sessionID string) error
 		err = mustAffect(res)
 	}
 	if err != nil {
-		return fmt.Errorf("mark worktree of session %q removed: %w", sessionID, err)
+		return fmt.Errorf("mark worktree of session %q removed: %w", sessionID, mapWriteErr(err))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -37,6 +38,11 @@ const (
 	DefaultBusyTimeout = 5 * time.Second
 	// DefaultCloseTimeout bounds Close's last attempts to write.
 	DefaultCloseTimeout = 10 * time.Second
+	// readWait bounds how long a read of sessions or turns waits for the
+	// writes queued before it (SetActiveAgent, EndTurn) while the writer
+	// is healthy; a failing writer (a full disk) is not waited for, and the
+	// read may then miss writes that nobody has been told are done.
+	readWait = 250 * time.Millisecond
 	// maxIdleConns keeps a few opened connections (and their pragmas) around.
 	maxIdleConns = 4
 )
@@ -69,6 +75,11 @@ var (
 	// ErrBehind is returned by a queued write that found the queue full
 	// for longer than AppendWait: the database cannot keep up.
 	ErrBehind = errors.New("database writes are behind")
+	// ErrFull is returned by a write that failed because the disk holding
+	// the database is full (SQLITE_FULL). It wraps syscall.ENOSPC, so that
+	// errors.Is(err, syscall.ENOSPC) holds too. The writes queued behind it
+	// are retried, and succeed once space returns.
+	ErrFull = fmt.Errorf("database or disk is full: %w", syscall.ENOSPC)
 )
 
 // Config configures a Store. Zero fields take the Default constants.
@@ -153,6 +164,7 @@ type Store struct {
 	lastWrite atomic.Int64 // queue position of the newest queued write
 
 	appended, batches, retries, dropped, rejected atomic.Int64
+	failing                                       atomic.Bool // the writer's last attempt failed
 }
 
 // Open opens (creating if needed) the database at cfg.Path, applies the
@@ -242,20 +254,27 @@ func checkDB(ctx context.Context, db *sqlx.DB) error {
 	return nil
 }
 
-// Close writes the events still queued (giving up after CloseTimeout, with
-// the loss counted in Stats.Dropped), stops the writer and closes the
-// database. It returns an error when closing the database fails or when any
-// event was dropped since Open. Appends made after Close are dropped.
-// Calling Close again returns the first result.
+// Close is CloseContext with CloseTimeout as its budget.
 func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CloseTimeout)
+	defer cancel()
+	return s.CloseContext(ctx)
+}
+
+// CloseContext writes the events still queued, giving up when ctx ends (a
+// full disk that stays full) with the loss counted in Stats.Dropped, stops
+// the writer and closes the database. Events given up were never delivered
+// (delivery follows the commit), and waiting StartTurn calls get ErrClosed.
+// It returns an error when closing the database fails or when any event was
+// dropped since Open. Appends made after Close are dropped. Calling Close or
+// CloseContext again returns the first result.
+func (s *Store) CloseContext(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.queue.close()
 		close(s.quit)
-		timer := time.NewTimer(s.cfg.CloseTimeout)
-		defer timer.Stop()
 		select {
 		case <-s.done:
-		case <-timer.C:
+		case <-ctx.Done():
 			s.abandon()
 			<-s.done
 		}
@@ -315,13 +334,20 @@ func lastTurnID(ctx context.Context, db *sqlx.DB) (int64, error) {
 // enqueue queues w behind every event and write queued before it, and
 // returns once it is queued (not written).
 func (s *Store) enqueue(w *write) error {
-	pos, err := s.queue.push(item{w: w}, s.cfg.AppendWait)
+	_, err := s.queue.push(item{w: w}, s.cfg.AppendWait)
+	return s.enqueued(w, err)
+}
+
+// enqueued finishes enqueue: it maps push's error and, for a queued write,
+// moves lastWrite (which the reads wait for) to it.
+func (s *Store) enqueued(w *write, err error) error {
 	switch {
 	case errors.Is(err, errQueueClosed):
 		return fmt.Errorf("%s: %w", w.what, ErrClosed)
 	case err != nil:
 		return fmt.Errorf("%s: %w", w.what, ErrBehind)
 	}
+	pos := s.queue.position()
 	for {
 		last := s.lastWrite.Load()
 		if pos <= last || s.lastWrite.CompareAndSwap(last, pos) {
@@ -330,10 +356,42 @@ func (s *Store) enqueue(w *write) error {
 	}
 }
 
-// awaitWrites waits until every queued write has reached the database, so
-// that a read sees them; it does not wait for events.
+// awaitWrites waits until the writes queued before it have settled, so that
+// a read sees them; it does not wait for events. It never blocks a read on
+// a failing writer: it returns at once while the writer's last attempt
+// failed, and after readWait in any case. A read may then miss a queued
+// write, but never one that was acknowledged (StartTurn returns after its
+// commit, and the events that report a turn's end follow its row).
 func (s *Store) awaitWrites(ctx context.Context) error {
-	return s.waitFor(ctx, s.lastWrite.Load())
+	target := s.lastWrite.Load()
+	if ok, _ := s.prog.reached(target); ok || s.failing.Load() {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	err := s.waitFor(wctx, target)
+	if err != nil && ctx.Err() == nil {
+		return nil // stale rather than blocked
+	}
+	return err
+}
+
+// fullErr returns err marked with ErrFull when it says the disk is full,
+// else err.
+func fullErr(err error) error {
+	if !isFull(err) || errors.Is(err, ErrFull) {
+		return err
+	}
+	return fmt.Errorf("the disk holding the database is full: %w (%w)", ErrFull, err)
+}
+
+// isFull reports whether err says the disk is full.
+func isFull(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) && se.Code == sqlite3.ErrFull {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC)
 }
 
 // now returns the store's clock reading.
@@ -388,10 +446,13 @@ func sqliteCode(err error) sqlite3.ErrNoExtended {
 	return 0
 }
 
-// mapWriteErr turns the constraint errors of an insert into the store's
-// sentinels: a duplicate key into ErrExists, a missing referenced row into
-// ErrNotFound.
+// mapWriteErr turns the errors of a write into the store's sentinels: a
+// duplicate key into ErrExists, a missing referenced row into ErrNotFound, a
+// full disk into ErrFull.
 func mapWriteErr(err error) error {
+	if isFull(err) {
+		return fullErr(err)
+	}
 	switch sqliteCode(err) {
 	case sqlite3.ErrConstraintPrimaryKey, sqlite3.ErrConstraintUnique:
 		return fmt.Errorf("%w: %w", ErrExists, err)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/agentpool/agentpool/backends"
 )
 
 // Turn is one prompt and its outcome, with the worktree checkpoints taken
@@ -58,44 +60,124 @@ func (r turnRow) turn() Turn {
 
 const turnCols = `id, session_id, agent, prompt, stop_reason, error, checkpoint_before, checkpoint_after, started_at, ended_at`
 
-// StartTurn queues the row of a running turn of t.SessionID (t.ID, t.EndedAt
-// and the end fields are ignored; StartedAt defaults to now) and returns its
-// id, increasing within the database, without waiting for the write: the
-// row is written in order with the events appended before and after it,
-// and the store's reads of turns wait for it. A row the database refuses
-// (an unknown session) is logged and counted in Stats.Rejected. It returns
-// ErrBehind when the write queue stayed full, ErrClosed after Close.
+// StartTurn writes the row of a running turn of t.SessionID (t.ID,
+// t.EndedAt and the end fields are ignored; StartedAt defaults to now) and
+// returns its id, increasing within the database, once the row has
+// committed: an id it returns is durable and never handed out again. The
+// row goes through the writer's queue, in order with the events appended
+// before and after it (StartTurn cuts the writer's FlushInterval short).
+//
+// It returns an error wrapping ErrFull as soon as an attempt to write the
+// row fails because the disk is full (the row is then never written, even
+// once space returns), ErrNotFound for an unknown session, ErrBehind when
+// the write queue stayed full, ErrClosed when the store closes first, and
+// the context's error when ctx ends first (the row is then not written
+// either, unless it was already committing, in which case StartTurn waits
+// for that attempt).
 func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
 	if t.SessionID == "" {
 		return 0, errors.New("start turn: empty session id")
 	}
 	id := s.turnSeq.Add(1)
+	what := "start turn " + strconv.FormatInt(id, 10) + " of session " + strconv.Quote(t.SessionID)
+	wait := newWaited()
 	err := s.enqueue(&write{
-		what: "start turn " + strconv.FormatInt(id, 10) + " of session " + strconv.Quote(t.SessionID),
+		what: what,
 		query: `INSERT INTO turns (id, session_id, agent, prompt, checkpoint_before, started_at)
 			VALUES (?, ?, ?, ?, ?, ?)`,
 		args: []any{id, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt))},
+		wait: wait,
 	})
 	if err != nil {
 		return 0, err
 	}
+	if err := s.awaitWaited(ctx, wait); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
 	return id, nil
 }
 
+// awaitWaited waits for the outcome of a queued write that its caller
+// waits for, nudging the writer so that it does not linger. It gives the
+// write up (so that it is never written) when an attempt failed because
+// the disk is full or when ctx ends, unless the write is in an attempt.
+func (s *Store) awaitWaited(ctx context.Context, w *waited) error {
+	s.flushes.Add(1)
+	defer s.flushes.Add(-1)
+	poke(s.nudge)
+	ctxDone := ctx.Done()
+	for {
+		state, err := w.get()
+		switch state {
+		case waitDone:
+			return nil
+		case waitRejected:
+			return mapWriteErr(err)
+		case waitDropped:
+			return ErrClosed
+		case waitPending:
+			if isFull(err) && w.abandon() {
+				return fullErr(err)
+			}
+			if ctx.Err() != nil && w.abandon() {
+				return context.Cause(ctx)
+			}
+		}
+		select {
+		case <-w.changed:
+		case <-ctxDone:
+			ctxDone = nil // from now on, wait only for the attempt to end
+		}
+	}
+}
+
 // EndTurn queues how turn id ended, stamped end.EndedAt (zero: now), and
-// returns without waiting for the write, like StartTurn. An unknown turn or
-// one that has already ended is logged and counted in Stats.Rejected, and
-// keeps its first end.
+// returns without waiting for the write. An unknown turn or one that has
+// already ended is logged and counted in Stats.Rejected, and keeps its
+// first end. Events appended after EndTurn are committed with or after
+// the end, so an event that reports the end is never seen without it.
 func (s *Store) EndTurn(ctx context.Context, id int64, end TurnEnd) error {
-	what := "end turn " + strconv.FormatInt(id, 10)
-	return s.enqueue(&write{
-		what: what,
+	return s.enqueue(s.endTurnWrite(id, end))
+}
+
+func (s *Store) endTurnWrite(id int64, end TurnEnd) *write {
+	return &write{
+		what: "end turn " + strconv.FormatInt(id, 10),
 		query: `UPDATE turns SET stop_reason = ?, error = ?, checkpoint_after = ?, ended_at = ?
 			WHERE id = ? AND ended_at IS NULL`,
 		args:   []any{end.StopReason, end.Error, end.CheckpointAfter, toUnix(s.orNow(end.EndedAt)), id},
 		affect: true,
 		orphan: "turn unknown or already ended",
-	})
+	}
+}
+
+// EndTurnEvent queues the end of turn id together with ev, the event that
+// reports it, to be committed in one transaction: ev is stored (and
+// committed called with it, as for AppendNotify) only if the turn was still
+// open, so the end is never stored without its event nor reported twice.
+// It returns ErrBehind when the write queue stayed full, ErrClosed after
+// Close.
+func (s *Store) EndTurnEvent(ctx context.Context, id int64, end TurnEnd, ev backends.Event, committed func(backends.Event)) error {
+	if ev.Session == "" {
+		return fmt.Errorf("end turn %d: event without a session", id)
+	}
+	w := s.endTurnWrite(id, end)
+	_, err := s.queue.push(item{w: w, ev: ev, committed: committed}, s.cfg.AppendWait)
+	return s.enqueued(w, err)
+}
+
+// OpenTurns returns the turns that have not ended, oldest first: at
+// startup, those a previous daemon left running.
+func (s *Store) OpenTurns(ctx context.Context) ([]Turn, error) {
+	var rows []turnRow
+	if err := s.db.SelectContext(ctx, &rows, `SELECT `+turnCols+` FROM turns WHERE ended_at IS NULL ORDER BY id`); err != nil {
+		return nil, fmt.Errorf("list open turns: %w", err)
+	}
+	out := make([]Turn, len(rows))
+	for i, r := range rows {
+		out[i] = r.turn()
+	}
+	return out, nil
 }
 
 // EndOpenTurns ends every turn still running with stop reason "error" and
@@ -108,7 +190,7 @@ func (s *Store) EndOpenTurns(ctx context.Context, errText string) (int64, error)
 	res, err := s.db.ExecContext(ctx, `UPDATE turns SET stop_reason = 'error', error = ?, ended_at = ?
 		WHERE ended_at IS NULL`, errText, toUnix(s.now()))
 	if err != nil {
-		return 0, fmt.Errorf("end open turns: %w", err)
+		return 0, fmt.Errorf("end open turns: %w", mapWriteErr(err))
 	}
 	n, err := res.RowsAffected()
 	if err != nil {

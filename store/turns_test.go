@@ -33,13 +33,13 @@ func TestTurns(t *testing.T) {
 			t.Errorf("after %s: Stats().Rejected = %d; want %d", what, got, want)
 		}
 	}
-	bad, err := s.StartTurn(ctx, Turn{SessionID: "nope", Agent: "a", Prompt: "p"})
-	if err != nil {
-		t.Fatalf("StartTurn(unknown session) error = %v; want nil (the write is queued)", err)
+	// StartTurn waits for its row: a refused one is its error.
+	if _, err := s.StartTurn(ctx, Turn{SessionID: "nope", Agent: "a", Prompt: "p"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("StartTurn(unknown session) error = %v; want ErrNotFound", err)
 	}
 	rejected(1, "StartTurn(unknown session)")
-	if _, err := s.GetTurn(ctx, bad); !errors.Is(err, ErrNotFound) {
-		t.Errorf("GetTurn(%d) of the refused turn error = %v; want ErrNotFound", bad, err)
+	if _, err := s.GetTurn(ctx, 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetTurn(1) of the refused turn error = %v; want ErrNotFound", err)
 	}
 	if !strings.Contains(logs.String(), "write rejected") {
 		t.Errorf("log has no rejected write:\n%s", logs)
@@ -72,8 +72,8 @@ func TestTurns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("StartTurn(second) error = %v", err)
 	}
-	if !(bad < id1 && id1 < id2 && id2 < id3) {
-		t.Errorf("turn ids %d, %d, %d, %d; want increasing", bad, id1, id2, id3)
+	if !(1 < id1 && id1 < id2 && id2 < id3) {
+		t.Errorf("turn ids %d, %d, %d after the refused 1; want increasing", id1, id2, id3)
 	}
 
 	want1 := Turn{ID: id1, SessionID: "s1", Agent: "claude", Prompt: "first", StopReason: "end_turn",

@@ -108,37 +108,38 @@ func (s *Store) writeAll(items []item) {
 // writeBatch commits batch, retrying with exponential backoff until it
 // succeeds or the store gives up at Close. Items the database refuses for
 // themselves (a duplicate seq, an unknown session) are rejected one by one
-// and the rest of the batch is written.
+// and the rest of the batch is written. Once the transaction has committed,
+// the committed callbacks of its events run, in order, before the batch
+// counts as settled: readers get an event only once it is durable, and a
+// Flush that returns has seen its events delivered.
 func (s *Store) writeBatch(batch []item) {
 	backoff := s.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		rejected, err := s.insertItems(s.wctx, batch)
 		if err == nil {
-			s.batches.Add(1)
-			events := 0
-			for _, it := range batch {
-				if it.w == nil {
-					events++
-				}
-			}
-			for _, r := range rejected {
-				if it := batch[r.index]; it.w != nil {
-					s.log.Error("write rejected by the database", logKeyWrite, it.w.what, logKeyErr, r.err)
-				} else {
-					events--
-					s.log.Error("event rejected by the database", logKeySession, it.ev.Session, logKeySeq, it.ev.Seq, logKeyErr, r.err)
-				}
-			}
-			s.appended.Add(int64(events))
-			s.rejected.Add(int64(len(rejected)))
-			s.prog.settle(len(batch))
+			s.failing.Store(false)
+			s.committed(batch, rejected)
 			return
 		}
+		s.failing.Store(true)
 		if s.wctx.Err() != nil {
 			n := s.dropped.Add(int64(len(batch)))
 			s.log.Error("writes abandoned at close", logKeyEvents, len(batch), logKeyDropped, n, logKeyErr, err)
+			for _, it := range batch {
+				if it.w != nil && it.w.wait != nil {
+					it.w.wait.set(waitDropped, ErrClosed)
+				}
+			}
+			s.queue.settled(batch)
 			s.prog.settle(len(batch))
 			return
+		}
+		// Callers waiting for a write of the batch learn why it failed (a
+		// full disk makes StartTurn give up at once).
+		for _, it := range batch {
+			if it.w != nil && it.w.wait != nil {
+				it.w.wait.set(waitPending, err)
+			}
 		}
 		s.retries.Add(1)
 		s.log.Warn("write batch failed; retrying", logKeyEvents, len(batch), logKeyAttempt, attempt,
@@ -151,6 +152,44 @@ func (s *Store) writeBatch(batch []item) {
 		}
 		backoff = min(2*backoff, s.cfg.MaxBackoff)
 	}
+}
+
+// committed accounts for a committed batch, delivers its events and
+// settles it.
+func (s *Store) committed(batch []item, rejected []rejection) {
+	s.batches.Add(1)
+	refused := make(map[int]error, len(rejected))
+	for _, r := range rejected {
+		refused[r.index] = r.err
+		if it := batch[r.index]; it.w != nil {
+			s.log.Error("write rejected by the database", logKeyWrite, it.w.what, logKeyErr, r.err)
+		} else {
+			s.log.Error("event rejected by the database", logKeySession, it.ev.Session, logKeySeq, it.ev.Seq, logKeyErr, r.err)
+		}
+	}
+	events := 0
+	for i := range batch {
+		it := &batch[i]
+		rerr, bad := refused[i]
+		if it.w != nil && it.w.wait != nil {
+			if bad {
+				it.w.wait.set(waitRejected, rerr)
+			} else {
+				it.w.wait.set(waitDone, nil)
+			}
+		}
+		if bad || !it.hasEvent() || it.w != nil && it.w.wait != nil && it.w.skipped {
+			continue
+		}
+		events++
+		if it.committed != nil {
+			it.committed(it.ev)
+		}
+	}
+	s.appended.Add(int64(events))
+	s.rejected.Add(int64(len(rejected)))
+	s.queue.settled(batch)
+	s.prog.settle(len(batch))
 }
 
 // rejection is an item of a batch that the database refused.
@@ -190,8 +229,17 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 	}()
 	var rejected []rejection
 	now := toUnix(s.now())
-	for i, it := range batch {
+	for i := range batch {
+		it := &batch[i]
 		if w := it.w; w != nil {
+			if w.wait != nil {
+				// An abandoned write is skipped; a claimed one is reported
+				// to its caller when the attempt ends.
+				w.skipped = !w.wait.claim()
+				if w.skipped {
+					continue
+				}
+			}
 			ws := prepared[w.query]
 			if ws == nil {
 				if ws, err = tx.PrepareContext(ctx, w.query); err != nil {
@@ -213,7 +261,9 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 				}
 				return nil, err
 			}
-			continue
+			if !it.hasEvent() {
+				continue
+			}
 		}
 		if stmt == nil {
 			if stmt, err = tx.PrepareContext(ctx, insertEventSQL); err != nil {
