@@ -41,6 +41,7 @@ const (
 	CodeAtCapacity         = "at_capacity"            // 503, with Retry-After
 	CodeShuttingDown       = "shutting_down"          // 503
 	CodeTimeout            = "timeout"                // 504
+	CodeStorageFull        = "storage_full"           // 507: the disk holding the data or the repository is full
 )
 
 // statusClientClosed is the (nginx) status of a request whose client went
@@ -109,6 +110,10 @@ func errorFor(err error) *Error {
 	case errors.As(err, &ve):
 		e := mk(http.StatusUnprocessableEntity, CodeInvalidConfig)
 		e.Diagnostics = diagnosticsOf(err)
+		return e
+	case errors.Is(err, pool.ErrStorageFull):
+		e := mk(http.StatusInsufficientStorage, CodeStorageFull)
+		e.Message = "the disk holding the daemon's data or the session's repository is full; free space and retry (nothing acknowledged was lost): " + msg
 		return e
 	case errors.Is(err, pool.ErrAtCapacity):
 		e := mk(http.StatusServiceUnavailable, CodeAtCapacity)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 )
 
 // Errors returned by the Manager; test for them with errors.Is. The message
@@ -28,6 +29,10 @@ var (
 	// brings it back from its branch) or the branch to re-create it from is
 	// gone.
 	ErrMissing = errors.New("worktree is missing")
+	// ErrNoSpace is (wrapped in) the error of an operation that failed
+	// because the disk is full: a file the Manager writes, or a git command
+	// that said so. It is syscall.ENOSPC, which os errors wrap already.
+	ErrNoSpace error = syscall.ENOSPC
 )
 
 // maxStderr bounds the stderr kept in a GitError; the tail is kept because
@@ -70,6 +75,13 @@ func (e *GitError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *GitError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrNoSpace and git said that the disk (or
+// the user's quota) is full.
+func (e *GitError) Is(target error) bool {
+	return target == ErrNoSpace && (strings.Contains(e.Stderr, "No space left on device") ||
+		strings.Contains(e.Stderr, "Disk quota exceeded"))
+}
 
 // trimStderr trims space and keeps at most maxStderr bytes of the tail.
 func trimStderr(b []byte) string {
