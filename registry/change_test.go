@@ -24,7 +24,8 @@ func TestChanges(t *testing.T) {
 		want     Change
 	}{
 		{"file appears", none, base, Change{Added: []string{"amp"}, Disabled: []string{"gemini"}}},
-		{"file removed", base, none, Change{Removed: []string{"amp"}, Enabled: []string{"gemini"}}},
+		// A file that goes away keeps its config in force, with a diagnostic.
+		{"file removed", base, none, Change{Diagnostic: "providers.json is missing"}},
 		{"enable", base, `{"version": 1, "providers": {"gemini": {"enabled": true}, "amp": {"extends": "acp", "command": ["amp-acp"]}, "codex": {"label": "Codex"}}}`,
 			Change{Enabled: []string{"gemini"}}},
 		{"spec change", base, `{"version": 1, "providers": {"gemini": {"enabled": false}, "amp": {"extends": "acp", "command": ["amp-acp", "-v"]}, "codex": {"label": "Codex", "turn_timeout": "1m"}}}`,

@@ -14,7 +14,7 @@ var (
 	// names the config file that says so.
 	ErrDisabled = errors.New("provider is disabled")
 	// ErrNotInstalled: command[0] was not found; the message carries the
-	// PATH that was searched.
+	// PATH that was searched (Snapshot.PathEnv has it too).
 	ErrNotInstalled = errors.New("provider is not installed")
 	// ErrConfig: the provider cannot be launched as configured (its command
 	// is not executable, or the config file is invalid).
@@ -52,3 +52,20 @@ func (e *ValidationError) Error() string {
 	}
 	return fmt.Sprintf("%s:%d:%d: %s: %s", e.File, e.Line, e.Col, e.Path, e.Msg)
 }
+
+// kindError is an error with a message of its own that matches one of the
+// sentinels above with errors.Is, so that the message can read as one
+// sentence ("unknown provider \"x\" (known: ...)") instead of ending in
+// the sentinel's text.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+// errorOf returns a kindError: msg formatted, matching kind.
+func errorOf(kind error, format string, args ...any) error {
+	return &kindError{msg: fmt.Sprintf(format, args...), kind: kind}
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }

@@ -414,6 +414,24 @@ func (c *checker) unknown(m member, path string, known []string) {
 // suggest returns ` (did you mean "x"?)` for the known name closest to s,
 // or "" when none is close.
 func suggest(s string, known []string) string {
+	if best := closest(s, known); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return ""
+}
+
+// didYouMean returns `, did you mean "x"?` for the known name closest to
+// s, or "" when none is close.
+func didYouMean(s string, known []string) string {
+	if best := closest(s, known); best != "" {
+		return fmt.Sprintf(", did you mean %q?", best)
+	}
+	return ""
+}
+
+// closest returns the known name closest to s (at most two edits away, or
+// s abbreviates it), or "".
+func closest(s string, known []string) string {
 	best, bestD := "", 3
 	low := strings.ToLower(s)
 	for _, k := range known {
@@ -425,10 +443,7 @@ func suggest(s string, known []string) string {
 			best, bestD = k, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return best
 }
 
 // editDistance is the Levenshtein distance between a and b.

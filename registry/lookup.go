@@ -30,7 +30,11 @@ type lookup struct {
 	// path is absolute, "" unless status is StatusReady.
 	path   string
 	status string
-	diag   string
+	// diag says why the program cannot run. It never carries the PATH
+	// (which can be hundreds of characters): searched says it was
+	// searched, and errors add it.
+	diag     string
+	searched bool
 }
 
 // lookPath finds the program name the way a shell would, in pathEnv rather
@@ -70,9 +74,9 @@ func lookPath(name, pathEnv, baseDir, home string) lookup {
 		}
 	}
 	if unusable != nil {
-		return lookup{status: StatusError, diag: fmt.Sprintf("command %q: %v (PATH=%s)", name, unusable, pathEnv)}
+		return lookup{status: StatusError, diag: fmt.Sprintf("command %q: %v", name, unusable)}
 	}
-	return lookup{status: StatusNotInstalled, diag: fmt.Sprintf("command %q not found in PATH=%s", name, pathEnv)}
+	return lookup{status: StatusNotInstalled, diag: fmt.Sprintf("command %q not found in PATH", name), searched: true}
 }
 
 // missing reports whether err means there is no file at the path.

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -59,7 +60,9 @@ func (r *Registry) Patch(ctx context.Context, id string, mergePatch []byte, ifMa
 	}
 	rd := readPath(target)
 	if rd.err != "" {
-		return "", fmt.Errorf("patch %q: read %s: %s", id, target, rd.err)
+		// Not a config a patch can apply to (a directory, an unreadable
+		// file): a problem of the config, for the user to fix.
+		return "", fmt.Errorf("patch %q: cannot read %s: %s (fix or remove it, then try again): %w", id, target, rd.err, ErrConfig)
 	}
 	cur := rd.etag()
 	if !etagMatches(ifMatch, cur, rd.exists) {
@@ -67,12 +70,24 @@ func (r *Registry) Patch(ctx context.Context, id string, mergePatch []byte, ifMa
 	}
 	doc := rd.data
 	if !rd.exists {
-		doc = fmt.Appendf(nil, `{"version": %d, "providers": {}}`, FileVersion)
+		// A patch changes the config in force: the last good file's when
+		// the file went missing while the registry ran, else the
+		// built-ins' (an empty document).
+		r.mu.Lock()
+		doc = r.good
+		r.mu.Unlock()
+		if doc == nil {
+			doc = fmt.Appendf(nil, `{"version": %d, "providers": {}}`, FileVersion)
+		}
 	}
-	if _, perr := parseTree(doc); perr != nil {
+	root, perr := parseTree(doc)
+	if perr != nil {
 		line, col := lineCol(doc, perr.off)
 		return "", &ValidationError{File: r.cfg.Path, Path: perr.path, Line: line, Col: col,
 			Msg: perr.msg + " (fix the file by hand: a merge patch needs valid JSON)"}
+	}
+	if err := r.checkKnown(id, root, mergePatch); err != nil {
+		return "", err
 	}
 	key, _ := json.Marshal(id)
 	wrapped := fmt.Appendf(nil, `{"providers": {%s: %s}}`, key, mergePatch)
@@ -109,6 +124,33 @@ func (r *Registry) Patch(ctx context.Context, id string, mergePatch []byte, ifMa
 	return etagOf(out), nil
 }
 
+// checkKnown refuses a patch of a provider that neither is built in nor has
+// an entry in the document root, unless the patch looks like the
+// definition of a new one (it sets "extends" or "command"; the document's
+// validation then says what else a new provider needs): "providers disable
+// gemni" is a typo to point out, not a new provider to create.
+func (r *Registry) checkKnown(id string, root *node, mergePatch []byte) error {
+	known := make([]string, 0, 16)
+	for _, d := range builtins(r.cfg.SelfPath) {
+		known = append(known, d.id)
+	}
+	if provs := root.member("providers"); provs != nil {
+		for _, m := range provs.members {
+			known = append(known, m.key)
+		}
+	}
+	if slices.Contains(known, id) {
+		return nil
+	}
+	if p, _ := parseTree(mergePatch); p != nil && (p.member("extends") != nil || p.member("command") != nil) {
+		return nil
+	}
+	slices.Sort(known)
+	known = slices.Compact(known)
+	return errorOf(ErrUnknown, "unknown provider %q%s (known: %s; a new provider needs \"extends\")",
+		id, didYouMean(id, known), strings.Join(known, ", "))
+}
+
 // readPath reads the file at p, at most maxFileSize+1 bytes of it (the
 // parser rejects a longer file). A missing file is not an error.
 func readPath(p string) readResult {
@@ -120,6 +162,9 @@ func readPath(p string) readResult {
 		return readResult{exists: true, err: err.Error()}
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return readResult{exists: true, err: "it is a directory, not a file"}
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return readResult{exists: true, err: err.Error()}

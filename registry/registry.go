@@ -32,6 +32,9 @@ type Snapshot struct {
 	// Diagnostic says why the file as last read was rejected, "" when it
 	// is in force. While it is set, the last good config stays in force.
 	Diagnostic string `json:"diagnostic,omitempty"`
+	// PathEnv is the PATH searched for the providers' programs, said once
+	// here rather than in the diagnostic of every provider not found in it.
+	PathEnv string `json:"path_env,omitempty"`
 	// Providers are sorted by id.
 	Providers []ProviderStatus `json:"providers"`
 }
@@ -117,11 +120,14 @@ type Registry struct {
 
 	cur atomic.Pointer[state]
 
-	mu       sync.Mutex
-	loaded   bool
-	read     readResult
-	readErr  error
-	defs     map[string]*definition
+	mu      sync.Mutex
+	loaded  bool
+	read    readResult
+	readErr error
+	defs    map[string]*definition
+	// good is the content of the file that defs come from, nil while
+	// they are the built-ins because no file was ever accepted.
+	good     []byte
 	lookups  map[string]lookup
 	diag     string
 	probes   map[string]*probeRecord
@@ -245,6 +251,12 @@ func (r *Registry) applyLocked(rd readResult, force bool) error {
 	switch {
 	case rd.err != "":
 		r.readErr = fmt.Errorf("read %s: %s", r.cfg.Path, rd.err)
+	case !rd.exists && r.good != nil:
+		// The file in force went away (deleted by mistake, or a tool that
+		// is half-way through replacing it): falling back to the built-ins
+		// would silently undo the user's choices, such as a disabled agent.
+		r.readErr = fmt.Errorf("%s is missing: the last good config stays in force until it is back "+
+			"(write {\"version\": %d, \"providers\": {}} there for the built-ins)", r.cfg.Path, FileVersion)
 	case !rd.exists:
 		r.defs = make(map[string]*definition)
 		for _, d := range builtins(r.cfg.SelfPath) {
@@ -255,7 +267,7 @@ func (r *Registry) applyLocked(rd readResult, force bool) error {
 		if err != nil {
 			r.readErr = err
 		} else {
-			r.defs = defs
+			r.defs, r.good = defs, rd.data
 		}
 	}
 	if r.defs == nil { // a bad file at start: built-ins only
@@ -320,16 +332,19 @@ func (r *Registry) lookupAgain(id string) *state {
 	return r.cur.Load()
 }
 
+// unknown is the ErrUnknown error of id: the closest known id, if one is
+// close, and all of them.
 func (r *Registry) unknown(st *state, id string) error {
 	ids := make([]string, len(st.snap.Providers))
 	for i, p := range st.snap.Providers {
 		ids[i] = p.ID
 	}
+	msg := fmt.Sprintf("unknown provider %q%s (known: %s)", id, didYouMean(id, ids), strings.Join(ids, ", "))
 	if st.snap.Diagnostic != "" {
-		return fmt.Errorf("resolve %q: %w (known: %s); %s has errors, so what it defines is not in force: %w",
-			id, ErrUnknown, strings.Join(ids, ", "), st.snap.File, ErrConfig)
+		return fmt.Errorf("%w; %s has errors, so what it defines is not in force: %w",
+			errorOf(ErrUnknown, "%s", msg), st.snap.File, ErrConfig)
 	}
-	return fmt.Errorf("resolve %q: %w (known: %s)", id, ErrUnknown, strings.Join(ids, ", "))
+	return errorOf(ErrUnknown, "%s", msg)
 }
 
 // Subscribe returns the current snapshot and a channel that receives every

@@ -56,7 +56,7 @@ func (r *Registry) commitLocked() {
 func (r *Registry) buildLocked() *state {
 	ids := slices.Sorted(maps.Keys(r.defs))
 	st := &state{
-		snap: Snapshot{ETag: r.read.etag(), File: r.cfg.Path, Diagnostic: r.diag,
+		snap: Snapshot{ETag: r.read.etag(), File: r.cfg.Path, Diagnostic: r.diag, PathEnv: r.cfg.PathEnv,
 			Providers: make([]ProviderStatus, 0, len(ids))},
 		byID: make(map[string]*providerState, len(ids)),
 	}
@@ -77,14 +77,18 @@ func (r *Registry) buildLocked() *state {
 		switch {
 		case !d.enabled:
 			s.Status, s.Diagnostic = StatusDisabled, "disabled in "+r.cfg.Path
-			p.err = fmt.Errorf("resolve %q: disabled in %s (set \"enabled\": true to use it): %w",
-				id, r.cfg.Path, ErrDisabled)
+			p.err = errorOf(ErrDisabled, "provider %q is disabled in %s (enable it with: agentpool providers enable %s, or set \"enabled\": true there)",
+				id, r.cfg.Path, id)
 		case l.status == StatusNotInstalled:
 			s.Status, s.Diagnostic = StatusNotInstalled, l.diag
-			p.err = fmt.Errorf("resolve %q: %s: %w", id, l.diag, ErrNotInstalled)
+			where := ""
+			if l.searched {
+				where = " (PATH=" + r.cfg.PathEnv + ")"
+			}
+			p.err = errorOf(ErrNotInstalled, "provider %q is not installed: %s%s", id, l.diag, where)
 		case l.status == StatusError:
 			s.Status, s.Diagnostic = StatusError, l.diag
-			p.err = fmt.Errorf("resolve %q: %s: %w", id, l.diag, ErrConfig)
+			p.err = fmt.Errorf("provider %q cannot run: %s: %w", id, l.diag, ErrConfig)
 		case r.inflight[id] != nil:
 			s.Status = StatusProbing
 		case rec != nil && rec.info.Error != "":

@@ -215,6 +215,20 @@ func lineCol(data []byte, off int) (line, col int) {
 	return line, utf8.RuneCount(before[start:]) + 1
 }
 
+// member returns the value of key in object n, nil when n is not an object
+// or has no such key.
+func (n *node) member(key string) *node {
+	if n == nil || n.kind != kindObject {
+		return nil
+	}
+	for _, m := range n.members {
+		if m.key == key {
+			return m.val
+		}
+	}
+	return nil
+}
+
 // format writes the tree as indented JSON without HTML escaping: objects one
 // key per line, arrays of scalars on one line.
 func (n *node) format() []byte {

@@ -75,7 +75,9 @@ func TestHotReloadEditorPatterns(t *testing.T) {
 				if err := os.Remove(f.path); err != nil {
 					t.Fatal(err)
 				}
-			}, func(s Snapshot) bool { return status(s, "gemini") == StatusReady && s.ETag == `"absent"` }},
+			}, func(s Snapshot) bool { // the last good config stays
+				return status(s, "gemini") == StatusDisabled && s.ETag == `"absent"` && strings.Contains(s.Diagnostic, "is missing")
+			}},
 		{"kubernetes symlink swap", func(t *testing.T, f *fixture) { k8sLayout(t, f, "1", geminiOn) },
 			func(t *testing.T, f *fixture) {
 				k8sLayout(t, f, "2", geminiOff)
@@ -359,8 +361,8 @@ func TestHotReloadDirectoryRemovedAndRecreated(t *testing.T) {
 	if err := os.RemoveAll(f.dir); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, r, ch, "built-ins after the directory went", func(s Snapshot) bool {
-		return s.ETag == `"absent"` && status(s, "gemini") == StatusReady
+	waitUntil(t, r, ch, "the last good config, and a diagnostic, after the directory went", func(s Snapshot) bool {
+		return s.ETag == `"absent"` && status(s, "gemini") == StatusDisabled && strings.Contains(s.Diagnostic, "is missing")
 	})
 	if err := os.Mkdir(f.dir, 0o755); err != nil {
 		t.Fatal(err)
