@@ -37,6 +37,10 @@ const (
 	EventPTYOutput          EventType = "pty.output"
 	EventPTYScreen          EventType = "pty.screen"
 	EventError              EventType = "error"
+	// EventHistory is an update an agent replayed from an earlier
+	// conversation when the session was loaded: old output, never part of
+	// a turn. Its Data is a HistoryData.
+	EventHistory EventType = "history"
 )
 
 // Event is one thing that happened in a session. Backends fill Type, Time,
@@ -97,6 +101,18 @@ const (
 	RoleThought = "thought"
 	RoleUser    = "user"
 )
+
+// HistoryData is the payload of EventHistory: the event the replayed update
+// would have been had it been live. History is a type of its own rather than
+// a flag on Event so that it survives the store (which keeps type and data)
+// and so that a reader that does not know it never shows old output as new.
+type HistoryData struct {
+	// Type is the type of the event replayed (message.chunk, tool.call,
+	// tool.update, plan, update.unknown).
+	Type EventType `json:"type"`
+	// Data is that event's payload.
+	Data json.RawMessage `json:"data,omitempty"`
+}
 
 // ExitData is the payload of EventAgentExited.
 type ExitData struct {

@@ -88,7 +88,8 @@ type Config struct {
 	// Permissions decides permission requests; nil rejects them all.
 	Permissions PermissionFunc
 	// OnEvent receives events that happen outside a turn (updates before
-	// the session is ready or after a turn ended, a lost context, the exit).
+	// the session is ready or after a turn ended, the history a
+	// session/load replays, a lost context, the exit).
 	OnEvent func(backends.Event)
 	// Wire, if set, receives every line on the wire (inbound = from the agent).
 	Wire func(inbound bool, line []byte)
@@ -140,8 +141,12 @@ type Backend struct {
 	info      backends.Info
 	sessionID string
 	started   bool
-	replaying bool
-	fatal     error
+	// replaying is set from the session/load request until the first
+	// prompt is written; replayLast is when the last update of that
+	// window (or the load's answer) arrived (replay.go).
+	replaying  bool
+	replayLast time.Time
+	fatal      error
 	// toolCalls holds what the agent announced of its tool calls, for
 	// permission requests that leave the kind out (toolcalls.go).
 	toolCalls toolCalls

@@ -19,7 +19,7 @@ func TestEventQueueBounded(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range n {
-			q.push(backends.Event{Seq: int64(i + 1)})
+			q.push(backends.Event{Seq: int64(i + 1)}, false)
 		}
 	}()
 	next, peak := int64(1), 0
@@ -45,10 +45,10 @@ func TestEventQueueBounded(t *testing.T) {
 
 	// A push blocked on a full queue returns at close.
 	for range maxQueuedEvents {
-		q.push(backends.Event{})
+		q.push(backends.Event{}, false)
 	}
 	done := make(chan struct{})
-	go func() { q.push(backends.Event{}); close(done) }()
+	go func() { q.push(backends.Event{}, false); close(done) }()
 	select {
 	case <-done:
 		t.Fatal("push into a full queue returned before room or close")

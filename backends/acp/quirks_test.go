@@ -195,7 +195,10 @@ func TestLoadSession(t *testing.T) {
 	}
 	h.outside.waitType(t, backends.EventCommands)
 	if tx := h.outside.texts(backends.RoleAgent); len(tx) != 0 {
-		t.Errorf("replayed history re-emitted: %q", tx)
+		t.Errorf("replayed history re-emitted as live output: %q", tx)
+	}
+	if got := history(t, h.outside.all()); len(got) != 1 || got[0].Type != backends.EventMessageChunk {
+		t.Errorf("history = %+v; want the old chunk", got)
 	}
 	if _, err := h.prompt(t, "x"); err != nil {
 		t.Fatal(err)

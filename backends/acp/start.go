@@ -165,12 +165,14 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	mcp := []acpsdk.McpServer{} // never null: the schema rejects it
 	lost := ""
 	if resume != "" && initResp.AgentCapabilities.LoadSession {
+		// The replay window opens here and stays open after the answer,
+		// until the first prompt is written (replay.go).
 		b.mu.Lock()
-		b.sessionID, b.replaying = resume, true
+		b.sessionID, b.replaying, b.replayLast = resume, true, time.Now()
 		b.mu.Unlock()
 		resp, err := conn.LoadSession(ctx, acpsdk.LoadSessionRequest{Cwd: spec.Dir, McpServers: mcp, SessionId: acpsdk.SessionId(resume)})
 		b.mu.Lock()
-		b.replaying = false
+		b.replayLast = time.Now()
 		if err == nil {
 			b.info.AgentSessionID, b.info.Resumed = resume, true
 			b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
@@ -178,7 +180,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 			b.mu.Unlock()
 			return info, nil
 		}
-		b.sessionID = ""
+		b.sessionID, b.replaying = "", false
 		b.mu.Unlock()
 		if ctx.Err() != nil || b.exited() {
 			return backends.Info{}, stageErr(ctx, "session/load", err)

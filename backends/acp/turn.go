@@ -46,6 +46,10 @@ var errNoAnswer = errors.New("the agent's output ended before it answered sessio
 // the agent's answer, within the cancel grace. The turn deadline
 // (Spec.TurnTimeout) does the same and returns ErrTurnTimeout.
 //
+// The first prompt after a session/load waits for the agent's replay of the
+// conversation to go quiet before it is sent (replay.go); cancelled during
+// that wait, it is never sent and the turn ends StopCancelled.
+//
 // The turn does not go through the SDK: session/prompt and session/cancel
 // are written here and the filter hands the answer over, which spares two
 // goroutine hops and a second encoding and decoding of each message.
@@ -80,7 +84,10 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 	b.holdForTurn(true)
 
 	start := time.Now()
-	r, reason := b.await(ctx, t, sid, id, p.Text)
+	r, reason := promptResult{stopReason: string(backends.StopCancelled)}, ""
+	if b.awaitReplay(ctx, t) {
+		r, reason = b.await(ctx, t, sid, id, p.Text)
+	}
 	// Every update that arrived before the answer belongs to this turn.
 	b.mu.Lock()
 	mark := b.promptMark

@@ -61,12 +61,14 @@ func (b *Backend) queueUpdate(sessionID string, u update, raw func() json.RawMes
 		b.logger.Warn("update for another session dropped", "session_id", sessionID)
 		return nil
 	}
-	ev, keep := b.eventForLocked(u, verbatim, replaying)
-	b.mu.Unlock()
-	if !keep {
-		return nil
+	if replaying {
+		b.replayLast = time.Now() // the replay is not quiet yet (replay.go)
 	}
-	b.queue.push(ev)
+	ev := b.eventForLocked(u, verbatim, replaying)
+	b.mu.Unlock()
+	// An update of the replay window is never a turn's, even if the first
+	// prompt's turn is already waiting for the replay to go quiet.
+	b.queue.push(ev, replaying)
 	return nil
 }
 
@@ -84,18 +86,25 @@ func chunkRole(kind string) string {
 }
 
 // eventForLocked maps an update to an Event and applies state updates to
-// Info. During a session/load replay, history (chunks, tool calls, plans) is
-// not re-emitted: the pool's log already holds it.
-func (b *Backend) eventForLocked(u update, raw json.RawMessage, replaying bool) (backends.Event, bool) {
-	agent := b.cfg.Spec.Provider
-	mk := func(t backends.EventType, data any) backends.Event {
-		return backends.Event{Time: time.Now(), Type: t, Agent: agent, Data: backends.MustJSON(data)}
+// Info. During the replay window of a session/load (replay.go) the
+// conversation (chunks, tool calls, plans, unknown kinds) comes out as
+// EventHistory, and its tool calls are not remembered for permission
+// requests: they are old. State updates (commands, mode, config, session
+// info, usage) describe the session as it is now and keep their own types.
+func (b *Backend) eventForLocked(u update, raw json.RawMessage, replaying bool) backends.Event {
+	t, data, state := b.mapUpdateLocked(u, raw, replaying)
+	if replaying && !state {
+		data = backends.MustJSON(backends.HistoryData{Type: t, Data: data})
+		t = backends.EventHistory
 	}
+	return backends.Event{Time: time.Now(), Type: t, Agent: b.cfg.Spec.Provider, Data: data}
+}
+
+// mapUpdateLocked returns the event type and payload of an update as live
+// output, and whether the update is session state rather than conversation.
+func (b *Backend) mapUpdateLocked(u update, raw json.RawMessage, replaying bool) (t backends.EventType, data json.RawMessage, state bool) {
 	switch u.Kind {
 	case "agent_message_chunk", "agent_thought_chunk", "user_message_chunk":
-		if replaying {
-			return backends.Event{}, false
-		}
 		cd := backends.ChunkData{Role: chunkRole(u.Kind)}
 		var tc textContent
 		if json.Unmarshal(u.Content, &tc) == nil && tc.Type == "text" {
@@ -103,39 +112,36 @@ func (b *Backend) eventForLocked(u update, raw json.RawMessage, replaying bool) 
 		} else {
 			cd.Content = u.Content
 		}
-		return mk(backends.EventMessageChunk, cd), true
+		return backends.EventMessageChunk, backends.MustJSON(cd), false
 	case "tool_call", "tool_call_update":
-		if replaying {
-			return backends.Event{}, false
-		}
 		t := backends.EventToolCall
 		// A repeated tool_call for a known id is an update (ACP-NOTES item 4).
 		if u.Kind == "tool_call_update" || b.toolCalls.known(u.ToolCallID) {
 			t = backends.EventToolUpdate
 		}
-		b.toolCalls.note(u.ToolCallID, u.ToolKind)
-		return mk(t, raw), true
-	case "plan":
-		if replaying {
-			return backends.Event{}, false
+		if !replaying {
+			b.toolCalls.note(u.ToolCallID, u.ToolKind)
 		}
-		return mk(backends.EventPlan, raw), true
+		return t, raw, false
+	case "plan":
+		return backends.EventPlan, raw, false
 	case "available_commands_update":
 		b.info.Commands = append(json.RawMessage(nil), u.Commands...)
-		return mk(backends.EventCommands, raw), true
+		return backends.EventCommands, raw, true
 	case "current_mode_update":
 		b.info.CurrentMode = u.CurrentModeID
-		return mk(backends.EventMode, raw), true
+		return backends.EventMode, raw, true
 	case "config_option_update":
 		b.info.ConfigOptions = append(json.RawMessage(nil), u.ConfigOptions...)
-		return mk(backends.EventConfig, raw), true
+		return backends.EventConfig, raw, true
 	case "session_info_update":
-		return mk(backends.EventSessionInfo, raw), true
+		return backends.EventSessionInfo, raw, true
 	case "usage_update":
-		return mk(backends.EventUsage, raw), true
+		return backends.EventUsage, raw, true
 	default:
-		// An unknown (future) kind is kept raw, never decoded as a known one.
-		return mk(EventUnknownUpdate, raw), true
+		// An unknown (future) kind is kept raw, never decoded as a known
+		// one; in a replay it may be old conversation, so it is history.
+		return EventUnknownUpdate, raw, false
 	}
 }
 
@@ -152,23 +158,26 @@ type eventQueue struct {
 
 func (q *eventQueue) init() { q.cond = sync.NewCond(&q.mu) }
 
-// queued is an event with its position in the queue, from 1.
+// queued is an event with its position in the queue, from 1. outside
+// marks an update of a session/load replay window: it goes to OnEvent even
+// while a turn is set.
 type queued struct {
-	pos uint64
-	ev  backends.Event
+	pos     uint64
+	ev      backends.Event
+	outside bool
 }
 
-// push appends ev, first waiting while maxQueuedEvents are queued (unless
+// push appends ev (outside: see queued), first waiting while maxQueuedEvents are queued (unless
 // the queue is closed). Only the filter goroutine pushes, and delivery never
 // waits for the filter, so the wait always ends.
-func (q *eventQueue) push(ev backends.Event) {
+func (q *eventQueue) push(ev backends.Event, outside bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.items) >= maxQueuedEvents && !q.closed {
 		q.cond.Wait()
 	}
 	q.pushed++
-	q.items = append(q.items, queued{q.pushed, ev})
+	q.items = append(q.items, queued{q.pushed, ev, outside})
 	q.cond.Broadcast()
 }
 
@@ -231,7 +240,10 @@ func (b *Backend) deliver() {
 			ev := it.ev
 			b.mu.Lock()
 			t := b.turn
-			if t != nil && b.promptMarked && it.pos > b.promptMark {
+			switch {
+			case it.outside:
+				t = nil // a session/load replay (replay.go)
+			case t != nil && b.promptMarked && it.pos > b.promptMark:
 				t = nil // arrived after the turn's answer
 			}
 			b.mu.Unlock()

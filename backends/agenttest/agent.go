@@ -50,6 +50,9 @@ type agent struct {
 	cwd       string
 	turns     int
 	cancel    chan struct{} // closed by session/cancel for the running turn
+	// stdinDone is closed when the client's stream has ended; it stops
+	// the steps of ReplayAfterAnswer.
+	stdinDone chan struct{}
 	// lastRead is the raw result of the last fs/read_text_file, decoded
 	// only when a step uses it (a 4 KiB answer costs tens of µs to decode).
 	lastRead json.RawMessage
@@ -70,12 +73,13 @@ func Run(s Script, stdin io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "fake agent: stderr flood line %d %s\n", i, strings.Repeat("x", 100))
 	}
 	a := &agent{
-		script:  s,
-		in:      bufio.NewReaderSize(stdin, 1<<20),
-		out:     stdout,
-		stderr:  stderr,
-		nextID:  s.IDStart,
-		pending: map[string]chan message{},
+		script:    s,
+		in:        bufio.NewReaderSize(stdin, 1<<20),
+		out:       stdout,
+		stderr:    stderr,
+		nextID:    s.IDStart,
+		pending:   map[string]chan message{},
+		stdinDone: make(chan struct{}),
 	}
 	a.runSteps(s.StartSteps, "", nil)
 	if s.ExitBeforeHandshake != nil {
@@ -88,6 +92,7 @@ func Run(s Script, stdin io.Reader, stdout, stderr io.Writer) error {
 func (a *agent) loop() error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer close(a.stdinDone) // before the wait: it ends an endless replay
 	for {
 		line, err := a.in.ReadBytes('\n')
 		if len(strings.TrimSpace(string(line))) > 0 {
@@ -318,8 +323,27 @@ func (a *agent) loadSession(m message) {
 	a.cwd = p.Cwd
 	a.sessionID = p.SessionID
 	a.mu.Unlock()
-	a.runSteps(a.script.Replay, "", nil)
+	a.replay(a.script.Replay, nil)
 	a.respond(m.ID, a.sessionResult())
+	a.replay(a.script.ReplayAfterAnswer, a.stdinDone)
+}
+
+// replay runs replay steps, each after ReplayDelayMs, until stop is closed.
+func (a *agent) replay(steps []Step, stop <-chan struct{}) {
+	for _, s := range steps {
+		if a.script.ReplayDelayMs > 0 {
+			t := time.NewTimer(time.Duration(a.script.ReplayDelayMs) * time.Millisecond)
+			select {
+			case <-t.C:
+			case <-stop:
+				t.Stop()
+				return
+			}
+		}
+		if a.runSteps([]Step{s}, "", stop) {
+			return
+		}
+	}
 }
 
 func (a *agent) turnFor(n int) Turn {

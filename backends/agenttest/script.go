@@ -23,8 +23,18 @@ type Script struct {
 	IDStart int `json:"id_start,omitempty"`
 	// BeforeNewAnswer steps run after session/new arrives and before it is answered.
 	BeforeNewAnswer []Step `json:"before_new_answer,omitempty"`
-	// Replay steps run on session/load before it is answered.
+	// Replay steps run on session/load before it is answered, as the spec
+	// has it.
 	Replay []Step `json:"replay,omitempty"`
+	// ReplayAfterAnswer steps run right after session/load is answered,
+	// as gemini-cli 0.61 replays (one update, the answer, then the rest).
+	// They stop when the client closes the agent's stdin, so a Chunks
+	// step of a huge count paced by ChunksPerSecond is an agent that
+	// replays forever.
+	ReplayAfterAnswer []Step `json:"replay_after_answer,omitempty"`
+	// ReplayDelayMs pauses this long before each step of Replay and
+	// ReplayAfterAnswer.
+	ReplayDelayMs int `json:"replay_delay_ms,omitempty"`
 	// Turns: the n-th prompt runs Turns[n], the last one repeating.
 	Turns []Turn `json:"turns,omitempty"`
 	// ExitBeforeHandshake, when set, exits with this code before reading anything.
@@ -107,6 +117,8 @@ type Step struct {
 	Chunks int `json:"chunks,omitempty"`
 	// ChunksPerSecond paces Chunks at this rate (0: as fast as possible):
 	// every millisecond or so, the chunks that are due are sent together.
+	// Paced chunks stop at a session/cancel (or, in ReplayAfterAnswer,
+	// when stdin ends).
 	ChunksPerSecond int `json:"chunks_per_second,omitempty"`
 	// Sys makes a system call of the agent's own (not through the client)
 	// and reports the result as an agent_message_chunk in the format that

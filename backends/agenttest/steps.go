@@ -44,6 +44,9 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 		start := time.Now()
 		for i := 0; i < s.Chunks; i++ {
 			if s.ChunksPerSecond > 0 {
+				if isClosed(cancel) {
+					return true
+				}
 				due := start.Add(time.Duration(i) * time.Second / time.Duration(s.ChunksPerSecond))
 				if wait := time.Until(due); wait > 0 {
 					time.Sleep(max(wait, time.Millisecond))
