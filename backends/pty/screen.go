@@ -56,8 +56,9 @@ type OutputData struct {
 // concurrent use; the backend guards it with termMu.
 type screen struct {
 	vt        vt10x.Terminal
-	carry     []byte // the start of a rune split across reads
-	modeTail  []byte // the end of the previous chunk, for split mode sequences
+	filter    csiFilter // drops sequences vt10x would misread
+	carry     []byte    // the start of a rune split across reads
+	modeTail  []byte    // the end of the previous chunk, for split mode sequences
 	bracketed bool
 	buf       []byte // reused rendering
 }
@@ -69,10 +70,12 @@ func newScreen(cols, rows int, replies io.Writer) *screen {
 	return &screen{vt: vt10x.New(vt10x.WithSize(cols, rows), vt10x.WithWriter(replies))}
 }
 
-// write feeds output to the emulator. A rune split across two writes is
-// held back until it is complete (the emulator would garble it).
+// write feeds output to the emulator, less the control sequences it
+// would misread (see csiFilter). A rune split across two writes is held
+// back until it is complete (the emulator would garble it).
 func (s *screen) write(p []byte) {
 	s.trackModes(p)
+	p = s.filter.apply(p)
 	if len(s.carry) > 0 {
 		p = append(s.carry, p...) // rare: only after a split rune
 		s.carry = nil
