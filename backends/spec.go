@@ -51,6 +51,21 @@ type PTYSpec struct {
 	Rows int `json:"rows,omitempty"`
 	// CancelKeys is sent to cancel a turn (default Ctrl-C, "\x03").
 	CancelKeys string `json:"cancel_keys,omitempty"`
+	// ClearKeys empty the program's input line (claude: Ctrl-U, "\x15").
+	// They are sent before each prompt, so that nothing left in the input
+	// is joined to it, and after the cancel keys until the ready prompt
+	// shows, so that a program that puts a cancelled prompt back into its
+	// input (claude) comes back to an empty prompt: a successful cancel.
+	ClearKeys string `json:"clear_keys,omitempty"`
+	// CancelMinInterval is the least time between two sends of the cancel
+	// keys, for programs that exit on a second Ctrl-C within a while
+	// (aider: 2s). A cancel inside it waits for the rest of it.
+	CancelMinInterval time.Duration `json:"cancel_min_interval,omitempty"`
+	// IgnorePatterns are regular expressions over single screen rows. A
+	// row of a turn's new text that matches one is the program's chrome
+	// (status rows, logos, token counts, rule lines), not its answer, and
+	// is left out of the turn's message.chunk.
+	IgnorePatterns []string `json:"ignore_patterns,omitempty"`
 	// ResumeArgs replace Args when a crashed program is restarted and the
 	// CLI can continue its last conversation (e.g. claude --continue).
 	ResumeArgs []string `json:"resume_args,omitempty"`

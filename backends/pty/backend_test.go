@@ -131,8 +131,18 @@ func TestTurnEndsByCancelAndDeadline(t *testing.T) {
 				if !tt.wantExit {
 					t.Fatalf("backend exited: %v", h.b.Err())
 				}
-				if !errors.Is(h.b.Err(), pty.ErrIgnoredCancel) {
-					t.Errorf("Err() = %v; want ErrIgnoredCancel", h.b.Err())
+				// The backend killed the program itself: not a crash.
+				if err := h.b.Err(); err != nil {
+					t.Errorf("Err() = %v; want nil (the backend's own kill is an expected exit)", err)
+				}
+				ev := h.outside.waitType(t, backends.EventAgentExited)
+				var data struct {
+					backends.ExitData
+					Reason string `json:"reason"`
+				}
+				_ = json.Unmarshal(ev.Data, &data)
+				if !data.Expected || !strings.Contains(data.Reason, pty.ErrIgnoredCancel.Error()) {
+					t.Errorf("agent.exited = %+v; want expected, with the reason %q", data, pty.ErrIgnoredCancel)
 				}
 				return
 			default:

@@ -3,6 +3,7 @@ package pty
 import (
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 // minEchoPiece is the shortest piece of a wrapped prompt recognised as its
@@ -12,14 +13,15 @@ const minEchoPiece = 8
 // turnText returns the text that appeared on the screen during a turn: the
 // rows of after that a longest-common-subsequence diff does not match with
 // rows of before (rows that scrolled up still match), less the rows in skip
-// (the ready prompt), the echo of prompt at the start, and blank rows at
+// (the ready prompt), the rows that match one of ignore (the program's
+// chrome), the echo of prompt wherever it is among them, and blank rows at
 // either end. Text that scrolled off the top of the screen during the turn
 // is not on it any more and is missing; pty.output carries it raw.
-func turnText(before, after []string, prompt string, skip map[int]bool) string {
+func turnText(before, after []string, prompt string, skip map[int]bool, ignore []*regexp.Regexp) string {
 	inserted := insertedRows(before, after)
 	var rows []string
 	for _, i := range inserted {
-		if !skip[i] {
+		if !skip[i] && !ignored(after[i], ignore) {
 			rows = append(rows, strings.TrimRight(after[i], " "))
 		}
 	}
@@ -31,6 +33,16 @@ func turnText(before, after []string, prompt string, skip map[int]bool) string {
 		rows = rows[:len(rows)-1]
 	}
 	return strings.Join(rows, "\n")
+}
+
+// ignored reports whether row matches one of the patterns.
+func ignored(row string, patterns []*regexp.Regexp) bool {
+	for _, re := range patterns {
+		if re.MatchString(row) {
+			return true
+		}
+	}
+	return false
 }
 
 // insertedRows returns the indexes of the rows of after that are not part
@@ -68,32 +80,76 @@ func insertedRows(before, after []string) []int {
 	return out
 }
 
-// dropEcho removes the rows at the start of rows that echo the prompt:
-// the row holding its beginning (after whatever prompt marker precedes it)
-// and the rows its wrapped remainder fills, until the whole prompt has been
-// seen.
+// dropEcho removes the echo of the prompt from rows: the first row that
+// holds its beginning and the rows its wrapped remainder fills, until the
+// whole prompt has been seen. The first non-blank row may hold the echo
+// anywhere (after whatever the program prints before it); a later row
+// only after a prompt marker, a few characters that are not letters or
+// digits ("❯ ", "> "), so that an answer quoting the prompt stays.
 func dropEcho(rows []string, prompt string) []string {
-	rest := normalizeSpace(prompt)
-	if rest == "" {
+	want := normalizeSpace(prompt)
+	if want == "" {
 		return rows
 	}
-	for len(rows) > 0 && rest != "" {
-		r := normalizeSpace(rows[0])
+	first := true
+	for i, row := range rows {
+		r := normalizeSpace(row)
 		if r == "" {
-			rows = rows[1:]
 			continue
 		}
-		if strings.Contains(r, rest) {
-			return rows[1:]
+		if n := echoRows(rows[i:], want, first); n > 0 {
+			return append(rows[:i:i], rows[i+n:]...)
 		}
-		k := echoSuffix(r, rest)
-		if k == 0 {
-			break
-		}
-		rest = strings.TrimSpace(rest[k:])
-		rows = rows[1:]
+		first = false
 	}
 	return rows
+}
+
+// echoRows returns how many rows at the start of rows echo prompt
+// (normalised), or 0. anywhere allows the echo to start anywhere on the
+// first row, not only after a prompt marker.
+func echoRows(rows []string, prompt string, anywhere bool) int {
+	r := normalizeSpace(rows[0])
+	if i := strings.Index(r, prompt); i >= 0 && (anywhere || isMarker(r[:i])) {
+		return 1
+	}
+	k := echoSuffix(r, prompt)
+	if k == 0 || (!anywhere && !isMarker(r[:len(r)-k])) {
+		return 0
+	}
+	rest := strings.TrimSpace(prompt[k:])
+	n := 1
+	for n < len(rows) && rest != "" {
+		r := normalizeSpace(rows[n])
+		switch {
+		case r == "":
+		case strings.HasPrefix(rest, r):
+			rest = strings.TrimSpace(rest[len(r):])
+		case strings.HasPrefix(r, rest):
+			rest = ""
+		default:
+			return n
+		}
+		n++
+	}
+	return n
+}
+
+// maxMarker is the longest prompt marker before an echo, in bytes.
+const maxMarker = 8
+
+// isMarker reports whether s can be the prompt marker before an echo:
+// short, without letters or digits.
+func isMarker(s string) bool {
+	if len(s) > maxMarker {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // echoSuffix returns the length of the longest suffix of row that starts

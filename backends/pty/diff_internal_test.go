@@ -14,6 +14,7 @@ func TestTurnText(t *testing.T) {
 		before, after string
 		prompt        string
 		skip          []int
+		ignore        []string
 		want          string
 	}{
 		{
@@ -59,6 +60,29 @@ func TestTurnText(t *testing.T) {
 			want: "the answer",
 		},
 		{
+			name:   "echo below other new rows, chrome ignored",
+			before: "──────\n❯\u00a0\n──────\n  ⏵⏵ auto mode on (shift+tab to cycle)",
+			after: " ▐▛███▜▌   Claude Code v2.1.330\n\n❯ list the files\n\n● Two files: a.go and b.go.\n\n✻ Worked for 2s\n" +
+				"──────\n❯\u00a0\n──────\n  ⏵⏵ auto mode on (shift+tab to cycle)",
+			prompt: "list the files", skip: []int{8},
+			ignore: []string{`^ ?[▐▝▘▗▖▛▜▙▟█▀▄▌]`, `^\s*⏵⏵`, `^\s*─{3,}\s*$`, `^✻ \S+ for \d`},
+			want:   "● Two files: a.go and b.go.",
+		},
+		{
+			name:   "wrapped echo below a status row",
+			before: "> ",
+			after:  "Tokens: 10 sent\n> please refactor the parser\n and add tests\nDone.\n> ",
+			prompt: "please refactor the parser and add tests", skip: []int{4},
+			want: "Tokens: 10 sent\nDone.",
+		},
+		{
+			name:   "a later row quoting the prompt is not its echo",
+			before: "> ",
+			after:  "Answer:\nyou said hello world\n> ",
+			prompt: "hello world", skip: []int{2},
+			want: "Answer:\nyou said hello world",
+		},
+		{
 			name:   "nothing new",
 			before: "> ",
 			after:  "> ",
@@ -72,7 +96,11 @@ func TestTurnText(t *testing.T) {
 			for _, i := range tt.skip {
 				skip[i] = true
 			}
-			got := turnText(strings.Split(tt.before, "\n"), strings.Split(tt.after, "\n"), tt.prompt, skip)
+			var ignore []*regexp.Regexp
+			for _, expr := range tt.ignore {
+				ignore = append(ignore, regexp.MustCompile(expr))
+			}
+			got := turnText(strings.Split(tt.before, "\n"), strings.Split(tt.after, "\n"), tt.prompt, skip, ignore)
 			if got != tt.want {
 				t.Errorf("turnText(%q, %q, %q) = %q; want %q", tt.before, tt.after, tt.prompt, got, tt.want)
 			}

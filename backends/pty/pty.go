@@ -59,6 +59,12 @@ const (
 	DefaultViewerBuffer = 256
 	// DefaultCancelKeys is Ctrl-C.
 	DefaultCancelKeys = "\x03"
+	// ClearInterval is how often the clear keys are sent after a cancel
+	// while the screen is neither ready nor busy.
+	ClearInterval = 200 * time.Millisecond
+	// CancelSlack is added to Spec.PTY.CancelMinInterval: the program
+	// reads the keys a little after they are written.
+	CancelSlack = 100 * time.Millisecond
 	// Term is the terminal type the program is told it runs in.
 	Term = "xterm-256color"
 	// MaxCols and MaxRows bound the terminal size.
@@ -120,7 +126,10 @@ var (
 	// ErrTurnTimeout means the turn deadline passed.
 	ErrTurnTimeout = errors.New("turn deadline passed")
 	// ErrIgnoredCancel means the program did not show its ready prompt
-	// again within the cancel grace after the cancel keys.
+	// again within the cancel grace after the cancel keys. The backend
+	// then kills the program; that exit is its own doing, so it is
+	// expected (Err is nil, agent.exited says expected) and the turn's
+	// error carries ErrIgnoredCancel.
 	ErrIgnoredCancel = errors.New("program ignored the cancel keys")
 	// ErrNotWriter is returned by Input for a viewer that does not hold
 	// the terminal input.
@@ -147,6 +156,8 @@ type Backend struct {
 	busy    *regexp.Regexp // nil: no busy indicator
 	quiet   time.Duration
 	cancel  []byte
+	clear   []byte           // nil: no clear keys
+	ignore  []*regexp.Regexp // chrome rows left out of replies
 	now     func() time.Time
 
 	cmd      *exec.Cmd
@@ -185,9 +196,12 @@ type Backend struct {
 	stopping bool
 	stopped  bool // the stop ladder ran
 	fatal    error
+	ownKill  error // why the backend killed the program itself (an expected exit)
 	exitErr  *backends.ExitError
-	turn     *turnState
-	writer   string // viewer holding the input
+	// lastCancel is when the cancel keys were last sent.
+	lastCancel time.Time
+	turn       *turnState
+	writer     string // viewer holding the input
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -260,6 +274,7 @@ func New(cfg Config) (*Backend, error) {
 		logger:   logger.With(logKeyAgent, cfg.Spec.Provider),
 		quiet:    p.QuietWindow,
 		cancel:   []byte(p.CancelKeys),
+		clear:    []byte(p.ClearKeys),
 		now:      cfg.Now,
 		procDone: make(chan struct{}),
 		done:     make(chan struct{}),
@@ -274,6 +289,16 @@ func New(cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("pty backend %q: ready pattern: %w", cfg.Spec.Provider, err)
 		}
 		b.pattern = re
+	}
+	for _, expr := range p.IgnorePatterns {
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return nil, fmt.Errorf("pty backend %q: ignore pattern: %w", cfg.Spec.Provider, err)
+		}
+		b.ignore = append(b.ignore, re)
+	}
+	if p.CancelMinInterval < 0 {
+		return nil, fmt.Errorf("pty backend %q: cancel min interval %s is negative", cfg.Spec.Provider, p.CancelMinInterval)
 	}
 	if cfg.BusyPattern != "" {
 		if b.pattern == nil {
@@ -359,6 +384,22 @@ func (b *Backend) emitLocked(ev backends.Event) {
 
 func (b *Backend) event(t backends.EventType, data any) backends.Event {
 	return backends.NewEvent(t, b.cfg.Spec.Provider, data)
+}
+
+// killOwn kills the program's session for cause, a decision of the
+// backend (the program ignored the cancel keys): the exit is expected,
+// like a Stop, and does not count as a crash.
+func (b *Backend) killOwn(cause error) {
+	b.mu.Lock()
+	if b.ownKill == nil && b.fatal == nil {
+		b.ownKill = cause
+		b.logger.Warn("killing terminal program", "reason", cause)
+	}
+	cmd := b.cmd
+	b.mu.Unlock()
+	if cmd != nil {
+		killSession(cmd.Process.Pid)
+	}
 }
 
 // fail records the first fatal error and kills the program's session.

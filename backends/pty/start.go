@@ -230,21 +230,27 @@ func (b *Backend) supervise(readerDone chan struct{}) {
 		status = werr.Error()
 	}
 	b.mu.Lock()
-	ee := &backends.ExitError{PID: pid, Status: status, Expected: b.stopping, StderrTail: tail, Err: werr}
+	ee := &backends.ExitError{PID: pid, Status: status, Expected: b.stopping || b.ownKill != nil, StderrTail: tail, Err: werr}
 	b.exitErr = ee
-	fatal := b.fatal
+	fatal, own := b.fatal, b.ownKill
 	if fatal != nil && !errors.Is(fatal, ee) {
 		b.fatal = errors.Join(fatal, ee)
 	}
 	b.mu.Unlock()
 	data := backends.ExitData{PID: pid, Status: status, Expected: ee.Expected && fatal == nil, StderrTail: tail}
 	var ev backends.Event
-	if fatal != nil {
+	switch {
+	case fatal != nil:
 		ev = b.event(backends.EventAgentExited, struct {
 			backends.ExitData
 			Error string `json:"error"`
 		}{data, fatal.Error()})
-	} else {
+	case own != nil:
+		ev = b.event(backends.EventAgentExited, struct {
+			backends.ExitData
+			Reason string `json:"reason"`
+		}{data, own.Error()})
+	default:
 		ev = b.event(backends.EventAgentExited, data)
 	}
 	// Like the ACP backend, the exit goes to OnEvent even during a turn.

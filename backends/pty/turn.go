@@ -23,20 +23,25 @@ type turnState struct {
 }
 
 // Prompt types p.Text into the program and waits for the turn to end. The
-// text goes in as a bracketed paste when the program enabled bracketed
-// paste mode (otherwise as typed, newlines as Enter), control characters
-// removed, followed after SubmitDelay by Enter. The turn ends when the
+// clear keys (Spec.PTY.ClearKeys) go first, then the text as a bracketed
+// paste when the program enabled bracketed paste mode (otherwise as typed,
+// newlines as Enter), control characters removed, followed after
+// SubmitDelay by Enter. The turn ends when the
 // screen matches the ready pattern again after new output, or, without a
 // pattern, when the output has been quiet for the quiet window (see
 // Config.BusyPattern for programs that show their prompt while working).
 //
 // During the turn emit receives the raw output (pty.output); at its end one
 // message.chunk (role agent) with the text that appeared on the screen
-// since the prompt, less the echoed prompt and the ready prompt, and a
-// pty.screen snapshot. Cancelling ctx, Cancel and the turn deadline send
-// the cancel keys and wait up to CancelGrace for the ready prompt (the
-// result is then StopCancelled, or StopTimeout with ErrTurnTimeout); a
-// program that does not come back is stopped (ErrIgnoredCancel). Prompt
+// since the prompt, less the echoed prompt (wherever it is among the new
+// rows), the ready prompt and the rows that match Spec.PTY.IgnorePatterns,
+// and a pty.screen snapshot. Cancelling ctx, Cancel and the turn deadline
+// send the cancel keys (no sooner than Spec.PTY.CancelMinInterval after
+// the last ones) and wait up to CancelGrace for the ready prompt, sending
+// the clear keys every ClearInterval while the screen is neither ready nor
+// busy (the result is then StopCancelled, or StopTimeout with
+// ErrTurnTimeout); a program that does not come back is killed
+// (ErrIgnoredCancel), an expected exit. Prompt
 // returns backends.ErrBusy during another turn or while a viewer holds the
 // input (then wrapping ErrInputHeld too).
 func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backends.Event)) (backends.TurnResult, error) {
@@ -82,7 +87,7 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 	snap := b.scr.snapshot()
 	b.termMu.Unlock()
 	skip := readyRows(b.pattern, after, snap.Cursor)
-	text := turnText(before, after, p.Text, skip)
+	text := turnText(before, after, p.Text, skip, b.ignore)
 
 	b.emitMu.Lock()
 	b.flushOutputLocked()
@@ -102,6 +107,11 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 }
 
 func (b *Backend) runTurn(ctx context.Context, t *turnState, text string, bracketed bool) (backends.TurnResult, error) {
+	if len(b.clear) > 0 {
+		if err := b.writeTerm(b.clear); err != nil {
+			return backends.TurnResult{StopReason: backends.StopError}, fmt.Errorf("clear input: %w", err)
+		}
+	}
 	if err := b.writeTerm(pasteBytes(text, bracketed)); err != nil {
 		return backends.TurnResult{StopReason: backends.StopError}, fmt.Errorf("type prompt: %w", err)
 	}
@@ -121,24 +131,44 @@ func (b *Backend) runTurn(ctx context.Context, t *turnState, text string, bracke
 	turnDeadline := b.cfg.Spec.TurnDeadline()
 	deadline := time.NewTimer(turnDeadline)
 	defer deadline.Stop()
-	var grace *time.Timer
-	var graceC <-chan time.Time
+	var grace, delay *time.Timer
+	var clear *time.Ticker
+	var graceC, delayC, clearC <-chan time.Time
 	reason, ignored := "", false
+	sendCancel := func() {
+		b.sendCancelKeys()
+		grace = time.NewTimer(b.cfg.CancelGrace)
+		graceC = grace.C
+		if len(b.clear) > 0 {
+			clear = time.NewTicker(ClearInterval)
+			clearC = clear.C
+		}
+	}
+	// A second cancel of the same turn is merged into the first; one
+	// too soon after the last cancel keys waits for the rest of the
+	// interval (and is merged into the turn's end if it comes first).
 	cancelTurn := func(why string) {
 		if reason != "" {
 			return
 		}
 		reason = why
 		w = b.arm(b.watchSpec(true, false))
-		if err := b.writeTerm(b.cancel); err != nil {
-			b.logger.Debug("send cancel keys", "err", err)
+		if wait := b.cancelWait(); wait > 0 {
+			b.logger.Debug("cancel keys held back", "wait", wait)
+			delay = time.NewTimer(wait)
+			delayC = delay.C
+			return
 		}
-		grace = time.NewTimer(b.cfg.CancelGrace)
-		graceC = grace.C
+		sendCancel()
 	}
 	defer func() {
-		if grace != nil {
-			grace.Stop()
+		for _, t := range []*time.Timer{grace, delay} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		if clear != nil {
+			clear.Stop()
 		}
 	}()
 	ctxDone := ctx.Done()
@@ -162,9 +192,14 @@ func (b *Backend) runTurn(ctx context.Context, t *turnState, text string, bracke
 			cancelTurn("cancel")
 		case <-deadline.C:
 			cancelTurn("timeout")
+		case <-delayC:
+			delayC = nil
+			sendCancel()
+		case <-clearC:
+			b.clearIfStuck()
 		case <-graceC:
-			graceC, ignored = nil, true
-			b.fail(fmt.Errorf("%w within %s", ErrIgnoredCancel, b.cfg.CancelGrace))
+			graceC, clearC, ignored = nil, nil, true
+			b.killOwn(fmt.Errorf("%w within %s", ErrIgnoredCancel, b.cfg.CancelGrace))
 		}
 	}
 }
@@ -177,7 +212,17 @@ func (b *Backend) exitedDuringTurn(reason string, ignored bool, deadline time.Du
 	}
 	cause := b.Err()
 	if cause == nil {
-		cause = backends.ErrExited
+		b.mu.Lock()
+		own, ee := b.ownKill, b.exitErr
+		b.mu.Unlock()
+		switch {
+		case own != nil && ee != nil:
+			cause = fmt.Errorf("%w: %w", own, ee)
+		case own != nil:
+			cause = own
+		default:
+			cause = backends.ErrExited
+		}
 	}
 	res := backends.TurnResult{StopReason: backends.StopError}
 	switch {
@@ -188,6 +233,48 @@ func (b *Backend) exitedDuringTurn(reason string, ignored bool, deadline time.Du
 		return res, fmt.Errorf("cancel turn: %w", cause)
 	}
 	return res, fmt.Errorf("turn failed: %w", cause)
+}
+
+// sendCancelKeys writes the cancel keys and notes when.
+func (b *Backend) sendCancelKeys() {
+	if err := b.writeTerm(b.cancel); err != nil {
+		b.logger.Debug("send cancel keys", "err", err)
+	}
+	b.mu.Lock()
+	b.lastCancel = b.now()
+	b.mu.Unlock()
+}
+
+// cancelWait returns how long the cancel keys must wait to keep
+// Spec.PTY.CancelMinInterval after the last ones.
+func (b *Backend) cancelWait() time.Duration {
+	least := b.cfg.Spec.PTY.CancelMinInterval
+	if least <= 0 {
+		return 0
+	}
+	b.mu.Lock()
+	last := b.lastCancel
+	b.mu.Unlock()
+	if last.IsZero() {
+		return 0
+	}
+	return last.Add(least + CancelSlack).Sub(b.now())
+}
+
+// clearIfStuck sends the clear keys when the screen is neither busy nor
+// ready: after a cancel, the program is back at its prompt with the
+// cancelled text (or a part of it) still in its input.
+func (b *Backend) clearIfStuck() {
+	b.termMu.Lock()
+	text := b.scr.render()
+	stuck := (b.busy == nil || !b.busy.Match(text)) && (b.pattern == nil || !b.pattern.Match(text))
+	b.termMu.Unlock()
+	if !stuck {
+		return
+	}
+	if err := b.writeTerm(b.clear); err != nil {
+		b.logger.Debug("send clear keys", "err", err)
+	}
 }
 
 // arm replaces the readiness watch. Without needOutput the current screen
@@ -215,8 +302,10 @@ func (b *Backend) disarm() {
 
 // Cancel sends the cancel keys (Spec.PTY.CancelKeys, Ctrl-C by default) to
 // the running turn and waits until the turn has ended: the ready prompt came
-// back, or the program was stopped for ignoring them. Without a turn it
-// does nothing.
+// back, or the program was killed for ignoring them. Within
+// Spec.PTY.CancelMinInterval of the last cancel keys it waits before
+// sending them; a second Cancel of a turn sends nothing more. Without a
+// turn it does nothing.
 func (b *Backend) Cancel(ctx context.Context) error {
 	b.mu.Lock()
 	t := b.turn
