@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"syscall"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
@@ -45,6 +46,13 @@ const (
 	AgentClosed  = "closed"
 )
 
+// ErrStorageFull is (wrapped in) the error of a Store or Worktrees call
+// that failed because the disk holding the daemon's data or the session's
+// repository is full. It is syscall.ENOSPC, so that the errors the store
+// and git return for a full disk, which wrap it, are it without
+// translation; httpapi answers them 507 Insufficient Storage.
+var ErrStorageFull error = syscall.ENOSPC
+
 // Store is what the pool needs of its database. Lookups of missing rows
 // return an error wrapping ErrNotFound.
 type Store interface {
@@ -65,21 +73,41 @@ type Store interface {
 	// crashed/closed and returns them as they were.
 	MarkStaleAgents(ctx context.Context) ([]AgentRecord, error)
 
-	// StartTurn and EndTurn may queue the row behind the events appended
-	// before them and return before it is written; the turn reads must then
-	// wait for it.
+	// StartTurn stores a running turn's row and returns its id once the
+	// row is durable; ids are never handed out twice. It fails with an
+	// error wrapping ErrStorageFull, without storing the row, when the disk
+	// is full. EndTurn may queue the end behind the events appended before
+	// it and return before it is written; events appended after it are
+	// committed with or after it. The turn reads must see a queued end
+	// unless the store is failing to write.
 	StartTurn(ctx context.Context, t Turn) (int64, error)
 	EndTurn(ctx context.Context, t Turn) error
+	// EndTurnEvent is EndTurn and Append of ev (the event reporting the
+	// end) in one transaction: ev is stored and delivered only if the turn
+	// was still open.
+	EndTurnEvent(ctx context.Context, t Turn, ev backends.Event, committed func(backends.Event)) error
 	GetTurn(ctx context.Context, id int64) (Turn, error)
 	LastTurn(ctx context.Context, session string) (Turn, error)
 	ListTurns(ctx context.Context, session string) ([]Turn, error)
-	EndOpenTurns(ctx context.Context, reason string) (int64, error)
+	// OpenTurns lists the turns that have not ended, oldest first.
+	OpenTurns(ctx context.Context) ([]Turn, error)
 
 	// Append queues an event for writing; it never fails (errors are the
-	// store's to retry and log). Flush waits until all are written.
-	Append(ev backends.Event)
+	// store's to retry and log). Once the transaction holding ev has
+	// committed, committed(ev) is called (when not nil) from the store's
+	// writer, one call at a time in the order of the Append calls; never
+	// for an event that was not stored. committed must not block. Append
+	// waits a little for room in a full queue and then drops ev; WaitRoom,
+	// called before, waits for room for as long as ctx allows. Flush waits
+	// until all queued events are written and their committed calls made.
+	Append(ev backends.Event, committed func(backends.Event))
+	WaitRoom(ctx context.Context) error
 	Flush(ctx context.Context) error
+	// NextSeq returns the seq after the last one stored or queued for the
+	// session, without waiting for the store's writer.
 	NextSeq(ctx context.Context, session string) (int64, error)
+	// Events reads stored events; every event ever given to a committed
+	// callback is there.
 	Events(ctx context.Context, session string, afterSeq int64, limit int) ([]backends.Event, error)
 
 	InsertPermission(ctx context.Context, r permission.Record) error

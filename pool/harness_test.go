@@ -187,11 +187,16 @@ func (e *env) prompt(session, agent, text string) pool.Turn {
 	return t
 }
 
-// events returns the session's events published so far.
+// events returns the session's events published so far (and so queued to
+// the store, which delivers them once written).
 func (e *env) events(session string) []backends.Event {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Events reach subscribers once stored: wait for those queued.
+	if err := e.st.Flush(ctx); err != nil {
+		e.t.Fatal(err)
+	}
 	sub, err := e.p.Subscribe(ctx, session, 0)
 	if err != nil {
 		e.t.Fatal(err)

@@ -7,13 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 )
 
 // session is a loaded session. mu guards every field; it is held while an
-// event gets its seq, is queued to the store and is appended to the feed,
-// so the store, the feed and every subscriber see the same order.
+// event gets its seq and is queued to the store, which appends it to the
+// feed once it is durable, in queue order, so the store, the feed and
+// every subscriber see the same order.
 type session struct {
 	id   string
 	feed *Feed
@@ -36,7 +38,7 @@ func (p *Pool) loadSession(ctx context.Context, id string) (*session, error) {
 		p.mu.Unlock()
 		return s, nil
 	}
-	closing := p.closing
+	closing, forgotten := p.closing, p.forgotten
 	p.mu.Unlock()
 	if closing {
 		return nil, fmt.Errorf("pool: %w", ErrClosed)
@@ -54,53 +56,90 @@ func (p *Pool) loadSession(ctx context.Context, id string) (*session, error) {
 		return nil, fmt.Errorf("session %q events: %w", id, err)
 	}
 	s := &session{id: id, rec: rec, wt: wt, seq: next - 1, closed: rec.Status == StatusClosed}
-	s.feed = newSessionFeed(p.cfg.RingSize, s.seq, p.storedEvents(id), &p.catchups)
+	s.feed = newSessionFeed(p.cfg.RingSize, p.cfg.RingBytes, s.seq, p.storedEvents(id), &p.catchups)
 	if s.closed {
 		s.feed.Close(ErrClosed)
 	}
+	// A closed session is not kept, and one read open while a session was
+	// forgotten may be stale: it is read again (see evict_sessions.go).
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if prev := p.sessions[id]; prev != nil {
-		return prev, nil
+	prev, stale := p.sessions[id], !s.closed && p.forgotten != forgotten
+	if prev == nil && !stale && !s.closed {
+		p.sessions[id] = s
 	}
-	p.sessions[id] = s
+	p.mu.Unlock()
+	switch {
+	case prev != nil:
+		return prev, nil
+	case stale:
+		return p.loadSession(ctx, id)
+	}
 	return s, nil
 }
 
 // storedEvents reads a session's events from the store, for subscribers
-// that fell behind its feed's ring. The store writes events in order, so
-// a full batch needs nothing newer; a short one may lack events still
-// queued, and is read again after a flush, which makes the store hold
-// every event published before.
+// that fell behind its feed's ring. An event reaches the feed only after
+// the store has committed it, so the store holds every event the feed has
+// had, and there is nothing to wait for.
 func (p *Pool) storedEvents(id string) backingSource {
 	return func(ctx context.Context, after int64, limit int) ([]backends.Event, error) {
 		// The store's errors name the session and the seq.
-		evs, err := p.cfg.Store.Events(ctx, id, after, limit)
-		if err != nil || len(evs) == limit {
-			return evs, err
-		}
-		if err := p.cfg.Store.Flush(ctx); err != nil {
-			return nil, err
-		}
 		return p.cfg.Store.Events(ctx, id, after, limit)
 	}
 }
 
-// publish gives ev its seq and session, queues it to the store and appends
-// it to the session's feed (and the daemon-wide one).
+// lifecycleDeliveryWait bounds how long publishing session.created or
+// session.closed waits for its delivery; a store that cannot write (a full
+// disk) is not waited for longer.
+const lifecycleDeliveryWait = 5 * time.Second
+
+// publish gives ev its seq and session and queues it to the store; readers
+// of the session's feed (and of the daemon-wide one) get it once the store
+// has committed it, never before. It first waits for room in the store's
+// write queue, outside the session's lock: an agent that produces events
+// faster than the disk takes them is slowed down, while the session stays
+// readable. session.created and session.closed are waited for until
+// delivered (see lifecycleDeliveryWait): Create returns once the session's
+// first event is on the streams, and Close ends the feed after its last.
 func (p *Pool) publish(s *session, ev backends.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
+	if err := p.cfg.Store.WaitRoom(p.ctx); err != nil {
+		p.logger.Debug("publish without waiting for room in the store's queue", "session", s.id, "err", err)
+	}
+	var delivered chan struct{}
+	if ev.Type == backends.EventSessionCreated || ev.Type == backends.EventSessionClosed {
+		delivered = make(chan struct{})
+	}
 	s.mu.Lock()
-	p.publishLocked(s, ev)
+	p.queueLocked(s, ev, delivered)
 	s.mu.Unlock()
 	p.published.Add(1)
+	if delivered != nil {
+		t := time.NewTimer(lifecycleDeliveryWait)
+		defer t.Stop()
+		select {
+		case <-delivered:
+		case <-t.C:
+			p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", ev.Type)
+		}
+	}
 }
 
 // publishLocked is publish with s.mu held; the caller counts the event in
-// p.published.
+// p.published. It does not wait for room in the store's queue beyond the
+// store's AppendWait.
 func (p *Pool) publishLocked(s *session, ev backends.Event) {
+	p.queueLocked(s, ev, nil)
+}
+
+// queueLocked gives ev its seq, session and turn under s.mu and queues it
+// to the store, which delivers it to the feeds once it is durable; the
+// store calls the delivery hooks in the order of the appends, so every
+// reader, of the session and daemon-wide, sees each session's events in
+// seq order. delivered, if not nil, is closed after the delivery.
+func (p *Pool) queueLocked(s *session, ev backends.Event, delivered chan struct{}) {
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
@@ -110,12 +149,22 @@ func (p *Pool) publishLocked(s *session, ev backends.Event) {
 	if ev.Turn == 0 && s.turn != nil {
 		ev.Turn = s.turn.id
 	}
-	p.cfg.Store.Append(ev)
-	s.feed.Publish(ev)
-	// Still under the session's lock, so that the daemon-wide stream has
-	// each session's events in their order too.
-	if globalType(ev.Type) {
-		p.global.Publish(ev)
+	p.cfg.Store.Append(ev, p.deliverTo(s, delivered))
+}
+
+// deliverTo returns the store's commit hook for s's events: it appends the
+// event to the session's feed and, for the types it carries, to the
+// daemon-wide one, then closes delivered if set. It runs on the store's
+// writer goroutine and never blocks.
+func (p *Pool) deliverTo(s *session, delivered chan struct{}) func(backends.Event) {
+	return func(ev backends.Event) {
+		s.feed.Publish(ev)
+		if globalType(ev.Type) {
+			p.global.Publish(ev)
+		}
+		if delivered != nil {
+			close(delivered)
+		}
 	}
 }
 
@@ -241,9 +290,23 @@ func (p *Pool) describe(ctx context.Context, s *session, running []AgentStatus) 
 	return out
 }
 
-// Close stops the session's backends (cancelling a running turn first) and
-// removes its worktree. Unless discard is set, uncommitted work is
-// committed to the session's branch first, which is kept.
+// Close closes the session: it stops the session's backends and removes
+// its worktree. Unless discard is set, uncommitted work is committed to the
+// session's branch first, which is kept.
+//
+// Close is atomic with respect to prompts. Its first step marks the
+// session closed in the same hold of the session's lock in which it reads
+// the running turn, and StartPrompt checks and claims the turn in one hold
+// too: a prompt either came first, and Close cancels its turn (the
+// protocol's way, then after closeTurnGrace by stopping the agent) and
+// waits for the turn to end before the worktree goes, or it gets
+// ErrClosed. No backend of the session outlives Close: no new one can
+// start once the session is marked closed, and every one there is then
+// stopped, one still starting included.
+//
+// If ctx ends while the turn winds down, or the worktree cannot be
+// removed, Close fails and the session stays open (its agents stopped;
+// they start again on the next prompt), so Close can be called again.
 func (p *Pool) Close(ctx context.Context, id string, discard bool) (CloseResult, error) {
 	s, err := p.loadSession(ctx, id)
 	if err != nil {
@@ -254,20 +317,31 @@ func (p *Pool) Close(ctx context.Context, id string, discard bool) (CloseResult,
 		s.mu.Unlock()
 		return CloseResult{}, fmt.Errorf("session %q: %w", id, ErrClosed)
 	}
-	tr := s.turn
+	s.closed = true
+	tr, wt := s.turn, s.wt
 	s.mu.Unlock()
+	reopen := func() {
+		s.mu.Lock()
+		s.closed = false
+		s.mu.Unlock()
+	}
+	p.broker.CancelSession(id)
 	if tr != nil {
-		tr.requestCancel(ctx)
+		cancelTurns(ctx, []*turnRun{tr}, closeTurnGrace)
+	}
+	// The stops finish even if the caller goes away.
+	p.stopEntries(context.WithoutCancel(ctx), func(e *entry) bool { return e.key.session == id }, "session closed")
+	if tr != nil {
 		select {
 		case <-tr.done:
 		case <-ctx.Done():
-			return CloseResult{}, fmt.Errorf("close session %q: waiting for its turn: %w", id, ctx.Err())
+			reopen()
+			return CloseResult{}, fmt.Errorf("close session %q: waiting for its turn to end: %w", id, ctx.Err())
 		}
 	}
-	p.broker.CancelSession(id)
-	p.stopEntries(ctx, func(e *entry) bool { return e.key.session == id }, "session closed")
-	res, err := p.cfg.Worktrees.Remove(ctx, s.wt, discard)
+	res, err := p.cfg.Worktrees.Remove(ctx, wt, discard)
 	if err != nil {
+		reopen()
 		return CloseResult{}, fmt.Errorf("close session %q: remove worktree (nothing was discarded): %w", id, err)
 	}
 	if err := p.cfg.Store.MarkWorktreeRemoved(ctx, id); err != nil {
@@ -278,18 +352,21 @@ func (p *Pool) Close(ctx context.Context, id string, discard bool) (CloseResult,
 	}
 	p.broker.Forget(id)
 	p.emit(s, backends.EventSessionClosed, "", map[string]any{"worktree": res, "discard": discard})
+	// Every entry of the session has been stopped: forget those whose
+	// process is gone (a stopping one is forgotten by its watch when its
+	// process has been reaped; until then Shutdown can still reach it).
 	p.mu.Lock()
 	for k, e := range p.entries {
-		if k.session == id && e.state != StateStopping {
+		if k.session == id && (e.state == StateStopped || e.state == StateCrashed) {
 			delete(p.entries, k)
 		}
 	}
 	p.mu.Unlock()
 	s.mu.Lock()
-	s.closed = true
 	s.rec.Status = StatusClosed
 	s.feed.Close(ErrClosed) // after session.closed: subscribers read it, then end
 	s.mu.Unlock()
+	p.forgetClosed(s) // its memory goes with its last subscriber
 	return CloseResult{Session: id, Worktree: res}, nil
 }
 

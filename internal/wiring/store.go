@@ -147,18 +147,28 @@ func fromTurn(t store.Turn) pool.Turn {
 		CheckpointBefore: t.CheckpointBefore, CheckpointAfter: t.CheckpointAfter, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
 }
 
-// StartTurn queues a new turn's row and returns its id.
+// StartTurn stores a new turn's row and returns its id once it is durable.
 func (a Store) StartTurn(ctx context.Context, t pool.Turn) (int64, error) {
 	return a.S.StartTurn(ctx, store.Turn{SessionID: t.Session, Agent: t.Agent, Prompt: t.Prompt, CheckpointBefore: t.CheckpointBefore, StartedAt: t.StartedAt})
 }
 
 // EndTurn queues how a turn ended.
 func (a Store) EndTurn(ctx context.Context, t pool.Turn) error {
+	return notFound(a.S.EndTurn(ctx, t.ID, turnEnd(t)))
+}
+
+// EndTurnEvent queues how a turn ended with the event that reports it, in
+// one transaction.
+func (a Store) EndTurnEvent(ctx context.Context, t pool.Turn, ev backends.Event, committed func(backends.Event)) error {
+	return notFound(a.S.EndTurnEvent(ctx, t.ID, turnEnd(t), ev, committed))
+}
+
+func turnEnd(t pool.Turn) store.TurnEnd {
 	end := store.TurnEnd{StopReason: t.StopReason, Error: t.Error, CheckpointAfter: t.CheckpointAfter}
 	if t.EndedAt != nil {
 		end.EndedAt = *t.EndedAt
 	}
-	return notFound(a.S.EndTurn(ctx, t.ID, end))
+	return end
 }
 
 // GetTurn reads a turn.
@@ -183,13 +193,23 @@ func (a Store) ListTurns(ctx context.Context, session string) ([]pool.Turn, erro
 	return out, err
 }
 
-// EndOpenTurns ends turns a previous daemon left open.
-func (a Store) EndOpenTurns(ctx context.Context, reason string) (int64, error) {
-	return a.S.EndOpenTurns(ctx, reason)
+// OpenTurns lists the turns that have not ended.
+func (a Store) OpenTurns(ctx context.Context) ([]pool.Turn, error) {
+	l, err := a.S.OpenTurns(ctx)
+	out := make([]pool.Turn, 0, len(l))
+	for _, t := range l {
+		out = append(out, fromTurn(t))
+	}
+	return out, err
 }
 
-// Append queues an event.
-func (a Store) Append(ev backends.Event) { a.S.Append(ev) }
+// Append queues an event; committed is called once it is durable.
+func (a Store) Append(ev backends.Event, committed func(backends.Event)) {
+	a.S.AppendNotify(ev, committed)
+}
+
+// WaitRoom waits for room in the store's write queue.
+func (a Store) WaitRoom(ctx context.Context) error { return a.S.WaitRoom(ctx) }
 
 // Flush waits for queued events to be written.
 func (a Store) Flush(ctx context.Context) error { return a.S.Flush(ctx) }
