@@ -143,10 +143,16 @@ func normalHost(h string) string {
 	return strings.ToLower(strings.TrimSuffix(strings.Trim(strings.TrimSpace(h), "[]"), "."))
 }
 
-// authorized checks the request's bearer token in constant time. With no
-// token configured every request is authorized (ListenCheck keeps such a
-// server on loopback).
+// authorized says whether r carries the bearer token or a valid session
+// cookie of the page (see login.go).
 func (s *Server) authorized(r *http.Request) bool {
+	return s.bearerAuthorized(r) || s.cookieAuthorized(r)
+}
+
+// bearerAuthorized checks the request's bearer token in constant time.
+// With no token configured every request is authorized (ListenCheck keeps
+// such a server on loopback).
+func (s *Server) bearerAuthorized(r *http.Request) bool {
 	if s.cfg.Token == "" {
 		return true
 	}

@@ -76,6 +76,12 @@ type Server struct {
 	mu      sync.Mutex
 	closed  bool
 	streams sync.WaitGroup
+
+	// logins are the outstanding one-time login links; key is the session
+	// cookies' MAC key when there is no token (see login.go).
+	logins  loginCodes
+	keyOnce sync.Once
+	key     []byte
 }
 
 // New returns a Server for cfg.
@@ -139,6 +145,10 @@ func (s *Server) routes() {
 	s.route("GET /v1/pool", s.poolStatus, false)
 	s.route("GET /v1/events", s.daemonEvents, false)
 	s.route("GET /metrics", s.serveMetrics, false)
+	s.route("POST /v1/login-links", s.createLoginLink, false)
+	s.route("POST /v1/logout", s.logout, true)
+	s.route("GET /login", s.login, true)
+	s.webRoutes()
 }
 
 // route registers h under pattern behind the adapter: authentication
@@ -147,9 +157,11 @@ func (s *Server) route(pattern string, h handlerFunc, public bool) {
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() { s.metrics.request(pattern, sw.status) }()
-		if !public && !s.authorized(r) {
-			s.writeError(sw, r, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing or wrong bearer token"})
-			return
+		if !public {
+			if err := s.authenticate(r); err != nil {
+				s.writeError(sw, r, err)
+				return
+			}
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBody)
