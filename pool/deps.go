@@ -171,6 +171,18 @@ type Worktrees interface {
 	// Diff compares two checkpoints; from "" is the base commit, to "" the live state.
 	Diff(ctx context.Context, wt Worktree, from, to string) (Diff, error)
 	Restore(ctx context.Context, wt Worktree, checkpoint string) error
+	// RunSetup runs the setup that Create prepared from the repository's
+	// setup file (copy untracked files, run the setup command), giving each
+	// step to report; it returns when the setup has ended, at once when
+	// there is none. A failure is reported in the last step, not returned.
+	// Cancelling ctx, or removing the worktree, stops it. Checkpoint and
+	// Merge wait for a setup still running.
+	RunSetup(ctx context.Context, wt Worktree, report func(SetupEvent)) error
+	// Merge merges the session's branch (with its uncommitted work) into
+	// another branch of the main repository, or with Rebase that branch
+	// into it; a conflict or a dirty checkout is an error wrapping
+	// ErrConflict and changes nothing. See Pool.Merge.
+	Merge(ctx context.Context, wt Worktree, req WorktreeMerge) (MergeResult, error)
 }
 
 // Resolver turns a provider id into a launch spec, or explains why not

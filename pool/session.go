@@ -228,6 +228,7 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 		return Session{}, err
 	}
 	p.emit(s, backends.EventSessionCreated, req.Agent, map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent})
+	p.startSetup(s) // setup.go
 	return p.Get(ctx, id)
 }
 

@@ -115,8 +115,15 @@ func (m *Manager) snapshot(ctx context.Context, l wtLoc) (string, error) {
 // when the Manager's change tracking saw no change since the last
 // checkpoint (see Config.RescanAfter), it does so without running git.
 // A missing directory gives an error wrapping ErrMissing.
+//
+// A setup of the worktree still running (see RunSetup) is waited for
+// first, so that the state before a session's first turn holds what the
+// setup made, and no turn starts in a half-prepared worktree.
 func (m *Manager) Checkpoint(ctx context.Context, wt Worktree) (string, error) {
 	if err := ValidSession(wt.Session); err != nil {
+		return "", err
+	}
+	if err := m.WaitSetup(ctx, wt); err != nil {
 		return "", err
 	}
 	if !filepath.IsAbs(wt.Path) {

@@ -15,11 +15,17 @@ import (
 // <Root>/<repo-name>-<hash>/<session>. The main checkout may be dirty: it is
 // neither read nor changed.
 //
+// The repository's setup file (SetupFileName at the top of the main
+// checkout's working tree, see LoadSetup) is read first: an invalid one
+// refuses the worktree. What it asks for is prepared for RunSetup, which
+// the caller runs (in the background: it may take minutes) and WaitSetup
+// waits for.
+//
 // Errors wrap ErrInvalidSession, ErrNotRepository, ErrBareRepository,
-// ErrUnknownRef (also for a repository without commits) or ErrExists (the
-// branch or directory exists; use Recreate for a worktree whose directory
-// was lost). A failed or cancelled Create leaves no branch, directory or
-// registration behind.
+// ErrSetupConfig, ErrUnknownRef (also for a repository without commits)
+// or ErrExists (the branch or directory exists; use Recreate for a
+// worktree whose directory was lost). A failed or cancelled Create leaves
+// no branch, directory or registration behind.
 func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Worktree, error) {
 	if err := ValidSession(session); err != nil {
 		return Worktree{}, err
@@ -36,6 +42,10 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	}
 	if within(info.top, m.root) && !m.ignored(ctx, info.top, m.root) {
 		return Worktree{}, fmt.Errorf("worktree root %s is inside repository %s and not ignored by it: worktrees must live outside it, or in a directory the repository ignores", m.root, info.top)
+	}
+	setup, err := LoadSetup(info.top)
+	if err != nil {
+		return Worktree{}, err
 	}
 	path := filepath.Join(m.namespace(info.top), session)
 	branch := BranchPrefix + session
@@ -68,6 +78,9 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
 	m.remember(info, path, branch)
+	if !setup.Empty() {
+		m.addSetup(path, info.top, setup)
+	}
 	wt := Worktree{
 		Session:    session,
 		Repo:       info.top,

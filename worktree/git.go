@@ -30,20 +30,28 @@ type call struct {
 	env    []string  // extra environment, overriding the Manager's
 	stdin  io.Reader // nil for none
 	stdout io.Writer // nil: captured and returned
+	// user runs the user's own git in their repository: their hooks and
+	// configuration, without the Manager's -c overrides and identity.
+	// Only for a location in the main checkout (never a session worktree).
+	user bool
 }
 
 // run executes c and returns its captured stdout. A failure is a *GitError.
 func (m *Manager) run(ctx context.Context, c call) ([]byte, error) {
-	args := make([]string, 0, len(m.globalArgs)+2+len(c.args))
-	args = append(args, m.globalArgs...)
+	global, env := m.globalArgs, m.env
+	if c.user {
+		global, env = nil, m.userEnv
+	}
+	args := make([]string, 0, len(global)+2+len(c.args))
+	args = append(args, global...)
 	if c.at.dir != "" {
 		args = append(args, "-C", c.at.dir)
 	}
 	args = append(args, c.args...)
 	cmd := exec.CommandContext(ctx, m.gitPath, args...)
-	cmd.Env = m.env
+	cmd.Env = env
 	if pin := c.at.env(); len(c.env) > 0 || len(pin) > 0 {
-		cmd.Env = append(append(append([]string(nil), m.env...), pin...), c.env...)
+		cmd.Env = append(append(append([]string(nil), env...), pin...), c.env...)
 	}
 	cmd.Stdin = c.stdin
 	var out, errb bytes.Buffer
@@ -266,6 +274,21 @@ func gitEnv(base []string, name, email string) []string {
 		"GIT_COMMITTER_NAME="+name,
 		"GIT_COMMITTER_EMAIL="+email,
 	)
+}
+
+// userGitEnv builds the environment of the user's own git (see
+// call.user) from the daemon's: nothing that points git at another
+// repository or overrides the user's identity, no terminal prompt.
+func userGitEnv(base []string) []string {
+	env := make([]string, 0, len(base)+1)
+	for _, kv := range base {
+		key, _, _ := strings.Cut(kv, "=")
+		if repoLocalEnv(key) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "GIT_TERMINAL_PROMPT=0")
 }
 
 // gitGlobalArgs are the -c options of every call, which override any

@@ -117,6 +117,7 @@ type Manager struct {
 	gitPath    string
 	log        *slog.Logger
 	env        []string
+	userEnv    []string // of the user's own git (see call.user)
 	globalArgs []string
 	maxPatch   int
 
@@ -132,6 +133,7 @@ type Manager struct {
 	repos     map[string]*sync.Mutex // by git common dir
 	wts       map[string]*wtState    // by worktree path
 	repoInfos map[string]repoInfo    // by the repository path given
+	setups    map[string]*setupRun   // pending or running, by worktree path
 }
 
 // wtState serialises the operations on one worktree and caches the head of
@@ -198,12 +200,14 @@ func NewManager(cfg Config) (*Manager, error) {
 		gitPath:    gitPath,
 		log:        cfg.Logger,
 		env:        gitEnv(os.Environ(), cfg.Author, cfg.AuthorEmail),
+		userEnv:    userGitEnv(os.Environ()),
 		globalArgs: gitGlobalArgs(hooks),
 		maxPatch:   cfg.MaxPatchBytes,
 		changes:    newChangeTracker(cfg.Logger, cfg.RescanAfter),
 		repos:      make(map[string]*sync.Mutex),
 		wts:        make(map[string]*wtState),
 		repoInfos:  make(map[string]repoInfo),
+		setups:     make(map[string]*setupRun),
 	}
 	m.globalIgnore, m.globalConfig = globalGitFiles(m.env)
 	ctx, cancel := context.WithTimeout(context.Background(), versionTimeout)

@@ -43,7 +43,8 @@ type RemoveResult struct {
 // A worktree whose directory is already gone is unregistered and reported
 // with Missing. A directory that is not a worktree of wt.Repo is refused.
 // Stop the session's agents first: a file written between the preserving
-// commit and the removal would be lost.
+// commit and the removal would be lost. A setup command still running
+// (see RunSetup) is stopped first.
 func (m *Manager) Remove(ctx context.Context, wt Worktree, discard bool) (RemoveResult, error) {
 	if err := ValidSession(wt.Session); err != nil {
 		return RemoveResult{}, err
@@ -51,6 +52,8 @@ func (m *Manager) Remove(ctx context.Context, wt Worktree, discard bool) (Remove
 	if !filepath.IsAbs(wt.Path) {
 		return RemoveResult{}, fmt.Errorf("remove worktree: path %q is not absolute", wt.Path)
 	}
+	// A setup still running would write into the worktree as it goes.
+	m.stopSetup(wt.Path, errSetupRemoved)
 	info, err := m.repo(ctx, wt.Repo)
 	if err != nil {
 		return RemoveResult{}, err
@@ -173,12 +176,42 @@ func (m *Manager) keep(ctx context.Context, l wtLoc, wt Worktree, branch, tree s
 	return m.joinLocked(ctx, l.repo(), wt, branch, tree, head)
 }
 
+// keepMessage is the message of the commit that preserves a removed
+// worktree's work.
+func keepMessage(wt Worktree) []string {
+	return []string{"agentpool: keep the work of session " + wt.Session,
+		"agentpool committed the work left in the session's worktree (every change,\n" +
+			"tracked and untracked files, .gitignore respected) when the worktree was\n" +
+			"removed, so that nothing is lost.", "Session: " + wt.Session}
+}
+
 // joinLocked moves the session branch so that it contains head (if not
 // "") and has tree as its tree (if not "": otherwise the tree of the commit
 // it ends on). It fast-forwards when it can, and commits otherwise: on top
 // of head, or as a merge of the branch and head when they diverged. It
 // returns the new tip and whether a commit was made.
 func (m *Manager) joinLocked(ctx context.Context, dir wtLoc, wt Worktree, branch, tree, head string) (string, bool, error) {
+	j, err := m.planJoin(ctx, dir, branch, tree, head, keepMessage(wt))
+	if err != nil {
+		return "", false, err
+	}
+	if err := m.applyJoin(ctx, dir, j, "agentpool: keep session work"); err != nil {
+		return "", false, err
+	}
+	return j.tip, j.committed, nil
+}
+
+// join is a planned move of a session branch (see planJoin).
+type join struct {
+	ref       string // the branch's full ref name
+	old       string // its tip now, "" if it does not exist
+	tip       string // its tip after the move
+	committed bool   // whether tip is a new commit
+}
+
+// planJoin computes joinLocked's move without making it: the commit it
+// needs (with message paragraphs msg) is made but not referenced.
+func (m *Manager) planJoin(ctx context.Context, dir wtLoc, branch, tree, head string, msg []string) (join, error) {
 	ref := "refs/heads/" + branch
 	names := []string{ref, ref + "^{tree}"}
 	if head != "" {
@@ -186,7 +219,7 @@ func (m *Manager) joinLocked(ctx context.Context, dir wtLoc, wt Worktree, branch
 	}
 	ids, err := m.resolve(ctx, dir, names...)
 	if err != nil {
-		return "", false, err
+		return join{}, err
 	}
 	tip, tipTree, headTree := ids[0], ids[1], ""
 	if head != "" {
@@ -203,12 +236,12 @@ func (m *Manager) joinLocked(ctx context.Context, dir wtLoc, wt Worktree, branch
 	default:
 		tipInHead, err := m.isAncestor(ctx, dir, tip, head)
 		if err != nil {
-			return "", false, err
+			return join{}, err
 		}
 		headInTip := false
 		if !tipInHead {
 			if headInTip, err = m.isAncestor(ctx, dir, head, tip); err != nil {
-				return "", false, err
+				return join{}, err
 			}
 		}
 		switch {
@@ -226,27 +259,30 @@ func (m *Manager) joinLocked(ctx context.Context, dir wtLoc, wt Worktree, branch
 			tree = headTree
 		}
 	}
-	newTip := ""
-	committed := false
+	j := join{ref: ref, old: tip}
 	if len(parents) == 1 && tree == parentTree {
-		newTip = parents[0]
-	} else {
-		args := []string{"commit-tree", tree, "-m", "agentpool: keep the work of session " + wt.Session, "-m",
-			"agentpool committed the work left in the session's worktree (every change,\n" +
-				"tracked and untracked files, .gitignore respected) when the worktree was\n" +
-				"removed, so that nothing is lost.", "-m", "Session: " + wt.Session}
-		for _, p := range parents {
-			args = append(args, "-p", p)
-		}
-		if newTip, err = m.git(ctx, dir, args...); err != nil {
-			return "", false, err
-		}
-		committed = true
+		j.tip = parents[0]
+		return j, nil
 	}
-	if newTip != tip {
-		if _, err := m.git(ctx, dir, "update-ref", "-m", "agentpool: keep session work", ref, newTip, tip); err != nil {
-			return "", false, err
-		}
+	args := []string{"commit-tree", tree}
+	for _, p := range msg {
+		args = append(args, "-m", p)
 	}
-	return newTip, committed, nil
+	for _, p := range parents {
+		args = append(args, "-p", p)
+	}
+	if j.tip, err = m.git(ctx, dir, args...); err != nil {
+		return join{}, err
+	}
+	j.committed = true
+	return j, nil
+}
+
+// applyJoin moves the branch as j planned, if it still is where j found it.
+func (m *Manager) applyJoin(ctx context.Context, dir wtLoc, j join, reason string) error {
+	if j.tip == j.old {
+		return nil
+	}
+	_, err := m.git(ctx, dir, "update-ref", "-m", reason, j.ref, j.tip, j.old)
+	return err
 }

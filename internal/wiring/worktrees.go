@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/worktree"
 )
@@ -24,7 +25,7 @@ func fromWT(w worktree.Worktree) pool.Worktree {
 
 // invalid marks caller mistakes (bad repo, ref or id) as pool.ErrInvalid.
 func invalid(err error) error {
-	for _, e := range []error{worktree.ErrNotRepository, worktree.ErrBareRepository, worktree.ErrUnknownRef, worktree.ErrInvalidSession, worktree.ErrExists} {
+	for _, e := range []error{worktree.ErrNotRepository, worktree.ErrBareRepository, worktree.ErrUnknownRef, worktree.ErrInvalidSession, worktree.ErrExists, worktree.ErrSetupConfig} {
 		if errors.Is(err, e) {
 			return fmt.Errorf("%w: %w", pool.ErrInvalid, err)
 		}
@@ -73,4 +74,47 @@ func (a Worktrees) Diff(ctx context.Context, wt pool.Worktree, from, to string) 
 // Restore puts the worktree back to a checkpoint.
 func (a Worktrees) Restore(ctx context.Context, wt pool.Worktree, checkpoint string) error {
 	return a.M.Restore(ctx, toWT(wt), checkpoint)
+}
+
+// RunSetup runs the worktree's setup, reporting each step as the session
+// event setup.<kind>.
+func (a Worktrees) RunSetup(ctx context.Context, wt pool.Worktree, report func(pool.SetupEvent)) error {
+	_, err := a.M.RunSetup(ctx, toWT(wt), func(ev worktree.SetupEvent) {
+		report(pool.SetupEvent{Type: setupTypes[ev.Kind], Data: ev})
+	})
+	return err
+}
+
+// setupTypes maps the worktree's setup steps to session event types.
+var setupTypes = map[string]backends.EventType{
+	worktree.SetupCopied:  pool.EventSetupCopied,
+	worktree.SetupStarted: pool.EventSetupStarted,
+	worktree.SetupOutput:  pool.EventSetupOutput,
+	worktree.SetupEnded:   pool.EventSetupEnded,
+}
+
+// Merge merges a session's branch; conflicts, dirty checkouts and
+// branches in use are pool.ErrConflict, a base or target that is not a
+// local branch pool.ErrInvalid.
+func (a Worktrees) Merge(ctx context.Context, wt pool.Worktree, req pool.WorktreeMerge) (pool.MergeResult, error) {
+	r, err := a.M.Merge(ctx, toWT(wt), worktree.MergeOptions{Into: req.Into, Base: req.Base, Squash: req.Squash, Rebase: req.Rebase,
+		Title: req.Title, Summary: req.Summary})
+	if err != nil {
+		for _, e := range []error{worktree.ErrConflict, worktree.ErrDirty, worktree.ErrBranchInUse} {
+			if errors.Is(err, e) {
+				return pool.MergeResult{}, fmt.Errorf("%w: %w", pool.ErrConflict, err)
+			}
+		}
+		if errors.Is(err, worktree.ErrMissing) {
+			return pool.MergeResult{}, fmt.Errorf("%w: %w", pool.ErrNotFound, err)
+		}
+		return pool.MergeResult{}, invalid(err)
+	}
+	out := pool.MergeResult{Branch: r.Branch, Into: r.Into, Rebase: r.Rebase, Committed: r.Committed, WorkCommit: r.WorkCommit,
+		Method: r.Method, Commits: make([]pool.MergeCommit, 0, len(r.Commits)), MoreCommits: r.MoreCommits,
+		Updated: r.Updated, Before: r.Before, Head: r.Head, WorkingTree: r.WorkingTree}
+	for _, c := range r.Commits {
+		out.Commits = append(out.Commits, pool.MergeCommit{ID: c.ID, Subject: c.Subject})
+	}
+	return out, nil
 }
