@@ -142,6 +142,7 @@ func (s *Server) routes() {
 	s.route("POST /v1/sessions/{id}/permissions/{request}", s.answer, false)
 	s.route("GET /v1/sessions/{id}/diff", s.diff, false)
 	s.route("POST /v1/sessions/{id}/restore", s.restore, false)
+	s.route("POST /v1/sessions/{id}/merge", s.mergeSession, false)
 	s.route("GET /v1/pool", s.poolStatus, false)
 	s.route("GET /v1/events", s.daemonEvents, false)
 	s.route("GET /metrics", s.serveMetrics, false)

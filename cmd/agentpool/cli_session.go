@@ -16,6 +16,7 @@ const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a sessi
   list                                        list the sessions
   show SESSION                                show a session, its agents and turns
   close SESSION [--discard]                   close a session; its work is committed to its branch
+  merge SESSION [--into B] [--squash|--rebase] merge its branch into its base (or B), or --rebase onto it
 `
 
 // defaultAgent is the agent of a new session unless --agent says otherwise.
@@ -35,8 +36,10 @@ func (c *cli) session(ctx context.Context, args []string) error {
 		return c.sessionShow(ctx, args)
 	case "close", "rm":
 		return c.sessionClose(ctx, args)
+	case "merge":
+		return c.sessionMerge(ctx, args) // cli_merge.go
 	}
-	return fmt.Errorf("session: unknown command %q (want new, list, show or close)", sub)
+	return fmt.Errorf("session: unknown command %q (want new, list, show, close or merge)", sub)
 }
 
 // gitTopLevel returns the top directory of the git repository holding dir.

@@ -46,6 +46,8 @@ const (
 type Main struct {
 	// Home is the data directory (SQLite file, worktrees, token, providers.json).
 	Home string
+	// Worktrees is where session worktrees live (default Home/worktrees).
+	Worktrees string
 	// Addr is the listen address; a non-loopback one needs the token.
 	Addr string
 	// Pool limits; zero means the pool's defaults.
@@ -105,7 +107,7 @@ func (m *Main) Open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	wt, err := worktree.NewManager(worktree.Config{Root: filepath.Join(home, worktreesDir), Logger: m.Logger})
+	wt, err := worktree.NewManager(worktree.Config{Root: m.worktreesRoot(home), Logger: m.Logger})
 	if err != nil {
 		m.shutdownParts()
 		return fmt.Errorf("worktrees: %w", err)
@@ -364,6 +366,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	m := &Main{Stdout: stdout}
 	fs.StringVar(&m.Home, "home", homeDir(), "data directory")
+	fs.StringVar(&m.Worktrees, "worktrees", os.Getenv("AGENTPOOL_WORKTREES"), "directory for the sessions' worktrees (default: worktrees in the data directory)")
 	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing)")
 	fs.IntVar(&m.MaxWarm, "max-warm", 0, "most agents kept running (default 16)")
 	fs.StringVar(&m.CgroupParent, "cgroup-parent", os.Getenv("AGENTPOOL_CGROUP_PARENT"), "cgroup v2 directory for the agents' cgroups (default: found at start; \"none\": no cgroups)")
