@@ -25,7 +25,7 @@ const (
 	// DefaultBatchSize is the largest number of events in one transaction.
 	DefaultBatchSize = 256
 	// DefaultFlushInterval is how long the writer waits to fill a batch.
-	DefaultFlushInterval = 2 * time.Millisecond
+	DefaultFlushInterval = 500 * time.Microsecond
 	// DefaultRetryBackoff is the first wait after a failed batch.
 	DefaultRetryBackoff = 10 * time.Millisecond
 	// DefaultMaxBackoff caps the wait between retries.
