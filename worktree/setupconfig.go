@@ -111,8 +111,12 @@ func ParseSetup(data []byte) (Setup, error) {
 	if err := dec.Decode(&f); err != nil {
 		return Setup{}, jsonPosError(data, err)
 	}
+	end := dec.InputOffset()
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Setup{}, fmt.Errorf("%s: unexpected data after the JSON object", posOf(data, dec.InputOffset()))
+		for end < int64(len(data)) && strings.IndexByte(" \t\r\n", data[end]) >= 0 {
+			end++
+		}
+		return Setup{}, fmt.Errorf("%s: unexpected data after the JSON object", posOf(data, end))
 	}
 	if f.Version != nil && *f.Version != setupVersion {
 		return Setup{}, fmt.Errorf("version: %d is not supported (want %d)", *f.Version, setupVersion)

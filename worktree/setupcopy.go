@@ -144,24 +144,31 @@ func (m *Manager) copyFiles(ctx context.Context, top, dst string, patterns []str
 	return copied, skipped, errors.Join(errs...)
 }
 
-// trackedOf returns the entries that the repository at top tracks.
+// trackedOf returns the entries that the index of the repository at top
+// tracks, looked up as ":<path>" with one cat-file. A name with a line
+// break cannot be looked up and counts as tracked (it is not copied).
 func (m *Manager) trackedOf(ctx context.Context, top string, entries []copyEntry) (map[string]bool, error) {
-	var in strings.Builder
+	tracked := map[string]bool{}
+	var names, rels []string
 	for _, e := range entries {
-		if !e.mode.IsDir() {
-			in.WriteString(e.rel)
-			in.WriteByte(0)
+		switch {
+		case e.mode.IsDir():
+		case strings.ContainsAny(e.rel, "\n\r"):
+			tracked[e.rel] = true
+		default:
+			names, rels = append(names, ":"+e.rel), append(rels, e.rel)
 		}
 	}
-	out, err := m.run(ctx, call{at: at(top), args: []string{"ls-files", "-z", "--cached", "--full-name", "--pathspec-from-file=-", "--pathspec-file-nul"},
-		stdin: strings.NewReader(in.String())})
+	if len(names) == 0 {
+		return tracked, nil
+	}
+	ids, err := m.resolve(ctx, at(top), names...)
 	if err != nil {
 		return nil, err
 	}
-	tracked := map[string]bool{}
-	for _, p := range strings.Split(string(out), "\x00") {
-		if p != "" {
-			tracked[p] = true
+	for i, id := range ids {
+		if id != "" {
+			tracked[rels[i]] = true
 		}
 	}
 	return tracked, nil
