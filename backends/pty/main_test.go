@@ -25,6 +25,12 @@ func TestMain(m *testing.M) {
 		runFakeTUI()
 		os.Exit(0)
 	}
+	if path := os.Getenv(envReplay); path != "" {
+		runReplay(path)
+	}
+	if os.Getenv(envFakeAider) != "" {
+		runFakeAider()
+	}
 	agenttest.Dispatch()
 	// Started in the background by a shell without job control, this
 	// process ignores SIGINT and so would every program it starts, and
