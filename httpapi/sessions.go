@@ -81,7 +81,8 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 // prompt: POST /v1/sessions/{id}/prompt {agent?, text} → 202 with the
-// started turn; with ?wait=true, 200 with the finished turn.
+// started turn, whose queue_position is set when it waits for a backend
+// slot; with ?wait=true, 200 with the finished turn.
 func (s *Server) prompt(w http.ResponseWriter, r *http.Request) error {
 	wait, err := boolParam(r, "wait")
 	if err != nil {

@@ -60,11 +60,17 @@ func specHash(s backends.Spec) string {
 
 // acquire returns the warm backend of (s, agent) reserved for a turn, or
 // reserves and starts a new one. It refuses at once when the agent cannot
-// launch, keeps crashing, or the pool is full of busy backends.
+// launch, keeps crashing, or the pool is full of busy backends (or prompts
+// wait in the slot queue).
 func (p *Pool) acquire(s *session, agent string) (*entry, error) {
-	k := key{s.id, agent}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.acquireLocked(s, agent)
+}
+
+// acquireLocked is acquire with p.mu held.
+func (p *Pool) acquireLocked(s *session, agent string) (*entry, error) {
+	k := key{s.id, agent}
 	if p.closing {
 		return nil, fmt.Errorf("pool: %w", ErrClosed)
 	}
@@ -315,6 +321,7 @@ func (p *Pool) release(e *entry) {
 	e.inUse = false
 	e.lastActive = p.cfg.Now()
 	stop := (e.retire || e.recycle) && e.state == StateIdle
+	p.serveQueueLocked() // a prompt waiting for a slot may evict e now
 	p.mu.Unlock()
 	if stop {
 		p.stopEntry(context.Background(), e, "provider changed")

@@ -10,8 +10,13 @@ import (
 // makeRoomLocked makes room for one more backend: under MaxWarm and the
 // memory budget, by evicting least recently used idle backends. Busy and
 // starting backends are never evicted. It fails with ErrAtCapacity, saying
-// why, when nothing can be evicted.
+// why, when nothing can be evicted, and also while prompts wait in the
+// slot queue and the caller is not the waiter being served: a slot that
+// frees up goes to the first waiter, never to a newcomer.
 func (p *Pool) makeRoomLocked() error {
+	if err := p.waitersAheadLocked(); err != nil {
+		return err
+	}
 	var warm, idle []*entry
 	for _, e := range p.entries {
 		if !e.warmLocked() {
@@ -24,10 +29,10 @@ func (p *Pool) makeRoomLocked() error {
 	}
 	sort.Slice(idle, func(i, j int) bool { return idle[i].lastActive.Before(idle[j].lastActive) })
 	var evict []*entry
-	n := len(warm)
+	n := len(warm) + p.slots.reserved
 	for n >= p.cfg.MaxWarm {
 		if len(idle) == 0 {
-			return fmt.Errorf("%w: all %d warm backends are busy or starting; none is idle to evict (max_warm %d)", ErrAtCapacity, len(warm), p.cfg.MaxWarm)
+			return fmt.Errorf("%w: all %d warm backends are busy or starting (%d more slots are promised to queued prompts); none is idle to evict (max_warm %d)", ErrAtCapacity, len(warm), p.slots.reserved, p.cfg.MaxWarm)
 		}
 		evict = append(evict, idle[0])
 		idle = idle[1:]
@@ -82,6 +87,9 @@ func (p *Pool) ReapIdle() {
 			e.state = StateStopping
 			reap = append(reap, e)
 		}
+	}
+	if len(reap) > 0 {
+		p.serveQueueLocked()
 	}
 	p.mu.Unlock()
 	for _, e := range reap {

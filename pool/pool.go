@@ -83,6 +83,7 @@ type Pool struct {
 	sessions map[string]*session
 	entries  map[key]*entry
 	closing  bool
+	slots    slotQueue // prompts waiting for a backend slot
 
 	global *Feed // the daemon-wide stream
 
@@ -238,6 +239,7 @@ func (p *Pool) Stats() Stats {
 	}
 	p.mu.Lock()
 	st.Sessions = len(p.sessions)
+	p.queueStatsLocked(&st)
 	for k, e := range p.entries {
 		m := st.Warm[k.agent]
 		if m == nil {

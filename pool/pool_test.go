@@ -171,21 +171,26 @@ func TestLRUEvictionIdleReapAndCapacity(t *testing.T) {
 	if countType(e.events(s1.ID), "agent.evicted") != 1 {
 		t.Errorf("no agent.evicted event for s1")
 	}
-	// Both warm backends busy: a third start is refused, saying why.
+	// Both warm backends busy: a third start waits in the queue, and gets
+	// the slot of the first busy backend to become idle.
 	ctx := context.Background()
 	for _, s := range []pool.Session{s2, s3} {
 		if _, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s.ID, Agent: "slow", Text: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s1.ID, Text: "x"})
-	if !errors.Is(err, pool.ErrAtCapacity) || !strings.Contains(err.Error(), "busy") {
-		t.Fatalf("StartPrompt at capacity error = %v; want ErrAtCapacity saying why", err)
+	queued, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s1.ID, Text: "x"})
+	if err != nil || queued.QueuePosition != 1 {
+		t.Fatalf("StartPrompt at capacity = %+v, %v; want it queued at position 1", queued, err)
 	}
-	for _, id := range []string{s2.ID, s3.ID} {
-		if err := e.p.Cancel(ctx, id); err != nil {
-			t.Fatal(err)
-		}
+	if err := e.p.Cancel(ctx, s2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if tn, err := e.p.WaitTurn(ctx, s1.ID, queued.ID); err != nil || tn.StopReason != "end_turn" {
+		t.Fatalf("queued turn = %+v, %v; want it run once s2's turn ended", tn, err)
+	}
+	if err := e.p.Cancel(ctx, s3.ID); err != nil {
+		t.Fatal(err)
 	}
 	// Idle reaping with the injected clock.
 	clock.Add(2 * time.Hour)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -45,6 +46,15 @@ func (tr *turnRun) requestCancel(ctx context.Context) {
 // the session's stream and WaitTurn waits for its end. A session runs one
 // turn at a time: a second gets ErrBusy. Choosing another agent than the
 // active one switches the session to it; the previous agent stays warm.
+//
+// The turn is stored and turn.started published before its backend is
+// acquired, so the agent's agent.starting carries the turn and follows
+// turn.started. When every backend slot is busy the turn waits in a FIFO
+// queue: the returned Turn has its QueuePosition; turn.queued and then
+// turn.dequeued say when it waits and when it got its slot. A full queue
+// is ErrAtCapacity. Once turn.started is published, every way the turn can
+// fail (the agent cannot start, a cancel while queued, shutdown) ends it
+// with turn.ended.
 func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error) {
 	if req.Text == "" {
 		return Turn{}, fmt.Errorf("%w: text is empty", ErrInvalid)
@@ -81,13 +91,22 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 		close(tr.done)
 		return Turn{}, err
 	}
-	e, err := p.acquire(s, agent)
+	// Refuse what can be refused before the turn exists: an unknown or
+	// disabled agent, a closing pool, a full queue.
+	if _, err := p.cfg.Resolver.Resolve(agent); err != nil {
+		return fail(fmt.Errorf("agent %q: %w", agent, err))
+	}
+	p.mu.Lock()
+	err = p.queueFullLocked()
+	if p.closing {
+		err = fmt.Errorf("pool: %w", ErrClosed)
+	}
+	p.mu.Unlock()
 	if err != nil {
 		return fail(err)
 	}
 	if switchAgent {
 		if err := p.cfg.Store.SetActiveAgent(ctx, s.id, agent); err != nil {
-			p.release(e)
 			return fail(fmt.Errorf("switch agent: %w", err))
 		}
 		s.mu.Lock()
@@ -96,13 +115,11 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	}
 	before, err := p.cfg.Worktrees.Checkpoint(ctx, wt)
 	if err != nil {
-		p.release(e)
 		return fail(fmt.Errorf("checkpoint before the turn: %w", err))
 	}
 	t := Turn{Session: s.id, Agent: agent, Prompt: req.Text, CheckpointBefore: before, StartedAt: p.cfg.Now()}
 	t.ID, err = p.cfg.Store.StartTurn(ctx, t)
 	if err != nil {
-		p.release(e)
 		return fail(fmt.Errorf("store turn: %w", err))
 	}
 	s.mu.Lock()
@@ -111,8 +128,30 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	p.turns.Add(1)
 	p.publish(s, backends.Event{Type: backends.EventTurnStarted, Agent: agent, Turn: t.ID,
 		Data: backends.MustJSON(map[string]any{"turn": t.ID, "agent": agent, "prompt": req.Text, "checkpoint": before})})
+
+	p.mu.Lock()
+	e, w, pos, err := p.acquireOrQueueLocked(s, agent, t.ID)
+	var queuedAt time.Time
+	if w != nil {
+		queuedAt = w.queuedAt
+	}
+	p.mu.Unlock()
+	if err != nil {
+		// turn.started is out: end the turn, and refuse the prompt.
+		p.abandonTurn(s, tr, t, backends.StopError, "no agent for the turn", err)
+		return Turn{}, err
+	}
 	p.wg.Add(1)
-	go p.runTurn(s, e, tr, t)
+	if w == nil {
+		go p.runTurn(s, e, tr, t)
+		return t, nil
+	}
+	t.QueuePosition = pos
+	// The waiter may be served at once; its goroutine starts only now, so
+	// turn.dequeued and the agent's events follow turn.queued.
+	p.publish(s, backends.Event{Time: queuedAt, Type: EventTurnQueued, Agent: agent, Turn: t.ID,
+		Data: backends.MustJSON(map[string]any{"turn": t.ID, "position": pos, "max_warm": p.cfg.MaxWarm})})
+	go p.awaitSlot(s, w, tr, t)
 	return t, nil
 }
 

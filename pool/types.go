@@ -101,6 +101,10 @@ type Turn struct {
 	CheckpointAfter  string     `json:"checkpoint_after,omitempty"`
 	StartedAt        time.Time  `json:"started_at"`
 	EndedAt          *time.Time `json:"ended_at,omitempty"`
+	// QueuePosition is the turn's place in the queue for a backend slot
+	// when it was accepted (1 is next); 0 when it got its backend at once.
+	// It is not stored: only StartPrompt's answer carries it.
+	QueuePosition int `json:"queue_position,omitempty"`
 }
 
 // PromptRequest runs one turn.
@@ -130,6 +134,9 @@ type Stats struct {
 	SubscribersDrop    int64                     `json:"subscribers_dropped"` // daemon-wide subscriptions ended for falling behind
 	SubscriberCatchups int64                     `json:"subscriber_catchups"` // store reads by session subscribers behind the ring
 	PermissionWaits    int64                     `json:"permission_waits"`
+	Queued             int                       `json:"queued"`         // prompts waiting for a backend slot now
+	QueuedTotal        int64                     `json:"queued_total"`   // prompts that have waited for a slot
+	QueueMaxWait       time.Duration             `json:"queue_max_wait"` // longest wait for a slot so far
 	TurnDurations      Histogram                 `json:"turn_durations"`
 	PermissionWaitsS   Histogram                 `json:"permission_wait_durations"`
 }

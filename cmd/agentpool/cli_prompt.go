@@ -60,6 +60,9 @@ or cancellation.`)
 	if err != nil {
 		return err
 	}
+	if t.QueuePosition > 0 {
+		c.progress("every agent slot is busy: turn %d waits at position %d in the queue\n", t.ID, t.QueuePosition)
+	}
 	return c.followTurn(ctx, api, session, s.LastSeq, t, *asJSON)
 }
 
@@ -78,6 +81,8 @@ func (c *cli) followTurn(ctx context.Context, api *httpapi.Client, session strin
 			r.event(ev)
 		}
 		switch ev.Type {
+		case pool.EventTurnDequeued:
+			c.progress("turn %d got an agent slot\n", t.ID)
 		case backends.EventPermissionRequest:
 			w := c.stdout
 			if asJSON {
