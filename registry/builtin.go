@@ -73,6 +73,22 @@ const (
 	// aiderReadyPattern matches a line that holds only aider's prompt,
 	// with its optional mode name ("> ", "ask> ", "architect> ").
 	aiderReadyPattern = `^[\w-]*> $`
+	// aiderCancelMinInterval keeps two Ctrl-C apart: aider 0.86 exits on
+	// a second one within 2s.
+	aiderCancelMinInterval = 2 * time.Second
+)
+
+// Chrome rows of the built-in terminal providers, left out of replies
+// (checked against Claude Code 2.1.330's screens and aider 0.86's).
+var (
+	// claudeIgnorePatterns: the logo, notices, the mode row ("⏵⏵ auto
+	// mode on", "⏸ manual mode on"), rule lines, "✻ Worked for 2s" and
+	// key hints ("ctrl+y to paste deleted text").
+	claudeIgnorePatterns = []string{`^\s*[▐▝▘▗▖▛▜▙▟█▀▄▌]{2}`, `^▎ `, `^\s*[⏵⏸]`, `^\s*─{3,}\s*$`,
+		`^✻ .* for \d+[hms]`, `ctrl\+\w+ to `}
+	// aiderIgnorePatterns: the token line, rule lines and the list of
+	// files in the chat above the prompt.
+	aiderIgnorePatterns = []string{`^Tokens: .* sent`, `^\s*─{3,}\s*$`, `^(Readonly: )?[\w./-]*\w\.\w+( [\w./-]*\w\.\w+)*$`}
 )
 
 // builtins returns the providers agentpool knows without a config file,
@@ -107,12 +123,13 @@ func builtins(selfPath string) []*definition {
 				"shows the empty \"❯\" prompt, busy while it shows \"esc to interrupt\"; Esc cancels",
 			builtIn: true, kind: backends.KindPTY, enabled: true, command: []string{"claude"},
 			pty: backends.PTYSpec{ResumeArgs: []string{"--continue"}, ReadyPattern: claudeReadyPattern,
-				BusyPattern: claudeBusyPattern, CancelKeys: "\x1b"}},
+				BusyPattern: claudeBusyPattern, CancelKeys: "\x1b", ClearKeys: "\x15",
+				IgnorePatterns: claudeIgnorePatterns}},
 		{id: ProviderAider, label: "Aider", description: "the interactive aider CLI driven through a terminal; " +
 			"ready when a line holds only its prompt (\"> \", or \"architect> \" and the like); Ctrl-C cancels",
 			builtIn: true, kind: backends.KindPTY, enabled: true, command: []string{"aider"},
 			pty: backends.PTYSpec{ResumeArgs: []string{"--restore-chat-history"}, ReadyPattern: aiderReadyPattern,
-				CancelKeys: "\x03"}},
+				CancelKeys: "\x03", CancelMinInterval: aiderCancelMinInterval, IgnorePatterns: aiderIgnorePatterns}},
 	}
 	for _, d := range defs {
 		d.sandbox = defaultSandbox(stateDirs(d.id)...)

@@ -200,6 +200,15 @@ func (c *checker) apply(d *definition, e *entry, path string) {
 	if only("cancel_keys", backends.KindPTY) && e.cancelKeys != nil {
 		d.pty.CancelKeys = *e.cancelKeys
 	}
+	if only("clear_keys", backends.KindPTY) && e.clearKeys != nil {
+		d.pty.ClearKeys = *e.clearKeys
+	}
+	if only("cancel_min_interval", backends.KindPTY) && e.cancelMin != nil {
+		d.pty.CancelMinInterval = *e.cancelMin
+	}
+	if only("ignore_patterns", backends.KindPTY) && e.ignorePatterns != nil {
+		d.pty.IgnorePatterns = e.ignorePatterns
+	}
 	if only("resume_args", backends.KindPTY) && e.resumeArgs != nil {
 		d.pty.ResumeArgs = e.resumeArgs
 	}

@@ -55,6 +55,9 @@ type entry struct {
 	cols             *int
 	rows             *int
 	cancelKeys       *string
+	clearKeys        *string
+	cancelMin        *time.Duration
+	ignorePatterns   []string
 	resumeArgs       []string
 	sandbox          *sandboxEntry
 }
@@ -126,7 +129,7 @@ func decodeDocument(c *checker, root *node) *document {
 func entryFields() []string {
 	return []string{"extends", "enabled", "label", "description", "command", "env", "permissions",
 		"mode", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "busy_pattern", "quiet_window", "cols",
-		"rows", "cancel_keys", "resume_args", "sandbox"}
+		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox"}
 }
 
 // compatFields lists the fields of an entry's "compat" object.
@@ -212,6 +215,21 @@ func (c *checker) entry(m member, path string) *entry {
 			e.rows = c.bounded(n, fp, minRows, maxRows)
 		case "cancel_keys":
 			e.cancelKeys = c.nonEmpty(n, fp)
+		case "clear_keys":
+			if s, ok := c.str(n, fp); ok {
+				e.clearKeys = &s
+			}
+		case "cancel_min_interval":
+			e.cancelMin = c.duration(n, fp, maxQuietWindow)
+		case "ignore_patterns":
+			if list, ok := c.strList(n, fp); ok {
+				for _, s := range list {
+					if _, err := regexp.Compile(s); err != nil {
+						c.add(n.off, fp, "invalid regular expression %q: %v", s, err)
+					}
+				}
+				e.ignorePatterns = list
+			}
 		case "sandbox":
 			e.sandbox = c.sandbox(n, fp)
 		default:

@@ -64,7 +64,8 @@ func TestResolveSpecs(t *testing.T) {
 			Sandbox: sandboxOf(f.home)}},
 		{"aider", backends.Spec{Provider: "aider", Kind: backends.KindPTY, Path: bin("aider"),
 			PTY: backends.PTYSpec{ReadyPattern: "^> $", BusyPattern: "(?i)working", QuietWindow: 800 * time.Millisecond, Cols: 100, Rows: 30, CancelKeys: "\x1b",
-				ResumeArgs: []string{"--restore-chat-history"}}, // resume_args from the built-in
+				ResumeArgs:        []string{"--restore-chat-history"}, // resume_args, cancel_min_interval, ignore_patterns from the built-in
+				CancelMinInterval: 2 * time.Second, IgnorePatterns: aiderIgnorePatterns},
 			Sandbox: sandboxOf(f.home, "~/.aider")}},
 		{"term", backends.Spec{Provider: "term", Kind: backends.KindPTY, Path: bin("tool"),
 			PTY: backends.PTYSpec{ResumeArgs: []string{"--resume"}}, Sandbox: sandboxOf(f.home)}},

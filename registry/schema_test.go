@@ -61,7 +61,7 @@ func builtinsDocument(selfPath string) []byte {
 			e["compat"] = map[string]any{"missing_file_empty": d.compat.MissingFileEmpty}
 		case backends.KindPTY:
 			p := d.pty
-			for k, v := range map[string]any{"ready_pattern": p.ReadyPattern, "busy_pattern": p.BusyPattern, "cancel_keys": p.CancelKeys} {
+			for k, v := range map[string]any{"ready_pattern": p.ReadyPattern, "busy_pattern": p.BusyPattern, "cancel_keys": p.CancelKeys, "clear_keys": p.ClearKeys} {
 				if v != "" {
 					e[k] = v
 				}
@@ -74,6 +74,12 @@ func builtinsDocument(selfPath string) []byte {
 			}
 			if p.ResumeArgs != nil {
 				e["resume_args"] = p.ResumeArgs
+			}
+			if p.CancelMinInterval > 0 {
+				e["cancel_min_interval"] = p.CancelMinInterval.String()
+			}
+			if p.IgnorePatterns != nil {
+				e["ignore_patterns"] = p.IgnorePatterns
 			}
 		}
 		sb := map[string]any{"enabled": d.sandbox.Enabled, "required": d.sandbox.Required}
