@@ -26,6 +26,21 @@ BENCH ?= .
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count 5 -timeout 60m $(PKGS)
 
+# test-real installs the real Claude Code from npm into a temporary prefix,
+# records it anew in a terminal against a mock of the Messages API on
+# 127.0.0.1 (backends/pty/testdata/recordings) and replays the recordings
+# through the PTY backend. Opt-in: it needs the npm registry.
+CLAUDE_CODE_VERSION ?= latest
+.PHONY: test-real
+test-real:
+	@set -e; prefix=$$(mktemp -d); trap 'rm -rf "$$prefix"' EXIT; \
+	npm install --silent --prefix "$$prefix" @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION); \
+	bin=$$(ls "$$prefix"/node_modules/@anthropic-ai/claude-code-*/claude | head -n 1); \
+	echo "recording $$("$$bin" --version)"; \
+	AGENTPOOL_CLAUDE_BIN="$$bin" AGENTPOOL_RECORD_DIR=$(CURDIR)/backends/pty/testdata/recordings \
+		$(GO) test -count=1 -v -run 'TestRecordClaude' ./backends/pty/; \
+	$(GO) test -race -count=1 -run 'Claude|EmulatorMatchesTmux' ./backends/pty/
+
 lint:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
