@@ -22,8 +22,8 @@ import (
 
 // Environment of TestRecordClaude (make test-real).
 const (
-	envClaudeBin  = "AGENTPOOL_CLAUDE_BIN"  // the real claude executable
-	envRecordDir  = "AGENTPOOL_RECORD_DIR"  // where to write the recordings
+	envClaudeBin  = "AGENTPOOL_CLAUDE_BIN" // the real claude executable
+	envRecordDir  = "AGENTPOOL_RECORD_DIR" // where to write the recordings
 	claudeVersion = "AGENTPOOL_CLAUDE_VERSION"
 	mockAPIKey    = "sk-ant-api03-agentpool-mock-key-0000000000000000000000000000000000000000000000000000000000-AAAAAAAA"
 )
