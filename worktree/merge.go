@@ -188,7 +188,7 @@ func (m *Manager) mergeLocked(ctx context.Context, info repoInfo, wt Worktree, o
 		if err != nil {
 			return MergeResult{}, err
 		}
-		if ms.work, err = m.planJoin(ctx, ms.repo, branch, tree, head, workMessage(wt, ms.target, opts.Rebase)); err != nil {
+		if ms.work, err = m.planJoin(ctx, ms.repo, branch, tree, head, workMessage(wt, ms.target, opts)); err != nil {
 			return MergeResult{}, err
 		}
 		h, _ := readGitFile(filepath.Join(ms.l.admin, "HEAD"))
@@ -221,15 +221,18 @@ func (m *Manager) mergeLocked(ctx context.Context, info repoInfo, wt Worktree, o
 
 // workMessage is the message of the commit that holds a session's
 // uncommitted work before a merge.
-func workMessage(wt Worktree, target string, rebase bool) []string {
+func workMessage(wt Worktree, target string, opts MergeOptions) []string {
 	why := "merged into " + target
-	if rebase {
+	if opts.Rebase {
 		why = "brought up to date with " + target
 	}
-	return []string{"agentpool: commit the work of session " + wt.Session,
-		"agentpool committed the work left uncommitted in the session's worktree\n" +
-			"(tracked and untracked files, .gitignore respected) before its branch was\n" + why + ".",
-		"Session: " + wt.Session}
+	msg := []string{"agentpool: commit the work of session " + wt.Session}
+	if opts.Summary != "" && !opts.Rebase {
+		msg = append(msg, opts.Summary)
+	}
+	return append(msg, "agentpool committed the work left uncommitted in the session's worktree\n"+
+		"(tracked and untracked files, .gitignore respected) before its branch was\n"+why+".",
+		"Session: "+wt.Session)
 }
 
 // mergeTarget returns the short name of the local branch opts names.
@@ -461,8 +464,8 @@ func (m *Manager) mergeTree(ctx context.Context, l wtLoc, a, b, refA, refB strin
 		return fields[0], nil
 	case code == 1 && len(fields) > 1:
 		paths := dedupe(fields[1:])
-		return "", fmt.Errorf("%w: merging %s and %s conflicts in %s; nothing was changed", ErrConflict,
-			strings.TrimPrefix(refA, "refs/heads/"), strings.TrimPrefix(refB, "refs/heads/"), strings.Join(paths, ", "))
+		return "", fmt.Errorf("%w in %s (between %s and %s); nothing was changed", ErrConflict, strings.Join(paths, ", "),
+			strings.TrimPrefix(refA, "refs/heads/"), strings.TrimPrefix(refB, "refs/heads/"))
 	case code == 129:
 		return "", fmt.Errorf("merging needs git 2.38 or newer (merge-tree --write-tree): %w", err)
 	}

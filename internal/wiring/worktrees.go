@@ -102,7 +102,7 @@ func (a Worktrees) Merge(ctx context.Context, wt pool.Worktree, req pool.Worktre
 	if err != nil {
 		for _, e := range []error{worktree.ErrConflict, worktree.ErrDirty, worktree.ErrBranchInUse} {
 			if errors.Is(err, e) {
-				return pool.MergeResult{}, fmt.Errorf("%w: %w", pool.ErrConflict, err)
+				return pool.MergeResult{}, conflictError{err}
 			}
 		}
 		if errors.Is(err, worktree.ErrMissing) {
@@ -118,3 +118,12 @@ func (a Worktrees) Merge(ctx context.Context, wt pool.Worktree, req pool.Worktre
 	}
 	return out, nil
 }
+
+// conflictError is a merge refusal: it is pool.ErrConflict, with the
+// worktree's message alone (which already says what conflicts).
+type conflictError struct{ err error }
+
+func (e conflictError) Error() string { return e.err.Error() }
+
+// Unwrap returns the worktree's error and pool.ErrConflict.
+func (e conflictError) Unwrap() []error { return []error{e.err, pool.ErrConflict} }
