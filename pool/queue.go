@@ -210,7 +210,7 @@ func (p *Pool) awaitSlot(s *session, w *slotWaiter, tr *turnRun, t Turn) {
 			p.abandonTurn(s, tr, t, backends.StopCancelled, "cancelled while waiting for a backend slot", nil)
 		case err != nil:
 			p.abandonTurn(s, tr, t, backends.StopError, "no agent after waiting for a backend slot", err)
-		case e == nil:
+		case reserved:
 			// A reserved slot: take it. agent.starting follows turn.dequeued.
 			p.mu.Lock()
 			p.slots.reserved--
@@ -230,9 +230,13 @@ func (p *Pool) awaitSlot(s *session, w *slotWaiter, tr *turnRun, t Turn) {
 			}
 			p.runTurn(s, e, tr, t) // marks p.wg done
 			return
-		default:
+		case e != nil:
 			p.runTurn(s, e, tr, t) // marks p.wg done
 			return
+		default:
+			// Not reached: ready is closed only with a reservation, a
+			// backend or an error.
+			p.abandonTurn(s, tr, t, backends.StopError, "served without a backend slot", errors.New("pool: internal error"))
 		}
 		p.wg.Done()
 		return
