@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -16,7 +17,24 @@ const (
 	// maxBackingBatch bounds the events one Next reads from a feed's
 	// backing source, so a reader far behind catches up in steps.
 	maxBackingBatch = 512
+	// maxBackingBytes is about the most bytes one Next reads from a feed's
+	// backing source: a reader asks for as many events as fit at the size
+	// of the events it last read from there (or of those in the ring).
+	maxBackingBytes = 4 << 20
+	// coldBackingBatch is the batch of a reader that has no size to go by
+	// (an empty ring, no read from the backing source yet).
+	coldBackingBatch = 16
+	// eventOverhead is what an event costs the ring besides its Data: its
+	// slot in a chunk.
+	eventOverhead = int64(unsafe.Sizeof(backends.Event{}))
 )
+
+// eventBytes is what ev costs the ring that holds it: its slot and the
+// array behind its Data (shared with the store's write queue and every
+// reader, never copied by the feed).
+func eventBytes(ev backends.Event) int64 {
+	return eventOverhead + int64(cap(ev.Data))
+}
 
 // backingSource reads a stream's events with seq > after, oldest first,
 // at most limit of them (limit > 0). It must hold every event published
@@ -30,10 +48,18 @@ type backingSource func(ctx context.Context, after int64, limit int) ([]backends
 // catch up from the backing source, or end with ErrSlowSubscriber when
 // there is none. Its methods are safe for concurrent use.
 //
+// The ring is bounded by a count of events and, when the feed has a byte
+// budget, by their bytes (see eventBytes): publishing drops the oldest
+// events until the ring holds at most the budget, but it always keeps the
+// newest event, even one bigger than the budget alone, so that live
+// readers take it from memory (shared) rather than each reading its own
+// copy from the backing source.
+//
 // The ring is a table of chunks. A chunk's slots are written once, each
 // before the chunk's filled position covers it, and a chunk is replaced,
-// never reused, when the ring wraps: readers copy from it without a lock,
-// and one that still holds a replaced chunk reads what it always held.
+// never reused, when the ring wraps or drops the oldest of its events (by
+// a copy holding only the rest): readers copy from it without a lock, and
+// one that still holds a replaced chunk reads what it always held.
 type Feed struct {
 	backing backingSource
 	// stamped feeds number their events themselves (the daemon-wide
@@ -44,19 +70,22 @@ type Feed struct {
 	dropped, catchups *atomic.Int64
 	ready             chan struct{} // always closed: Ready's answer when Next would not wait
 	csize             int64         // slots per chunk
+	budget            int64         // most bytes the ring holds (0: no bound but its count)
 
 	table  []atomic.Pointer[chunk] // the chunk starting at s is at table[s/csize%len]
 	last   atomic.Int64            // position of the newest event published (0: none)
-	oldest atomic.Int64            // no older position is in memory
+	oldest atomic.Int64            // no older position is in memory; every one from it to last is
+	bytes  atomic.Int64            // eventBytes of the events in memory; stored under mu
 	closed atomic.Bool             // set by Close, after err
 	// wake is what waiting readers wait on: made by the first of them,
 	// closed and cleared by the next Publish or Close, so one publish
 	// wakes them all once and publishes while none waits cost nothing.
 	wake atomic.Pointer[waiter]
 
-	mu  sync.Mutex // serialises Publish and Close
-	cur *chunk     // the chunk being filled
-	err error      // why the feed ended; read once closed is seen
+	mu   sync.Mutex // serialises Publish and Close
+	cur  *chunk     // the chunk being filled; nil once dropped
+	err  error      // why the feed ended; read once closed is seen
+	peak int64      // the most bytes the ring ever held, for tests
 }
 
 // chunk is a run of ring slots: evs[i] is position start+i, written once.
@@ -71,25 +100,33 @@ type chunk struct {
 type waiter struct{ c chan struct{} }
 
 // NewFeed returns a feed that keeps at least the ring most recent events
-// in memory (ring >= 1). Publish gives it events whose Seq increases by one
-// each time; the first may start anywhere. backing, which may be nil,
-// serves a reader whose cursor is older than the ring; with nil backing
-// such a reader ends with ErrSlowSubscriber.
+// in memory (ring >= 1), whatever their size.
+// Publish gives it events whose Seq increases by one each time; the first
+// may start anywhere. backing, which may be nil, serves a reader whose
+// cursor is older than the ring; with nil backing such a reader ends with
+// ErrSlowSubscriber.
 func NewFeed(ring int, backing func(ctx context.Context, after int64, limit int) ([]backends.Event, error)) *Feed {
+	return newFeed(ring, 0, backing)
+}
+
+// newFeed is NewFeed whose ring also holds at most budget bytes of events
+// besides the newest (budget <= 0: no bound by bytes).
+func newFeed(ring int, budget int64, backing backingSource) *Feed {
 	ring = max(ring, 1)
 	csize := min(ring, maxChunk)
 	ready := make(chan struct{})
 	close(ready)
-	f := &Feed{backing: backing, ready: ready, csize: int64(csize),
+	f := &Feed{backing: backing, ready: ready, csize: int64(csize), budget: max(budget, 0),
 		table: make([]atomic.Pointer[chunk], (ring+csize-1)/csize+1)}
 	f.oldest.Store(1)
 	return f
 }
 
 // newSessionFeed returns the feed of a session whose newest stored event
-// is last, counting catch-ups from the store into catchups.
-func newSessionFeed(ring int, last int64, backing backingSource, catchups *atomic.Int64) *Feed {
-	f := NewFeed(ring, backing)
+// is last, keeping at most ring events and budget bytes of them in memory,
+// counting catch-ups from the store into catchups.
+func newSessionFeed(ring int, budget int64, last int64, backing backingSource, catchups *atomic.Int64) *Feed {
+	f := newFeed(ring, budget, backing)
 	f.last.Store(last)
 	f.oldest.Store(last + 1)
 	f.catchups = catchups
@@ -97,9 +134,10 @@ func newSessionFeed(ring int, last int64, backing backingSource, catchups *atomi
 }
 
 // newStampedFeed returns a feed without backing that numbers its events
-// itself, counting the readers it drops into dropped.
-func newStampedFeed(ring int, dropped *atomic.Int64) *Feed {
-	f := NewFeed(ring, nil)
+// itself, keeping at most ring events and budget bytes of them in memory,
+// and counting the readers it drops into dropped.
+func newStampedFeed(ring int, budget int64, dropped *atomic.Int64) *Feed {
+	f := newFeed(ring, budget, nil)
 	f.stamped, f.dropped = true, dropped
 	return f
 }
@@ -130,17 +168,20 @@ func (f *Feed) publish(ev backends.Event) bool {
 		}
 		pos = ev.Seq
 	}
+	size := eventBytes(ev)
+	switch {
+	case pos != last+1: // a gap: nothing before pos is in memory
+		f.dropLocked(last + 1)
+		f.oldest.Store(pos)
+	case f.budget > 0 && f.bytes.Load()+size > f.budget:
+		f.dropLocked(f.keepFromLocked(size))
+	}
 	start := pos - pos%f.csize
 	c := f.cur
-	if c == nil || c.start != start || pos != last+1 {
-		// oldest moves before the chunk it drops leaves the table, so a
-		// reader that misses the chunk sees why.
+	if c == nil || c.start != start {
 		slot := &f.table[start/f.csize%int64(len(f.table))]
-		switch old := slot.Load(); {
-		case pos != last+1: // a gap: nothing before pos is in memory
-			f.oldest.Store(pos)
-		case old != nil:
-			f.oldest.Store(max(f.oldest.Load(), old.filled.Load()+1))
+		if old := slot.Load(); old != nil {
+			f.dropLocked(old.filled.Load() + 1) // the ring wrapped
 		}
 		c = &chunk{start: start, first: pos}
 		slot.Store(c)
@@ -148,8 +189,85 @@ func (f *Feed) publish(ev backends.Event) bool {
 	}
 	c.evs[pos-start] = ev
 	c.filled.Store(pos)
+	f.bytes.Add(size)
+	f.peak = max(f.peak, f.bytes.Load())
 	f.last.Store(pos)
 	return true
+}
+
+// keepFromLocked returns the position from which the ring keeps its events
+// to take one more of size bytes within its budget. It frees an eighth of
+// the budget more than needed, so that events much smaller than the budget
+// replace a chunk (see dropLocked) once per many publishes, not at each.
+func (f *Feed) keepFromLocked(size int64) int64 {
+	keep := f.budget - f.budget/8 - size // may be < 0: keep only the new event
+	p, held := f.oldest.Load(), f.bytes.Load()
+	for last := f.last.Load(); p <= last && held > keep; p++ {
+		held -= eventBytes(f.eventLocked(p))
+	}
+	return p
+}
+
+// eventLocked returns the event at position p, which is in memory.
+func (f *Feed) eventLocked(p int64) backends.Event {
+	start := p - p%f.csize
+	return f.table[start/f.csize%int64(len(f.table))].Load().evs[p-start]
+}
+
+// dropLocked drops from memory the events before position upTo (at most
+// last+1): a chunk it empties leaves the table, and one it cuts is
+// replaced by a copy of the events it keeps, so that the dropped events'
+// Data can be freed at once, but by no reader still holding the chunk.
+func (f *Feed) dropLocked(upTo int64) {
+	from := f.oldest.Load()
+	if upTo <= from {
+		return
+	}
+	// oldest moves before the chunks it drops leave the table, so a reader
+	// that misses one sees why.
+	f.oldest.Store(upTo)
+	for start := from - from%f.csize; start < upTo; start += f.csize {
+		slot := &f.table[start/f.csize%int64(len(f.table))]
+		c := slot.Load()
+		if c == nil || c.start != start {
+			continue // a gap's chunk begins later
+		}
+		filled := c.filled.Load()
+		var freed int64
+		for p := max(from, c.first); p < upTo && p <= filled; p++ {
+			freed += eventBytes(c.evs[p-start])
+		}
+		f.bytes.Add(-freed)
+		var rest *chunk // nil when nothing of c stays
+		if upTo <= filled {
+			rest = &chunk{start: start, first: upTo}
+			copy(rest.evs[upTo-start:filled-start+1], c.evs[upTo-start:filled-start+1])
+			rest.filled.Store(filled)
+		}
+		slot.Store(rest)
+		if f.cur == c {
+			f.cur = rest
+		}
+	}
+}
+
+// dropRing lets go of every event in the ring of a feed with a backing
+// source (it does nothing without one): subscriptions behind read the
+// source instead, so that one not read for a while (a stalled client of a
+// closed session) holds no event in memory.
+func (f *Feed) dropRing() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.backing != nil {
+		f.dropLocked(f.last.Load() + 1)
+	}
+}
+
+// retained returns the bytes the ring holds now and the most it ever held.
+func (f *Feed) retained() (now, peak int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bytes.Load(), f.peak
 }
 
 // wakeAll wakes every reader waiting on the feed. Call it after the change
@@ -248,6 +366,9 @@ type Subscription struct {
 	f      *Feed
 	head   int64
 	cursor atomic.Int64 // stored only by the reader
+	// avgBytes is the mean eventBytes of the last batch read from the
+	// backing source (0: none yet); only the reader uses it.
+	avgBytes int64
 
 	mu  sync.Mutex
 	err error // why it ended; nil while live
@@ -354,11 +475,18 @@ func (s *Subscription) catchUp(ctx context.Context, after int64, limit int) ([]b
 	if f.catchups != nil {
 		f.catchups.Add(1)
 	}
-	n := maxBackingBatch
+	n := s.backingBatch()
 	if limit > 0 {
 		n = min(n, limit)
 	}
 	evs, err := f.backing(ctx, after, n)
+	if len(evs) > 0 {
+		var b int64
+		for _, ev := range evs {
+			b += eventBytes(ev)
+		}
+		s.avgBytes = b / int64(len(evs))
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -388,6 +516,24 @@ func (s *Subscription) catchUp(ctx context.Context, after int64, limit int) ([]b
 	}
 	s.cursor.Store(after)
 	return out, nil
+}
+
+// backingBatch is how many events to ask the backing source for: as many
+// as fit in maxBackingBytes at the mean size of the events last read from
+// it, or else of those in the ring, from 1 to maxBackingBatch.
+func (s *Subscription) backingBatch() int {
+	avg := s.avgBytes
+	if avg == 0 {
+		f := s.f
+		// A racy mean (bytes and count are read apart) is good enough here.
+		if held, n := f.bytes.Load(), f.last.Load()-f.oldest.Load()+1; held > 0 && n > 0 {
+			avg = held / n
+		}
+	}
+	if avg <= 0 {
+		return coldBackingBatch
+	}
+	return int(min(max(maxBackingBytes/avg, 1), maxBackingBatch))
 }
 
 // Ready returns a channel that is closed when Next would not wait: events

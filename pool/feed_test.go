@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -55,6 +56,9 @@ type publisher struct {
 	seq int64
 	f   *Feed
 	log *memLog
+	// data, if set, is the most bytes of Data an event gets (a random
+	// number of them, from 0).
+	data int
 }
 
 func (p *publisher) publish() int64 {
@@ -62,6 +66,9 @@ func (p *publisher) publish() int64 {
 	defer p.mu.Unlock()
 	p.seq++
 	ev := backends.Event{Seq: p.seq, Session: "s", Type: backends.EventMessageChunk, Time: time.Now()}
+	if p.data > 0 {
+		ev.Data = make(json.RawMessage, rand.IntN(p.data+1))
+	}
 	if p.log != nil {
 		p.log.append(ev)
 	}
@@ -105,18 +112,26 @@ func seqRange(from, to int64) []int64 {
 // Readers joining at random cursors while several goroutines publish get
 // every event after their cursor once and in order, from the ring (across
 // its chunks) or, being behind it, from the backing source.
+//
+// With a byte budget, events of random sizes make the ring drop its oldest
+// events in the middle of chunks, which it replaces while readers read them.
 func TestFeedGapFreeUnderConcurrentPublishing(t *testing.T) {
-	for _, ring := range []int{8, 300} {
-		t.Run(fmt.Sprintf("ring=%d", ring), func(t *testing.T) { testFeedGapFree(t, ring) })
+	for _, tc := range []struct {
+		ring         int
+		budget, data int
+	}{{8, 0, 0}, {300, 0, 0}, {300, 16 << 10, 1 << 10}, {4096, 64 << 10, 4 << 10}} {
+		t.Run(fmt.Sprintf("ring=%d,bytes=%d", tc.ring, tc.budget), func(t *testing.T) {
+			testFeedGapFree(t, tc.ring, int64(tc.budget), tc.data)
+		})
 	}
 }
 
-func testFeedGapFree(t *testing.T, ring int) {
+func testFeedGapFree(t *testing.T, ring int, budget int64, data int) {
 	const total, readers = 5000, 16
 	var catchups atomic.Int64
 	log := &memLog{}
-	f := newSessionFeed(ring, 0, log.read, &catchups)
-	pub := &publisher{f: f, log: log}
+	f := newSessionFeed(ring, budget, 0, log.read, &catchups)
+	pub := &publisher{f: f, log: log, data: data}
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	for range 4 {
@@ -175,8 +190,13 @@ func testFeedGapFree(t *testing.T, ring int) {
 	if n := pub.seq; n < total || n > total+4 {
 		t.Fatalf("published %d events; want %d", n, total)
 	}
-	if catchups.Load() != log.reads.Load() || (ring < 16 && catchups.Load() == 0) {
+	if catchups.Load() != log.reads.Load() || ((ring < 16 || budget > 0) && catchups.Load() == 0) {
 		t.Errorf("catch-ups counted %d, backing reads %d; want the same (above 0 with a tiny ring)", catchups.Load(), log.reads.Load())
+	}
+	if budget > 0 {
+		if now, peak := f.retained(); now > budget || peak > budget {
+			t.Errorf("ring holds %d bytes, at most %d; want at most the budget, %d", now, peak, budget)
+		}
 	}
 }
 
@@ -186,7 +206,7 @@ func testFeedGapFree(t *testing.T, ring int) {
 func TestFeedStuckReaderDoesNotBlockPublishing(t *testing.T) {
 	const ring, total = 64, 100_000
 	log := &memLog{}
-	f := newSessionFeed(ring, 0, log.read, nil)
+	f := newSessionFeed(ring, 0, 0, log.read, nil)
 	stuck := f.Subscribe(0)
 	defer stuck.Close()
 	for range 99 {
@@ -308,7 +328,7 @@ func TestFeedCloseDeliversEverythingThenError(t *testing.T) {
 func TestFeedBackingAndSeqs(t *testing.T) {
 	log := &memLog{}
 	var catchups atomic.Int64
-	f := newSessionFeed(4, 0, log.read, &catchups)
+	f := newSessionFeed(4, 0, 0, log.read, &catchups)
 	pub := &publisher{f: f, log: log}
 	for range 10 {
 		pub.publish()

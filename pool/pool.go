@@ -23,12 +23,17 @@ const (
 	DefaultCrashLimit   = 3
 	DefaultCrashWindow  = 5 * time.Minute
 	DefaultRingSize     = 4096
+	DefaultRingBytes    = 8 << 20
 	DefaultReapInterval = time.Second
 )
 
-// globalRing is how many events the daemon-wide stream keeps in memory: a
-// subscriber that falls further behind is dropped.
-const globalRing = 1024
+// globalRing and globalRingBytes bound the events the daemon-wide stream
+// keeps in memory, by count and by bytes (its newest event is kept
+// whatever its size): a subscriber that falls further behind is dropped.
+const (
+	globalRing      = 1024
+	globalRingBytes = 8 << 20
+)
 
 // Config configures a Pool. Store, Worktrees, Resolver and Launcher are required.
 type Config struct {
@@ -54,8 +59,14 @@ type Config struct {
 	PermissionTimeout time.Duration
 	// RingSize is how many recent events per session are kept in memory to
 	// serve subscribers without reading the store (a subscriber further
-	// behind reads the store).
+	// behind reads the store), at most (default 4096); RingBytes bounds
+	// their bytes too.
 	RingSize int
+	// RingBytes is how many bytes of recent events per session are kept in
+	// memory at most, counting each event's Data and its slot (default 8
+	// MiB): the oldest leave memory first and are read from the store. The
+	// newest event is kept even when it alone is bigger.
+	RingBytes int64
 	// ReapInterval is how often Run looks for idle backends.
 	ReapInterval time.Duration
 	// Now is the clock (default time.Now).
@@ -86,6 +97,10 @@ type Pool struct {
 	slots    slotQueue // prompts waiting for a backend slot
 
 	global *Feed // the daemon-wide stream
+
+	// forgotten counts the closed sessions dropped from sessions, under mu
+	// (see evict_sessions.go).
+	forgotten int64
 
 	spawns, crashes, evictions, turns, turnErrors, published, dropped, catchups, permWaits atomic.Int64
 
@@ -123,6 +138,9 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.RingSize <= 0 {
 		cfg.RingSize = DefaultRingSize
 	}
+	if cfg.RingBytes <= 0 {
+		cfg.RingBytes = DefaultRingBytes
+	}
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = DefaultReapInterval
 	}
@@ -147,7 +165,7 @@ func New(cfg Config) (*Pool, error) {
 		turnHist: newHistogram(turnBounds),
 		permHist: newHistogram(permBounds),
 	}
-	p.global = newStampedFeed(globalRing, &p.dropped)
+	p.global = newStampedFeed(globalRing, globalRingBytes, &p.dropped)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.broker = permission.NewBroker(permission.Config{
 		Timeout:     cfg.PermissionTimeout,

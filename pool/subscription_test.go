@@ -116,7 +116,7 @@ func TestFeedReady(t *testing.T) {
 // behind its ring with ErrSlowSubscriber, counted once; the others go on.
 func TestStampedFeedDropsLaggingReader(t *testing.T) {
 	var dropped atomic.Int64
-	f := newStampedFeed(4, &dropped)
+	f := newStampedFeed(4, 0, &dropped)
 	f.Publish(backends.Event{Session: "old", Seq: 40})
 	slow, fast := f.subscribeNow(), f.subscribeNow()
 	defer slow.Close()
