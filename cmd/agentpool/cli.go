@@ -44,14 +44,21 @@ const clientUsage = `  providers    list, enable, disable and refresh the agent 
   attach       show a terminal agent's screen and type into it (Ctrl-] detaches)
   permissions  list and answer pending permission requests
   ps           show the pool: warm agents, pids, state, memory
+  open         print a one-time login link to the web page (--browser opens it)
 `
 
 // ClientEnv says where the client finds the daemon.
 type ClientEnv struct {
 	// Home is the data directory, holding daemon.json and token.
 	Home string
+	// HomeFrom says how Home was chosen (see findHome), for messages; ""
+	// when it was given.
+	HomeFrom string
 	// Addr and Token, when set, override daemon.json and the token file.
 	Addr, Token string
+	// Self is the command as the user invoked it ("./bin/agentpool"), for
+	// the hints the client prints; "" means "agentpool".
+	Self string
 }
 
 // newClientEnv returns the ClientEnv for data directory home, with the
@@ -60,10 +67,114 @@ func newClientEnv(home string, getenv func(string) string) ClientEnv {
 	return ClientEnv{Home: home, Addr: getenv(envAddr), Token: getenv(envToken)}
 }
 
+// defaultSelf is the command name hints use when the invocation is unknown.
+const defaultSelf = "agentpool"
+
+// invokedAs returns the command as the user typed it, so that a hint can
+// be pasted back into the shell: argv0 itself ("./bin/agentpool", or
+// "agentpool" when the shell found it on PATH), quoted for a POSIX shell
+// when it needs to be, or "agentpool" when argv0 is empty.
+func invokedAs(argv0 string) string {
+	if argv0 == "" {
+		return defaultSelf
+	}
+	return shellQuote(argv0)
+}
+
+// shellQuote quotes s for a POSIX shell, unless it needs no quoting.
+func shellQuote(s string) string {
+	safe := s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./+,:@%=~", r))
+	}) < 0
+	if safe && !strings.HasPrefix(s, "~") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Where the data directory comes from, as findHome reports it.
+const (
+	homeFromEnv     = "from $AGENTPOOL_HOME"
+	homeFromNearest = "the nearest .agentpool at or above the current directory"
+	homeFromUser    = "the per-user default: no .agentpool at or above the current directory, and $AGENTPOOL_HOME is not set"
+)
+
+// userStateDir is the per-user data directory under $XDG_STATE_HOME, or
+// under ~/.local/state.
+const userStateDir = "agentpool"
+
+// findHome returns the data directory and how it was chosen. The daemon
+// (serve) and the client use the same rule, so that a client run anywhere
+// in a tree finds the daemon started for that tree:
+//
+//  1. $AGENTPOOL_HOME, when set;
+//  2. else the nearest directory named .agentpool in cwd or one of its
+//     ancestors, looking no higher than the user's home directory when
+//     cwd is inside it (so ~/.agentpool may count, /home/.agentpool not);
+//  3. else the per-user default, $XDG_STATE_HOME/agentpool, or
+//     ~/.local/state/agentpool when XDG_STATE_HOME is not set (or not
+//     absolute, as the XDG spec says to ignore it then).
+//
+// getenv reads the environment; cwd is the current directory ("" when
+// unknown). Without a home directory or XDG_STATE_HOME, the last resort is
+// ./.agentpool.
+func findHome(getenv func(string) string, cwd string) (home, from string) {
+	if h := getenv("AGENTPOOL_HOME"); h != "" {
+		return h, homeFromEnv
+	}
+	userHome := getenv("HOME")
+	if userHome != "" {
+		userHome = filepath.Clean(userHome)
+	}
+	if cwd != "" {
+		for dir := filepath.Clean(cwd); ; {
+			if fi, err := os.Stat(filepath.Join(dir, defaultHomeDir)); err == nil && fi.IsDir() {
+				return filepath.Join(dir, defaultHomeDir), homeFromNearest
+			}
+			parent := filepath.Dir(dir)
+			if dir == userHome || parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	if st := getenv("XDG_STATE_HOME"); filepath.IsAbs(st) {
+		return filepath.Join(st, userStateDir), homeFromUser
+	}
+	if userHome != "" && filepath.IsAbs(userHome) {
+		return filepath.Join(userHome, ".local", "state", userStateDir), homeFromUser
+	}
+	return defaultHomeDir, "the current directory's .agentpool (no home directory to put one in)"
+}
+
 // daemonInfo is the content of daemon.json.
 type daemonInfo struct {
 	Addr string `json:"addr"`
 	PID  int    `json:"pid"`
+}
+
+// readDaemonFile reads home/daemon.json. A missing file is an error
+// wrapping fs.ErrNotExist.
+func readDaemonFile(home string) (daemonInfo, error) {
+	path := filepath.Join(home, daemonFileName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return daemonInfo{}, err
+	}
+	var d daemonInfo
+	if err := json.Unmarshal(b, &d); err != nil {
+		return daemonInfo{}, fmt.Errorf("%s is not valid: %w", path, err)
+	}
+	if d.Addr == "" {
+		return daemonInfo{}, fmt.Errorf("%s is not valid: no address", path)
+	}
+	return d, nil
+}
+
+// alive says whether the daemon's process may still run: it does, or its
+// pid is unknown.
+func (d daemonInfo) alive() bool {
+	return d.PID <= 0 || syscall.Kill(d.PID, 0) != syscall.ESRCH
 }
 
 // writeDaemonFile records the daemon's address and pid in home/daemon.json,
@@ -136,13 +247,45 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.ps(ctx, args)
 	case "attach":
 		err = c.attach(ctx, args)
+	case "open":
+		err = c.open(ctx, args)
 	default:
 		return false, nil
 	}
-	if errors.Is(err, syscall.ECONNREFUSED) && c.api != nil {
-		err = fmt.Errorf("cannot reach the daemon at %s (is 'agentpool serve' running?): %w", c.api.BaseURL, err)
+	var ae *httpapi.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED) && c.api != nil:
+		err = fmt.Errorf("cannot reach the daemon at %s (is it running? start it with: %s serve): %w", c.api.BaseURL, c.self(), err)
+	case errors.As(err, &ae) && ae.Code == httpapi.CodeUnauthorized && c.api != nil:
+		err = c.unauthorized(err)
 	}
 	return true, helpOK(err)
+}
+
+// self is the command as the user invoked it, for hints.
+func (c *cli) self() string {
+	if c.env.Self != "" {
+		return c.env.Self
+	}
+	return defaultSelf
+}
+
+// unauthorized explains a 401: which token was sent, and what to set.
+func (c *cli) unauthorized(err error) error {
+	var sent string
+	switch {
+	case c.env.Token != "":
+		sent = "the token in $" + envToken
+	case c.api.Token != "":
+		sent = "the token of " + filepath.Join(c.env.Home, tokenFileName)
+	default:
+		sent = "no token (" + filepath.Join(c.env.Home, tokenFileName) + " does not exist)"
+	}
+	hint := fmt.Sprintf("set %s to the content of the token file in that daemon's data directory", envToken)
+	if c.env.Addr != "" {
+		hint += fmt.Sprintf(" (%s alone is not enough), or unset %s to use the daemon of %s", envAddr, envAddr, c.env.Home)
+	}
+	return fmt.Errorf("the daemon at %s refused %s: %s: %w", c.api.BaseURL, sent, hint, err)
 }
 
 // isTerminal says whether r or w is a terminal.
@@ -162,19 +305,20 @@ func (c *cli) client() (*httpapi.Client, error) {
 	}
 	addr, token := c.env.Addr, c.env.Token
 	if addr == "" {
-		b, err := os.ReadFile(filepath.Join(c.env.Home, daemonFileName))
+		d, err := readDaemonFile(c.env.Home)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no daemon found in %s: start one with 'agentpool serve' (or set %s)", c.env.Home, envAddr)
+			from := ""
+			if c.env.HomeFrom != "" {
+				from = " (" + c.env.HomeFrom + ")"
+			}
+			return nil, fmt.Errorf("no daemon found in %s%s: start one with: %s serve; or point to a running one with "+
+				"AGENTPOOL_HOME=DIR (its data directory) or %s and %s", c.env.Home, from, c.self(), envAddr, envToken)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("find the daemon: %w", err)
 		}
-		var d daemonInfo
-		if err := json.Unmarshal(b, &d); err != nil || d.Addr == "" {
-			return nil, fmt.Errorf("find the daemon: %s is not valid: %v", filepath.Join(c.env.Home, daemonFileName), err)
-		}
-		if d.PID > 0 && syscall.Kill(d.PID, 0) == syscall.ESRCH {
-			return nil, fmt.Errorf("the daemon of %s (pid %d) is not running: start one with 'agentpool serve'", c.env.Home, d.PID)
+		if !d.alive() {
+			return nil, fmt.Errorf("the daemon of %s (pid %d) is not running: start one with: %s serve", c.env.Home, d.PID, c.self())
 		}
 		addr = d.Addr
 	}
@@ -199,7 +343,7 @@ func (c *cli) flagSet(name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentpool %s\n", usage)
+		fmt.Fprintf(fs.Output(), "Usage: %s %s\n", c.self(), usage)
 		hasFlags := false
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {
@@ -271,7 +415,7 @@ func (c *cli) subcommand(group, usage string, args []string) (string, []string, 
 		if len(args) > 0 {
 			w = c.stdout
 		}
-		fmt.Fprintf(w, "Usage: agentpool %s <command>\n\nCommands:\n%s", group, usage)
+		fmt.Fprintf(w, "Usage: %s %s <command>\n\nCommands:\n%s", c.self(), group, usage)
 		if len(args) == 0 {
 			return "", nil, fmt.Errorf("%s: a command is required", group)
 		}

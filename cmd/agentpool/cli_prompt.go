@@ -56,6 +56,11 @@ or cancellation.`)
 	if err != nil {
 		return err
 	}
+	if *agent != "" {
+		if err := c.checkAgent(ctx, api, *agent); err != nil {
+			return err
+		}
+	}
 	t, err := api.Prompt(ctx, session, *agent, text, false)
 	if err != nil {
 		return err
@@ -115,7 +120,7 @@ func (c *cli) followTurn(ctx context.Context, api *httpapi.Client, session strin
 		return err
 	}
 	if end.Changes != nil && end.Changes.Files > 0 && !asJSON {
-		fmt.Fprintf(c.stdout, "see the changes: agentpool diff %s --turn %d\n", session, t.ID)
+		fmt.Fprintf(c.stdout, "see the changes: %s diff %s --turn %d\n", c.self(), session, t.ID)
 	}
 	if turnFailed(end.StopReason) {
 		return fmt.Errorf("turn %d ended: %s", t.ID, end.StopReason)
@@ -136,7 +141,7 @@ func partOfTurn(ev backends.Event, t pool.Turn) bool {
 // stdin is a terminal, and otherwise says on w how to answer it.
 func (c *cli) askPermission(ctx context.Context, api *httpapi.Client, session string, d eventData, r *renderer, w io.Writer) {
 	if !c.inTTY {
-		r.line(w, "", "  waiting for an answer: agentpool permissions answer %s %s allow_once|allow_always|reject_once", session, d.Request)
+		r.line(w, "", "  waiting for an answer: %s permissions answer %s %s allow_once|allow_always|reject_once", c.self(), session, d.Request)
 		return
 	}
 	if c.in == nil {

@@ -130,6 +130,7 @@ func (c *cli) renderProviders(snap registry.Snapshot) {
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tENABLED\tSTATUS\tSANDBOX\tDETAIL")
+	missing := 0
 	for _, p := range snap.Providers {
 		detail := p.Diagnostic
 		if detail == "" {
@@ -138,9 +139,48 @@ func (c *cli) renderProviders(snap registry.Snapshot) {
 				detail = p.Path + " " + strings.Join(p.Command[1:], " ")
 			}
 		}
+		if p.Status == registry.StatusNotInstalled {
+			missing++
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, yesNo(p.Enabled), p.Status, sandboxLabel(p.Sandbox, c.confine), strings.TrimSpace(detail))
 	}
 	_ = tw.Flush()
+	if missing > 0 {
+		// The PATH once, here, rather than on every row: it is the
+		// daemon's, which may differ from this shell's.
+		fmt.Fprintf(c.stdout, "\nnot_installed: the agent's command is not on the daemon's PATH. Install the agent (see \"Using a real\n"+
+			"agent\" in the README) and it is ready at once, or give its \"command\" an absolute path in %s.\n", displayFile(snap.File))
+		if snap.PathEnv != "" {
+			fmt.Fprintf(c.stdout, "searched PATH: %s\n", snap.PathEnv)
+		}
+	}
+}
+
+// displayFile is the providers file to name in a hint.
+func displayFile(file string) string {
+	if file == "" {
+		return "providers.json"
+	}
+	return file
+}
+
+// checkAgent refuses, before anything is created, an agent the daemon
+// does not know or has disabled, saying what to do. The daemon checks
+// again; this only gives the message first, with the command to type. An
+// agent not installed is left to the daemon, which looks it up again.
+func (c *cli) checkAgent(ctx context.Context, api *httpapi.Client, id string) error {
+	snap, err := api.Providers(ctx)
+	if err != nil {
+		return nil // the request that follows reports the problem
+	}
+	p, err := snap.Lookup(id)
+	if err != nil {
+		return err
+	}
+	if !p.Enabled {
+		return fmt.Errorf("provider %q is disabled (enable with: %s providers enable %s)", id, c.self(), id)
+	}
+	return nil
 }
 
 func (c *cli) providersEnable(ctx context.Context, verb string, args []string) error {

@@ -76,6 +76,9 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := c.checkAgent(ctx, api, *agent); err != nil {
+		return err
+	}
 	c.progress("creating the session's worktree of %s… ", dir)
 	start := time.Now()
 	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base})
@@ -91,7 +94,7 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  repo\t%s\n  worktree\t%s\n  branch\t%s\n  agent\t%s\n", s.Repo, s.Worktree.Path, s.Worktree.Branch, s.ActiveAgent)
 	_ = tw.Flush()
-	fmt.Fprintf(c.stdout, "\nNext: agentpool prompt %s \"describe what you want\"\n", s.ID)
+	fmt.Fprintf(c.stdout, "\nNext: %s prompt %s \"describe what you want\"\n", c.self(), s.ID)
 	return nil
 }
 
@@ -113,7 +116,7 @@ func (c *cli) sessionList(ctx context.Context, args []string) error {
 		return c.printJSON(list)
 	}
 	if len(list) == 0 {
-		fmt.Fprintln(c.stdout, "no sessions; open one with: agentpool session new")
+		fmt.Fprintf(c.stdout, "no sessions; open one with: %s session new\n", c.self())
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)

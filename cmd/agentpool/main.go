@@ -50,22 +50,29 @@ type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-const usage = `agentpool keeps coding agents warm, one per (session, agent), each in its
+// usage is the binary's usage text, with self the command as invoked.
+func usage(self string) string {
+	return `agentpool keeps coding agents warm, one per (session, agent), each in its
 session's own git worktree.
 
 Usage:
-  agentpool <command> [flags]
+  ` + self + ` <command> [flags]
 
 Commands:
   serve        run the daemon
 ` + clientUsage + `  version      print the version
 
-Run 'agentpool <command> --help' for the flags of a command.
+Run '` + self + ` <command> --help' for the flags of a command.
 `
+}
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	self := defaultSelf
+	if len(os.Args) > 0 {
+		self = invokedAs(os.Args[0])
+	}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage(self))
 		return exitError(2)
 	}
 	switch args[0] {
@@ -78,14 +85,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, "agentpool", version)
 		return nil
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage(self))
 		return nil
 	}
-	env := ClientEnv{Home: homeDir(), Addr: os.Getenv("AGENTPOOL_ADDR"), Token: os.Getenv("AGENTPOOL_TOKEN")}
+	cwd, _ := os.Getwd()
+	home, from := findHome(os.Getenv, cwd)
+	env := newClientEnv(home, os.Getenv)
+	env.HomeFrom, env.Self = from, self
 	handled, err := runClient(ctx, args[0], args[1:], env, stdin, stdout, stderr)
 	if handled {
 		return err
 	}
-	fmt.Fprintf(stderr, "agentpool: unknown command %q\n\n%s", args[0], usage)
+	fmt.Fprintf(stderr, "agentpool: unknown command %q\n\n%s", args[0], usage(self))
 	return exitError(2)
 }
