@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -281,4 +282,12 @@ func (s *Server) authenticate(r *http.Request) error {
 		return sameOrigin(r)
 	}
 	return errUnauthorized
+}
+
+// LoginLink asks the daemon for a one-time login link to its page
+// (POST /v1/login-links).
+func (c *Client) LoginLink(ctx context.Context) (LoginLink, error) {
+	var l LoginLink
+	err := c.call(ctx, http.MethodPost, "/v1/login-links", nil, &l)
+	return l, err
 }

@@ -17,8 +17,10 @@ import (
 
 // pageCSP is the Content-Security-Policy of the page: its own scripts,
 // styles and connections only, no inline script, no frames. Agent output
-// is rendered as text; this is the second line of defence.
-const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; " +
+// is rendered as text; this is the second line of defence. Inline styles
+// are allowed for the terminal library, whose renderer writes <style>
+// elements; scripts stay strict.
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self'; " +
 	"connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // webAsset is one embedded file, ready to serve.

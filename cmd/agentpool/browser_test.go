@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+
+	"github.com/agentpool/agentpool/pool"
+)
+
+// browserNames are the programs the browser tests look for, Debian's first.
+var browserNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+
+// findBrowser returns a Chromium to drive, or skips the test naming what
+// is missing; under CI=true a missing browser fails instead.
+func findBrowser(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("drives a real browser")
+	}
+	for _, n := range browserNames {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	msg := fmt.Sprintf("no browser for the web page tests: none of %s is on PATH (apt-get install chromium)", strings.Join(browserNames, ", "))
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// browser is a headless Chromium on a fresh profile, with a screenshot per
+// step: into t.TempDir(), copied to a kept directory when the test fails.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+	n     int
+}
+
+func newBrowser(t *testing.T, exe string) *browser {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 860),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	b := &browser{t: t, ctx: ctx, shots: t.TempDir()}
+	if err := chromedp.Do(ctx); err != nil {
+		cancelC()
+		cancelA()
+		t.Fatalf("start %s: %v", exe, err)
+	}
+	t.Cleanup(func() {
+		cancelC()
+		cancelA()
+		if t.Failed() {
+			keep := os.Getenv("AGENTPOOL_SCREENSHOTS")
+			if keep == "" {
+				keep = filepath.Join(os.TempDir(), "agentpool-browser-screenshots")
+			}
+			if err := os.MkdirAll(keep, 0o755); err == nil {
+				ents, _ := os.ReadDir(b.shots)
+				for _, e := range ents {
+					if data, err := os.ReadFile(filepath.Join(b.shots, e.Name())); err == nil {
+						_ = os.WriteFile(filepath.Join(keep, e.Name()), data, 0o644)
+					}
+				}
+				t.Logf("screenshots kept in %s", keep)
+			}
+		}
+	})
+	return b
+}
+
+// run runs actions within a deadline, failing the test with a screenshot.
+func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.shot("FAILED-" + what)
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// shot saves a screenshot of the page named after the step.
+func (b *browser) shot(name string) string {
+	b.t.Helper()
+	b.n++
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return ""
+	}
+	p := filepath.Join(b.shots, fmt.Sprintf("%02d-%s.png", b.n, name))
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+	}
+	return p
+}
+
+// evalJS evaluates a JavaScript expression to a T.
+func evalJS[T any](b *browser, expr string, opts ...chromedp.EvaluateOption) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, opts...))
+	if err != nil {
+		b.shot("FAILED-eval")
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// js is an action that runs a JavaScript statement for its effect.
+func js(stmt string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool]("(() => { " + stmt + " })(), true")(ctx, t)
+		return err
+	})
+}
+
+// waitJS waits until a JavaScript expression is true.
+func (b *browser) waitJS(what, expr string) {
+	b.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.shot("FAILED-" + what)
+			b.t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// browserProviders is the providers.json of the browser test: an agent
+// whose message carries markup, a paced flood of chunks, and a shell on a
+// terminal.
+func browserProviders(t *testing.T, bin string) string {
+	t.Helper()
+	xss := map[string]any{"agent_name": "xss", "turns": []any{map[string]any{"steps": []any{
+		map[string]any{"chunk": `Look: <script>window.__xss=1</script><img src=x onerror="window.__xss=2"> <b>not bold</b>` + "\n"},
+	}}}}
+	flood := map[string]any{"agent_name": "flood", "turns": []any{map[string]any{"steps": []any{
+		map[string]any{"chunks": 3000, "chunks_per_second": 1000},
+	}}}}
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		bash = "/bin/bash"
+	}
+	cfg := map[string]any{"version": 1, "providers": map[string]any{
+		"xss":   map[string]any{"extends": "acp", "label": "Markup agent", "command": []string{bin, "demo-agent"}, "env": map[string]string{"AGENTPOOL_DEMO_SCRIPT": js(xss)}},
+		"flood": map[string]any{"extends": "acp", "label": "Flood agent", "command": []string{bin, "demo-agent"}, "env": map[string]string{"AGENTPOOL_DEMO_SCRIPT": js(flood)}},
+		"shell": map[string]any{"extends": "pty", "label": "Shell", "command": []string{bash, "--norc", "--noprofile", "-i"},
+			"env": map[string]string{"PS1": "agentpool$ ", "HISTFILE": "", "PROMPT_COMMAND": ""}, "ready_pattern": `^agentpool\$ $`},
+	}}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b) + "\n"
+}
+
+// TestBrowserPage drives the web page in Chromium against the real daemon:
+// log in with a one-time link, create a session, prompt the demo agent,
+// approve in the dialog, see the diff, restore, toggle a provider and break
+// providers.json, check that markup from an agent stays text, stream a
+// flood of events, and type into a terminal agent.
+func TestBrowserPage(t *testing.T) {
+	exe := findBrowser(t)
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, providersFile), []byte(browserProviders(t, bin)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(t.TempDir(), "web repo")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e2eGit(t, repo, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# web project\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2eGit(t, repo, "add", ".")
+	e2eGit(t, repo, "commit", "-q", "-m", "init")
+
+	d := startDaemon(t, bin, home)
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		_ = d.cmd.Wait()
+		if t.Failed() {
+			t.Logf("daemon output:\n%s", d.out)
+		}
+	})
+	b := newBrowser(t, exe)
+	start := time.Now()
+
+	// Log in through a one-time link from `agentpool open`.
+	out, err := d.cli("open")
+	if err != nil {
+		t.Fatalf("agentpool open: %v\n%s", err, out)
+	}
+	link := strings.TrimSpace(out)
+	if !strings.HasPrefix(link, d.client.BaseURL+"/login?code=") {
+		t.Fatalf("agentpool open printed %q; want a link on %s", link, d.client.BaseURL)
+	}
+	b.run("open the login link", chromedp.Navigate(link))
+	b.waitJS("the sessions page", `document.querySelector('h1') && document.querySelector('h1').textContent === 'Sessions' && document.querySelector('form input[name=repo]')`)
+	href := evalJS[string](b, `location.href`)
+	cookie := evalJS[string](b, `document.cookie`)
+	html := evalJS[string](b, `document.documentElement.outerHTML`)
+	if strings.Contains(href, "code=") || cookie != "" || strings.Contains(html, d.client.Token) {
+		t.Errorf("after login: url %q, document.cookie %q, token in page %v; want no code, an HttpOnly cookie, no token", href, cookie, strings.Contains(html, d.client.Token))
+	}
+	b.shot("sessions-empty")
+
+	// The link worked once.
+	second := evalJS[int](b, `fetch(`+jsString(link)+`, {redirect: 'manual'}).then(r => r.status)`, chromedp.EvalAwaitPromise)
+	if second != 401 {
+		t.Errorf("second use of the login link = %d; want 401", second)
+	}
+
+	// Create a session on the test repository with the demo agent.
+	b.run("fill the new session form",
+		chromedp.SetValue(chromedp.CSS(`form input[name=repo]`), repo),
+		chromedp.SetValue(chromedp.CSS(`form select[name=agent]`), "demo"),
+		chromedp.Click(chromedp.CSS(`form button[type=submit]`)))
+	b.waitJS("the session view", `location.hash.startsWith('#/s/') && document.querySelector('.composer textarea')`)
+	id := evalJS[string](b, `decodeURIComponent(location.hash.slice(4))`)
+	sess, err := d.client.Session(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Prompt; the approval dialog opens, and the tab title counts it.
+	b.run("send a prompt",
+		chromedp.SetValue(chromedp.CSS(`.composer textarea`), "add a greeting"),
+		chromedp.Click(chromedp.CSS(`.composer button[type=submit]`)))
+	b.waitJS("the approval dialog", `document.querySelector('dialog#approval').open && document.querySelector('dialog#approval button[data-kind=allow_once]')`)
+	b.waitJS("the needs-you count in the title", `document.title.startsWith('(1) ')`)
+	b.waitJS("the needs-you badge", `!document.getElementById('needs').hidden && document.getElementById('needs-count').textContent === '1'`)
+	b.shot("approval-dialog")
+	dlg := evalJS[string](b, `document.querySelector('dialog#approval').innerText`)
+	for _, want := range []string{"Write AGENTPOOL_DEMO.md", "edit", "medium", "AGENTPOOL_DEMO.md", "Allow", "Reject"} {
+		if !strings.Contains(dlg, want) {
+			t.Errorf("approval dialog lacks %q:\n%s", want, dlg)
+		}
+	}
+	// Approve from the keyboard: the focused button is "allow once".
+	focused := evalJS[string](b, `document.activeElement.dataset.kind || ''`)
+	if focused != "allow_once" {
+		t.Errorf("focused option = %q; want allow_once", focused)
+	}
+	b.run("approve with the keyboard", chromedp.KeyEvent("1"))
+	b.waitJS("the turn's end", `[...document.querySelectorAll('.turn-foot button')].some(x => x.textContent === 'View changes')`)
+	b.waitJS("the count cleared", `document.title === 'agentpool'`)
+	convo := evalJS[string](b, `document.querySelector('.stream').innerText`)
+	for _, want := range []string{"add a greeting", "Looking at the repository first.", "Read README.md", "Done: AGENTPOOL_DEMO.md", "end turn"} {
+		if !strings.Contains(convo, want) {
+			t.Errorf("conversation lacks %q:\n%s", want, convo)
+		}
+	}
+	b.shot("turn-ended")
+
+	// The turn's diff lists the file the agent wrote.
+	b.run("view the changes", js(`[...document.querySelectorAll('.turn-foot button')].find(x => x.textContent === 'View changes').click()`))
+	b.waitJS("the diff", `[...document.querySelectorAll('.files li')].some(li => li.textContent.includes('AGENTPOOL_DEMO.md')) && document.querySelector('.diff .a')`)
+	b.shot("turn-diff")
+
+	// Restore to before the turn: the file leaves the worktree.
+	demoFile := filepath.Join(sess.Worktree.Path, "AGENTPOOL_DEMO.md")
+	if _, err := os.Stat(demoFile); err != nil {
+		t.Fatalf("the agent's file is not in the worktree: %v", err)
+	}
+	b.run("restore", js(`[...document.querySelectorAll('.changes button')].find(x => x.textContent === 'Restore to before turn 1').click()`))
+	b.waitJS("the restore confirmation", `document.querySelector('dialog#confirm').open`)
+	b.shot("restore-confirm")
+	b.run("confirm the restore", chromedp.Click(chromedp.CSS(`dialog#confirm button.primary`)))
+	waitFor(t, "the restore to remove the agent's file", func() bool { _, err := os.Stat(demoFile); return os.IsNotExist(err) })
+
+	// The audit lists the permission decision and the file access.
+	b.run("open the audit", js(`[...document.querySelectorAll('.tabs button')].find(x => x.textContent.startsWith('Audit')).click()`))
+	b.waitJS("the audit rows", `[...document.querySelectorAll('.tab-body table tbody tr')].some(r => r.textContent.includes('AGENTPOOL_DEMO.md'))`)
+	b.shot("audit")
+
+	// Markup in an agent's message shows as text.
+	b.run("back to the conversation", js(`[...document.querySelectorAll('.tabs button')].find(x => x.textContent === 'Conversation').click()`))
+	b.run("prompt the markup agent",
+		chromedp.SetValue(chromedp.CSS(`.composer select[name=agent]`), "xss"), js(`document.querySelector(".composer select[name=agent]").dataset.touched = "1"`),
+		chromedp.SetValue(chromedp.CSS(`.composer textarea`), "show me markup"),
+		chromedp.Click(chromedp.CSS(`.composer button[type=submit]`)))
+	b.waitJS("the markup message", `[...document.querySelectorAll('.msg')].some(m => m.textContent.includes('<script>window.__xss=1</script>'))`)
+	injected := evalJS[bool](b, `window.__xss !== undefined || !!document.querySelector('.stream img, .stream script, .stream b')`)
+	if injected {
+		t.Error("markup in an agent message became HTML")
+	}
+	b.shot("markup-as-text")
+
+	// Providers: toggle one; the file on disk changes, its other fields stay.
+	b.run("open providers", chromedp.Navigate(d.client.BaseURL+"/#/providers"))
+	b.waitJS("the providers", `document.querySelector('[data-provider=flood] input[type=checkbox]')`)
+	b.shot("providers")
+	b.run("disable flood", js(`document.querySelector("[data-provider=flood] input[type=checkbox]").click()`))
+	b.waitJS("flood disabled", `document.querySelector('[data-provider=flood] [data-status]').dataset.status === 'disabled'`)
+	var onDisk struct {
+		Providers map[string]map[string]any `json:"providers"`
+	}
+	raw, err := os.ReadFile(filepath.Join(home, providersFile))
+	if err != nil || json.Unmarshal(raw, &onDisk) != nil {
+		t.Fatalf("read providers.json: %v\n%s", err, raw)
+	}
+	if f := onDisk.Providers["flood"]; f["enabled"] != false || f["command"] == nil || f["env"] == nil {
+		t.Errorf("providers.json flood = %v; want enabled false and its command and env kept", f)
+	}
+	b.run("enable flood again", js(`document.querySelector("[data-provider=flood] input[type=checkbox]").click()`))
+	b.waitJS("flood enabled", `document.querySelector('[data-provider=flood] [data-status]').dataset.status !== 'disabled'`)
+
+	// A file broken by hand shows its diagnostic, without a reload.
+	good, err := os.ReadFile(filepath.Join(home, providersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := strings.Replace(string(good), "{", "{,", 1)
+	if err := os.WriteFile(filepath.Join(home, providersFile), []byte(broken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	edited := time.Now()
+	b.waitJS("the diagnostic", `document.querySelector('[data-diagnostic]') && /providers\.json:1:2: /.test(document.querySelector('[data-diagnostic]').textContent)`)
+	t.Logf("a broken providers.json showed in the page %v after the edit", time.Since(edited).Round(time.Millisecond))
+	b.shot("providers-diagnostic")
+	if err := os.WriteFile(filepath.Join(home, providersFile), good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("the diagnostic gone", `!document.querySelector('[data-diagnostic]')`)
+
+	// A flood of 1 000 events a second: the page keeps painting.
+	fs, err := d.client.CreateSession(context.Background(), createReq(repo, "flood"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run("open the flood session", chromedp.Navigate(d.client.BaseURL+"/#/s/"+fs.ID))
+	b.waitJS("the flood session", `document.querySelector('.session h1') && document.querySelector('.session h1').textContent === `+jsString(fs.ID))
+	b.run("start the flood", js(`window.__gaps = []; (function tick(last) { requestAnimationFrame(t => { window.__gaps.push(t - last); if (window.__gaps.length < 100000) tick(t); }); })(performance.now()); true`),
+		chromedp.SetValue(chromedp.CSS(`.composer textarea`), "flood"),
+		chromedp.Click(chromedp.CSS(`.composer button[type=submit]`)))
+	b.waitJS("the flood's end", `[...document.querySelectorAll('.turn-foot .badge')].some(x => x.textContent === 'end turn')`)
+	worst := evalJS[float64](b, `Math.max(...window.__gaps)`)
+	frames := evalJS[int](b, `window.__gaps.length`)
+	t.Logf("3 000 chunks at 1 000/s: %d frames, longest frame gap %.0f ms", frames, worst)
+	b.shot("flood")
+
+	// A terminal agent: attach and type a command.
+	ps, err := d.client.CreateSession(context.Background(), createReq(repo, "shell"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run("open the shell session", chromedp.Navigate(d.client.BaseURL+"/#/s/"+ps.ID))
+	b.waitJS("the shell session", `document.querySelector('.session h1') && document.querySelector('.session h1').textContent === `+jsString(ps.ID))
+	b.waitJS("the terminal tab", `[...document.querySelectorAll('.tabs button')].some(x => x.textContent === 'Terminal' && !x.hidden)`)
+	b.run("open the terminal", js(`[...document.querySelectorAll('.tabs button')].find(x => x.textContent === 'Terminal').click()`))
+	b.waitJS("the prompt in the terminal", `document.querySelector('.xterm-rows') && document.querySelector('.xterm-rows').textContent.includes('agentpool$')`)
+	// Typed as text input (Input.insertText): key events that carry text
+	// reach xterm twice in headless Chromium.
+	b.run("type a command", chromedp.Focus(chromedp.CSS(`.xterm-helper-textarea`)), insertText("echo hello-$((40+2))"), chromedp.KeyEvent("\r"))
+	b.waitJS("the command's output", `document.querySelector('.xterm-rows').textContent.includes('hello-42')`)
+	b.shot("terminal")
+
+	// Phone-sized, the sessions list still reads.
+	b.run("phone size", chromedp.EmulateViewport(390, 800), chromedp.Navigate(d.client.BaseURL+"/#/"))
+	b.waitJS("the sessions table", `document.querySelectorAll('tr[data-session]').length === 3`)
+	overflow := evalJS[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`)
+	if overflow {
+		t.Error("the sessions page is wider than a phone's screen")
+	}
+	b.shot("phone-sessions")
+	t.Logf("browser steps took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// createReq is a session on repo with agent.
+func createReq(repo, agent string) pool.CreateRequest {
+	return pool.CreateRequest{Repo: repo, Agent: agent}
+}
+
+// insertText types text as if from an input method.
+func insertText(text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: text})
+		return err
+	})
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

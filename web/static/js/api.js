@@ -1,0 +1,63 @@
+// The API client: the same HTTP API every other client uses, authenticated
+// by the session cookie the login link set.
+
+/** ApiError is a failed request: status, code and message of the API's
+ * error body, and the diagnostics of an invalid config. */
+export class ApiError extends Error {
+  constructor(status, body) {
+    const e = (body && body.error) || {};
+    super(e.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = e.code || '';
+    this.field = e.field || '';
+    this.diagnostics = e.diagnostics || [];
+  }
+}
+
+let onUnauthorized = () => {};
+
+/** setUnauthorizedHandler sets what happens on a 401 (show the login help). */
+export function setUnauthorizedHandler(f) { onUnauthorized = f; }
+
+/** api sends a request and returns the decoded JSON answer (null for 204). */
+export async function api(method, path, body, opts = {}) {
+  const headers = { Accept: 'application/json', ...(opts.headers || {}) };
+  let payload;
+  if (body !== undefined) {
+    headers['Content-Type'] = opts.contentType || 'application/json';
+    payload = JSON.stringify(body);
+  }
+  const resp = await fetch(path, { method, headers, body: payload, credentials: 'same-origin', cache: 'no-store' });
+  if (resp.status === 204) return null;
+  let data = null;
+  const text = await resp.text();
+  if (text) {
+    try { data = JSON.parse(text); } catch { data = text; }
+  }
+  if (!resp.ok) {
+    if (resp.status === 401) onUnauthorized();
+    throw new ApiError(resp.status, data);
+  }
+  return data;
+}
+
+const enc = encodeURIComponent;
+
+export const listSessions = () => api('GET', '/v1/sessions');
+export const getSession = id => api('GET', `/v1/sessions/${enc(id)}`);
+export const createSession = req => api('POST', '/v1/sessions', req);
+export const closeSession = (id, discard) => api('DELETE', `/v1/sessions/${enc(id)}?discard=${discard ? 'true' : 'false'}`);
+export const prompt = (id, text, agent) => api('POST', `/v1/sessions/${enc(id)}/prompt`, { text, agent: agent || undefined });
+export const cancel = id => api('POST', `/v1/sessions/${enc(id)}/cancel`);
+export const retry = id => api('POST', `/v1/sessions/${enc(id)}/retry`);
+export const turns = id => api('GET', `/v1/sessions/${enc(id)}/turns`);
+export const permissions = id => api('GET', `/v1/sessions/${enc(id)}/permissions`);
+export const answer = (id, req, choice) => api('POST', `/v1/sessions/${enc(id)}/permissions/${enc(req)}`, { choice });
+export const diff = (id, turn) => api('GET', `/v1/sessions/${enc(id)}/diff?turn=${turn || 0}`);
+export const restore = (id, turn, after) => api('POST', `/v1/sessions/${enc(id)}/restore`, { turn, after: !!after });
+export const providers = () => api('GET', '/v1/providers');
+export const patchProvider = (id, patch) => api('PATCH', `/v1/providers/${enc(id)}`, patch, { contentType: 'application/merge-patch+json' });
+export const reloadProviders = () => api('POST', '/v1/providers/refresh');
+export const probeProvider = id => api('POST', `/v1/providers/${enc(id)}/probe`);
+export const poolStatus = () => api('GET', '/v1/pool');
+export const health = () => api('GET', '/v1/health');

@@ -1,0 +1,99 @@
+// The approval dialog: what the agent wants to do, its kind and risk, the
+// raw input and the options it offered. Keyboard: the options' digits, Tab
+// between buttons, Enter on the focused one, Esc to decide later.
+import { h, toast, put, relPath } from './dom.js';
+import * as API from './api.js';
+import { store, removePending } from './store.js';
+
+const KIND_CLASS = { allow_once: 'primary', allow_always: '', reject_once: 'danger', reject_always: 'danger' };
+const RISK_CLASS = { low: 'ok', medium: 'warn', high: 'bad', critical: 'bad' };
+
+let current = null;    // the permission shown
+let dismissed = new Set(); // requests the user chose to decide later
+
+/** showing is the id of the request in the dialog, or ''. */
+export function showing() { return current ? current.id : ''; }
+
+/** wasDismissed says whether the user put this request aside. */
+export function wasDismissed(id) { return dismissed.has(id); }
+
+/** openApproval shows p; it resolves when the dialog closes. */
+export function openApproval(p) {
+  const dlg = document.getElementById('approval');
+  if (current && current.id === p.id && dlg.open) return;
+  dismissed.delete(p.id);
+  current = p;
+  const opts = p.options && p.options.length ? p.options
+    : [{ id: 'allow_once', name: 'Allow once', kind: 'allow_once' }, { id: 'reject_once', name: 'Reject', kind: 'reject_once' }];
+  const buttons = opts.map((o, i) => h('button.opt', {
+    type: 'button', class: KIND_CLASS[o.kind] || '', 'data-kind': o.kind, 'data-option': o.id,
+    onclick: () => choose(p, o),
+  }, h('kbd', String(i + 1)), o.name || o.kind));
+  let raw = '';
+  if (p.raw_input != null) {
+    try { raw = JSON.stringify(p.raw_input, null, 2); } catch { raw = String(p.raw_input); }
+  }
+  const rows = [
+    ['Agent', p.agent || '—'],
+    ['Kind', [p.kind, p.action && p.action !== p.kind ? `(${p.action})` : ''].filter(Boolean).join(' ') || '—'],
+    ['Risk', h('span.badge', { class: RISK_CLASS[p.risk] || '' }, p.risk || 'unknown')],
+  ];
+  const s = store.sessions.get(p.session);
+  const root = s && s.worktree ? s.worktree.path : '';
+  if (p.locations.length) rows.push(['Where', h('div.mono', p.locations.map(l => h('div', relPath(root, l))))]);
+  if (p.turn) rows.push(['Turn', String(p.turn)]);
+  if (p.deadline) rows.push(['Answer by', new Date(p.deadline).toLocaleTimeString() + ' (then it is rejected)']);
+  put(dlg, 
+    h('div.dlg-head', h('h2#approval-title', `${p.agent || 'The agent'} wants to: ${p.title || p.action || p.kind || 'do something'}`),
+      h('div.muted', `Session ${p.session}`)),
+    h('div.dlg-body',
+      h('dl.kv', rows.map(([k, v]) => [h('dt', k), h('dd', v)])),
+      raw ? h('div', h('div.muted', 'Raw input'), h('pre.raw', raw)) : null),
+    h('div.dlg-foot', h('button.ghost', { type: 'button', onclick: () => later() }, 'Decide later (Esc)'), h('span.spacer'), buttons),
+  );
+  dlg.onkeydown = e => {
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
+    const n = Number(e.key);
+    if (n >= 1 && n <= opts.length) { e.preventDefault(); choose(p, opts[n - 1]); }
+  };
+  dlg.oncancel = e => { e.preventDefault(); later(); };
+  if (!dlg.open) dlg.showModal();
+  const first = buttons.find(b => b.dataset.kind === 'allow_once') || buttons[0];
+  first.focus();
+}
+
+function later() {
+  if (current) dismissed.add(current.id);
+  close();
+}
+
+/** closeApproval closes the dialog if it shows request id (answered elsewhere). */
+export function closeApproval(id) {
+  if (current && (!id || current.id === id)) close();
+}
+
+function close() {
+  current = null;
+  const dlg = document.getElementById('approval');
+  if (dlg.open) dlg.close();
+  document.dispatchEvent(new CustomEvent('approval-closed'));
+}
+
+async function choose(p, o) {
+  const dlg = document.getElementById('approval');
+  for (const b of dlg.querySelectorAll('button')) b.disabled = true;
+  try {
+    await API.answer(p.session, p.id, o.kind || o.id);
+    removePending(p.session, p.id);
+    close();
+  } catch (e) {
+    if (e.code === 'unknown_request') {
+      removePending(p.session, p.id);
+      close();
+      toast('That request was already answered or has expired.');
+      return;
+    }
+    for (const b of dlg.querySelectorAll('button')) b.disabled = false;
+    toast(`Answer failed: ${e.message}`, true);
+  }
+}

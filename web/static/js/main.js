@@ -1,0 +1,76 @@
+// The page's entry: routes (#/, #/s/ID, #/providers, #/pool), the login
+// help, the connection light and the notification switch.
+import { h, put } from './dom.js';
+import * as API from './api.js';
+import { store, on, connect, refreshAll, updateNeeds } from './store.js';
+import { sessionsView } from './sessions.js';
+import { sessionView } from './session.js';
+
+const main = document.getElementById('main');
+let cleanup = null;
+let loggedOut = false;
+
+function route() {
+  if (loggedOut) return;
+  if (cleanup) { cleanup(); cleanup = null; }
+  const hash = location.hash.replace(/^#/, '') || '/';
+  let nav = 'sessions';
+  const m = hash.match(/^\/s\/(.+)$/);
+  if (m) {
+    cleanup = sessionView(main, decodeURIComponent(m[1]));
+  } else if (hash === '/providers') {
+    nav = 'providers';
+    import('./providers.js').then(p => { if (currentHash === location.hash) cleanup = p.providersView(main); });
+  } else if (hash === '/pool') {
+    nav = 'pool';
+    import('./pool.js').then(p => { if (currentHash === location.hash) cleanup = p.poolView(main); });
+  } else {
+    cleanup = sessionsView(main);
+  }
+  currentHash = location.hash;
+  for (const a of document.querySelectorAll('[data-nav]')) a.classList.toggle('active', a.dataset.nav === nav);
+  main.scrollTop = 0;
+}
+let currentHash = '';
+
+function showLogin() {
+  if (loggedOut) return;
+  loggedOut = true;
+  if (cleanup) { cleanup(); cleanup = null; }
+  put(main, h('div.panel.login', h('h1', 'Log in to agentpool'),
+    h('p', 'This page needs a login link from the daemon. In a terminal, run:'),
+    h('pre', 'agentpool open'),
+    h('p.muted', 'and open the link it prints (it works once, for a minute). Scripts and the CLI use the token file instead.')));
+}
+
+API.setUnauthorizedHandler(showLogin);
+
+const conn = document.getElementById('conn');
+on(topic => {
+  if (topic !== 'live') return;
+  conn.classList.toggle('live', store.live);
+  conn.classList.toggle('down', !store.live);
+  conn.title = store.live ? 'Connected to the daemon' : 'Disconnected: reconnecting…';
+});
+
+const notifyBtn = document.getElementById('notify-enable');
+if ('Notification' in window && Notification.permission === 'default') {
+  notifyBtn.hidden = false;
+  notifyBtn.onclick = () => Notification.requestPermission().then(() => { notifyBtn.hidden = Notification.permission !== 'default'; });
+}
+
+async function start() {
+  try {
+    await refreshAll();
+  } catch (e) {
+    if (e.status === 401) return; // showLogin has run
+    put(main, h('div.pad.error-text', `The daemon did not answer: ${e.message}`));
+    setTimeout(start, 2000);
+    return;
+  }
+  updateNeeds();
+  window.addEventListener('hashchange', route);
+  route();
+  connect();
+}
+start();

@@ -1,0 +1,45 @@
+// The pool: every warm agent with its pid, memory, idle time and how the
+// kernel confines it, and the pool's counters.
+import { h, bytes, dur, ago, put } from './dom.js';
+import { store, on, refreshPool } from './store.js';
+
+function confinement(c) {
+  if (!c) return h('span.muted', '—');
+  const parts = [c.containment || '?'];
+  if (c.landlock) parts.push(`landlock v${c.landlock}`);
+  if (c.network) parts.push(`net ${c.network}`);
+  return h('span', { title: c.cgroup || '' }, h('span.badge', { class: c.warning ? 'warn' : 'ok' }, parts.join(' · ')),
+    c.warning ? h('div.muted', c.warning) : null);
+}
+
+export function poolView(main) {
+  const stats = h('div.muted');
+  const table = h('div.panel');
+  put(main, h('div.page', h('div.page-head', h('h1', 'Pool'), stats), table));
+
+  function render() {
+    const p = store.pool;
+    if (!p) { put(table, h('div.empty', 'Loading…')); return; }
+    const s = p.stats || {};
+    stats.textContent = `${s.sessions || 0} sessions · ${s.spawns || 0} spawns · ${s.crashes || 0} crashes · ${s.evictions || 0} evictions · ${s.turns || 0} turns${s.queued ? ` · ${s.queued} queued` : ''}`;
+    const list = (p.backends || []).slice().sort((a, b) => (a.session + a.agent).localeCompare(b.session + b.agent));
+    if (!list.length) { put(table, h('div.empty', 'No agent is running. Agents start with a session\'s first prompt and stop when idle.')); return; }
+    put(table, h('table.list',
+      h('thead', h('tr', h('th', 'Agent'), h('th', 'Session'), h('th', 'State'), h('th', 'PID'), h('th', 'Memory'), h('th.wide', 'Idle'), h('th.wide', 'Restarts'), h('th', 'Confinement'))),
+      h('tbody', list.map(b => h('tr', { 'data-agent': b.agent },
+        h('td', h('strong', b.agent), h('div.muted', b.kind)),
+        h('td', h('a.mono', { href: `#/s/${encodeURIComponent(b.session)}` }, b.session)),
+        h('td', h('span.badge', { class: b.state === 'busy' ? 'info run' : b.state === 'crashed' ? 'bad' : b.state === 'idle' ? 'ok' : '' }, b.state),
+          b.error ? h('div.muted', b.error) : null),
+        h('td.mono', b.pid ? String(b.pid) : '—'),
+        h('td.mono', bytes(b.rss_bytes)),
+        h('td.wide', { title: `last active ${ago(b.last_active)}` }, b.state === 'busy' ? '—' : dur(b.idle_for)),
+        h('td.wide', String(b.restarts || 0)),
+        h('td', confinement(b.confinement)))))));
+  }
+  render();
+  refreshPool().catch(() => {});
+  const tick = setInterval(() => { if (!document.hidden) refreshPool().catch(() => {}); }, 3000);
+  const off = on(topic => { if (topic === 'pool') render(); });
+  return () => { clearInterval(tick); off(); };
+}

@@ -1,0 +1,101 @@
+// Settings → Providers: each provider's status, an enable/disable toggle
+// (a JSON Merge Patch of its entry, so its other fields stay), a per-provider
+// refresh (probe), and the diagnostic of a broken providers.json. Edits made
+// to the file on disk show here within a second, through the daemon-wide
+// stream's provider.changed events.
+import { h, toast, put } from './dom.js';
+import * as API from './api.js';
+import { store, on, refreshProviders } from './store.js';
+
+const STATUS = {
+  ready: ['Available', 'ok'],
+  disabled: ['Disabled', ''],
+  not_installed: ['Not installed', 'warn'],
+  error: ['Error', 'bad'],
+  probing: ['Loading', 'info run'],
+};
+
+/** statusBadge is a provider's status as a badge. */
+export function statusBadge(p) {
+  const [label, cls] = STATUS[p.status] || [p.status, ''];
+  return h('span.badge', { class: cls, 'data-status': p.status }, label);
+}
+
+export function providersView(main) {
+  const banner = h('div');
+  const list = h('div.providers');
+  const file = h('span.muted.mono');
+  const reload = h('button', { type: 'button', onclick: async () => {
+    reload.disabled = true;
+    try { await API.reloadProviders(); toast('providers.json read again.'); } catch (e) { showError(e); }
+    await refreshProviders().catch(() => {});
+    reload.disabled = false;
+  } }, 'Reload providers.json');
+  const patchErr = h('div');
+  put(main, h('div.page', h('div.page-head', h('h1', 'Providers'), file, h('span.spacer'), reload), banner, patchErr, list));
+
+  function showError(e) {
+    const diags = (e.diagnostics || []).map(d => `${d.file ? d.file + ':' : ''}${d.line ? d.line + ':' + (d.col || 0) + ': ' : ''}${d.path ? d.path + ': ' : ''}${d.message}`);
+    put(patchErr, h('div.banner.bad', { role: 'alert' }, h('strong', e.message), diags.length ? h('pre', diags.join('\n')) : null));
+  }
+
+  function render() {
+    const snap = store.providers;
+    if (!snap) { put(list, h('div.muted', 'Loading…')); return; }
+    file.textContent = snap.file || '';
+    put(banner, snap.diagnostic ? h('div.banner.bad', { role: 'alert', 'data-diagnostic': '' },
+      h('strong', 'providers.json was rejected; the last good configuration stays in force.'), h('pre', snap.diagnostic)) : '');
+    // Cards are rebuilt only when their provider changed, so focus and
+    // a toggle in flight survive the updates of the others.
+    const next = new Map();
+    const nodes = snap.providers.map(p => {
+      const key = JSON.stringify(p);
+      const old = cards.get(p.id);
+      const el = old && old.key === key ? old.el : card(p);
+      next.set(p.id, { key, el });
+      return el;
+    });
+    cards = next;
+    nodes.forEach((el, i) => { if (list.children[i] !== el) list.insertBefore(el, list.children[i] || null); });
+    while (list.children.length > nodes.length) list.lastChild.remove();
+  }
+  let cards = new Map();
+
+  function card(p) {
+    const toggle = h('input', { type: 'checkbox', checked: p.enabled, 'aria-label': `Enable ${p.label || p.id}`, onchange: async () => {
+      toggle.disabled = true;
+      put(patchErr);
+      try {
+        await API.patchProvider(p.id, { enabled: toggle.checked });
+        await refreshProviders();
+      } catch (e) {
+        toggle.checked = !toggle.checked;
+        showError(e);
+      } finally {
+        toggle.disabled = false;
+      }
+    } });
+    const probe = h('button.small', { type: 'button', disabled: !p.enabled || p.status === 'not_installed', title: 'Start the agent, ask what it offers, stop it', onclick: async () => {
+      probe.disabled = true;
+      probe.textContent = 'Refreshing…';
+      try {
+        const info = await API.probeProvider(p.id);
+        toast(`${p.label || p.id}: ${info.agent_name || 'agent'} ${info.agent_version || ''} answered in ${Math.round((info.duration || 0) / 1e6)} ms`);
+      } catch (e) {
+        toast(`${p.label || p.id}: ${e.message}`, true);
+      }
+      await refreshProviders().catch(() => {});
+    } }, 'Refresh');
+    const probeInfo = p.probe && !p.probe.error ? `${p.probe.agent_name || ''} ${p.probe.agent_version || ''}`.trim() : '';
+    return h('div.panel.prov', { 'data-provider': p.id },
+      h('div.name', p.label || p.id, h('span.id', p.id), statusBadge(p), h('span.badge.plain', p.kind), p.built_in ? null : h('span.badge.plain.info', 'custom')),
+      h('div.controls', probe, h('label.switch', toggle, h('span', p.enabled ? 'Enabled' : 'Disabled'))),
+      p.description ? h('div.desc', p.description) : null,
+      p.diagnostic && p.status !== 'disabled' ? h('div.diag', p.diagnostic) : null,
+      h('div.cmd', (p.path || (p.command || []).join(' ')) + (probeInfo ? `  ·  ${probeInfo}` : '')));
+  }
+
+  render();
+  refreshProviders().catch(() => {});
+  return on(topic => { if (topic === 'providers') render(); });
+}

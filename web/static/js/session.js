@@ -1,0 +1,357 @@
+// One session: the live turn stream with its composer, the changes of
+// each turn with restore, the permission and file audit, and the
+// terminal of a terminal agent.
+import { h, ago, toast, confirmDialog, put } from './dom.js';
+import * as API from './api.js';
+import { store, on, sessionStatus, pendingOf, addPending, removePending, permFromEvent, refreshSessions } from './store.js';
+import { TurnStream } from './stream.js';
+import { agentChips, agentPicker, fillPicker, closeSessionFlow } from './sessions.js';
+import { openApproval, showing, wasDismissed, closeApproval } from './approval.js';
+
+/** sessionView renders session id into main; it returns its cleanup. */
+export function sessionView(main, id) {
+  let sess = store.sessions.get(id) || null;
+  let tab = 'conversation';
+  let es = null;
+  let lastSeq = 0;
+  let ended = false;
+  let retryTimer = 0;
+  const audit = [];
+  const cleanups = [];
+
+  // Head
+  const title = h('h1');
+  const status = h('span.badge');
+  const meta = h('div.meta');
+  const agents = h('div.row');
+  const closeBtn = h('button.danger', { type: 'button', onclick: async () => {
+    if (sess && await closeSessionFlow(sess)) location.hash = '#/';
+  } }, 'Close session');
+  const tabs = {
+    conversation: h('button', { type: 'button', onclick: () => show('conversation') }, 'Conversation'),
+    changes: h('button', { type: 'button', onclick: () => show('changes') }, 'Changes'),
+    audit: h('button', { type: 'button', onclick: () => show('audit') }, 'Audit', h('span.count', '0')),
+    terminal: h('button', { type: 'button', hidden: true, onclick: () => show('terminal') }, 'Terminal'),
+  };
+
+  // Conversation
+  const streamEl = h('div.stream', { 'aria-live': 'off' });
+  const stream = new TurnStream(streamEl, {
+    onDiff: n => { show('changes'); changes.select(n); },
+    onRestore: n => restoreFlow(n, false),
+    root: () => (sess && sess.worktree ? sess.worktree.path : ''),
+    onAnswer: req => { const p = pendingOf(id).find(x => x.id === req); if (p) openApproval(p); else toast('That request is no longer pending.'); },
+  });
+  const text = h('textarea', { name: 'prompt', placeholder: 'Ask the agent… (Enter sends, Shift+Enter for a new line)', rows: 2 });
+  const picker = agentPicker(sess ? sess.active_agent : '');
+  const send = h('button.primary', { type: 'submit' }, 'Send');
+  const cancelBtn = h('button.danger', { type: 'button', onclick: () => doCancel() }, 'Cancel turn');
+  const retryBtn = h('button', { type: 'button', onclick: () => doRetry() }, 'Retry last turn');
+  const state = h('span.state');
+  const composer = h('form.composer', { onsubmit: e => { e.preventDefault(); doSend(); } }, text,
+    h('div.row', h('label.row.muted', 'Agent', picker), state, h('span.spacer'), retryBtn, cancelBtn, send));
+  text.addEventListener('keydown', e => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); doSend(); }
+  });
+  const convo = h('div.tab-body', streamEl, composer);
+
+  const changes = changesPanel(id, (n, after) => restoreFlow(n, after));
+  const auditEl = h('div.tab-body', h('div.stream'));
+  const termEl = h('div.tab-body');
+  let term = null;
+
+  const head = h('div.session-head',
+    h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), closeBtn),
+    h('div.row', title, status),
+    meta, agents,
+    h('div.tabs', { role: 'tablist' }, Object.values(tabs)));
+  put(main, h('div.session', head, convo, changes.el, auditEl, termEl));
+
+  function renderHead() {
+    if (!sess) {
+      title.textContent = id;
+      return;
+    }
+    title.textContent = sess.title || sess.id;
+    const st = sessionStatus(sess);
+    status.textContent = st.label;
+    status.className = 'badge ' + st.cls;
+    status.dataset.status = st.key;
+    const wt = sess.worktree || {};
+    put(meta, 
+      h('span', 'repo ', h('span.mono', sess.repo)),
+      h('span', 'branch ', h('span.mono', wt.branch || '—')),
+      sess.base_ref ? h('span', 'from ', h('span.mono', sess.base_ref)) : null,
+      h('span', { title: wt.path || '' }, 'worktree ', h('span.mono', wt.path || '—')),
+      sess.title ? h('span', 'id ', h('span.mono', sess.id)) : null);
+    put(agents, agentChips(sess));
+    const closed = sess.status === 'closed';
+    closeBtn.hidden = closed;
+    composer.hidden = closed;
+    tabs.terminal.hidden = !ptyAgent();
+    fillPicker(picker, sess.active_agent);
+    renderComposer();
+  }
+
+  function ptyAgent() {
+    const provs = (store.providers && store.providers.providers) || [];
+    const kindOf = a => (provs.find(p => p.id === a) || {}).kind;
+    if (sess && kindOf(sess.active_agent) === 'pty') return sess.active_agent;
+    const a = ((sess && sess.agents) || []).find(x => x.kind === 'pty');
+    return a ? a.agent : '';
+  }
+
+  function running() { return stream.running || (sess && sess.busy && !stream.applied ? sess.turn : 0); }
+
+  function renderComposer() {
+    const r = running();
+    cancelBtn.hidden = !r;
+    send.disabled = !!r;
+    retryBtn.hidden = !!r || !stream.lastTurn;
+    state.textContent = r ? `turn ${r} running…` : '';
+  }
+
+  function show(name) {
+    tab = name;
+    for (const [k, b] of Object.entries(tabs)) {
+      b.classList.toggle('active', k === name);
+      b.setAttribute('aria-selected', String(k === name));
+    }
+    convo.hidden = name !== 'conversation';
+    changes.el.hidden = name !== 'changes';
+    auditEl.hidden = name !== 'audit';
+    termEl.hidden = name !== 'terminal';
+    if (name === 'changes') changes.load();
+    if (name === 'audit') renderAudit();
+    if (name === 'terminal' && !term) {
+      import('./terminal.js').then(m => { term = m.terminalPanel(termEl, id, ptyAgent()); cleanups.push(() => term.close()); })
+        .catch(e => put(termEl, h('div.pad.error-text', `The terminal could not load: ${e.message}`)));
+    }
+    if (name === 'conversation') { streamEl.scrollTop = streamEl.scrollHeight; text.focus({ preventScroll: true }); }
+  }
+
+  async function doSend() {
+    const t = text.value.trim();
+    if (!t || running()) return;
+    send.disabled = true;
+    try {
+      await API.prompt(id, t, picker.value);
+      text.value = '';
+    } catch (e) {
+      toast(`Prompt refused: ${e.message}`, true);
+    } finally {
+      renderComposer();
+    }
+  }
+
+  async function doCancel() {
+    cancelBtn.disabled = true;
+    try { await API.cancel(id); } catch (e) { toast(`Cancel failed: ${e.message}`, true); }
+    cancelBtn.disabled = false;
+  }
+
+  async function doRetry() {
+    retryBtn.disabled = true;
+    try { await API.retry(id); } catch (e) { toast(`Retry refused: ${e.message}`, true); }
+    retryBtn.disabled = false;
+  }
+
+  async function restoreFlow(n, after) {
+    const ok = await confirmDialog(`Restore to ${after ? 'after' : 'before'} turn ${n}?`,
+      [h('p.flush', `The worktree's files are put back as they were ${after ? 'when turn ' + n + ' ended' : 'just before turn ' + n + ' started'}. ` +
+        'Changes made since are replaced; the checkpoints of every turn stay, so you can restore another turn afterwards.')],
+      [{ label: 'Restore', class: 'primary', value: () => true }]);
+    if (!ok) return;
+    try {
+      await API.restore(id, n, after);
+      toast(`Worktree restored to ${after ? 'after' : 'before'} turn ${n}.`);
+      changes.reload();
+    } catch (e) {
+      toast(`Restore failed: ${e.message}`, true);
+    }
+  }
+
+  // Audit: the permission decisions and the agent's file and terminal
+  // use, from the session's own events.
+  function noteAudit(ev) {
+    const d = ev.data || {};
+    let row = null;
+    switch (ev.type) {
+      case 'permission.requested': row = ['asked', d.kind || d.action || '', d.title || '', d.risk || '', '']; break;
+      case 'permission.resolved': row = [d.cancelled ? 'cancelled' : d.decision || '', d.action || '', `request ${d.request}`, d.risk || '', `${d.decided_by || ''}${d.option_kind ? ' · ' + d.option_kind : ''}`]; break;
+      case 'fs.read': case 'fs.write': row = [ev.type === 'fs.read' ? 'read' : 'write', ev.type, d.path || '', '', `${d.outcome || ''}${d.bytes ? ' · ' + d.bytes + ' B' : ''}${d.error ? ' · ' + d.error : ''}`]; break;
+      case 'terminal.created': row = ['terminal', 'execute', [d.command, ...(d.args || [])].filter(Boolean).join(' '), '', '']; break;
+      default: return;
+    }
+    audit.push({ time: ev.time, agent: ev.agent, turn: ev.turn, row });
+    tabs.audit.lastChild.textContent = String(audit.length);
+    if (tab === 'audit') scheduleAudit();
+  }
+  let auditTimer = 0;
+  function scheduleAudit() { clearTimeout(auditTimer); auditTimer = setTimeout(renderAudit, 100); }
+  function renderAudit() {
+    const box = auditEl.firstChild;
+    if (!audit.length) {
+      put(box, h('div.empty', 'No permission requests, file access or terminals yet.'));
+      return;
+    }
+    put(box, h('div.panel', h('table.list',
+      h('thead', h('tr', h('th', 'Time'), h('th', 'Agent'), h('th.wide', 'Turn'), h('th', 'What'), h('th', 'Kind'), h('th', 'Subject'), h('th.wide', 'Risk'), h('th', 'Detail'))),
+      h('tbody', audit.map(a => h('tr', h('td.mono', new Date(a.time).toLocaleTimeString()), h('td', a.agent || ''), h('td.wide', a.turn ? String(a.turn) : ''),
+        h('td', h('strong', a.row[0])), h('td.mono', a.row[1]), h('td.mono', a.row[2]), h('td.wide', a.row[3]), h('td.muted', a.row[4])))))));
+  }
+
+  // The session's event stream: from the start, then live; EventSource
+  // sends Last-Event-ID when it reconnects, so nothing is lost or repeated.
+  const types = ['session.created', 'session.closed', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
+    'turn.started', 'turn.ended', 'turn.queued', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
+    'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
+    'pty.screen', 'error', 'history', 'worktree.restored', 'stream.end'];
+  function onEvent(type, raw) {
+    let ev;
+    try { ev = JSON.parse(raw); } catch { return; }
+    if (type === 'stream.end') {
+      const reason = (ev.data && ev.data.reason) || '';
+      if (reason === 'closed') { ended = true; es.close(); refreshSessions().catch(() => {}); }
+      return;
+    }
+    if (ev.seq && ev.seq <= lastSeq) return;
+    if (ev.seq) lastSeq = ev.seq;
+    stream.push(ev);
+    noteAudit(ev);
+    if (type === 'permission.requested') addPending(permFromEvent(ev));
+    if (type === 'permission.resolved') { removePending(id, ev.data.request); closeApproval(ev.data.request); }
+  }
+  function open() {
+    if (ended) return;
+    es = new EventSource(`/v1/sessions/${encodeURIComponent(id)}/events?after=${lastSeq}`);
+    for (const t of types) es.addEventListener(t, e => onEvent(t, e.data));
+    es.onerror = () => {
+      if (es.readyState === EventSource.CLOSED && !ended) {
+        clearTimeout(retryTimer);
+        retryTimer = setTimeout(open, 2000); // refused (401, 404): try again with ?after=
+      }
+    };
+  }
+  open();
+  stream.onState(renderComposer);
+
+  // Approvals: the oldest pending request of this session opens the
+  // dialog, unless the user put it aside.
+  function maybeApprove() {
+    if (showing()) return;
+    const p = pendingOf(id).find(x => !wasDismissed(x.id));
+    if (p) openApproval(p);
+  }
+  document.addEventListener('approval-closed', maybeApprove);
+  cleanups.push(() => document.removeEventListener('approval-closed', maybeApprove));
+
+  cleanups.push(on(topic => {
+    if (topic === 'sessions' || topic === 'providers' || topic === 'pending') {
+      sess = store.sessions.get(id) || sess;
+      renderHead();
+    }
+    if (topic === 'pending') maybeApprove();
+  }));
+  if (!sess) API.getSession(id).then(s => { sess = s; renderHead(); }).catch(e => {
+    put(main, h('div.page', h('h1', 'Session not found'), h('p.muted', e.message), h('a', { href: '#/' }, '← Sessions')));
+  });
+  store.viewing = id;
+  renderHead();
+  show('conversation');
+  maybeApprove();
+
+  return () => {
+    store.viewing = '';
+    ended = true;
+    clearTimeout(retryTimer);
+    if (es) es.close();
+    closeApproval();
+    for (const c of cleanups) c();
+  };
+}
+
+/** changesPanel is the Changes tab: the turns, and the diff of the one
+ * selected, with restore. */
+function changesPanel(id, onRestore) {
+  const list = h('div.turn-list');
+  const view = h('div.grow');
+  const el = h('div.tab-body', h('div.changes', h('div', h('h2', 'Turns'), list), view));
+  let turns = [];
+  let selected = null; // turn id, 0 for the whole session
+  let loaded = false;
+
+  async function load(force) {
+    if (loaded && !force) return;
+    loaded = true;
+    try {
+      turns = (await API.turns(id)).sort((a, b) => b.id - a.id);
+    } catch (e) {
+      put(list, h('div.error-text', e.message));
+      return;
+    }
+    renderList();
+    if (selected == null) selected = turns.length ? turns[0].id : 0;
+    showDiff(selected);
+  }
+
+  function renderList() {
+    const item = (n, label, sub) => h('button', { type: 'button', class: n === selected ? 'active' : '', 'data-turn': n,
+      onclick: () => { selected = n; renderList(); showDiff(n); } }, h('div', label), sub ? h('div.sub', sub) : null);
+    put(list, item(0, 'Whole session', 'against the base commit'),
+      ...turns.map(t => item(t.id, `#${t.id} ${t.prompt.slice(0, 60)}${t.prompt.length > 60 ? '…' : ''}`,
+        `${t.agent} · ${t.stop_reason || (t.ended_at ? 'ended' : 'running')} · ${ago(t.started_at)}`)));
+  }
+
+  async function showDiff(n) {
+    put(view, h('div.muted', 'Loading…'));
+    let d;
+    try {
+      d = await API.diff(id, n);
+    } catch (e) {
+      put(view, h('div.error-text', e.message));
+      return;
+    }
+    const st = d.stat || {};
+    const actions = n ? h('div.row', h('button', { type: 'button', onclick: () => onRestore(n, false) }, `Restore to before turn ${n}`),
+      h('button', { type: 'button', onclick: () => onRestore(n, true) }, `Restore to after turn ${n}`)) : null;
+    const files = h('ul.files', (d.files || []).map(f => h('li', h('span.st', (f.status || '?')[0].toUpperCase()),
+      h('span.grow', f.old_path ? `${f.old_path} → ${f.path}` : f.path),
+      f.binary ? h('span.muted', 'binary') : [h('span.plus', `+${f.additions}`), h('span.minus', `−${f.deletions}`)])));
+    put(view, 
+      h('div.page-head', h('h2', n ? `Turn ${n}` : 'Whole session'),
+        h('span.muted', `${st.files || 0} file${st.files === 1 ? '' : 's'}, +${st.additions || 0} −${st.deletions || 0}`), h('span.spacer'), actions),
+      (d.files || []).length ? files : h('div.empty', 'No changes.'),
+      d.patch ? h('div.diff', patchView(d.patch)) : null,
+      d.truncated ? h('div.muted', 'The diff is truncated.') : null);
+  }
+
+  return {
+    el,
+    load: () => load(false),
+    reload: () => load(true),
+    select(n) { selected = n; loaded = false; load(true); },
+  };
+}
+
+/** patchView renders a unified diff as text, one line per span. */
+function patchView(patch) {
+  const pre = h('pre');
+  const lines = patch.split('\n');
+  const max = 20000;
+  const frag = document.createDocumentFragment();
+  for (const l of lines.slice(0, max)) {
+    let cls = '';
+    if (l.startsWith('+++') || l.startsWith('---') || l.startsWith('diff ')) cls = 'f';
+    else if (l.startsWith('+')) cls = 'a';
+    else if (l.startsWith('-')) cls = 'd';
+    else if (l.startsWith('@@')) cls = 'h';
+    const s = document.createElement('span');
+    if (cls) s.className = cls;
+    s.textContent = l || ' ';
+    frag.appendChild(s);
+  }
+  pre.appendChild(frag);
+  if (lines.length > max) pre.appendChild(h('span.h', `… ${lines.length - max} more lines`));
+  return pre;
+}

@@ -1,0 +1,280 @@
+// The live turn stream of one session. Events are queued as they arrive
+// and applied in batches, once per animation frame and within a time
+// budget, so a turn streaming thousands of events a second stays
+// responsive. Applying an event only appends or updates the nodes it
+// concerns: text chunks grow one text node, a tool update changes one
+// card; the history already shown is never rendered again. Every piece of
+// agent output is put into the page as text (text nodes, textContent).
+import { h, put, relPath } from './dom.js';
+
+// ANSI control sequences, stripped from terminal output shown as text.
+const ANSI = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\r(?!\n)/g;
+
+const STOP_CLASS = { end_turn: 'ok', cancelled: 'warn', refusal: 'warn', max_tokens: 'warn', max_turn_requests: 'warn', error: 'bad', timeout: 'bad' };
+const TOOL_CLASS = { completed: 'ok', failed: 'bad', in_progress: 'info run', pending: '' };
+
+/** budgetMS bounds the work of one batch, so frames keep coming. */
+const budgetMS = 10;
+
+export class TurnStream {
+  /** root is the scrolling container; hooks: onDiff(turn), onRestore(turn),
+   * onAnswer(requestId). */
+  constructor(root, hooks = {}) {
+    this.root = root;
+    this.hooks = hooks;
+    this.queue = [];
+    this.scheduled = false;
+    this.turns = new Map();
+    this.tools = new Map(); // toolCallId → card
+    this.perms = new Map(); // request id → line
+    this.outside = null;    // container of the notes between turns
+    this.running = 0;       // turn in progress, 0 if none
+    this.lastTurn = 0;
+    this.applied = 0;
+    this.listeners = new Set();
+  }
+
+  /** push queues events; they show at the next frame. */
+  push(...evs) {
+    for (const ev of evs) this.queue.push(ev);
+    this.schedule();
+  }
+
+  /** onState(fn) calls fn() after each batch that changed the running turn. */
+  onState(fn) { this.listeners.add(fn); }
+
+  schedule() {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    const run = () => { this.scheduled = false; this.flush(); };
+    if (document.hidden) setTimeout(run, 250);
+    else requestAnimationFrame(run);
+  }
+
+  flush() {
+    const r = this.root;
+    const atBottom = r.scrollHeight - r.scrollTop - r.clientHeight < 48;
+    const start = performance.now();
+    const before = this.running;
+    let i = 0;
+    const q = this.queue;
+    while (i < q.length) {
+      this.apply(q[i++]);
+      if ((i & 63) === 0 && performance.now() - start > budgetMS) break;
+    }
+    q.splice(0, i);
+    this.applied += i;
+    if (atBottom) r.scrollTop = r.scrollHeight;
+    if (q.length) this.schedule();
+    if (before !== this.running || i) for (const fn of this.listeners) fn();
+  }
+
+  /** turnEl returns the section of turn n, making it when needed. */
+  turnEl(n, agent) {
+    let t = this.turns.get(n);
+    if (t) return t;
+    const prompt = h('div.prompt');
+    const agentEl = h('span.badge.plain', agent || '');
+    const head = h('div.turn-head', h('span.n', `#${n}`), prompt, agentEl);
+    const body = h('div.turn-body');
+    const foot = h('div.turn-foot', h('span.badge.info.run', 'running'));
+    const el = h('section.turn', { 'data-turn': n }, head, body, foot);
+    this.root.appendChild(el);
+    this.outside = null;
+    t = { n, el, head, prompt, agentEl, body, foot, text: null, role: '', pty: null, plan: null, usage: null };
+    this.turns.set(n, t);
+    this.lastTurn = Math.max(this.lastTurn, n);
+    return t;
+  }
+
+  /** note adds a line outside any turn (agent life cycle, session notes). */
+  note(text, bad) {
+    if (!this.outside) {
+      this.outside = h('div.outside');
+      this.root.appendChild(this.outside);
+    }
+    this.outside.appendChild(h('div.sys', { class: bad ? 'bad' : '' }, text));
+  }
+
+  /** where returns the body to write an event of turn n into, or null for
+   * notes outside turns. */
+  where(ev) {
+    return ev.turn ? this.turnEl(ev.turn, ev.agent) : null;
+  }
+
+  line(ev, text, cls = '') {
+    const t = this.where(ev);
+    if (!t) return this.note(text, cls === 'bad');
+    t.text = null;
+    t.body.appendChild(h('div.sys', { class: cls }, text));
+  }
+
+  apply(ev) {
+    const d = ev.data || {};
+    switch (ev.type) {
+      case 'turn.started': {
+        const t = this.turnEl(d.turn || ev.turn, d.agent || ev.agent);
+        t.prompt.textContent = d.prompt || '';
+        t.agentEl.textContent = d.agent || ev.agent || '';
+        this.running = t.n;
+        break;
+      }
+      case 'message.chunk': this.chunk(ev, d); break;
+      case 'tool.call':
+      case 'tool.update': this.tool(ev, d); break;
+      case 'plan': this.plan(ev, d); break;
+      case 'usage': {
+        const t = this.where(ev);
+        if (t) t.usage = d;
+        break;
+      }
+      case 'permission.requested': this.permAsked(ev, d); break;
+      case 'permission.resolved': this.permDone(ev, d); break;
+      case 'fs.read':
+      case 'fs.write': {
+        const verb = ev.type === 'fs.read' ? 'read' : 'wrote';
+        const fail = d.outcome && d.outcome !== 'ok' && d.outcome !== 'allowed';
+        const path = relPath(this.hooks.root ? this.hooks.root() : '', d.path || '');
+        this.line(ev, `${fail ? 'could not ' + (verb === 'read' ? 'read' : 'write') : verb} ${path}${d.error ? ': ' + d.error : ''}`, fail ? 'bad' : '');
+        break;
+      }
+      case 'terminal.created':
+        this.line(ev, `$ ${[d.command, ...(d.args || [])].filter(Boolean).join(' ')}`);
+        break;
+      case 'terminal.exited':
+        this.line(ev, `terminal exited${d.exit_code != null ? ' with ' + d.exit_code : ''}`);
+        break;
+      case 'pty.output': this.ptyText(ev, d.data || ''); break;
+      case 'error': this.line(ev, `error: ${d.error || JSON.stringify(d)}`, 'bad'); break;
+      case 'turn.ended': this.ended(ev, d); break;
+      case 'agent.starting': this.note(`starting ${ev.agent}…`); break;
+      case 'agent.ready': this.note(`${ev.agent} ready${d.pid ? ' (pid ' + d.pid + ')' : ''}${d.resumed ? ', resumed its conversation' : ''}`); break;
+      case 'agent.exited': this.note(`${ev.agent} exited (${d.status || '?'})${d.stderr_tail ? '\n' + d.stderr_tail : ''}`, !d.expected); break;
+      case 'agent.evicted': this.note(`${ev.agent} stopped: ${d.reason || ''}`); break;
+      case 'agent.context_lost': this.note(`${ev.agent} could not resume its conversation and starts a new one`); break;
+      case 'session.created': this.note('session created'); break;
+      case 'session.closed': this.note('session closed'); break;
+      case 'worktree.restored': this.note(`worktree restored to ${d.after ? 'after' : 'before'} turn ${d.turn}`); break;
+      default: break; // history, mode, config, commands, session.info: not part of the conversation
+    }
+  }
+
+  chunk(ev, d) {
+    if (d.role === 'user') return; // the prompt is in the turn's head
+    let text = d.text;
+    if (!text && d.content) text = `[${d.content.type || 'content'}]`;
+    if (!text) return;
+    const t = this.where(ev);
+    if (!t) return this.note(text);
+    if (t.text && t.role === d.role && t.text.parentNode && t.body.lastChild === t.text.parentNode) {
+      t.text.appendData(text);
+      return;
+    }
+    const node = document.createTextNode(text);
+    t.body.appendChild(h('div.msg', { class: d.role === 'thought' ? 'thought' : 'agent' }, node));
+    t.text = node;
+    t.role = d.role;
+  }
+
+  ptyText(ev, s) {
+    const t = this.where(ev);
+    const text = s.replace(ANSI, '');
+    if (!t || !text) return;
+    if (!t.pty || t.body.lastChild !== t.pty.parentNode) {
+      t.pty = document.createTextNode('');
+      t.body.appendChild(h('div.msg.pty', t.pty));
+      t.text = null;
+    }
+    t.pty.appendData(text);
+    if (t.pty.length > 200000) t.pty.deleteData(0, t.pty.length - 150000);
+  }
+
+  tool(ev, d) {
+    const id = d.toolCallId || d.tool_call_id || '';
+    let c = this.tools.get(id);
+    if (!c) {
+      const t = this.where(ev);
+      if (!t) return;
+      t.text = null;
+      c = { kind: h('span.kind'), title: h('span.title'), status: h('span.badge'), locs: h('div.locs') };
+      c.el = h('div.tool', c.kind, c.title, c.status, c.locs);
+      t.body.appendChild(c.el);
+      this.tools.set(id, c);
+    }
+    if (d.kind) c.kind.textContent = d.kind;
+    if (d.title) c.title.textContent = d.title;
+    if (d.status) {
+      c.status.textContent = d.status.replace('_', ' ');
+      c.status.className = 'badge ' + (TOOL_CLASS[d.status] || '');
+    }
+    if (Array.isArray(d.locations) && d.locations.length) {
+      const root = this.hooks.root ? this.hooks.root() : '';
+      c.locs.textContent = d.locations.map(l => relPath(root, l)).join('  ');
+    }
+  }
+
+  plan(ev, d) {
+    const t = this.where(ev);
+    if (!t) return;
+    if (!t.plan || !t.plan.isConnected) {
+      t.text = null;
+      t.plan = h('div.plan');
+      t.body.appendChild(t.plan);
+    }
+    const items = (d.entries || []).map(e => h('li', { class: e.status || '' }, e.content || ''));
+    put(t.plan, h('strong', 'Plan'), h('ol', items));
+  }
+
+  permAsked(ev, d) {
+    const t = this.where(ev);
+    const text = `Asks permission: ${d.title || d.action || d.kind || 'an action'}${d.risk ? ' · risk ' + d.risk : ''}`;
+    const btn = h('button.small', { type: 'button', onclick: () => this.hooks.onAnswer && this.hooks.onAnswer(d.request) }, 'Answer…');
+    const el = h('div.perm-line', h('span', text), ' ', btn);
+    if (t) { t.text = null; t.body.appendChild(el); } else this.note(text);
+    this.perms.set(d.request, { el, btn });
+  }
+
+  permDone(ev, d) {
+    const p = this.perms.get(d.request);
+    const by = d.decided_by ? ` by ${d.decided_by}` : '';
+    const what = d.cancelled ? 'cancelled' : `${d.decision || '?'}${d.option_kind ? ' (' + d.option_kind + ')' : ''}`;
+    if (p) {
+      p.btn.remove();
+      p.el.classList.add('done');
+      p.el.appendChild(document.createTextNode(` → ${what}${by}`));
+    } else {
+      this.line(ev, `permission ${what}${by}`);
+    }
+  }
+
+  ended(ev, d) {
+    const n = d.turn || ev.turn;
+    const t = this.turnEl(n, d.agent || ev.agent);
+    t.text = null;
+    const stop = d.stop_reason || 'ended';
+    const parts = [h('span.badge', { class: STOP_CLASS[stop] || '' }, stop.replace(/_/g, ' '))];
+    if (d.duration_ms != null) parts.push(h('span', `${(d.duration_ms / 1000).toFixed(1)} s`));
+    const c = d.changes;
+    if (c && c.files) parts.push(h('span', `${c.files} file${c.files === 1 ? '' : 's'} changed (+${c.additions} −${c.deletions})`));
+    const usage = d.usage || t.usage;
+    if (usage) parts.push(h('span.usage', usageText(usage)));
+    parts.push(h('span.spacer'));
+    if (c && c.files && this.hooks.onDiff) parts.push(h('button.small', { type: 'button', onclick: () => this.hooks.onDiff(n) }, 'View changes'));
+    if (this.hooks.onRestore) parts.push(h('button.small', { type: 'button', onclick: () => this.hooks.onRestore(n) }, 'Restore to before this turn'));
+    put(t.foot, ...parts);
+    if (d.error) t.body.appendChild(h('div.sys.bad', d.error));
+    if (this.running === n) this.running = 0;
+  }
+}
+
+/** usageText is a usage payload in a few words. */
+function usageText(u) {
+  if (typeof u !== 'object' || !u) return String(u);
+  const out = [];
+  for (const [k, v] of Object.entries(u)) {
+    if (k === 'sessionUpdate') continue;
+    if (typeof v === 'number' || typeof v === 'string') out.push(`${k} ${v}`);
+    else if (v && typeof v === 'object' && 'amount' in v) out.push(`${k} ${v.amount}${v.currency ? ' ' + v.currency : ''}`);
+  }
+  return out.slice(0, 5).join(' · ');
+}

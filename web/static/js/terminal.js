@@ -1,0 +1,114 @@
+// The terminal of a terminal (PTY) agent, with @xterm/xterm over the attach
+// WebSocket (GET /v1/sessions/{id}/attach). Several viewers may watch; one
+// holds the keyboard: the first keystroke asks for it ("take"), Release
+// gives it back. The holder's window size becomes the terminal's.
+import { h, toast, put } from './dom.js';
+
+let xtermP = null;
+
+/** loadXterm loads the vendored library and its style sheet, once. */
+function loadXterm() {
+  if (!xtermP) {
+    document.head.appendChild(h('link', { rel: 'stylesheet', href: '/assets/vendor/xterm/xterm.css' }));
+    xtermP = import('/assets/vendor/xterm/xterm.mjs');
+  }
+  return xtermP;
+}
+
+export function terminalPanel(el, session, agent) {
+  const status = h('span.muted', 'connecting…');
+  const takeBtn = h('button.small', { type: 'button', onclick: () => (writer ? release() : take()) }, 'Type here');
+  const reconnect = h('button.small', { type: 'button', hidden: true, onclick: () => connect() }, 'Reconnect');
+  const box = h('div.term', { 'data-terminal': '' });
+  put(el, h('div.term-wrap', h('div.row', h('strong', agent || 'terminal'), status, h('span.spacer'), reconnect, takeBtn), box));
+
+  let term = null;
+  let ws = null;
+  let writer = false;
+  let pending = '';
+  let closed = false;
+  const enc = new TextEncoder();
+  const ro = new ResizeObserver(() => fit());
+
+  function setWriter(w) {
+    writer = w;
+    takeBtn.textContent = w ? 'Release keyboard' : 'Type here';
+    status.textContent = w ? 'you are typing' : 'watching (type to take the keyboard)';
+  }
+
+  function send(obj) { if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(obj)); }
+  function take() { send({ type: 'take' }); }
+  function release() { send({ type: 'release' }); }
+
+  function fit() {
+    if (!term || !box.clientWidth) return;
+    const probe = h('span', 'W'.repeat(40));
+    probe.style.cssText = `position:absolute;visibility:hidden;white-space:pre;font-family:${term.options.fontFamily};font-size:${term.options.fontSize}px;line-height:normal`;
+    document.body.appendChild(probe);
+    const r = probe.getBoundingClientRect();
+    probe.remove();
+    const cw = r.width / 40;
+    const ch = Math.ceil(r.height);
+    const cols = Math.max(20, Math.floor((box.clientWidth - 12) / cw));
+    const rows = Math.max(5, Math.floor((box.clientHeight - 12) / ch));
+    if (cols !== term.cols || rows !== term.rows) term.resize(cols, rows);
+    if (writer) send({ type: 'resize', cols: term.cols, rows: term.rows });
+  }
+
+  function connect() {
+    reconnect.hidden = true;
+    status.textContent = 'connecting…';
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    ws = new WebSocket(`${proto}//${location.host}/v1/sessions/${encodeURIComponent(session)}/attach${agent ? '?agent=' + encodeURIComponent(agent) : ''}`);
+    ws.binaryType = 'arraybuffer';
+    ws.onopen = () => setWriter(false);
+    ws.onmessage = e => {
+      if (typeof e.data !== 'string') { term.write(new Uint8Array(e.data)); return; }
+      let m;
+      try { m = JSON.parse(e.data); } catch { return; }
+      if (m.type === 'taken') {
+        setWriter(true);
+        fit();
+        if (pending) { ws.send(enc.encode(pending)); pending = ''; }
+      } else if (m.type === 'released') {
+        setWriter(false);
+      } else if (m.type === 'error') {
+        pending = '';
+        if (m.code === 'input_held') status.textContent = 'another viewer is typing';
+        else if (m.code !== 'not_writer') toast(`Terminal: ${m.message}`, true);
+      }
+    };
+    ws.onclose = e => {
+      setWriter(false);
+      if (closed) return;
+      status.textContent = e.reason ? `ended: ${e.reason}` : 'disconnected';
+      reconnect.hidden = false;
+    };
+  }
+
+  loadXterm().then(({ Terminal }) => {
+    if (closed) return;
+    const dark = matchMedia('(prefers-color-scheme: dark)').matches;
+    term = new Terminal({ fontFamily: 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace', fontSize: 13, cursorBlink: true,
+      scrollback: 5000, theme: dark ? {} : { background: '#111111' } });
+    term.open(box);
+    term.onData(d => {
+      if (writer) { ws.send(enc.encode(d)); return; }
+      pending += d;
+      take();
+    });
+    ro.observe(box);
+    fit();
+    connect();
+    term.focus();
+  }).catch(e => { status.textContent = `the terminal library did not load: ${e.message}`; });
+
+  return {
+    close() {
+      closed = true;
+      ro.disconnect();
+      if (ws) ws.close();
+      if (term) term.dispose();
+    },
+  };
+}
