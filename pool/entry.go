@@ -29,6 +29,13 @@ type entry struct {
 	started chan struct{}
 	err     error
 	info    backends.Info
+	// launched is the backend while its Start runs (nil before Launch
+	// and after Start returns), for a kill at a shutdown's deadline.
+	launched backends.Backend
+	// cancelStart cuts a start in flight short; set at creation, never
+	// changed. Stopping an entry calls it: a backend whose Start fails
+	// stops the process it spawned.
+	cancelStart context.CancelFunc
 
 	lastActive time.Time
 	crashes    []time.Time
@@ -74,6 +81,15 @@ func (p *Pool) acquireLocked(s *session, agent string) (*entry, error) {
 	if p.closing {
 		return nil, fmt.Errorf("pool: %w", ErrClosed)
 	}
+	// A closing session gets no backend: Close marks it closed before it
+	// stops the session's entries, and this check and the insertion of a
+	// new entry share one hold of p.mu, so Close's stop sees every entry.
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("session %q: %w", s.id, ErrClosed)
+	}
 	e := p.entries[k]
 	if e != nil && e.warmLocked() && !e.inUse {
 		e.inUse = true
@@ -116,9 +132,11 @@ func (p *Pool) acquireLocked(s *session, agent string) (*entry, error) {
 	}
 	ne := &entry{key: k, sess: s, spec: spec, hash: specHash(spec), state: StateStarting, inUse: true,
 		started: make(chan struct{}), lastActive: p.cfg.Now(), crashes: crashes, restarts: restarts}
+	startCtx, cancel := context.WithCancel(p.ctx)
+	ne.cancelStart = cancel
 	p.entries[k] = ne
 	p.wg.Add(1)
-	go p.start(ne)
+	go p.start(startCtx, ne)
 	return ne, nil
 }
 
@@ -176,12 +194,15 @@ func (p *Pool) waitStarted(ctx context.Context, e *entry) (backends.Backend, err
 
 // start launches and starts e's backend, resuming the agent's previous
 // session when one is recorded, and re-applies the recorded mode and
-// config options.
-func (p *Pool) start(e *entry) {
+// config options. ctx ends when the entry is stopped (or the pool shuts
+// down) while it starts: the backend's Start then fails and stops the
+// process it spawned, and the entry ends stopped, not crashed.
+func (p *Pool) start(ctx context.Context, e *entry) {
 	defer p.wg.Done()
+	defer e.cancelStart()
 	s := e.sess
 	agent := e.key.agent
-	rec, recErr := p.cfg.Store.GetAgent(p.ctx, s.id, agent)
+	rec, recErr := p.cfg.Store.GetAgent(ctx, s.id, agent)
 	resume := ""
 	if recErr == nil {
 		resume = rec.AgentSessionID
@@ -196,13 +217,41 @@ func (p *Pool) start(e *entry) {
 	})
 	var info backends.Info
 	if err == nil {
-		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.StartTimeout)
-		info, err = b.Start(ctx, resume)
+		p.mu.Lock()
+		e.launched = b
+		p.mu.Unlock()
+		sctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
+		info, err = b.Start(sctx, resume)
 		cancel()
 		p.spawns.Add(1)
+		if err == nil && recErr == nil {
+			p.reapply(ctx, s, agent, b, rec, info)
+			info = b.Info()
+		}
+		p.mu.Lock()
+		e.launched = nil
+		p.mu.Unlock()
 	}
 	now := p.cfg.Now()
 	if err != nil {
+		p.mu.Lock()
+		stopped := e.state == StateStopping
+		if stopped {
+			// Stopped while starting (session closed, pool shut down):
+			// not a crash, and nothing runs any more.
+			e.err = fmt.Errorf("start agent %q: stopped while starting: %w", agent, ErrClosed)
+			e.state = StateStopped
+			if p.entries[e.key] == e {
+				delete(p.entries, e.key)
+			}
+		}
+		p.mu.Unlock()
+		if stopped {
+			p.logger.Info("agent stopped while starting", "session", s.id, "agent", agent, "err", err)
+			p.putAgent(e, backends.Info{}, AgentClosed, rec)
+			close(e.started)
+			return
+		}
 		err = fmt.Errorf("start agent %q: %w", agent, err)
 		p.mu.Lock()
 		e.err = err
@@ -214,10 +263,6 @@ func (p *Pool) start(e *entry) {
 		p.putAgent(e, backends.Info{}, AgentCrashed, rec)
 		close(e.started)
 		return
-	}
-	if recErr == nil {
-		p.reapply(s, agent, b, rec, info)
-		info = b.Info()
 	}
 	p.mu.Lock()
 	e.backend, e.info = b, info
@@ -241,8 +286,8 @@ func (p *Pool) start(e *entry) {
 }
 
 // reapply restores the mode and config options the session had chosen.
-func (p *Pool) reapply(s *session, agent string, b backends.Backend, rec AgentRecord, info backends.Info) {
-	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+func (p *Pool) reapply(ctx context.Context, s *session, agent string, b backends.Backend, rec AgentRecord, info backends.Info) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if rec.Mode != "" && rec.Mode != info.CurrentMode {
 		if err := b.SetMode(ctx, rec.Mode); err != nil && !errors.Is(err, backends.ErrUnsupported) {
@@ -271,7 +316,9 @@ func (p *Pool) putAgent(e *entry, info backends.Info, status string, prev AgentR
 		r.AgentSessionID = info.AgentSessionID
 		r.ResumeSupported = info.LoadSession
 	}
-	if err := p.cfg.Store.UpsertAgent(p.ctx, r); err != nil {
+	// The record must be written even when the pool is shutting down: it
+	// holds the agent session id a later daemon resumes.
+	if err := p.cfg.Store.UpsertAgent(context.WithoutCancel(p.ctx), r); err != nil {
 		p.logger.Warn("store agent", "session", r.Session, "agent", r.Agent, "err", err)
 	}
 }
@@ -330,7 +377,14 @@ func (p *Pool) release(e *entry) {
 
 // stopEntry stops one backend and waits for it. The entry may already be
 // marked stopping (eviction and reaping mark it under the lock so it no
-// longer counts as warm); one still starting is stopped once started.
+// longer counts as warm); one still starting has its start cut short,
+// which stops the process the start spawned.
+//
+// The stop runs the backend's ladder (protocol close, SIGTERM, SIGKILL)
+// within StopTimeout or until ctx ends, whichever comes first: when ctx
+// ends the ladder jumps to SIGKILL. A caller whose stop must not be cut
+// short by its own cancellation passes context.WithoutCancel. Once ctx
+// has ended, stopEntry returns by killDeadline(ctx).
 func (p *Pool) stopEntry(ctx context.Context, e *entry, reason string) {
 	p.mu.Lock()
 	if e.state == StateStopped || e.state == StateCrashed {
@@ -343,7 +397,12 @@ func (p *Pool) stopEntry(ctx context.Context, e *entry, reason string) {
 	e.state = StateStopping
 	started := e.started
 	p.mu.Unlock()
-	<-started
+	e.cancelStart()
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StopTimeout)
+	defer cancel()
+	if !p.awaitStart(ctx, e, started) {
+		return
+	}
 	p.mu.Lock()
 	b := e.backend
 	p.mu.Unlock()
@@ -351,8 +410,6 @@ func (p *Pool) stopEntry(ctx context.Context, e *entry, reason string) {
 		return
 	}
 	p.logger.Info("stopping agent", "session", e.key.session, "agent", e.key.agent, "reason", reason)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.StopTimeout)
-	defer cancel()
 	if err := b.Stop(ctx); err != nil {
 		p.logger.Warn("stop agent", "session", e.key.session, "agent", e.key.agent, "err", err)
 	}

@@ -198,13 +198,25 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 }
 
-// Shutdown cancels running turns, stops every backend in parallel, waits
-// for the pool's goroutines and flushes events. No child process remains.
+// Shutdown ends the pool. From its first step, new sessions, prompts and
+// agent starts get ErrClosed. Pending permission requests are answered
+// cancelled, running turns are cancelled the protocol's way and given
+// shutdownTurnGrace to end, then every backend is stopped in parallel with
+// its ladder (stdin closed, SIGTERM, SIGKILL to its process group and
+// cgroup, each within StopTimeout), starts in flight are cut short, and
+// the events are flushed.
+//
+// ctx bounds all of it: when ctx ends, the ladders jump to SIGKILL,
+// whatever is still running is killed, and Shutdown returns by the
+// deadline plus ShutdownKillWait; it then reports what it could not wait
+// for or flush. A second call waits for the pool's goroutines under its own ctx.
 func (p *Pool) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
-		p.wg.Wait()
+		if err := p.awaitGoroutines(ctx); err != nil {
+			return fmt.Errorf("shutdown: %w", err)
+		}
 		return nil
 	}
 	p.closing = true
@@ -218,25 +230,29 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 
-	var wg sync.WaitGroup
-	for _, tr := range runs {
-		wg.Add(1)
-		go func() { defer wg.Done(); tr.requestCancel(ctx) }()
-	}
-	wg.Wait()
 	p.broker.Close()
+	cancelTurns(ctx, runs, shutdownTurnGrace)
 	p.stopEntries(ctx, func(*entry) bool { return true }, "shutdown")
 	p.cancel()
-	p.wg.Wait()
-	err := p.cfg.Store.Flush(ctx)
+	var errs []error
+	if err := p.awaitGoroutines(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ctx.Err(); err != nil {
+		// Flushing now would not wait: the store's own Close writes what
+		// is queued, under its own budget.
+		errs = append(errs, fmt.Errorf("events not flushed: %w", context.Cause(ctx)))
+	} else if err := p.cfg.Store.Flush(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("flush events: %w", err))
+	}
 	p.mu.Lock()
 	for _, s := range p.sessions {
 		s.feed.Close(ErrClosed)
 	}
 	p.mu.Unlock()
 	p.global.Close(ErrClosed)
-	if err != nil {
-		return fmt.Errorf("shutdown: flush events: %w", err)
+	if len(errs) > 0 {
+		return fmt.Errorf("shutdown: %w", errors.Join(errs...))
 	}
 	return nil
 }

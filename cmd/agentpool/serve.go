@@ -30,14 +30,29 @@ import (
 
 // Defaults of the daemon.
 const (
-	DefaultAddr     = "127.0.0.1:7420"
-	defaultHomeDir  = ".agentpool"
-	providersFile   = "providers.json"
-	databaseFile    = "agentpool.db"
-	worktreesDir    = "worktrees"
-	tmpDir          = "tmp"
-	cgroupFile      = "cgroup"
-	shutdownTimeout = 30 * time.Second
+	DefaultAddr    = "127.0.0.1:7420"
+	defaultHomeDir = ".agentpool"
+	providersFile  = "providers.json"
+	databaseFile   = "agentpool.db"
+	worktreesDir   = "worktrees"
+	tmpDir         = "tmp"
+	cgroupFile     = "cgroup"
+)
+
+// Budgets of the daemon's shutdown (Main.Close). Each step has its own, so
+// a step that overruns never eats the next one's. In-flight HTTP requests
+// get httpShutdownBudget, then their connections are closed; the agents
+// get agentStopBudget for their stop ladders, and whatever still runs is
+// then killed within pool.ShutdownKillWait; the store gets
+// storeCloseBudget to write what is queued. Their sum, ShutdownBound, is
+// how long SIGTERM takes at most (plus a few milliseconds of bookkeeping),
+// whatever the clients and agents do.
+const (
+	httpShutdownBudget = 2 * time.Second
+	agentStopBudget    = 5 * time.Second
+	storeCloseBudget   = 2 * time.Second
+	// ShutdownBound is the documented bound of Close (10 s).
+	ShutdownBound = httpShutdownBudget + agentStopBudget + pool.ShutdownKillWait + storeCloseBudget
 )
 
 // Main is the daemon: it opens the store, the registry, the worktree
@@ -103,7 +118,8 @@ func (m *Main) Open(ctx context.Context) error {
 			return fmt.Errorf("create %s: %w", provPath, err)
 		}
 	}
-	m.store, err = store.Open(ctx, store.Config{Path: filepath.Join(home, databaseFile), Logger: m.Logger})
+	m.store, err = store.Open(ctx, store.Config{Path: filepath.Join(home, databaseFile), Logger: m.Logger,
+		CloseTimeout: storeCloseBudget})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -256,8 +272,16 @@ Enable a real agent by editing %s (see providers.example.json).
 // Addr returns the address the daemon listens on.
 func (m *Main) ListenAddr() string { return m.ln.Addr().String() }
 
-// Close shuts the daemon down: stop serving, cancel turns, stop every
-// agent, flush events, close the store. It is idempotent.
+// Close shuts the daemon down, each step under its own budget: stop
+// accepting connections and refuse new requests; give requests in flight
+// httpShutdownBudget, then close their connections (a client that never
+// finishes its request does not hold the daemon); cancel turns and stop
+// every agent within agentStopBudget, killing what is left; sweep the
+// daemon's cgroup tree in case an agent escaped the pool; close the store,
+// which writes the events still queued within storeCloseBudget. It
+// returns within ShutdownBound, and an error only when the store could not
+// be closed cleanly (events may be lost); the other steps' troubles are
+// logged. It is idempotent.
 func (m *Main) Close() error {
 	m.closeMu.Lock()
 	defer m.closeMu.Unlock()
@@ -265,21 +289,51 @@ func (m *Main) Close() error {
 		return nil
 	}
 	m.closed = true
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	m.api.Shutdown()
-	if err := m.http.Shutdown(ctx); err != nil {
-		m.Logger.Warn("http shutdown", "err", err)
+	begin := time.Now()
+
+	// The API refuses new requests and ends its event streams while the
+	// server stops accepting and waits for the requests in flight; a stream
+	// stuck writing to a client that does not read ends when its
+	// connection is closed.
+	apiDone := make(chan struct{})
+	go func() { defer close(apiDone); m.api.Shutdown() }()
+	hctx, cancel := context.WithTimeout(context.Background(), httpShutdownBudget)
+	if err := m.http.Shutdown(hctx); err != nil {
+		m.Logger.Warn("http shutdown: closing the connections of requests still in flight", "budget", httpShutdownBudget, "err", err)
+		if err := m.http.Close(); err != nil {
+			m.Logger.Warn("http close", "err", err)
+		}
 	}
-	err := m.pool.Shutdown(ctx)
+	cancel()
+	select {
+	case <-apiDone:
+	case <-time.After(pool.ShutdownKillWait):
+		m.Logger.Warn("http shutdown: event streams still running after their connections were closed")
+	}
+
+	pctx, cancel := context.WithTimeout(context.Background(), agentStopBudget)
+	if err := m.pool.Shutdown(pctx); err != nil {
+		m.Logger.Warn("pool shutdown", "budget", agentStopBudget, "err", err)
+	}
+	cancel()
 	m.cancel()
 	m.wg.Wait()
+	// The pool has stopped every agent it knows; the sweep makes sure no
+	// process of the daemon's agents (or of what they started) remains.
+	if m.sandbox != nil {
+		if n, err := m.sandbox.Sweep(); err != nil || n > 0 {
+			m.Logger.Warn("killed agent processes left after the pool's shutdown", "count", n, "err", err)
+		}
+	}
 	_ = os.Remove(filepath.Join(m.Home, daemonFileName))
-	m.shutdownParts()
+	err := m.shutdownParts()
+	m.Logger.Info("shut down", "took", time.Since(begin).Round(time.Millisecond), "bound", ShutdownBound)
 	return err
 }
 
-func (m *Main) shutdownParts() {
+// shutdownParts closes what Open opened besides the pool and the server;
+// it returns the store's error (events that could not be written).
+func (m *Main) shutdownParts() error {
 	if m.reg != nil {
 		_ = m.reg.Close()
 	}
@@ -293,9 +347,11 @@ func (m *Main) shutdownParts() {
 	}
 	if m.store != nil {
 		if err := m.store.Close(); err != nil {
-			m.Logger.Warn("close store", "err", err)
+			m.Logger.Error("close store", "err", err)
+			return err
 		}
 	}
+	return nil
 }
 
 // openSandbox finds where agents can be contained, and ends whatever a
