@@ -102,6 +102,18 @@ func (m *Main) Open(ctx context.Context) error {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	m.Home = home
+	// The port first: a daemon that cannot listen must not leave a new
+	// data directory behind. Held from here on; closed if Open fails.
+	ln, err := listen(m.Addr, home)
+	if err != nil {
+		return err
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			_ = ln.Close()
+		}
+	}()
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -165,11 +177,8 @@ func (m *Main) Open(ctx context.Context) error {
 		m.shutdownParts()
 		return err
 	}
-	m.ln, err = net.Listen("tcp", m.Addr)
-	if err != nil {
-		m.shutdownParts()
-		return fmt.Errorf("listen: %w", err)
-	}
+	m.ln = ln
+	opened = true
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.http = &http.Server{Handler: m.api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)}
@@ -245,28 +254,76 @@ func (m *Main) forwardProviderChanges(ctx context.Context) {
 	}
 }
 
+// listen binds addr. A port in use is reported with who holds it, when
+// it is this home's daemon, and how to pick another one.
+func listen(addr, home string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	who := "another program (another agentpool daemon?)"
+	if d, derr := readDaemonFile(home); derr == nil && d.alive() && d.PID > 0 {
+		if _, dport, _ := net.SplitHostPort(d.Addr); dport == port {
+			who = fmt.Sprintf("the daemon of this data directory, %s (pid %d): it is already running", home, d.PID)
+		}
+	}
+	return nil, fmt.Errorf("port %s (%s) is in use by %s; stop that, or pick another port with --addr %s:PORT "+
+		"or AGENTPOOL_LISTEN (port 0 picks a free one; clients find it in %s): %w",
+		port, addr, who, host, daemonFileName, err)
+}
+
+// banner says where the daemon listens, which agents can start, and the
+// commands to try first, with the command as the user invoked it.
 func (m *Main) banner(addr string) {
-	ready := ""
+	self := defaultSelf
+	if len(os.Args) > 0 {
+		self = invokedAs(os.Args[0])
+	}
+	var ready, missing, disabled, broken []string
 	for _, p := range m.reg.Snapshot().Providers {
-		if _, err := m.reg.Resolve(p.ID); err == nil { // launchable, even while probing
-			ready += " " + p.ID
+		switch _, err := m.reg.Resolve(p.ID); { // launchable, even while probing
+		case err == nil:
+			ready = append(ready, p.ID)
+		case errors.Is(err, registry.ErrDisabled):
+			disabled = append(disabled, p.ID)
+		case errors.Is(err, registry.ErrNotInstalled):
+			missing = append(missing, p.ID)
+		default:
+			broken = append(broken, p.ID)
+		}
+	}
+	var agents strings.Builder
+	for _, l := range []struct {
+		label string
+		ids   []string
+	}{{"ready", ready}, {"not installed", missing}, {"disabled", disabled}, {"error", broken}} {
+		if len(l.ids) > 0 {
+			fmt.Fprintf(&agents, "\n    %-14s %s", l.label+":", strings.Join(l.ids, ", "))
 		}
 	}
 	cwd, _ := os.Getwd()
-	// The command as the user invoked it (./bin/agentpool after make run).
-	self := "agentpool"
-	if len(os.Args) > 0 && strings.Contains(os.Args[0], "/") {
-		self = os.Args[0]
+	where, repo := "this repository", shellQuote(cwd)
+	if top, err := gitTopLevel(context.Background(), cwd); err == nil {
+		repo = shellQuote(top)
+	} else {
+		where, repo = "a git repository", "/path/to/repo"
 	}
 	fmt.Fprintf(m.Stdout, `agentpool %s listening on http://%s
   data:      %s
-  providers: %s   (ready:%s)
+  providers: %s
+  agents:%s
 
-Open a session on this repository and talk to the demo agent:
+Open a session on %s and talk to the demo agent:
   %s session new --repo %s
   %s prompt <session-id> "add a greeting"
-Enable a real agent by editing %s (see providers.example.json).
-`, version, addr, m.Home, filepath.Join(m.Home, providersFile), ready, self, cwd, self, filepath.Join(m.Home, providersFile))
+
+Agents are enabled by default and ready as soon as their command is on the daemon's PATH,
+without a restart: see "Using a real agent" in the README, and '%s providers list'.
+`, version, addr, m.Home, filepath.Join(m.Home, providersFile), agents.String(), where, self, repo, self, self)
 }
 
 // Addr returns the address the daemon listens on.
@@ -417,7 +474,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: agentpool serve [flags]\n\nRuns the daemon. Data lives in --home (default $AGENTPOOL_HOME, else ./%s).\n\nFlags:\n", defaultHomeDir)
+		fmt.Fprintf(stderr, "Usage: %s serve [flags]\n\nRuns the daemon. Data lives in --home, by default $AGENTPOOL_HOME, else the\n"+
+			"nearest %s at or above the current directory (not above your home directory),\n"+
+			"else $XDG_STATE_HOME/agentpool or ~/.local/state/agentpool. Clients find the\n"+
+			"daemon by the same rule.\n\nFlags:\n", invokedAs(os.Args[0]), defaultHomeDir)
 		fs.PrintDefaults()
 	}
 	m := &Main{Stdout: stdout}
@@ -454,9 +514,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return m.Close()
 }
 
-// homeDir is the data directory: $AGENTPOOL_HOME, else ./.agentpool.
+// homeDir is the data directory serve uses without --home (see findHome).
 func homeDir() string {
-	return envOr("AGENTPOOL_HOME", defaultHomeDir)
+	cwd, _ := os.Getwd()
+	home, _ := findHome(os.Getenv, cwd)
+	return home
 }
 
 func envOr(key, def string) string {
