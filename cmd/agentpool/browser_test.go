@@ -77,8 +77,9 @@ func newBrowser(t *testing.T, exe string) *browser {
 	t.Cleanup(func() {
 		cancelC()
 		cancelA()
-		if t.Failed() {
-			keep := os.Getenv("AGENTPOOL_SCREENSHOTS")
+		// Kept on failure, or always when AGENTPOOL_SCREENSHOTS names a directory.
+		keep := os.Getenv("AGENTPOOL_SCREENSHOTS")
+		if t.Failed() || keep != "" {
 			if keep == "" {
 				keep = filepath.Join(os.TempDir(), "agentpool-browser-screenshots")
 			}
@@ -141,7 +142,7 @@ func evalJS[T any](b *browser, expr string, opts ...chromedp.EvaluateOption) T {
 // js is an action that runs a JavaScript statement for its effect.
 func js(stmt string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.Evaluate[bool]("(() => { " + stmt + " })(), true")(ctx, t)
+		_, err := chromedp.Evaluate[bool]("(() => { "+stmt+" })(), true")(ctx, t)
 		return err
 	})
 }
@@ -381,6 +382,11 @@ func TestBrowserPage(t *testing.T) {
 	frames := evalJS[int](b, `window.__gaps.length`)
 	t.Logf("3 000 chunks at 1 000/s: %d frames, longest frame gap %.0f ms", frames, worst)
 	b.shot("flood")
+
+	// The pool lists the warm agents with their pid and confinement.
+	b.run("open the pool", chromedp.Navigate(d.client.BaseURL+"/#/pool"))
+	b.waitJS("the pool's agents", `document.querySelectorAll('tr[data-agent]').length >= 3 && document.querySelector('tr[data-agent=flood]').textContent.match(/\d{2,}/)`)
+	b.shot("pool")
 
 	// A terminal agent: attach and type a command.
 	ps, err := d.client.CreateSession(context.Background(), createReq(repo, "shell"))

@@ -16,6 +16,7 @@ export function sessionView(main, id) {
   let lastSeq = 0;
   let ended = false;
   let retryTimer = 0;
+  let shownRunning = -1;
   const audit = [];
   const cleanups = [];
 
@@ -73,7 +74,8 @@ export function sessionView(main, id) {
       return;
     }
     title.textContent = sess.title || sess.id;
-    const st = sessionStatus(sess);
+    // The stream knows first whether a turn runs; the list catches up.
+    const st = sessionStatus(stream.applied ? { ...sess, busy: running() > 0 } : sess);
     status.textContent = st.label;
     status.className = 'badge ' + st.cls;
     status.dataset.status = st.key;
@@ -105,6 +107,7 @@ export function sessionView(main, id) {
 
   function renderComposer() {
     const r = running();
+    if (sess && r !== shownRunning) { shownRunning = r; renderHead(); return; }
     cancelBtn.hidden = !r;
     send.disabled = !!r;
     retryBtn.hidden = !!r || !stream.lastTurn;
@@ -219,6 +222,7 @@ export function sessionView(main, id) {
     if (ev.seq) lastSeq = ev.seq;
     stream.push(ev);
     noteAudit(ev);
+    if (type.startsWith('agent.') || type === 'turn.ended') refreshSoon();
     if (type === 'permission.requested') addPending(permFromEvent(ev));
     if (type === 'permission.resolved') { removePending(id, ev.data.request); closeApproval(ev.data.request); }
   }
@@ -235,6 +239,16 @@ export function sessionView(main, id) {
   }
   open();
   stream.onState(renderComposer);
+
+  // The session's agents (warm or cold) and state, read again after the
+  // stream says they changed, and every few seconds while visible.
+  let refreshTimer = 0;
+  function refreshSoon() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(() => API.getSession(id).then(s => { sess = s; renderHead(); }, () => {}), 200);
+  }
+  const tick = setInterval(() => { if (!document.hidden && !ended) refreshSoon(); }, 5000);
+  cleanups.push(() => { clearInterval(tick); clearTimeout(refreshTimer); });
 
   // Approvals: the oldest pending request of this session opens the
   // dialog, unless the user put it aside.

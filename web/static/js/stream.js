@@ -89,6 +89,12 @@ export class TurnStream {
 
   /** note adds a line outside any turn (agent life cycle, session notes). */
   note(text, bad) {
+    const run = this.running && this.turns.get(this.running);
+    if (run) { // the agent starting for a turn belongs to that turn
+      run.text = null;
+      run.body.appendChild(h('div.sys', { class: bad ? 'bad' : '' }, text));
+      return;
+    }
     if (!this.outside) {
       this.outside = h('div.outside');
       this.root.appendChild(this.outside);
