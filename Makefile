@@ -9,10 +9,25 @@ AGENTPOOL_HOME ?= $(CURDIR)/.agentpool
 
 export CGO_ENABLED = 1
 
-.PHONY: build run test bench lint check fuzz clean
+# make install copies the binary to $(PREFIX)/bin, so that agentpool is on
+# PATH (~/.local/bin is on it in most distributions; PREFIX=/usr/local with
+# sudo for every user). DESTDIR is for packagers.
+PREFIX    ?= $(HOME)/.local
+DESTDIR   ?=
+
+.PHONY: build install uninstall run test bench lint check fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/agentpool
+
+install: build
+	install -d '$(DESTDIR)$(PREFIX)/bin'
+	install -m 0755 $(BIN) '$(DESTDIR)$(PREFIX)/bin/agentpool'
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/agentpool"
+	@case ":$$PATH:" in *':$(PREFIX)/bin:'*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH; add it, e.g.: export PATH=\"$(PREFIX)/bin:\$$PATH\"" ;; esac
+
+uninstall:
+	rm -f '$(DESTDIR)$(PREFIX)/bin/agentpool'
 
 run: build
 	AGENTPOOL_HOME=$(AGENTPOOL_HOME) ./$(BIN) serve
