@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -235,4 +238,55 @@ func TestProvidersFileTrouble(t *testing.T) {
 // asAPIError is errors.As for *httpapi.Error.
 func asAPIError(err error, target **httpapi.Error) bool {
 	return errors.As(err, target)
+}
+
+// What the README says of the API: GET /v1/health is open but gives the
+// counts only with the token; a body is JSON of at most 1 MiB (415, 413).
+func TestAPIAsDocumented(t *testing.T) {
+	e := newCLIEnv(t)
+	do := func(method, path, ctype, token string, body []byte) (*http.Response, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, e.ts.URL+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp, m
+	}
+	resp, h := do("GET", "/v1/health", "", "", nil)
+	_, hasSessions := h["sessions"]
+	if resp.StatusCode != 200 || h["status"] != "ok" || h["version"] == nil || hasSessions {
+		t.Errorf("GET /v1/health without a token = %d %v; want 200 with status and version, no counts", resp.StatusCode, h)
+	}
+	resp, h = do("GET", "/v1/health", "", cliTestToken, nil)
+	_, hasSessions = h["sessions"]
+	_, hasBackends := h["backends"]
+	if resp.StatusCode != 200 || !hasSessions || !hasBackends {
+		t.Errorf("GET /v1/health with the token = %d %v; want the counts", resp.StatusCode, h)
+	}
+	resp, body := do("POST", "/v1/sessions", "text/plain", cliTestToken, []byte(`{"repo": "/r", "agent": "demo"}`))
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("POST /v1/sessions as text/plain = %d %v; want 415", resp.StatusCode, body)
+	}
+	big := append([]byte(`{"repo": "/r", "agent": "demo", "title": "`), bytes.Repeat([]byte("x"), 1<<20)...)
+	resp, body = do("POST", "/v1/sessions", "application/json", cliTestToken, append(big, `"}`...))
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("POST /v1/sessions of over 1 MiB = %d %v; want 413", resp.StatusCode, body)
+	}
+	resp, body = do("PATCH", "/v1/providers/gemni", "application/merge-patch+json", cliTestToken, []byte(`{"enabled": false}`))
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(fmt.Sprint(body["error"]), `did you mean "gemini"?`) {
+		t.Errorf("PATCH /v1/providers/gemni = %d %v; want 404 unknown provider, did you mean gemini", resp.StatusCode, body)
+	}
 }
