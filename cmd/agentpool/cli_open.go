@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"time"
@@ -48,4 +49,27 @@ func (c *cli) open(ctx context.Context, args []string) error {
 	// xdg-open hands the link to the browser; it is not this command's
 	// to wait for.
 	return cmd.Process.Release()
+}
+
+// bannerLogin prints the daemon banner's line with a one-time login link
+// to the web page.
+func (m *Main) bannerLogin(addr, self string) {
+	link, err := m.api.NewLoginLink("http://" + loopbackAddr(addr))
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(m.Stdout, "\nWeb page (the link logs in once, within a minute; '%s open' prints a new one):\n  %s\n", self, link.URL)
+}
+
+// loopbackAddr is addr with an unspecified host (0.0.0.0, ::) replaced by
+// 127.0.0.1, for a link a browser on this machine can open.
+func loopbackAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }

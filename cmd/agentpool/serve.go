@@ -324,6 +324,7 @@ Open a session on %s and talk to the demo agent:
 Agents are enabled by default and ready as soon as their command is on the daemon's PATH,
 without a restart: see "Using a real agent" in the README, and '%s providers list'.
 `, version, addr, m.Home, filepath.Join(m.Home, providersFile), agents.String(), where, self, repo, self, self)
+	m.bannerLogin(addr, self)
 }
 
 // Addr returns the address the daemon listens on.
