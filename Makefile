@@ -15,7 +15,7 @@ export CGO_ENABLED = 1
 PREFIX    ?= $(HOME)/.local
 DESTDIR   ?=
 
-.PHONY: build install uninstall run test bench lint check fuzz clean
+.PHONY: build install uninstall run test bench lint check fuzz clean vendor-xterm
 
 build:
 	$(GO) build -o $(BIN) ./cmd/agentpool
@@ -65,3 +65,26 @@ check: lint
 
 clean:
 	rm -rf bin
+
+# The web page's terminal library, vendored in $(XTERM_DIR) beside its
+# licence: vendor-xterm fetches the pinned version with npm pack, checks the
+# tarball against the pinned integrity (the registry's sha512) and replaces
+# the files. To move to a new version, set both: the integrity is in
+# `npm view @xterm/xterm@VERSION dist.integrity`. make run and make test
+# need neither Node nor npm.
+XTERM_VERSION   ?= 6.0.0
+XTERM_INTEGRITY ?= sha512-TQwDdQGtwwDt+2cgKDLn0IRaSxYu1tSUjgKarSDkUM0ZNiSRXFpjxEsvc/Zgc5kq5omJ+V0a8/kIM2WD3sMOYg==
+XTERM_DIR       := web/static/vendor/xterm
+
+vendor-xterm:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	(cd "$$tmp" && npm pack --silent @xterm/xterm@$(XTERM_VERSION) >/dev/null); \
+	tgz="$$tmp/xterm-xterm-$(XTERM_VERSION).tgz"; \
+	got="sha512-$$(openssl dgst -sha512 -binary "$$tgz" | base64 -w0)"; \
+	if [ "$$got" != "$(XTERM_INTEGRITY)" ]; then echo "vendor-xterm: integrity mismatch: got $$got, want $(XTERM_INTEGRITY)" >&2; exit 1; fi; \
+	tar -xzf "$$tgz" -C "$$tmp"; \
+	mkdir -p $(XTERM_DIR); \
+	cp "$$tmp/package/lib/xterm.mjs" "$$tmp/package/css/xterm.css" "$$tmp/package/LICENSE" $(XTERM_DIR)/; \
+	printf '@xterm/xterm %s\nintegrity %s\nfiles: lib/xterm.mjs, css/xterm.css, LICENSE (unchanged); refresh with: make vendor-xterm\n' \
+		'$(XTERM_VERSION)' '$(XTERM_INTEGRITY)' > $(XTERM_DIR)/VERSION; \
+	echo "vendored @xterm/xterm $(XTERM_VERSION) in $(XTERM_DIR)"
