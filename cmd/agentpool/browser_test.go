@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
@@ -247,6 +248,8 @@ func TestBrowserPage(t *testing.T) {
 		t.Errorf("after login: url %q, document.cookie %q, token in page %v; want no code, an HttpOnly cookie, no token", href, cookie, strings.Contains(html, d.client.Token))
 	}
 	b.shot("sessions-empty")
+	fcp := evalJS[float64](b, `(performance.getEntriesByName('first-contentful-paint')[0] || {startTime: -1}).startTime`)
+	t.Logf("first contentful paint of the page: %.0f ms after the navigation began", fcp)
 
 	// The link worked once.
 	second := evalJS[int](b, `fetch(`+jsString(link)+`, {redirect: 'manual'}).then(r => r.status)`, chromedp.EvalAwaitPromise)
@@ -404,9 +407,27 @@ func TestBrowserPage(t *testing.T) {
 	b.waitJS("the command's output", `document.querySelector('.xterm-rows').textContent.includes('hello-42')`)
 	b.shot("terminal")
 
+	// Dark, the same session reads as well.
+	b.run("dark", darkMode(), chromedp.Navigate(d.client.BaseURL+"/#/s/"+id))
+	b.waitJS("the first session, dark", `document.querySelector('.turn-foot')`)
+	b.shot("dark-session")
+
+	// Close the flood session, discarding its work: the dialog says what goes.
+	b.run("open the flood session again", chromedp.Navigate(d.client.BaseURL+"/#/s/"+fs.ID))
+	b.waitJS("the close button", `document.querySelector('.session h1') && document.querySelector('.session h1').textContent === `+jsString(fs.ID))
+	b.run("ask to close", js(`[...document.querySelectorAll('button')].find(x => x.textContent === 'Close session').click()`))
+	b.waitJS("the close dialog", `document.querySelector('dialog#confirm').open && document.querySelector('dialog#confirm').textContent.includes(`+jsString(fs.Worktree.Branch)+`)`)
+	b.run("choose discard", js(`document.querySelector('dialog#confirm input[value=discard]').click()`))
+	b.shot("close-confirm")
+	b.run("close", js(`document.querySelector('dialog#confirm button.danger').click()`))
+	b.waitJS("back on the list", `location.hash === '#/' && document.querySelectorAll('tr[data-session]').length === 2`)
+	if _, err := os.Stat(fs.Worktree.Path); !os.IsNotExist(err) {
+		t.Errorf("the discarded session's worktree is still there: %v", err)
+	}
+
 	// Phone-sized, the sessions list still reads.
 	b.run("phone size", chromedp.EmulateViewport(390, 800), chromedp.Navigate(d.client.BaseURL+"/#/"))
-	b.waitJS("the sessions table", `document.querySelectorAll('tr[data-session]').length === 3`)
+	b.waitJS("the sessions table", `document.querySelectorAll('tr[data-session]').length === 2`)
 	overflow := evalJS[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`)
 	if overflow {
 		t.Error("the sessions page is wider than a phone's screen")
@@ -424,6 +445,15 @@ func createReq(repo, agent string) pool.CreateRequest {
 func insertText(text string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: text})
+		return err
+	})
+}
+
+// darkMode makes the page see prefers-color-scheme: dark.
+func darkMode() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
 		return err
 	})
 }
