@@ -50,6 +50,20 @@ func (s Snapshot) Provider(id string) (ProviderStatus, bool) {
 	return s.Providers[i], true
 }
 
+// Lookup returns the status of provider id, or an error wrapping
+// ErrUnknown that names the closest known id, if one is close, and all of
+// them: `unknown provider "gemni", did you mean "gemini"? (known: ...)`.
+func (s Snapshot) Lookup(id string) (ProviderStatus, error) {
+	if p, ok := s.Provider(id); ok {
+		return p, nil
+	}
+	ids := make([]string, len(s.Providers))
+	for i, p := range s.Providers {
+		ids[i] = p.ID
+	}
+	return ProviderStatus{}, errorOf(ErrUnknown, "unknown provider %q%s (known: %s)", id, didYouMean(id, ids), strings.Join(ids, ", "))
+}
+
 // ProviderStatus describes one provider. Its environment is left out on
 // purpose: it may hold secrets.
 type ProviderStatus struct {
@@ -335,16 +349,11 @@ func (r *Registry) lookupAgain(id string) *state {
 // unknown is the ErrUnknown error of id: the closest known id, if one is
 // close, and all of them.
 func (r *Registry) unknown(st *state, id string) error {
-	ids := make([]string, len(st.snap.Providers))
-	for i, p := range st.snap.Providers {
-		ids[i] = p.ID
-	}
-	msg := fmt.Sprintf("unknown provider %q%s (known: %s)", id, didYouMean(id, ids), strings.Join(ids, ", "))
+	_, err := st.snap.Lookup(id)
 	if st.snap.Diagnostic != "" {
-		return fmt.Errorf("%w; %s has errors, so what it defines is not in force: %w",
-			errorOf(ErrUnknown, "%s", msg), st.snap.File, ErrConfig)
+		return fmt.Errorf("%w; %s has errors, so what it defines is not in force: %w", err, st.snap.File, ErrConfig)
 	}
-	return errorOf(ErrUnknown, "%s", msg)
+	return err
 }
 
 // Subscribe returns the current snapshot and a channel that receives every
