@@ -275,17 +275,17 @@ func (c *cli) unauthorized(err error) error {
 	var sent string
 	switch {
 	case c.env.Token != "":
-		sent = "the token in $" + envToken
+		sent = "refused the token in $" + envToken
 	case c.api.Token != "":
-		sent = "the token of " + filepath.Join(c.env.Home, tokenFileName)
+		sent = "refused the token of " + filepath.Join(c.env.Home, tokenFileName)
 	default:
-		sent = "no token (" + filepath.Join(c.env.Home, tokenFileName) + " does not exist)"
+		sent = "needs a token, and no token was sent (" + filepath.Join(c.env.Home, tokenFileName) + " does not exist)"
 	}
 	hint := fmt.Sprintf("set %s to the content of the token file in that daemon's data directory", envToken)
 	if c.env.Addr != "" {
 		hint += fmt.Sprintf(" (%s alone is not enough), or unset %s to use the daemon of %s", envAddr, envAddr, c.env.Home)
 	}
-	return fmt.Errorf("the daemon at %s refused %s: %s: %w", c.api.BaseURL, sent, hint, err)
+	return fmt.Errorf("the daemon at %s %s: %s: %w", c.api.BaseURL, sent, hint, err)
 }
 
 // isTerminal says whether r or w is a terminal.
