@@ -133,6 +133,11 @@ func (s *Server) NewLoginLink(base string) (LoginLink, error) {
 func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
+	if r.Method == http.MethodHead {
+		// A link preview's HEAD must not use up the link.
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
 	if !s.logins.use(time.Now(), r.URL.Query().Get("code")) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)

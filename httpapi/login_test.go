@@ -65,6 +65,9 @@ func TestLoginLinkOnce(t *testing.T) {
 	if strings.Contains(l.URL, e.token) {
 		t.Errorf("login link %q holds the token", l.URL)
 	}
+	if resp, err := noRedirect.Head(l.URL); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("HEAD login link = %v, %v; want 200, the link kept", resp, err)
+	}
 	c := loginCookie(t, l.URL)
 	if strings.Contains(c.Value, e.token) {
 		t.Errorf("cookie %q holds the token", c.Value)
