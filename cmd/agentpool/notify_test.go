@@ -125,3 +125,48 @@ func TestNotifierNeverSlowsThePool(t *testing.T) {
 		t.Errorf("%d runs; want the first ones killed at the timeout and no more than the backlog allows", r)
 	}
 }
+
+// TestNotifyEndToEnd runs the built daemon with a notify command and a demo
+// turn that asks permission: the command hears of the request and of the
+// turn's end.
+func TestNotifyEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	repo := filepath.Join(t.TempDir(), "repo")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e2eGit(t, repo, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2eGit(t, repo, "add", ".")
+	e2eGit(t, repo, "commit", "-q", "-m", "init")
+	heard := filepath.Join(t.TempDir(), "heard")
+	d := startDaemon(t, bin, home, "AGENTPOOL_NOTIFY=echo \"$AGENTPOOL_EVENT\" >> "+heard)
+	defer func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() }()
+	out, err := d.cli("session", "new", "--repo", repo, "--agent", "demo")
+	if err != nil {
+		t.Fatalf("session new: %v\n%s", err, out)
+	}
+	ss, err := d.client.Sessions(context.Background())
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("sessions = %v, %v", ss, err)
+	}
+	d.promptApproved(ss[0].ID, "hello")
+	deadline := time.Now().Add(10 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(heard)
+		if got = string(b); strings.Contains(got, "turn.ended") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(got, "permission.requested") || !strings.Contains(got, "turn.ended") {
+		t.Fatalf("the notify command heard %q; want permission.requested and turn.ended", got)
+	}
+}

@@ -72,6 +72,10 @@ type Main struct {
 	// CgroupParent is where the daemon's cgroup tree goes ("" finds one,
 	// "none" uses the subreaper fallback).
 	CgroupParent string
+	// Notify is a command run for each permission request, ended turn and
+	// failed agent, with the event as JSON on stdin ("" = none); a single
+	// string is run with /bin/sh -c. See Notifier.
+	Notify string
 	Logger       *slog.Logger
 	Stdout       io.Writer
 
@@ -186,6 +190,11 @@ func (m *Main) Open(ctx context.Context) error {
 	go func() { defer m.wg.Done(); _ = m.reg.Run(runCtx) }()
 	go func() { defer m.wg.Done(); _ = m.pool.Run(runCtx) }()
 	go func() { defer m.wg.Done(); m.forwardProviderChanges(runCtx) }()
+	if m.Notify != "" {
+		n := &Notifier{Command: []string{m.Notify}, Logger: m.Logger}
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); n.Run(runCtx, m.pool.SubscribeAll) }()
+	}
 	go func() {
 		defer m.wg.Done()
 		if err := m.http.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -486,6 +495,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&m.Worktrees, "worktrees", os.Getenv("AGENTPOOL_WORKTREES"), "directory for the sessions' worktrees (default: worktrees in the data directory)")
 	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing)")
 	fs.IntVar(&m.MaxWarm, "max-warm", 0, "most agents kept running (default 16)")
+	fs.StringVar(&m.Notify, "notify", os.Getenv("AGENTPOOL_NOTIFY"), "command run for each permission request, ended turn and failed agent, with the event as JSON on stdin (see README)")
 	fs.StringVar(&m.CgroupParent, "cgroup-parent", os.Getenv("AGENTPOOL_CGROUP_PARENT"), "cgroup v2 directory for the agents' cgroups (default: found at start; \"none\": no cgroups)")
 	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
 	budget := fs.Int64("memory-budget-mb", 0, "memory budget for all agents in MiB (default half the machine; -1 disables)")
