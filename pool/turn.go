@@ -251,12 +251,23 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	// the session's lock: a client that prompts as soon as it reads
 	// turn.ended finds the session free, and no event of a next turn can
 	// take a seq before turn.ended.
+	delivered := make(chan struct{})
 	s.mu.Lock()
-	p.publishLocked(s, backends.Event{Type: backends.EventTurnEnded, Agent: t.Agent, Turn: t.ID, Data: backends.MustJSON(data)})
+	p.queueLocked(s, backends.Event{Type: backends.EventTurnEnded, Agent: t.Agent, Turn: t.ID, Data: backends.MustJSON(data)}, delivered)
 	s.turn = nil
 	s.mu.Unlock()
 	p.published.Add(1)
 	tr.cancel()
+	// A client waiting for the turn (POST prompt with wait) gets its end
+	// only once turn.ended, and so the turn's end row queued before it, is
+	// durable: what it is told is what a restart will tell it.
+	wait := time.NewTimer(lifecycleDeliveryWait)
+	select {
+	case <-delivered:
+	case <-wait.C:
+		p.logger.Warn("turn end not yet written; answering its waiters anyway", "session", s.id, "turn", t.ID)
+	}
+	wait.Stop()
 	close(tr.done)
 }
 
