@@ -298,6 +298,18 @@ func eventLine(ev backends.Event) string {
 		sum = oneLine(d.Error, 100)
 	case backends.EventMode:
 		sum = d.CurrentModeID
+	case backends.EventHistory:
+		// A resumed agent's replay: summarise the event it would have been.
+		var h struct {
+			Type backends.EventType `json:"type"`
+			Data json.RawMessage    `json:"data"`
+		}
+		if json.Unmarshal(ev.Data, &h) == nil && h.Type != "" {
+			inner := eventLine(backends.Event{Type: h.Type, Data: h.Data})
+			sum = "(replayed) " + string(h.Type) + " " + strings.TrimSpace(inner[strings.Index(inner, string(h.Type))+len(h.Type):])
+		} else {
+			sum = oneLine(string(ev.Data), 80)
+		}
 	default:
 		sum = oneLine(string(ev.Data), 80)
 	}
