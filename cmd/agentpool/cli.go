@@ -44,6 +44,7 @@ const clientUsage = `  providers    list, enable, disable and refresh the agent 
   attach       show a terminal agent's screen and type into it (Ctrl-] detaches)
   permissions  list and answer pending permission requests
   ps           show the pool: warm agents, pids, state, memory
+  evict        stop a session's warm agent now (it starts again on the next prompt)
   open         print a one-time login link to the web page (--browser opens it)
 `
 
@@ -245,6 +246,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.permissions(ctx, args)
 	case "ps":
 		err = c.ps(ctx, args)
+	case "evict":
+		err = c.evict(ctx, args)
 	case "attach":
 		err = c.attach(ctx, args)
 	case "open":
