@@ -16,8 +16,10 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/registry"
 )
 
 // browserNames are the programs the browser tests look for, Debian's first.
@@ -199,8 +201,9 @@ func browserProviders(t *testing.T, bin string) string {
 // TestBrowserPage drives the web page in Chromium against the real daemon:
 // log in with a one-time link, create a session, prompt the demo agent,
 // approve in the dialog, see the diff, restore, toggle a provider and break
-// providers.json, check that markup from an agent stays text, stream a
-// flood of events, and type into a terminal agent.
+// providers.json, add providers from the catalog and by hand, check that
+// markup from an agent stays text, stream a flood of events, evict an
+// agent from the pool, and type into a terminal agent.
 func TestBrowserPage(t *testing.T) {
 	exe := findBrowser(t)
 	bin := agentpoolBinary(t)
@@ -370,6 +373,57 @@ func TestBrowserPage(t *testing.T) {
 	}
 	b.waitJS("the diagnostic gone", `!document.querySelector('[data-diagnostic]')`)
 
+	// Add provider: the catalog says which agents are built in; one not
+	// built in is added from the catalog, a custom one through the form.
+	openAdd := func() {
+		b.run("open Add provider", js(`document.querySelector('.page-head button.primary').click()`))
+		b.waitJS("the Add provider dialog", `document.querySelector('dialog.addprov') && document.querySelector('dialog.addprov').open && document.activeElement.closest('dialog.addprov')`)
+	}
+	openAdd()
+	if txt := evalJS[string](b, `document.querySelector('[data-catalog=claude]').innerText`); !strings.Contains(txt, "built-in") || !strings.Contains(txt, "See its card") {
+		t.Errorf("catalog entry of Claude Code = %q; want it shown built in, with a link to its card", txt)
+	}
+	b.shot("add-provider")
+	b.run("close it with Esc", chromedp.KeyEvent(kb.Escape))
+	b.waitJS("the dialog closed", `!document.querySelector('dialog.addprov')`)
+	openAdd()
+	b.run("use Amp from the catalog", js(`document.querySelector('[data-catalog=amp] button').click()`))
+	if got := evalJS[string](b, `[...document.querySelectorAll('dialog.addprov [name]')].map(x => x.name + '=' + x.value).join(' ')`); !strings.Contains(got, "id=amp label=Amp extends=acp command=amp-acp") {
+		t.Errorf("the form after Use on Amp = %q; want it filled in", got)
+	}
+	b.run("add Amp with Enter", chromedp.KeyEvent("\r"))
+	b.waitJS("Amp's card, not installed", `document.querySelector('[data-provider=amp] [data-status=not_installed]') && !document.querySelector('dialog.addprov')`)
+	b.shot("provider-added-not-installed")
+
+	openAdd()
+	if txt := evalJS[string](b, `document.querySelector('[data-catalog=amp]').innerText`); !strings.Contains(txt, "added as amp") {
+		t.Errorf("catalog entry of Amp after adding it = %q; want \"added as amp\"", txt)
+	}
+	b.run("fill a custom provider with a bad id",
+		chromedp.SetValue(chromedp.CSS(`dialog.addprov input[name=id]`), "My Agent"),
+		chromedp.SetValue(chromedp.CSS(`dialog.addprov input[name=label]`), "My demo"),
+		chromedp.SetValue(chromedp.CSS(`dialog.addprov input[name=command]`), bin+" "+registry.DemoAgentArg),
+		chromedp.SetValue(chromedp.CSS(`dialog.addprov textarea[name=env]`), "MY_SETTING=on"),
+		chromedp.Click(chromedp.CSS(`dialog.addprov button[type=submit]`)))
+	b.waitJS("the daemon's diagnostic in the dialog", `document.querySelector('dialog.addprov .form-errors code') && document.querySelector('dialog.addprov .form-errors').textContent.includes('providers["My Agent"]: invalid provider id')`)
+	if !evalJS[bool](b, `document.querySelector('dialog.addprov input[name=id]').getAttribute('aria-invalid') === 'true' && document.activeElement.name === 'id'`) {
+		t.Error("the id field is not marked invalid and focused after the daemon refused the id")
+	}
+	b.shot("add-provider-error")
+	b.run("fix the id", chromedp.SetValue(chromedp.CSS(`dialog.addprov input[name=id]`), "mine"),
+		chromedp.Click(chromedp.CSS(`dialog.addprov button[type=submit]`)))
+	b.waitJS("the custom provider's card", `document.querySelector('[data-provider=mine] [data-status=ready]') && document.querySelector('[data-provider=mine]').textContent.includes('My demo')`)
+	b.shot("provider-added")
+	raw, err = os.ReadFile(filepath.Join(home, providersFile))
+	if err != nil || json.Unmarshal(raw, &onDisk) != nil {
+		t.Fatalf("read providers.json: %v\n%s", err, raw)
+	}
+	mine, amp := onDisk.Providers["mine"], onDisk.Providers["amp"]
+	if mine["extends"] != "acp" || mine["label"] != "My demo" || fmt.Sprint(mine["command"]) != fmt.Sprint([]any{bin, registry.DemoAgentArg}) ||
+		fmt.Sprint(mine["env"]) != "map[MY_SETTING:on]" || amp["extends"] != "acp" || fmt.Sprint(amp["command"]) != "[amp-acp]" {
+		t.Errorf("providers.json holds mine = %v, amp = %v; want the entries added in the page", mine, amp)
+	}
+
 	// A flood of 1 000 events a second: the page keeps painting.
 	fs, err := d.client.CreateSession(context.Background(), createReq(repo, "flood"))
 	if err != nil {
@@ -390,6 +444,37 @@ func TestBrowserPage(t *testing.T) {
 	b.run("open the pool", chromedp.Navigate(d.client.BaseURL+"/#/pool"))
 	b.waitJS("the pool's agents", `document.querySelectorAll('tr[data-agent]').length >= 3 && document.querySelector('tr[data-agent=flood]').textContent.match(/\d{2,}/)`)
 	b.shot("pool")
+
+	// Evict the idle markup agent from the pool view: the confirmation
+	// names it and its session, and the row goes once it has stopped.
+	if evalJS[bool](b, `document.querySelector('tr[data-agent=xss] button[data-evict]').disabled`) {
+		t.Error("the Evict button of an idle agent is disabled")
+	}
+	b.run("ask to evict", js(`document.querySelector('tr[data-agent=xss] button[data-evict]').click()`))
+	b.waitJS("the evict confirmation", `document.querySelector('dialog#confirm').open`)
+	if txt := evalJS[string](b, `document.querySelector('dialog#confirm').innerText`); !strings.Contains(txt, "xss") || !strings.Contains(txt, id) {
+		t.Errorf("evict confirmation = %q; want it to name agent xss and session %s", txt, id)
+	}
+	b.shot("evict-confirm")
+	b.run("evict", js(`document.querySelector('dialog#confirm button.danger').click()`))
+	b.waitJS("the evicted agent gone", `!document.querySelector('tr[data-agent=xss]') && document.querySelector('tr[data-agent=flood]')`)
+	b.shot("pool-evicted")
+	if st, err := d.client.Pool(context.Background()); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, be := range st.Backends {
+			if be.Agent == "xss" {
+				t.Errorf("the pool still holds %+v after the eviction", be)
+			}
+		}
+	}
+	// And from the command line: a running agent goes, a cold one is 404.
+	if out, err := d.cli("evict", id, "demo"); err != nil || !strings.Contains(out, "evicted") {
+		t.Errorf("agentpool evict %s demo = %q, %v; want it evicted", id, out, err)
+	}
+	if out, err := d.cli("evict", id, "xss"); err == nil || !strings.Contains(out, "no warm agent") {
+		t.Errorf("agentpool evict %s xss (evicted already) = %q, %v; want a not-found error", id, out, err)
+	}
 
 	// A terminal agent: attach and type a command.
 	ps, err := d.client.CreateSession(context.Background(), createReq(repo, "shell"))

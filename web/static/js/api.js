@@ -60,4 +60,5 @@ export const patchProvider = (id, patch) => api('PATCH', `/v1/providers/${enc(id
 export const reloadProviders = () => api('POST', '/v1/providers/refresh');
 export const probeProvider = id => api('POST', `/v1/providers/${enc(id)}/probe`);
 export const poolStatus = () => api('GET', '/v1/pool');
+export const evict = (session, agent) => api('DELETE', `/v1/pool/${enc(session)}/${enc(agent)}`);
 export const health = () => api('GET', '/v1/health');

@@ -1,7 +1,33 @@
 // The pool: every warm agent with its pid, memory, idle time and how the
-// kernel confines it, and the pool's counters.
-import { h, bytes, dur, ago, put } from './dom.js';
+// kernel confines it, the pool's counters, and an Evict button per idle
+// agent (DELETE /v1/pool/{session}/{agent}, after a confirmation).
+import { h, bytes, dur, ago, put, toast, confirmDialog } from './dom.js';
+import * as API from './api.js';
 import { store, on, refreshPool } from './store.js';
+
+// Why an agent in a state other than idle cannot be evicted.
+const NO_EVICT = {
+  busy: 'Running a turn: cancel it, or evict the agent once it is idle',
+  starting: 'Starting: evict it once it is idle',
+  stopping: 'Already stopping',
+  crashed: 'Not running: it crashed',
+};
+
+/** evictFlow asks to confirm, then evicts agent b (a pool backend). */
+async function evictFlow(b) {
+  const ok = await confirmDialog(`Evict ${b.agent} from session ${b.session}?`, [
+    h('p.flush', `Stops agent ${b.agent}${b.pid ? ` (pid ${b.pid})` : ''} of session ${b.session} now and frees its memory and its slot in the pool.`),
+    h('p.flush.muted', 'The session stays open and keeps its work: the agent starts again, resuming its conversation when it can, on the next prompt to it.'),
+  ], [{ label: `Evict ${b.agent}`, class: 'danger solid', value: () => true }]);
+  if (!ok) return;
+  try {
+    await API.evict(b.session, b.agent);
+    toast(`${b.agent} of session ${b.session} evicted.`);
+  } catch (e) {
+    toast(`Evict failed: ${e.message}`, true);
+  }
+  await refreshPool().catch(() => {});
+}
 
 function confinement(c) {
   if (!c) return h('span.muted', '—');
@@ -25,7 +51,7 @@ export function poolView(main) {
     const list = (p.backends || []).slice().sort((a, b) => (a.session + a.agent).localeCompare(b.session + b.agent));
     if (!list.length) { put(table, h('div.empty', 'No agent is running. Agents start with a session\'s first prompt and stop when idle.')); return; }
     put(table, h('table.list',
-      h('thead', h('tr', h('th', 'Agent'), h('th', 'Session'), h('th', 'State'), h('th', 'PID'), h('th', 'Memory'), h('th.wide', 'Idle'), h('th.wide', 'Restarts'), h('th', 'Confinement'))),
+      h('thead', h('tr', h('th', 'Agent'), h('th', 'Session'), h('th', 'State'), h('th', 'PID'), h('th', 'Memory'), h('th.wide', 'Idle'), h('th.wide', 'Restarts'), h('th', 'Confinement'), h('th', h('span.sr-only', 'Actions')))),
       h('tbody', list.map(b => h('tr', { 'data-agent': b.agent },
         h('td', h('strong', b.agent), h('div.muted', b.kind)),
         h('td', h('a.mono', { href: `#/s/${encodeURIComponent(b.session)}` }, b.session)),
@@ -35,7 +61,10 @@ export function poolView(main) {
         h('td.mono', bytes(b.rss_bytes)),
         h('td.wide', { title: `last active ${ago(b.last_active)}` }, b.state === 'busy' ? '—' : dur(b.idle_for)),
         h('td.wide', String(b.restarts || 0)),
-        h('td', confinement(b.confinement)))))));
+        h('td', confinement(b.confinement)),
+        h('td.actions', h('button.small.danger', { type: 'button', 'data-evict': '', disabled: b.state !== 'idle',
+          title: NO_EVICT[b.state] || `Stop ${b.agent} now; it starts again on the session's next prompt to it`,
+          'aria-label': `Evict ${b.agent} of session ${b.session}`, onclick: () => evictFlow(b) }, 'Evict')))))));
   }
   render();
   refreshPool().catch(() => {});

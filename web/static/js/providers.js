@@ -1,6 +1,7 @@
 // Settings → Providers: each provider's status, an enable/disable toggle
 // (a JSON Merge Patch of its entry, so its other fields stay), a per-provider
-// refresh (probe), and the diagnostic of a broken providers.json. Edits made
+// refresh (probe), the diagnostic of a broken providers.json, and the Add
+// provider dialog (addprovider.js, loaded when first opened). Edits made
 // to the file on disk show here within a second, through the daemon-wide
 // stream's provider.changed events.
 import { h, toast, put } from './dom.js';
@@ -31,8 +32,30 @@ export function providersView(main) {
     await refreshProviders().catch(() => {});
     reload.disabled = false;
   } }, 'Reload providers.json');
+  const add = h('button.primary', { type: 'button', 'aria-haspopup': 'dialog', onclick: () => {
+    import('./addprovider.js').then(m => m.openAddProvider({
+      showCard,
+      added: id => {
+        const p = store.providers && store.providers.providers.find(x => x.id === id);
+        toast(`Provider ${id} added${p ? `: ${(STATUS[p.status] || [p.status])[0]}` : ''}.`);
+        showCard(id);
+      },
+    }));
+  } }, 'Add provider');
   const patchErr = h('div');
-  put(main, h('div.page', h('div.page-head', h('h1', 'Providers'), file, h('span.spacer'), reload), banner, patchErr, list));
+  put(main, h('div.page', h('div.page-head', h('h1', 'Providers'), file, h('span.spacer'), reload, add), banner, patchErr, list));
+
+  /** showCard scrolls to a provider's card, highlights and focuses it. */
+  function showCard(id) {
+    const el = list.querySelector(`[data-provider="${CSS.escape(id)}"]`);
+    if (!el) return;
+    el.scrollIntoView({ block: 'center' });
+    el.classList.remove('flash');
+    void el.offsetWidth; // restart the animation
+    el.classList.add('flash');
+    el.tabIndex = -1;
+    el.focus({ preventScroll: true });
+  }
 
   function showError(e) {
     const diags = (e.diagnostics || []).map(d => `${d.file ? d.file + ':' : ''}${d.line ? d.line + ':' + (d.col || 0) + ': ' : ''}${d.path ? d.path + ': ' : ''}${d.message}`);
