@@ -76,8 +76,8 @@ type Main struct {
 	// failed agent, with the event as JSON on stdin ("" = none); a single
 	// string is run with /bin/sh -c. See Notifier.
 	Notify string
-	Logger       *slog.Logger
-	Stdout       io.Writer
+	Logger *slog.Logger
+	Stdout io.Writer
 
 	store   *store.Store
 	sandbox *sandbox.Manager
