@@ -61,7 +61,7 @@ const (
 type Prompt struct {
 	// Text is the user's message.
 	Text string `json:"text"`
-	// Turn is the pool's turn id, copied into events.
+	// Turn is the turn's number in its session, copied into events.
 	Turn int64 `json:"turn,omitempty"`
 }
 

@@ -52,7 +52,8 @@ type Event struct {
 	Session string `json:"session"`
 	// Agent is the provider id that produced the event, if any.
 	Agent string `json:"agent,omitempty"`
-	// Turn is the turn id the event belongs to, 0 outside a turn.
+	// Turn is the number, within Session, of the turn the event belongs
+	// to (1 for a session's first turn), 0 outside a turn.
 	Turn int64 `json:"turn,omitempty"`
 	// Time is when the event was produced.
 	Time time.Time `json:"time"`

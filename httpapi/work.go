@@ -24,7 +24,8 @@ type AnswerResult struct {
 
 // RestoreRequest is the body of POST /v1/sessions/{id}/restore.
 type RestoreRequest struct {
-	// Turn is the turn whose checkpoint to restore; required.
+	// Turn is the number of the turn (within the session) whose
+	// checkpoint to restore; required.
 	Turn int64 `json:"turn"`
 	// After selects the state the turn left, instead of the one before it.
 	After bool `json:"after,omitempty"`
@@ -122,7 +123,7 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Turn <= 0 {
-		return badRequest("turn", "field \"turn\" is required: a turn id (1 or more)")
+		return badRequest("turn", "field \"turn\" is required: a turn number (1 for the session's first turn)")
 	}
 	id := r.PathValue("id")
 	if err := s.pool.Restore(r.Context(), id, req.Turn, req.After); err != nil {

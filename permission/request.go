@@ -37,7 +37,7 @@ type Request struct {
 	// Session is the agentpool session id; Agent the provider id.
 	Session string `json:"session"`
 	Agent   string `json:"agent"`
-	// Turn is the pool's turn id, 0 outside a turn.
+	// Turn is the number of the turn in its session, 0 outside a turn.
 	Turn int64 `json:"turn,omitempty"`
 	// ToolCallID, Title, ToolKind, Locations and RawInput describe the tool
 	// call, copied from the request's own params.

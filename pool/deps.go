@@ -73,20 +73,22 @@ type Store interface {
 	// crashed/closed and returns them as they were.
 	MarkStaleAgents(ctx context.Context) ([]AgentRecord, error)
 
-	// StartTurn stores a running turn's row and returns its id once the
-	// row is durable; ids are never handed out twice. It fails with an
+	// StartTurn stores a running turn's row and returns its number in the
+	// session (1, 2, 3 ...: a turn is known as (session, number)) once the
+	// row is durable; a number is never handed out twice. It fails with an
 	// error wrapping ErrStorageFull, without storing the row, when the disk
 	// is full. EndTurn may queue the end behind the events appended before
 	// it and return before it is written; events appended after it are
 	// committed with or after it. The turn reads must see a queued end
 	// unless the store is failing to write.
 	StartTurn(ctx context.Context, t Turn) (int64, error)
+	// EndTurn records how turn t.ID of t.Session ended.
 	EndTurn(ctx context.Context, t Turn) error
 	// EndTurnEvent is EndTurn and Append of ev (the event reporting the
 	// end) in one transaction: ev is stored and delivered only if the turn
 	// was still open.
 	EndTurnEvent(ctx context.Context, t Turn, ev backends.Event, committed func(backends.Event)) error
-	GetTurn(ctx context.Context, id int64) (Turn, error)
+	GetTurn(ctx context.Context, session string, turn int64) (Turn, error)
 	LastTurn(ctx context.Context, session string) (Turn, error)
 	ListTurns(ctx context.Context, session string) ([]Turn, error)
 	// OpenTurns lists the turns that have not ended, oldest first.

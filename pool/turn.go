@@ -184,8 +184,8 @@ func (p *Pool) WaitTurn(ctx context.Context, id string, turn int64) (Turn, error
 			return Turn{}, ctx.Err()
 		}
 	}
-	t, err := p.cfg.Store.GetTurn(ctx, turn)
-	if err != nil || t.Session != id {
+	t, err := p.cfg.Store.GetTurn(ctx, id, turn)
+	if err != nil {
 		return Turn{}, fmt.Errorf("turn %d of session %q: %w", turn, id, ErrNoTurn)
 	}
 	return t, nil
@@ -313,8 +313,8 @@ func (p *Pool) Turns(ctx context.Context, id string) ([]Turn, error) {
 }
 
 func (p *Pool) turnOf(ctx context.Context, s *session, turn int64) (Turn, error) {
-	t, err := p.cfg.Store.GetTurn(ctx, turn)
-	if err != nil || t.Session != s.id {
+	t, err := p.cfg.Store.GetTurn(ctx, s.id, turn)
+	if err != nil {
 		return Turn{}, fmt.Errorf("turn %d of session %q: %w", turn, s.id, ErrNoTurn)
 	}
 	return t, nil

@@ -89,7 +89,9 @@ type AgentStatus struct {
 	Confinement *backends.Confinement `json:"confinement,omitempty"`
 }
 
-// Turn is one prompt and how it ended.
+// Turn is one prompt and how it ended. A turn is known as (Session, ID):
+// ID is its number in the session, 1 for the first turn, and is what
+// events carry as their turn.
 type Turn struct {
 	ID               int64      `json:"id"`
 	Session          string     `json:"session"`

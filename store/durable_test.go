@@ -85,7 +85,8 @@ func TestCommitHookFollowsCommit(t *testing.T) {
 // TestStartTurnReturnsAfterCommit: StartTurn does not wait for the
 // writer's linger, its row is readable when it returns, and a StartTurn
 // given up (its context ended while the writer could not commit) never
-// writes its row, even once the writer recovers; its id is not reused.
+// writes its row, even once the writer recovers, and leaves no gap in the
+// session's turn numbers.
 func TestStartTurnReturnsAfterCommit(t *testing.T) {
 	ctx := context.Background()
 	cfg := fastRetry(t.TempDir() + "/agentpool.db")
@@ -98,7 +99,7 @@ func TestStartTurnReturnsAfterCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	if err := s.db.GetContext(ctx, &n, `SELECT COUNT(*) FROM turns WHERE id = ?`, id); err != nil || n != 1 {
+	if err := s.db.GetContext(ctx, &n, `SELECT COUNT(*) FROM turns WHERE session_id = 's1' AND number = ?`, id); err != nil || n != 1 {
 		t.Fatalf("turn %d rows right after StartTurn = %d, %v; want 1", id, n, err)
 	}
 
@@ -110,11 +111,11 @@ func TestStartTurnReturnsAfterCommit(t *testing.T) {
 	}
 	release()
 	next, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "q"})
-	if err != nil || next != id+2 {
-		t.Fatalf("StartTurn after the lock = %d, %v; want %d (the given-up id is not reused)", next, err, id+2)
+	if err != nil || id != 1 || next != 2 {
+		t.Fatalf("StartTurn before and after the lock = %d, then %d, %v; want 1 then 2 (the given-up turn has no number)", id, next, err)
 	}
 	turns, err := s.ListTurns(ctx, "s1")
-	if err != nil || len(turns) != 2 || turns[0].ID != id || turns[1].ID != next {
+	if err != nil || len(turns) != 2 || turns[0].Number != id || turns[1].Number != next || turns[1].Prompt != "q" {
 		t.Errorf("ListTurns(s1) = %+v, %v; want turns %d and %d only", turns, err, id, next)
 	}
 }

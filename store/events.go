@@ -114,7 +114,7 @@ func (s *Store) NextSeq(ctx context.Context, sessionID string) (int64, error) {
 type eventRow struct {
 	SessionID string  `db:"session_id"`
 	Seq       int64   `db:"seq"`
-	TurnID    *int64  `db:"turn_id"`
+	Turn      *int64  `db:"turn"`
 	Agent     string  `db:"agent"`
 	Type      string  `db:"type"`
 	Data      *string `db:"data"`
@@ -129,7 +129,7 @@ func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, li
 		limit = -1 // SQLite: no limit
 	}
 	var rows []eventRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT session_id, seq, turn_id, agent, type, data, created_at
+	if err := s.db.SelectContext(ctx, &rows, `SELECT session_id, seq, turn, agent, type, data, created_at
 		FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit); err != nil {
 		return nil, fmt.Errorf("events of session %q after %d: %w", sessionID, afterSeq, err)
 	}
@@ -139,8 +139,8 @@ func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, li
 			Seq: r.Seq, Session: r.SessionID, Agent: r.Agent,
 			Time: fromUnix(r.CreatedAt), Type: backends.EventType(r.Type),
 		}
-		if r.TurnID != nil {
-			ev.Turn = *r.TurnID
+		if r.Turn != nil {
+			ev.Turn = *r.Turn
 		}
 		if r.Data != nil {
 			ev.Data = json.RawMessage(*r.Data)

@@ -15,8 +15,9 @@ type PermissionRow struct {
 	// restarts of the daemon.
 	ID        string
 	SessionID string
-	// TurnID is the turn the request came from, 0 if none.
-	TurnID int64
+	// Turn is the number (within its session) of the turn the request
+	// came from, 0 if none.
+	Turn   int64
 	Agent  string
 	Action string
 	Risk   string
@@ -41,7 +42,7 @@ type PermissionDecision struct {
 type permissionRow struct {
 	ID          string  `db:"id"`
 	SessionID   string  `db:"session_id"`
-	TurnID      *int64  `db:"turn_id"`
+	Turn        *int64  `db:"turn"`
 	Agent       string  `db:"agent"`
 	Action      string  `db:"action"`
 	Risk        string  `db:"risk"`
@@ -59,8 +60,8 @@ func (r permissionRow) permission() PermissionRow {
 		Decision: r.Decision, DecidedBy: r.DecidedBy, OptionKind: r.OptionKind,
 		RequestedAt: fromUnix(r.RequestedAt), DecidedAt: fromNullUnix(r.DecidedAt),
 	}
-	if r.TurnID != nil {
-		p.TurnID = *r.TurnID
+	if r.Turn != nil {
+		p.Turn = *r.Turn
 	}
 	if r.Request != nil {
 		p.Request = json.RawMessage(*r.Request)
@@ -68,7 +69,7 @@ func (r permissionRow) permission() PermissionRow {
 	return p
 }
 
-const permissionCols = `id, session_id, turn_id, agent, action, risk, request, decision, decided_by, option_kind,
+const permissionCols = `id, session_id, turn, agent, action, risk, request, decision, decided_by, option_kind,
 	requested_at, decided_at`
 
 // InsertPermission records p; RequestedAt defaults to now, and a p that is
@@ -79,7 +80,7 @@ func (s *Store) InsertPermission(ctx context.Context, p PermissionRow) error {
 		return errors.New("insert permission: empty id")
 	}
 	row := permissionRow{
-		ID: p.ID, SessionID: p.SessionID, TurnID: nullID(p.TurnID), Agent: p.Agent, Action: p.Action,
+		ID: p.ID, SessionID: p.SessionID, Turn: nullID(p.Turn), Agent: p.Agent, Action: p.Action,
 		Risk: p.Risk, Request: nullText(p.Request), Decision: p.Decision, DecidedBy: p.DecidedBy,
 		OptionKind: p.OptionKind, RequestedAt: toUnix(s.orNow(p.RequestedAt)),
 	}
@@ -88,7 +89,7 @@ func (s *Store) InsertPermission(ctx context.Context, p PermissionRow) error {
 		row.DecidedAt = &at
 	}
 	_, err := s.db.NamedExecContext(ctx, `INSERT INTO permissions (`+permissionCols+`)
-		VALUES (:id, :session_id, :turn_id, :agent, :action, :risk, :request, :decision, :decided_by, :option_kind,
+		VALUES (:id, :session_id, :turn, :agent, :action, :risk, :request, :decision, :decided_by, :option_kind,
 			:requested_at, :decided_at)`, row)
 	if err != nil {
 		return fmt.Errorf("insert permission %q: %w", p.ID, mapWriteErr(err))

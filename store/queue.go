@@ -43,6 +43,11 @@ type write struct {
 	wait *waited
 	// skipped is set by the writer for an abandoned waited write.
 	skipped bool
+	// returning says that query returns one integer (INSERT ... RETURNING),
+	// which the writer keeps in result during an attempt and gives the
+	// waiting caller once the attempt has committed. It needs wait.
+	returning bool
+	result    int64
 }
 
 // queue holds the writes waiting for the writer. It is bounded, and its

@@ -105,6 +105,25 @@ func (s *Store) ListSessions(ctx context.Context) ([]Session, error) {
 	return out, nil
 }
 
+// DeleteClosedSession deletes session id, which must be closed
+// (SessionClosed), with everything recorded about it: its worktree row,
+// agents, turns, events and permission records. It waits for the writes
+// queued before it first. It returns ErrNotFound when there is no closed
+// session id.
+func (s *Store) DeleteClosedSession(ctx context.Context, id string) error {
+	if err := s.Flush(ctx); err != nil {
+		return fmt.Errorf("delete session %q: %w", id, err)
+	}
+	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id = ? AND status = ?`, id, SessionClosed)
+	if err == nil {
+		err = mustAffect(res)
+	}
+	if err != nil {
+		return fmt.Errorf("delete session %q: %w", id, mapWriteErr(err))
+	}
+	return nil
+}
+
 // UpdateSessionStatus sets the status of session id and stamps UpdatedAt.
 // It returns ErrNotFound for an unknown id.
 func (s *Store) UpdateSessionStatus(ctx context.Context, id, status string) error {

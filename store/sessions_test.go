@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -158,6 +159,59 @@ func TestWorktreeCRUD(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("ListWorktrees(%v) (-want +got):\n%s", tt.includeRemoved, diff)
+		}
+	}
+}
+
+// TestDeleteClosedSession: a closed session goes with everything recorded
+// about it; an open one, or another session's rows, are not touched.
+func TestDeleteClosedSession(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Config{})
+	for _, id := range []string{"gone", "kept", "open"} {
+		mustSession(t, s, id)
+		if err := s.PutWorktree(ctx, WorktreeRow{SessionID: id, Path: "/wt/" + id, Branch: "agentpool/" + id}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.StartTurn(ctx, Turn{SessionID: id, Agent: "a", Prompt: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Append(backends.Event{Session: id, Seq: 1, Turn: n, Type: "turn.started"})
+		if err := s.InsertPermission(ctx, PermissionRow{ID: "perm-" + id, SessionID: id, Turn: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"gone", "kept"} {
+		if err := s.UpdateSessionStatus(ctx, id, SessionClosed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteClosedSession(ctx, "open"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("DeleteClosedSession(open) error = %v; want ErrNotFound", err)
+	}
+	if err := s.DeleteClosedSession(ctx, "gone"); err != nil {
+		t.Fatalf("DeleteClosedSession(gone) error = %v", err)
+	}
+	if err := s.DeleteClosedSession(ctx, "gone"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("DeleteClosedSession(gone) twice error = %v; want ErrNotFound", err)
+	}
+	for _, tt := range []struct {
+		id   string
+		want int
+	}{{"gone", 0}, {"kept", 1}, {"open", 1}} {
+		for _, table := range []string{"sessions", "session_worktrees", "turns", "events", "permissions"} {
+			col := "session_id"
+			if table == "sessions" {
+				col = "id"
+			}
+			var n int
+			if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM `+table+` WHERE `+col+` = ?`, tt.id); err != nil {
+				t.Fatal(err)
+			}
+			if n != tt.want {
+				t.Errorf("rows of %s in %s = %d; want %d", tt.id, table, n, tt.want)
+			}
 		}
 	}
 }

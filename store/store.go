@@ -160,7 +160,7 @@ type Store struct {
 	closeErr  error
 	lock      *os.File // flock'ed beside the database while open
 
-	turnSeq   atomic.Int64 // the last turn id handed out
+	turnSeq   atomic.Int64 // the last turn row id handed out (turns.id, internal)
 	lastWrite atomic.Int64 // queue position of the newest queued write
 
 	appended, batches, retries, dropped, rejected atomic.Int64
@@ -318,7 +318,7 @@ func lockFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-// lastTurnID returns the highest turn id ever handed out: the table's
+// lastTurnID returns the highest turn row id ever handed out: the table's
 // AUTOINCREMENT counter, or its largest id.
 func lastTurnID(ctx context.Context, db *sqlx.DB) (int64, error) {
 	var last int64
@@ -326,7 +326,7 @@ func lastTurnID(ctx context.Context, db *sqlx.DB) (int64, error) {
 		COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'turns'), 0),
 		COALESCE((SELECT MAX(id) FROM turns), 0))`)
 	if err != nil {
-		return 0, fmt.Errorf("read last turn id: %w", err)
+		return 0, fmt.Errorf("read last turn row id: %w", err)
 	}
 	return last, nil
 }
@@ -420,7 +420,7 @@ func (s *Store) orNow(t time.Time) time.Time {
 	return t
 }
 
-// nullID stores 0 as NULL, for optional references such as a turn id.
+// nullID stores 0 as NULL, for optional references such as a turn number.
 func nullID(id int64) *int64 {
 	if id == 0 {
 		return nil

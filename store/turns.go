@@ -12,10 +12,13 @@ import (
 )
 
 // Turn is one prompt and its outcome, with the worktree checkpoints taken
-// before and after it.
+// before and after it. A turn is known as (SessionID, Number); ID is the
+// row's key within the database, for the store's own use.
 type Turn struct {
-	ID               int64
-	SessionID        string
+	ID        int64
+	SessionID string
+	// Number is the turn's place in its session: 1 for the first turn.
+	Number           int64
 	Agent            string
 	Prompt           string
 	StopReason       string
@@ -39,6 +42,7 @@ type TurnEnd struct {
 type turnRow struct {
 	ID               int64  `db:"id"`
 	SessionID        string `db:"session_id"`
+	Number           int64  `db:"number"`
 	Agent            string `db:"agent"`
 	Prompt           string `db:"prompt"`
 	StopReason       string `db:"stop_reason"`
@@ -51,21 +55,24 @@ type turnRow struct {
 
 func (r turnRow) turn() Turn {
 	return Turn{
-		ID: r.ID, SessionID: r.SessionID, Agent: r.Agent, Prompt: r.Prompt,
+		ID: r.ID, SessionID: r.SessionID, Number: r.Number, Agent: r.Agent, Prompt: r.Prompt,
 		StopReason: r.StopReason, Error: r.Error,
 		CheckpointBefore: r.CheckpointBefore, CheckpointAfter: r.CheckpointAfter,
 		StartedAt: fromUnix(r.StartedAt), EndedAt: fromNullUnix(r.EndedAt),
 	}
 }
 
-const turnCols = `id, session_id, agent, prompt, stop_reason, error, checkpoint_before, checkpoint_after, started_at, ended_at`
+const turnCols = `id, session_id, number, agent, prompt, stop_reason, error, checkpoint_before, checkpoint_after, started_at, ended_at`
 
 // StartTurn writes the row of a running turn of t.SessionID (t.ID,
-// t.EndedAt and the end fields are ignored; StartedAt defaults to now) and
-// returns its id, increasing within the database, once the row has
-// committed: an id it returns is durable and never handed out again. The
-// row goes through the writer's queue, in order with the events appended
-// before and after it (StartTurn cuts the writer's FlushInterval short).
+// t.Number, t.EndedAt and the end fields are ignored; StartedAt defaults to
+// now) and returns its number in the session (one more than the session's
+// last turn, 1 for its first) once the row has committed: a number it
+// returns is durable and never handed out again for the session. The
+// number is assigned by the write itself, so turns that fail to start
+// leave no gap. The row goes through the writer's queue, in order with the
+// events appended before and after it (StartTurn cuts the writer's
+// FlushInterval short).
 //
 // It returns an error wrapping ErrFull as soon as an attempt to write the
 // row fails because the disk is full (the row is then never written, even
@@ -83,10 +90,12 @@ func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
 	wait := newWaited()
 	err := s.enqueue(&write{
 		what: what,
-		query: `INSERT INTO turns (id, session_id, agent, prompt, checkpoint_before, started_at)
-			VALUES (?, ?, ?, ?, ?, ?)`,
-		args: []any{id, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt))},
-		wait: wait,
+		query: `INSERT INTO turns (id, session_id, number, agent, prompt, checkpoint_before, started_at)
+			VALUES (?1, ?2, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?2), ?3, ?4, ?5, ?6)
+			RETURNING number`,
+		args:      []any{id, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt))},
+		wait:      wait,
+		returning: true,
 	})
 	if err != nil {
 		return 0, err
@@ -94,7 +103,7 @@ func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
 	if err := s.awaitWaited(ctx, wait); err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
-	return id, nil
+	return wait.value(), nil
 }
 
 // awaitWaited waits for the outcome of a queued write that its caller
@@ -131,37 +140,38 @@ func (s *Store) awaitWaited(ctx context.Context, w *waited) error {
 	}
 }
 
-// EndTurn queues how turn id ended, stamped end.EndedAt (zero: now), and
-// returns without waiting for the write. An unknown turn or one that has
-// already ended is logged and counted in Stats.Rejected, and keeps its
-// first end. Events appended after EndTurn are committed with or after
-// the end, so an event that reports the end is never seen without it.
-func (s *Store) EndTurn(ctx context.Context, id int64, end TurnEnd) error {
-	return s.enqueue(s.endTurnWrite(id, end))
+// EndTurn queues how turn number of sessionID ended, stamped end.EndedAt
+// (zero: now), and returns without waiting for the write. An unknown turn
+// or one that has already ended is logged and counted in Stats.Rejected,
+// and keeps its first end. Events appended after EndTurn are committed
+// with or after the end, so an event that reports the end is never seen
+// without it.
+func (s *Store) EndTurn(ctx context.Context, sessionID string, number int64, end TurnEnd) error {
+	return s.enqueue(s.endTurnWrite(sessionID, number, end))
 }
 
-func (s *Store) endTurnWrite(id int64, end TurnEnd) *write {
+func (s *Store) endTurnWrite(sessionID string, number int64, end TurnEnd) *write {
 	return &write{
-		what: "end turn " + strconv.FormatInt(id, 10),
+		what: "end turn " + strconv.FormatInt(number, 10) + " of session " + strconv.Quote(sessionID),
 		query: `UPDATE turns SET stop_reason = ?, error = ?, checkpoint_after = ?, ended_at = ?
-			WHERE id = ? AND ended_at IS NULL`,
-		args:   []any{end.StopReason, end.Error, end.CheckpointAfter, toUnix(s.orNow(end.EndedAt)), id},
+			WHERE session_id = ? AND number = ? AND ended_at IS NULL`,
+		args:   []any{end.StopReason, end.Error, end.CheckpointAfter, toUnix(s.orNow(end.EndedAt)), sessionID, number},
 		affect: true,
 		orphan: "turn unknown or already ended",
 	}
 }
 
-// EndTurnEvent queues the end of turn id together with ev, the event that
-// reports it, to be committed in one transaction: ev is stored (and
-// committed called with it, as for AppendNotify) only if the turn was still
-// open, so the end is never stored without its event nor reported twice.
-// It returns ErrBehind when the write queue stayed full, ErrClosed after
-// Close.
-func (s *Store) EndTurnEvent(ctx context.Context, id int64, end TurnEnd, ev backends.Event, committed func(backends.Event)) error {
+// EndTurnEvent queues the end of turn number of ev.Session together with
+// ev, the event that reports it, to be committed in one transaction: ev is
+// stored (and committed called with it, as for AppendNotify) only if the
+// turn was still open, so the end is never stored without its event nor
+// reported twice. It returns ErrBehind when the write queue stayed full,
+// ErrClosed after Close.
+func (s *Store) EndTurnEvent(ctx context.Context, number int64, end TurnEnd, ev backends.Event, committed func(backends.Event)) error {
 	if ev.Session == "" {
-		return fmt.Errorf("end turn %d: event without a session", id)
+		return fmt.Errorf("end turn %d: event without a session", number)
 	}
-	w := s.endTurnWrite(id, end)
+	w := s.endTurnWrite(ev.Session, number, end)
 	_, err := s.queue.push(item{w: w, ev: ev, committed: committed}, s.cfg.AppendWait)
 	return s.enqueued(w, err)
 }
@@ -199,29 +209,31 @@ func (s *Store) EndOpenTurns(ctx context.Context, errText string) (int64, error)
 	return n, nil
 }
 
-// GetTurn returns turn id, or ErrNotFound.
-func (s *Store) GetTurn(ctx context.Context, id int64) (Turn, error) {
+// GetTurn returns turn number of sessionID, or ErrNotFound.
+func (s *Store) GetTurn(ctx context.Context, sessionID string, number int64) (Turn, error) {
 	if err := s.awaitWrites(ctx); err != nil {
-		return Turn{}, fmt.Errorf("get turn %d: %w", id, err)
+		return Turn{}, fmt.Errorf("get turn %d of session %q: %w", number, sessionID, err)
 	}
 	var row turnRow
-	err := s.db.GetContext(ctx, &row, `SELECT `+turnCols+` FROM turns WHERE id = ?`, id)
+	err := s.db.GetContext(ctx, &row, `SELECT `+turnCols+` FROM turns WHERE session_id = ? AND number = ?`,
+		sessionID, number)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
 	if err != nil {
-		return Turn{}, fmt.Errorf("get turn %d: %w", id, err)
+		return Turn{}, fmt.Errorf("get turn %d of session %q: %w", number, sessionID, err)
 	}
 	return row.turn(), nil
 }
 
-// ListTurns returns the turns of sessionID in the order they started.
+// ListTurns returns the turns of sessionID in the order they started
+// (by number).
 func (s *Store) ListTurns(ctx context.Context, sessionID string) ([]Turn, error) {
 	if err := s.awaitWrites(ctx); err != nil {
 		return nil, fmt.Errorf("list turns of session %q: %w", sessionID, err)
 	}
 	var rows []turnRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT `+turnCols+` FROM turns WHERE session_id = ? ORDER BY id`,
+	if err := s.db.SelectContext(ctx, &rows, `SELECT `+turnCols+` FROM turns WHERE session_id = ? ORDER BY number`,
 		sessionID); err != nil {
 		return nil, fmt.Errorf("list turns of session %q: %w", sessionID, err)
 	}
@@ -239,7 +251,7 @@ func (s *Store) LastTurn(ctx context.Context, sessionID string) (Turn, error) {
 		return Turn{}, fmt.Errorf("last turn of session %q: %w", sessionID, err)
 	}
 	var row turnRow
-	err := s.db.GetContext(ctx, &row, `SELECT `+turnCols+` FROM turns WHERE session_id = ? ORDER BY id DESC LIMIT 1`,
+	err := s.db.GetContext(ctx, &row, `SELECT `+turnCols+` FROM turns WHERE session_id = ? ORDER BY number DESC LIMIT 1`,
 		sessionID)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound

@@ -38,53 +38,73 @@ func TestTurns(t *testing.T) {
 		t.Fatalf("StartTurn(unknown session) error = %v; want ErrNotFound", err)
 	}
 	rejected(1, "StartTurn(unknown session)")
-	if _, err := s.GetTurn(ctx, 1); !errors.Is(err, ErrNotFound) {
-		t.Errorf("GetTurn(1) of the refused turn error = %v; want ErrNotFound", err)
-	}
 	if !strings.Contains(logs.String(), "write rejected") {
 		t.Errorf("log has no rejected write:\n%s", logs)
 	}
 
+	// Turns are numbered per session, from 1.
 	start := clock.Now()
-	id1, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "claude", Prompt: "first", CheckpointBefore: "c0",
-		StopReason: "ignored", EndedAt: &start})
+	n1, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "claude", Prompt: "first", CheckpointBefore: "c0",
+		StopReason: "ignored", Number: 7, EndedAt: &start})
 	if err != nil {
 		t.Fatalf("StartTurn(first) error = %v", err)
 	}
-	id2, err := s.StartTurn(ctx, Turn{SessionID: "s2", Agent: "codex", Prompt: "other"})
+	other, err := s.StartTurn(ctx, Turn{SessionID: "s2", Agent: "codex", Prompt: "other"})
 	if err != nil {
 		t.Fatalf("StartTurn(other) error = %v", err)
 	}
-	end := clock.Advance(3 * time.Second)
-	if err := s.EndTurn(ctx, id1, TurnEnd{StopReason: "end_turn", CheckpointAfter: "c1"}); err != nil {
-		t.Fatalf("EndTurn(%d) error = %v", id1, err)
+	if n1 != 1 || other != 1 {
+		t.Errorf("first turns of s1 and s2 = %d and %d; want 1 and 1", n1, other)
 	}
-	if err := s.EndTurn(ctx, id1, TurnEnd{StopReason: "cancelled"}); err != nil {
-		t.Errorf("EndTurn(%d) twice error = %v; want nil (the write is queued)", id1, err)
+	end := clock.Advance(3 * time.Second)
+	if err := s.EndTurn(ctx, "s1", n1, TurnEnd{StopReason: "end_turn", CheckpointAfter: "c1"}); err != nil {
+		t.Fatalf("EndTurn(s1, %d) error = %v", n1, err)
+	}
+	if err := s.EndTurn(ctx, "s1", n1, TurnEnd{StopReason: "cancelled"}); err != nil {
+		t.Errorf("EndTurn(s1, %d) twice error = %v; want nil (the write is queued)", n1, err)
 	}
 	rejected(2, "EndTurn twice")
-	if err := s.EndTurn(ctx, 9999, TurnEnd{}); err != nil {
-		t.Errorf("EndTurn(9999) error = %v; want nil (the write is queued)", err)
+	if err := s.EndTurn(ctx, "s1", 9999, TurnEnd{}); err != nil {
+		t.Errorf("EndTurn(s1, 9999) error = %v; want nil (the write is queued)", err)
 	}
-	rejected(3, "EndTurn(9999)")
+	rejected(3, "EndTurn(s1, 9999)")
 	clock.Advance(time.Second)
-	id3, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "gemini", Prompt: "second", CheckpointBefore: "c1"})
+	n2, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "gemini", Prompt: "second", CheckpointBefore: "c1"})
 	if err != nil {
 		t.Fatalf("StartTurn(second) error = %v", err)
 	}
-	if !(1 < id1 && id1 < id2 && id2 < id3) {
-		t.Errorf("turn ids %d, %d, %d after the refused 1; want increasing", id1, id2, id3)
+	if n2 != 2 {
+		t.Errorf("second turn of s1 = %d; want 2", n2)
 	}
 
-	want1 := Turn{ID: id1, SessionID: "s1", Agent: "claude", Prompt: "first", StopReason: "end_turn",
-		CheckpointBefore: "c0", CheckpointAfter: "c1", StartedAt: start, EndedAt: &end}
-	want3 := Turn{ID: id3, SessionID: "s1", Agent: "gemini", Prompt: "second", CheckpointBefore: "c1",
-		StartedAt: clock.Now()}
-	if got, err := s.GetTurn(ctx, id1); err != nil || !cmp.Equal(want1, got) {
-		t.Errorf("GetTurn(%d) = %+v, %v; want %+v", id1, got, err, want1)
+	got1, err := s.GetTurn(ctx, "s1", 1)
+	if err != nil {
+		t.Fatalf("GetTurn(s1, 1) error = %v", err)
 	}
-	if _, err := s.GetTurn(ctx, 9999); !errors.Is(err, ErrNotFound) {
-		t.Errorf("GetTurn(9999) error = %v; want ErrNotFound", err)
+	want1 := Turn{ID: got1.ID, SessionID: "s1", Number: 1, Agent: "claude", Prompt: "first", StopReason: "end_turn",
+		CheckpointBefore: "c0", CheckpointAfter: "c1", StartedAt: start, EndedAt: &end}
+	if !cmp.Equal(want1, got1) {
+		t.Errorf("GetTurn(s1, 1) = %+v; want %+v", got1, want1)
+	}
+	got3, err := s.GetTurn(ctx, "s1", 2)
+	if err != nil {
+		t.Fatalf("GetTurn(s1, 2) error = %v", err)
+	}
+	want3 := Turn{ID: got3.ID, SessionID: "s1", Number: 2, Agent: "gemini", Prompt: "second", CheckpointBefore: "c1",
+		StartedAt: clock.Now()}
+	if !cmp.Equal(want3, got3) {
+		t.Errorf("GetTurn(s1, 2) = %+v; want %+v", got3, want3)
+	}
+	if gotOther, err := s.GetTurn(ctx, "s2", 1); err != nil || gotOther.Prompt != "other" || gotOther.ID == got1.ID {
+		t.Errorf("GetTurn(s2, 1) = %+v, %v; want the other session's turn, with its own row id", gotOther, err)
+	}
+	for _, k := range []struct {
+		session string
+		n       int64
+	}{{"s1", 9999}, {"s2", 2}, {"nope", 1}} {
+		if _, err := s.GetTurn(ctx, k.session, k.n); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetTurn(%s, %d) error = %v; want ErrNotFound", k.session, k.n, err)
+		}
 	}
 	if got, err := s.LastTurn(ctx, "s1"); err != nil || !cmp.Equal(want3, got) {
 		t.Errorf("LastTurn(s1) = %+v, %v; want %+v", got, err, want3)
@@ -100,13 +120,13 @@ func TestTurns(t *testing.T) {
 	swept := clock.Advance(time.Minute)
 	n, err := s.EndOpenTurns(ctx, "daemon restarted")
 	if err != nil || n != 2 {
-		t.Fatalf("EndOpenTurns() = %d, %v; want 2 (turns %d and %d)", n, err, id2, id3)
+		t.Fatalf("EndOpenTurns() = %d, %v; want 2 (s1's turn 2 and s2's turn 1)", n, err)
 	}
-	got3, err := s.GetTurn(ctx, id3)
+	got3, err = s.GetTurn(ctx, "s1", 2)
 	if err != nil || got3.StopReason != "error" || got3.Error != "daemon restarted" || got3.EndedAt == nil || !got3.EndedAt.Equal(swept) {
-		t.Errorf("GetTurn(%d) after sweep = %+v, %v; want ended with error at %v", id3, got3, err, swept)
+		t.Errorf("GetTurn(s1, 2) after sweep = %+v, %v; want ended with error at %v", got3, err, swept)
 	}
-	if got1, _ := s.GetTurn(ctx, id1); !cmp.Equal(want1, got1) {
+	if got1, _ := s.GetTurn(ctx, "s1", 1); !cmp.Equal(want1, got1) {
 		t.Errorf("EndOpenTurns changed the ended turn: %+v; want %+v", got1, want1)
 	}
 }
@@ -123,22 +143,25 @@ func TestTurnRowsReadTheirWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.EndTurn(ctx, id, TurnEnd{StopReason: "end_turn"}); err != nil {
+		if id != int64(i+1) {
+			t.Fatalf("StartTurn #%d = %d; want %d", i+1, id, i+1)
+		}
+		if err := s.EndTurn(ctx, "s1", id, TurnEnd{StopReason: "end_turn"}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.GetTurn(ctx, id)
+		got, err := s.GetTurn(ctx, "s1", id)
 		if err != nil || got.StopReason != "end_turn" || got.EndedAt == nil {
-			t.Fatalf("GetTurn(%d) right after EndTurn = %+v, %v; want it ended", id, got, err)
+			t.Fatalf("GetTurn(s1, %d) right after EndTurn = %+v, %v; want it ended", id, got, err)
 		}
-		if last, err := s.LastTurn(ctx, "s1"); err != nil || last.ID != id {
+		if last, err := s.LastTurn(ctx, "s1"); err != nil || last.Number != id {
 			t.Fatalf("LastTurn(s1) = %+v, %v; want turn %d", last, err, id)
 		}
 	}
 }
 
-// TestTurnIDsAcrossReopen: ids keep increasing after the store is reopened,
+// TestTurnNumbersAcrossReopen: numbers go on after the store is reopened,
 // and a second store cannot open the same database meanwhile.
-func TestTurnIDsAcrossReopen(t *testing.T) {
+func TestTurnNumbersAcrossReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "agentpool.db")
 	s, _ := openTest(t, Config{Path: path})
@@ -155,11 +178,11 @@ func TestTurnIDsAcrossReopen(t *testing.T) {
 	}
 	s2, _ := openTest(t, Config{Path: path})
 	next, err := s2.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "q"})
-	if err != nil || next <= first {
-		t.Fatalf("StartTurn after reopen = %d, %v; want an id above %d", next, err, first)
+	if err != nil || first != 1 || next != 2 {
+		t.Fatalf("StartTurn before and after reopen = %d, then %d, %v; want 1 then 2", first, next, err)
 	}
-	if got, err := s2.GetTurn(ctx, first); err != nil || got.Prompt != "p" {
-		t.Fatalf("GetTurn(%d) after reopen = %+v, %v; want the first turn", first, got, err)
+	if got, err := s2.GetTurn(ctx, "s1", first); err != nil || got.Prompt != "p" {
+		t.Fatalf("GetTurn(s1, %d) after reopen = %+v, %v; want the first turn", first, got, err)
 	}
 }
 
@@ -173,7 +196,7 @@ func TestPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p1 := PermissionRow{ID: "perm-1", SessionID: "s1", TurnID: turn, Agent: "claude", Action: "edit", Risk: "medium",
+	p1 := PermissionRow{ID: "perm-1", SessionID: "s1", Turn: turn, Agent: "claude", Action: "edit", Risk: "medium",
 		Request: json.RawMessage(`{"toolCall":{"title":"write a.go"}}`)}
 	if err := s.InsertPermission(ctx, p1); err != nil {
 		t.Fatalf("InsertPermission(perm-1) error = %v", err)

@@ -28,6 +28,7 @@ type waited struct {
 	mu      sync.Mutex
 	state   waitState
 	err     error
+	result  int64         // what a RETURNING write returned, once done
 	changed chan struct{} // cap 1: poked on every change
 }
 
@@ -56,6 +57,17 @@ func (w *waited) set(state waitState, err error) {
 	poke(w.changed)
 }
 
+// done records that the write committed, with what it returned (see
+// write.returning), unless the caller abandoned it.
+func (w *waited) done(result int64) {
+	w.mu.Lock()
+	if w.state != waitAbandoned && w.state != waitDone && w.state != waitRejected {
+		w.state, w.err, w.result = waitDone, nil, result
+	}
+	w.mu.Unlock()
+	poke(w.changed)
+}
+
 // abandon gives up on a write that is not in an attempt; it reports false
 // when the write is in one (wait for its end) or settled.
 func (w *waited) abandon() bool {
@@ -73,4 +85,11 @@ func (w *waited) get() (waitState, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.state, w.err
+}
+
+// value returns what a committed RETURNING write returned.
+func (w *waited) value() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.result
 }

@@ -175,7 +175,7 @@ func (s *Store) committed(batch []item, rejected []rejection) {
 			if bad {
 				it.w.wait.set(waitRejected, rerr)
 			} else {
-				it.w.wait.set(waitDone, nil)
+				it.w.wait.done(it.w.result)
 			}
 		}
 		if bad || !it.hasEvent() || it.w != nil && it.w.wait != nil && it.w.skipped {
@@ -192,13 +192,22 @@ func (s *Store) committed(batch []item, rejected []rejection) {
 	s.prog.settle(len(batch))
 }
 
+// execWrite runs w's statement; a RETURNING one keeps its value in
+// w.result and has no sql.Result (it cannot be combined with affect).
+func execWrite(ctx context.Context, st *sql.Stmt, w *write) (sql.Result, error) {
+	if w.returning {
+		return nil, st.QueryRowContext(ctx, w.args...).Scan(&w.result)
+	}
+	return st.ExecContext(ctx, w.args...)
+}
+
 // rejection is an item of a batch that the database refused.
 type rejection struct {
 	index int
 	err   error
 }
 
-const insertEventSQL = `INSERT INTO events (session_id, seq, turn_id, agent, type, data, created_at)
+const insertEventSQL = `INSERT INTO events (session_id, seq, turn, agent, type, data, created_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?)`
 
 // errNoRow rejects a write that had to change a row and changed none.
@@ -247,7 +256,7 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 				}
 				prepared[w.query] = ws
 			}
-			res, err := ws.ExecContext(ctx, w.args...)
+			res, err := execWrite(ctx, ws, w)
 			if err == nil && w.affect {
 				if n, aerr := res.RowsAffected(); aerr == nil && n == 0 {
 					rejected = append(rejected, rejection{index: i, err: fmt.Errorf("%w: %s", errNoRow, w.orphan)})

@@ -143,18 +143,19 @@ func (a Store) MarkStaleAgents(ctx context.Context) ([]pool.AgentRecord, error) 
 }
 
 func fromTurn(t store.Turn) pool.Turn {
-	return pool.Turn{ID: t.ID, Session: t.SessionID, Agent: t.Agent, Prompt: t.Prompt, StopReason: t.StopReason, Error: t.Error,
+	return pool.Turn{ID: t.Number, Session: t.SessionID, Agent: t.Agent, Prompt: t.Prompt, StopReason: t.StopReason, Error: t.Error,
 		CheckpointBefore: t.CheckpointBefore, CheckpointAfter: t.CheckpointAfter, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
 }
 
-// StartTurn stores a new turn's row and returns its id once it is durable.
+// StartTurn stores a new turn's row and returns its number in the session
+// once it is durable.
 func (a Store) StartTurn(ctx context.Context, t pool.Turn) (int64, error) {
 	return a.S.StartTurn(ctx, store.Turn{SessionID: t.Session, Agent: t.Agent, Prompt: t.Prompt, CheckpointBefore: t.CheckpointBefore, StartedAt: t.StartedAt})
 }
 
 // EndTurn queues how a turn ended.
 func (a Store) EndTurn(ctx context.Context, t pool.Turn) error {
-	return notFound(a.S.EndTurn(ctx, t.ID, turnEnd(t)))
+	return notFound(a.S.EndTurn(ctx, t.Session, t.ID, turnEnd(t)))
 }
 
 // EndTurnEvent queues how a turn ended with the event that reports it, in
@@ -171,9 +172,9 @@ func turnEnd(t pool.Turn) store.TurnEnd {
 	return end
 }
 
-// GetTurn reads a turn.
-func (a Store) GetTurn(ctx context.Context, id int64) (pool.Turn, error) {
-	t, err := a.S.GetTurn(ctx, id)
+// GetTurn reads turn number n of a session.
+func (a Store) GetTurn(ctx context.Context, session string, n int64) (pool.Turn, error) {
+	t, err := a.S.GetTurn(ctx, session, n)
 	return fromTurn(t), notFound(err)
 }
 
@@ -228,7 +229,7 @@ func (a Store) Events(ctx context.Context, session string, after int64, limit in
 func (a Store) InsertPermission(ctx context.Context, r permission.Record) error {
 	req, _ := json.Marshal(r.Request)
 	decided := r.DecidedAt
-	return a.S.InsertPermission(ctx, store.PermissionRow{ID: r.ID, SessionID: r.Session, TurnID: r.Turn, Agent: r.Agent, Action: string(r.Action),
+	return a.S.InsertPermission(ctx, store.PermissionRow{ID: r.ID, SessionID: r.Session, Turn: r.Turn, Agent: r.Agent, Action: string(r.Action),
 		Risk: string(r.Risk), Request: req, Decision: string(r.Decision), DecidedBy: r.DecidedBy, OptionKind: r.OptionKind,
 		RequestedAt: r.RequestedAt, DecidedAt: &decided})
 }
