@@ -3,6 +3,7 @@ package worktree
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -67,9 +68,19 @@ type Diff struct {
 // ids or any tree-ish; from "" means wt.BaseCommit, to "" means the live
 // state of the worktree (snapshotted as Checkpoint does, without anchoring
 // it), so Diff(ctx, wt, "", "") is the whole session against its base.
-// Errors wrap ErrUnknownRef or ErrMissing.
+// Once the worktree has been removed, states that git holds (checkpoints,
+// the session branch) can still be compared, in the repository; the live
+// state cannot. Errors wrap ErrUnknownRef or ErrMissing.
 func (m *Manager) Diff(ctx context.Context, wt Worktree, from, to string) (Diff, error) {
 	l, err := m.open(ctx, wt)
+	removed := errors.Is(err, ErrMissing) && to != ""
+	if removed {
+		info, rerr := m.repo(ctx, wt.Repo)
+		if rerr != nil {
+			return Diff{}, fmt.Errorf("diff session %q: %w", wt.Session, rerr)
+		}
+		l, err = repoAt(info), nil
+	}
 	if err != nil {
 		return Diff{}, err
 	}
@@ -88,9 +99,11 @@ func (m *Manager) Diff(ctx context.Context, wt Worktree, from, to string) (Diff,
 			return Diff{}, err
 		}
 	}
-	st := m.state(wt.Path)
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	if !removed {
+		st := m.state(wt.Path)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+	}
 	for i := range names {
 		names[i] += "^{tree}"
 	}

@@ -23,6 +23,10 @@ type RemoveResult struct {
 	// Discarded is true when the branch and the checkpoint chain were
 	// deleted.
 	Discarded bool `json:"discarded,omitempty"`
+	// BranchDeleted is true when, without discard, the branch was deleted
+	// because the session left no work: it had no commit beyond the base
+	// commit and nothing uncommitted. The checkpoint chain is kept.
+	BranchDeleted bool `json:"branch_deleted,omitempty"`
 }
 
 // Remove removes the worktree of wt.
@@ -32,8 +36,11 @@ type RemoveResult struct {
 // session branch with a message saying so; commits made on a detached HEAD
 // or another branch are joined to the session branch as well. Then the
 // worktree is removed (ignored files, like build outputs, go with it); the
-// branch and the checkpoint chain stay for the user to merge or inspect. If
-// the work cannot be preserved, nothing is removed and the error says why.
+// branch and the checkpoint chain stay for the user to merge or inspect,
+// except a branch left with no commit beyond wt.BaseCommit, which holds
+// nothing and is deleted (BranchDeleted; one checked out elsewhere is kept).
+// If the work cannot be preserved, nothing is removed and the error says
+// why.
 //
 // With discard the worktree is force-removed and the branch and checkpoint
 // chain are deleted. A branch checked out elsewhere (say, in the user's main
@@ -61,7 +68,16 @@ func (m *Manager) Remove(ctx context.Context, wt Worktree, discard bool) (Remove
 	lock := m.repoLock(info.common)
 	lock.Lock()
 	defer lock.Unlock()
-	return m.removeLocked(ctx, info, wt, discard)
+	res, err := m.removeLocked(ctx, info, wt, discard)
+	if err != nil || discard {
+		return res, err
+	}
+	if err := m.dropEmptyBranchLocked(ctx, info, wt, &res); err != nil {
+		// The worktree is gone and its work kept: an empty branch left
+		// behind is no failure.
+		m.log.Warn("keep the branch of a session without work", keySession, wt.Session, keyBranch, res.Branch, keyErr, err)
+	}
+	return res, nil
 }
 
 // removeLocked is Remove with the repository lock held.

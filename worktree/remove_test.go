@@ -62,12 +62,46 @@ func TestRemoveClean(t *testing.T) {
 	repo := newRepo(t, "repo", nil)
 	wt := create(t, m, "s", repo)
 	other := create(t, m, "other", repo)
+	cp, err := m.Checkpoint(context.Background(), wt)
+	must(t, err)
 	res, err := m.Remove(context.Background(), wt, false)
-	if err != nil || res.Committed || res.Commit != wt.BaseCommit {
-		t.Fatalf("Remove() of a clean worktree = %+v, %v; want no commit, branch at %s", res, err, wt.BaseCommit)
+	if err != nil || res.Committed || res.Commit != "" || !res.BranchDeleted {
+		t.Fatalf("Remove() of a clean worktree = %+v, %v; want no commit and its empty branch deleted", res, err)
+	}
+	if got := gitT(t, repo, "branch", "--list", "agentpool/s"); got != "" {
+		t.Errorf("branch of a session without work = %q; want it deleted", got)
+	}
+	if got := gitT(t, repo, "rev-parse", CheckpointRefPrefix+"s^{tree}"); got != cp {
+		t.Errorf("checkpoint chain after Remove() = %q; want it kept, at %s", got, cp)
 	}
 	if !exists(other.Path) {
 		t.Errorf("Remove() of one worktree removed the namespace of another")
+	}
+}
+
+// TestRemoveKeepsBranchesWithWork: a branch with a commit beyond the base
+// (even one undone by a later commit), or checked out elsewhere, stays.
+func TestRemoveKeepsBranchesWithWork(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t)
+	repo := newRepo(t, "repo", nil)
+	undone := create(t, m, "undone", repo)
+	writeFile(t, undone.Path, "f.txt", "x\n")
+	gitT(t, undone.Path, "add", "f.txt")
+	gitT(t, undone.Path, "commit", "-q", "-m", "add")
+	gitT(t, undone.Path, "rm", "-q", "f.txt")
+	gitT(t, undone.Path, "commit", "-q", "-m", "remove")
+	elsewhere := create(t, m, "elsewhere", repo)
+	review := filepath.Join(t.TempDir(), "review")
+	gitT(t, repo, "worktree", "add", "-q", "--force", review, "agentpool/elsewhere")
+	for _, wt := range []Worktree{undone, elsewhere} {
+		res, err := m.Remove(ctx, wt, false)
+		if err != nil || res.BranchDeleted || res.Commit == "" {
+			t.Errorf("Remove(%s) = %+v, %v; want its branch kept", wt.Session, res, err)
+		}
+		if got := gitT(t, repo, "branch", "--list", "agentpool/"+wt.Session); got == "" {
+			t.Errorf("branch agentpool/%s was deleted", wt.Session)
+		}
 	}
 }
 
@@ -131,6 +165,9 @@ func TestRemoveMissing(t *testing.T) {
 	for _, discard := range []bool{false, true} {
 		session := map[bool]string{false: "keep", true: "drop"}[discard]
 		wt := create(t, m, session, repo)
+		writeFile(t, wt.Path, "work.txt", "work\n")
+		gitT(t, wt.Path, "add", "work.txt")
+		gitT(t, wt.Path, "commit", "-q", "-m", "work")
 		must(t, os.RemoveAll(wt.Path))
 		res, err := m.Remove(ctx, wt, discard)
 		if err != nil || !res.Missing || res.Discarded != discard {
