@@ -145,6 +145,7 @@ func (s *Server) routes() {
 	s.route("POST /v1/sessions/{id}/merge", s.mergeSession, false)
 	s.route("GET /v1/pool", s.poolStatus, false)
 	s.route("DELETE /v1/pool/{session}/{agent}", s.evictBackend, false)
+	s.route("POST /v1/prune", s.prune, false)
 	s.route("GET /v1/events", s.daemonEvents, false)
 	s.route("GET /metrics", s.serveMetrics, false)
 	s.route("POST /v1/login-links", s.createLoginLink, false)

@@ -42,14 +42,22 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listSessions: GET /v1/sessions.
+// listSessions: GET /v1/sessions?status=open|closed. Without status,
+// every session, closed ones included (as before the filter existed).
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
-	list, err := s.pool.List(r.Context())
+	status := r.URL.Query().Get("status")
+	if status != "" && status != pool.StatusOpen && status != pool.StatusClosed {
+		return badRequest("status", "parameter \"status\" must be open or closed, not %q", status)
+	}
+	all, err := s.pool.List(r.Context())
 	if err != nil {
 		return err
 	}
-	if list == nil {
-		list = []pool.Session{}
+	list := make([]pool.Session, 0, len(all))
+	for _, sess := range all {
+		if status == "" || sess.Status == status {
+			list = append(list, sess)
+		}
 	}
 	writeJSON(w, http.StatusOK, list)
 	return nil

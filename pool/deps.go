@@ -113,6 +113,11 @@ type Store interface {
 	Events(ctx context.Context, session string, afterSeq int64, limit int) ([]backends.Event, error)
 
 	InsertPermission(ctx context.Context, r permission.Record) error
+
+	// DeleteClosedSession deletes a closed session with everything stored
+	// about it (worktree row, agents, turns, events, permissions); an
+	// error wrapping ErrNotFound when there is no closed session id.
+	DeleteClosedSession(ctx context.Context, id string) error
 }
 
 // Worktree is a session's git worktree.
@@ -132,6 +137,9 @@ type RemoveResult struct {
 	Commit    string `json:"commit,omitempty"`
 	Discarded bool   `json:"discarded"`
 	Missing   bool   `json:"missing,omitempty"`
+	// BranchDeleted: the session left no work (no commit beyond its base,
+	// nothing uncommitted), so its branch was deleted.
+	BranchDeleted bool `json:"branch_deleted,omitempty"`
 }
 
 // Diff is a set of changes between two worktree states.
@@ -185,6 +193,11 @@ type Worktrees interface {
 	// into it; a conflict or a dirty checkout is an error wrapping
 	// ErrConflict and changes nothing. See Pool.Merge.
 	Merge(ctx context.Context, wt Worktree, req WorktreeMerge) (MergeResult, error)
+	// Prune deletes what git keeps of a removed worktree: its checkpoints,
+	// and its branch when empty or when req.Branch says so (never one
+	// checked out somewhere). A repository that is gone is reported in
+	// the result, not as an error. See Pool.Prune.
+	Prune(ctx context.Context, wt Worktree, req WorktreePrune) (BranchPrune, error)
 }
 
 // Resolver turns a provider id into a launch spec, or explains why not

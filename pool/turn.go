@@ -322,7 +322,10 @@ func (p *Pool) turnOf(ctx context.Context, s *session, turn int64) (Turn, error)
 
 // Diff returns the changes of one turn (before → after; a running turn
 // against the live state), or with turn 0 of the whole session against
-// its base commit.
+// its base commit. A closed session's diffs stay readable from what git
+// keeps: a turn's from its checkpoints, the whole session's from its
+// branch as it is now (an empty diff once the branch is gone: the session
+// left no work, or it was discarded).
 func (p *Pool) Diff(ctx context.Context, id string, turn int64) (Diff, error) {
 	s, err := p.loadSession(ctx, id)
 	if err != nil {
@@ -331,8 +334,14 @@ func (p *Pool) Diff(ctx context.Context, id string, turn int64) (Diff, error) {
 	s.mu.Lock()
 	wt, closed := s.wt, s.closed
 	s.mu.Unlock()
-	if closed {
-		return Diff{}, fmt.Errorf("session %q: %w", id, ErrClosed)
+	if turn == 0 && closed {
+		d, err := p.cfg.Worktrees.Diff(ctx, wt, "", "refs/heads/"+wt.Branch)
+		if err != nil {
+			// No branch: compare the base with itself. An error that is
+			// not about the branch fails this again.
+			return p.cfg.Worktrees.Diff(ctx, wt, "", wt.BaseCommit)
+		}
+		return d, nil
 	}
 	if turn == 0 {
 		return p.cfg.Worktrees.Diff(ctx, wt, "", "")

@@ -233,3 +233,8 @@ func (a Store) InsertPermission(ctx context.Context, r permission.Record) error 
 		Risk: string(r.Risk), Request: req, Decision: string(r.Decision), DecidedBy: r.DecidedBy, OptionKind: r.OptionKind,
 		RequestedAt: r.RequestedAt, DecidedAt: &decided})
 }
+
+// DeleteClosedSession deletes a closed session and everything stored about it.
+func (a Store) DeleteClosedSession(ctx context.Context, id string) error {
+	return notFound(a.S.DeleteClosedSession(ctx, id))
+}

@@ -48,7 +48,15 @@ func (a Worktrees) Recreate(ctx context.Context, wt pool.Worktree) (pool.Worktre
 // Remove removes a worktree, preserving its work unless discard.
 func (a Worktrees) Remove(ctx context.Context, wt pool.Worktree, discard bool) (pool.RemoveResult, error) {
 	r, err := a.M.Remove(ctx, toWT(wt), discard)
-	return pool.RemoveResult{Branch: r.Branch, Committed: r.Committed, Commit: r.Commit, Discarded: r.Discarded, Missing: r.Missing}, err
+	return pool.RemoveResult{Branch: r.Branch, Committed: r.Committed, Commit: r.Commit, Discarded: r.Discarded, Missing: r.Missing,
+		BranchDeleted: r.BranchDeleted}, err
+}
+
+// Prune deletes a removed worktree's checkpoints and its branch as asked.
+func (a Worktrees) Prune(ctx context.Context, wt pool.Worktree, req pool.WorktreePrune) (pool.BranchPrune, error) {
+	r, err := a.M.Prune(ctx, toWT(wt), worktree.PruneOptions{Branch: req.Branch, DryRun: req.DryRun})
+	return pool.BranchPrune{Name: r.Branch, Head: r.Head, Commits: r.Commits, Deleted: r.BranchDeleted, Kept: r.BranchKept,
+		CheckpointsDeleted: r.CheckpointsDeleted, RepoMissing: r.RepoMissing}, err
 }
 
 // Checkpoint records the worktree state.
