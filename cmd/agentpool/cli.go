@@ -45,6 +45,7 @@ const clientUsage = `  providers    list, enable, disable and refresh the agent 
   permissions  list and answer pending permission requests
   ps           show the pool: warm agents, pids, state, memory
   evict        stop a session's warm agent now (it starts again on the next prompt)
+  prune        forget closed sessions older than an age, and their empty branches
   open         print a one-time login link to the web page (--browser opens it)
 `
 
@@ -248,6 +249,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.ps(ctx, args)
 	case "evict":
 		err = c.evict(ctx, args)
+	case "prune":
+		err = c.prune(ctx, args) // cli_prune.go
 	case "attach":
 		err = c.attach(ctx, args)
 	case "open":

@@ -13,7 +13,7 @@ import (
 )
 
 const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a session in its own git worktree
-  list                                        list the sessions
+  list [--all]                                list the open sessions (--all: closed ones too)
   show SESSION                                show a session, its agents and turns
   close SESSION [--discard]                   close a session; its work is committed to its branch
   merge SESSION [--into B] [--squash|--rebase] merge its branch into its base (or B), or --rebase onto it
@@ -99,7 +99,8 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 }
 
 func (c *cli) sessionList(ctx context.Context, args []string) error {
-	fs := c.flagSet("session list", "session list [--json]\n\nLists the sessions.")
+	fs := c.flagSet("session list", "session list [--all] [--json]\n\nLists the open sessions, or with --all the closed ones too (prune forgets\nthose closed long ago).")
+	all := fs.Bool("all", false, "list the closed sessions too")
 	asJSON := fs.Bool("json", false, "print the sessions as JSON")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
 		return err
@@ -108,17 +109,35 @@ func (c *cli) sessionList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	list, err := api.Sessions(ctx)
+	every, err := api.Sessions(ctx)
 	if err != nil {
 		return err
 	}
+	list := make([]pool.Session, 0, len(every))
+	for _, s := range every {
+		if *all || s.Status != pool.StatusClosed {
+			list = append(list, s)
+		}
+	}
+	hidden := len(every) - len(list)
 	if *asJSON {
 		return c.printJSON(list)
 	}
 	if len(list) == 0 {
+		if hidden > 0 {
+			fmt.Fprintf(c.stdout, "no open sessions (%d closed: %s session list --all); open one with: %s session new\n",
+				hidden, c.self(), c.self())
+			return nil
+		}
 		fmt.Fprintf(c.stdout, "no sessions; open one with: %s session new\n", c.self())
 		return nil
 	}
+	defer func() {
+		if hidden > 0 {
+			fmt.Fprintf(c.stdout, "(%d closed %s not shown: %s session list --all; %s prune forgets old ones)\n",
+				hidden, pluralOf(hidden, "session", "sessions"), c.self(), c.self())
+		}
+	}()
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tAGENT\tBUSY\tCREATED\tREPO\tTITLE")
 	for _, s := range list {
@@ -207,6 +226,8 @@ func (c *cli) sessionClose(ctx context.Context, args []string) error {
 	}
 	w := res.Worktree
 	switch {
+	case w.BranchDeleted:
+		fmt.Fprintf(c.stdout, "session %s closed; it left no work, so its branch %s was deleted\n", res.Session, w.Branch)
 	case w.Discarded:
 		fmt.Fprintf(c.stdout, "session %s closed; its work was discarded and branch %s deleted\n", res.Session, w.Branch)
 	case w.Committed:

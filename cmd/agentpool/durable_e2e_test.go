@@ -106,7 +106,7 @@ func TestKill9KeepsWhatReadersSaw(t *testing.T) {
 
 	var mu sync.Mutex
 	seen := map[string]map[int64]seenEvent{} // session → seq → event
-	acked := map[int64]string{}              // turn id → session
+	acked := map[turnKey]bool{}              // turns whose 202 was seen
 	conflict := func(format string, args ...any) { t.Errorf(format, args...) }
 
 	var ids []string
@@ -147,10 +147,10 @@ func TestKill9KeepsWhatReadersSaw(t *testing.T) {
 					switch {
 					case err == nil:
 						mu.Lock()
-						if other, ok := acked[tn.ID]; ok {
-							conflict("turn id %d acknowledged for %s and again for %s", tn.ID, other, id)
+						if acked[turnKey{id, tn.ID}] {
+							conflict("turn %d of %s acknowledged twice", tn.ID, id)
 						}
-						acked[tn.ID] = id
+						acked[turnKey{id, tn.ID}] = true
 						mu.Unlock()
 					case errors.As(err, &ae) && ae.Status == http.StatusConflict:
 					case ctx.Err() != nil:
@@ -210,17 +210,20 @@ func TestKill9KeepsWhatReadersSaw(t *testing.T) {
 			if tn.EndedAt == nil {
 				t.Errorf("session %s turn %d still open after recovery", id, tn.ID)
 			}
-			if s, ok := acked[tn.ID]; ok && s != id {
-				t.Errorf("turn %d is stored for %s; it was acknowledged for %s", tn.ID, id, s)
-			}
-			delete(acked, tn.ID)
+			delete(acked, turnKey{id, tn.ID})
 		}
 	}
-	for id, s := range acked {
-		t.Errorf("turn %d acknowledged for %s is not stored", id, s)
+	for k := range acked {
+		t.Errorf("turn %d acknowledged for %s is not stored", k.turn, k.session)
 	}
 	if total == 0 || turnsSeen < rounds {
 		t.Fatalf("readers saw %d events and %d turns; the test did not exercise anything", total, turnsSeen)
 	}
 	t.Logf("%d rounds: readers saw %d events, %d turns, all stored as seen", rounds, total, turnsSeen)
+}
+
+// turnKey names a turn: its session and its number there.
+type turnKey struct {
+	session string
+	turn    int64
 }
