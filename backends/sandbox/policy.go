@@ -122,13 +122,13 @@ func BuildPolicy(in PolicyInput) (Policy, []string) {
 		}
 	}
 	exempt := []string{in.Worktree, in.TmpDir, in.Git.CommonDir}
-	var protect []string
+	var secrets []string
 	for _, s := range secretPaths {
 		if in.Home != "" {
-			protect = append(protect, filepath.Join(in.Home, s))
+			secrets = append(secrets, filepath.Join(in.Home, s))
 		}
 	}
-	protect = append(protect, in.Protect...)
+	protect := append(slices.Clone(secrets), in.Protect...)
 	var dropped []string
 	keep := func(paths []string) []string {
 		var out []string
@@ -153,6 +153,16 @@ func BuildPolicy(in PolicyInput) (Policy, []string) {
 		return out
 	}
 	p.Read = keep(read)
+	// The program itself (and its interpreter) is always readable, as a
+	// file and nothing around it, even where its directory is refused: a
+	// binary built inside the checkout the session works on (the quick
+	// start's bin/agentpool running its demo agent) must still run. Only a
+	// secret is never granted.
+	for _, f := range programFiles(in.Exe, in.PATH) {
+		if !exposes(f, secrets, nil) && !slices.Contains(p.Read, f) {
+			p.Read = append(p.Read, f)
+		}
+	}
 	p.Write = keep(write)
 	p.Devices = slices.Clone(systemDevices)
 	return p, dropped
@@ -211,15 +221,37 @@ func installDirs(exe, path string) []string {
 		if err != nil {
 			return
 		}
-		// The file itself too: its directory may be refused as too wide
-		// (a checkout that also holds the daemon's home).
-		out = append(out, installRoot(real), real)
+		out = append(out, installRoot(real))
 		if p != real {
-			out = append(out, installRoot(p), p)
+			out = append(out, installRoot(p))
 		}
 	}
 	if exe == "" {
 		return nil
+	}
+	add(exe)
+	if interp := shebang(exe); interp != "" {
+		if !filepath.IsAbs(interp) {
+			interp = lookPath(interp, path)
+		}
+		if interp != "" {
+			add(interp)
+		}
+	}
+	return out
+}
+
+// programFiles returns the resolved executable and the interpreter its #!
+// line names (and the paths through which they were named).
+func programFiles(exe, path string) []string {
+	if exe == "" {
+		return nil
+	}
+	var out []string
+	add := func(p string) {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			out = append(out, filepath.Clean(p), real)
+		}
 	}
 	add(exe)
 	if interp := shebang(exe); interp != "" {

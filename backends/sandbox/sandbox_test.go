@@ -380,3 +380,30 @@ func TestBuildPolicyRefusesWideGrants(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildPolicyProgramInsideTheCheckout is the quick start: the binary
+// built in the checkout the session works on runs its demo agent; the file
+// itself is granted, nothing around it.
+func TestBuildPolicyProgramInsideTheCheckout(t *testing.T) {
+	repo := t.TempDir()
+	exe := filepath.Join(repo, "bin", "agentpool")
+	if err := os.MkdirAll(filepath.Dir(exe), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(repo, ".agentpool")
+	pol, _ := sandbox.BuildPolicy(sandbox.PolicyInput{
+		Sandbox: backends.SandboxSpec{Enabled: true}, Worktree: filepath.Join(home, "worktrees", "s1"), Exe: exe,
+		Protect: []string{home, repo},
+	})
+	if !slices.Contains(pol.Read, exe) {
+		t.Errorf("Read = %q; want the program %s", pol.Read, exe)
+	}
+	for _, p := range pol.Read {
+		if p == repo || p == filepath.Dir(exe) {
+			t.Errorf("Read grants %q, around the program", p)
+		}
+	}
+}

@@ -354,3 +354,52 @@ func waitPids(t *testing.T, file string, n int) []agenttest.PidEntry {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestQuickStartFromACheckout follows the README's quick start: the binary
+// is built inside the checkout a session then works on (bin/agentpool, the
+// daemon's home in .agentpool beside it), and its confined demo agent
+// still runs and writes its file.
+func TestQuickStartFromACheckout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	built := agentpoolBinary(t)
+	repo := t.TempDir()
+	e2eGit(t, repo, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("/bin/\n/.agentpool/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# checkout\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2eGit(t, repo, "add", ".")
+	e2eGit(t, repo, "commit", "-q", "-m", "init")
+	bin := filepath.Join(repo, "bin", "agentpool")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, bin, filepath.Join(repo, ".agentpool"))
+	defer func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() }()
+	out, err := d.cli("session", "new", "--repo", repo)
+	if err != nil {
+		t.Fatalf("session new: %v\n%s", err, out)
+	}
+	ss, err := d.client.Sessions(context.Background())
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("sessions = %v, %v", ss, err)
+	}
+	out = d.promptApproved(ss[0].ID, "add a greeting")
+	if !strings.Contains(out, "end_turn") {
+		t.Fatalf("the demo turn did not end normally:\n%s\ndaemon log:\n%s", out, d.out)
+	}
+	if b, err := os.ReadFile(filepath.Join(ss[0].Worktree.Path, agenttest.DemoFile)); err != nil || !strings.Contains(string(b), "add a greeting") {
+		t.Fatalf("%s = %q, %v", agenttest.DemoFile, b, err)
+	}
+}
