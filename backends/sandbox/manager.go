@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -204,17 +205,40 @@ func (m *Manager) Sweep() (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// Close removes the daemon's cgroup tree if it is empty. Jails still open
-// keep theirs.
+// Close removes the daemon's cgroup tree, as far as it is empty: jails
+// still open keep theirs (and the tree), for the next start to sweep.
 func (m *Manager) Close() error {
 	if m.root == "" {
 		return nil
 	}
+	// Empty cgroups only: rmdir refuses a populated one, and a session's
+	// cgroup holds its agents' (empty by now) below it.
 	ents, _ := os.ReadDir(m.root)
 	for _, e := range ents {
 		if e.IsDir() {
-			_ = unix.Rmdir(filepath.Join(m.root, e.Name()))
+			_ = cgroupRemoveEmpty(filepath.Join(m.root, e.Name()))
 		}
+	}
+	if err := unix.Rmdir(m.root); err != nil && !errors.Is(err, unix.ENOENT) {
+		// Still in use by a jail left open: the next start sweeps it.
+		m.log.Debug("sandbox: cgroup tree kept", "dir", m.root, "err", err)
+	}
+	return nil
+}
+
+// cgroupRemoveEmpty removes dir and its descendants, deepest first, as far
+// as they are empty.
+func cgroupRemoveEmpty(dir string) error {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	slices.Reverse(dirs)
+	for _, d := range dirs {
+		_ = unix.Rmdir(d)
 	}
 	return nil
 }

@@ -407,3 +407,26 @@ func TestBuildPolicyProgramInsideTheCheckout(t *testing.T) {
 		}
 	}
 }
+
+func TestCloseRemovesTheEmptyTree(t *testing.T) {
+	m, err := sandbox.Open(sandbox.Config{Name: treeName(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := m.Status().Cgroup
+	requireFeature(t, root != "", "a writable cgroup v2 hierarchy")
+	j, err := m.NewJail(sandbox.JailConfig{Path: []string{"s1", "a", "agent"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		_ = os.Remove(root)
+		t.Fatalf("cgroup tree %s left after Close: %v", root, err)
+	}
+}
