@@ -21,7 +21,10 @@ type CancelResult struct {
 	Cancelled bool   `json:"cancelled"`
 }
 
-// createSession: POST /v1/sessions {id?, repo, base_ref?, agent, title?} → 201.
+// createSession: POST /v1/sessions {id?, repo, base_ref?, agent, title?,
+// warm?} → 201. The agent starts in the background once the session exists
+// unless warm is false (see pool.Pool.Create); its start, or why it was
+// skipped (agent.warm_skipped), is on the session's stream.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	var req pool.CreateRequest
 	if err := decodeJSON(r, &req, true); err != nil {

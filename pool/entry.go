@@ -36,6 +36,9 @@ type entry struct {
 	// changed. Stopping an entry calls it: a backend whose Start fails
 	// stops the process it spawned.
 	cancelStart context.CancelFunc
+	// warmup marks an entry a session's creation started before any
+	// prompt (see warmup.go); set at creation, never changed.
+	warmup bool
 
 	lastActive time.Time
 	crashes    []time.Time
@@ -124,20 +127,30 @@ func (p *Pool) acquireLocked(s *session, agent string) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", agent, err)
 	}
-	s.mu.Lock()
-	spec.Dir = s.wt.Path
-	s.mu.Unlock()
 	if err := p.makeRoomLocked(); err != nil {
 		return nil, err
 	}
-	ne := &entry{key: k, sess: s, spec: spec, hash: specHash(spec), state: StateStarting, inUse: true,
+	return p.startEntryLocked(s, agent, spec, crashes, restarts, false), nil
+}
+
+// startEntryLocked adds the entry of (s, agent), which has none, and
+// starts its backend in the background. The entry is reserved (in use)
+// for the caller, unless it is a warm-up's (see warmup.go): then nobody
+// holds it, and the first prompt takes it while it starts. The caller has
+// checked that the pool and the session are open and that there is room.
+func (p *Pool) startEntryLocked(s *session, agent string, spec backends.Spec, crashes []time.Time, restarts int, warmup bool) *entry {
+	k := key{s.id, agent}
+	s.mu.Lock()
+	spec.Dir = s.wt.Path
+	s.mu.Unlock()
+	ne := &entry{key: k, sess: s, spec: spec, hash: specHash(spec), state: StateStarting, inUse: !warmup, warmup: warmup,
 		started: make(chan struct{}), lastActive: p.cfg.Now(), crashes: crashes, restarts: restarts}
 	startCtx, cancel := context.WithCancel(p.ctx)
 	ne.cancelStart = cancel
 	p.entries[k] = ne
 	p.wg.Add(1)
 	go p.start(startCtx, ne)
-	return ne, nil
+	return ne
 }
 
 // Warm starts the backend of (session, agent) without running a turn, or
@@ -207,7 +220,11 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 	if recErr == nil {
 		resume = rec.AgentSessionID
 	}
-	p.emit(s, backends.EventAgentStarting, agent, map[string]any{"provider": agent, "kind": e.spec.Kind, "resume": resume, "restarts": e.restarts})
+	starting := map[string]any{"provider": agent, "kind": e.spec.Kind, "resume": resume, "restarts": e.restarts}
+	if e.warmup {
+		starting["warm_up"] = true
+	}
+	p.emit(s, backends.EventAgentStarting, agent, starting)
 	b, err := p.cfg.Launcher.Launch(LaunchRequest{
 		Spec:       e.spec,
 		Session:    s.id,

@@ -69,6 +69,37 @@ func (p *Pool) makeRoomLocked() error {
 	return nil
 }
 
+// freeSlotLocked says why one more backend cannot start without evicting
+// any: prompts wait in the slot queue (a free slot is theirs), MaxWarm is
+// reached (slots promised to waiters count), or the agents use the whole
+// memory budget. nil means a slot is free. A warm-up (see warmup.go) asks
+// it instead of makeRoomLocked: it takes only a free slot.
+func (p *Pool) freeSlotLocked() error {
+	if n := len(p.slots.waiters); n > 0 {
+		return fmt.Errorf("%w: %d prompts wait for a backend slot (max_warm %d)", ErrAtCapacity, n, p.cfg.MaxWarm)
+	}
+	var warm []*entry
+	for _, e := range p.entries {
+		if e.warmLocked() {
+			warm = append(warm, e)
+		}
+	}
+	if n := len(warm) + p.slots.reserved; n >= p.cfg.MaxWarm {
+		return fmt.Errorf("%w: %d of the %d backend slots are taken (max_warm %d)", ErrAtCapacity, n, p.cfg.MaxWarm, p.cfg.MaxWarm)
+	}
+	if p.cfg.MemoryBudget > 0 {
+		rss := p.cfg.GroupRSS()
+		var used int64
+		for _, e := range warm {
+			used += rss[e.info.PGID]
+		}
+		if used >= p.cfg.MemoryBudget {
+			return fmt.Errorf("%w: agents use %d MiB of the %d MiB memory budget", ErrAtCapacity, used>>20, p.cfg.MemoryBudget>>20)
+		}
+	}
+	return nil
+}
+
 // ReapIdle stops backends idle for longer than their idle timeout (the
 // provider's, else the pool's). Run calls it periodically.
 func (p *Pool) ReapIdle() {

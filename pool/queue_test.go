@@ -50,10 +50,15 @@ func dataOf(t testing.TB, ev backends.Event) map[string]any {
 }
 
 // TestAgentStartingCarriesItsTurn: the agent started for a prompt says
-// which turn it starts for, after that turn's turn.started.
+// which turn it starts for, after that turn's turn.started. (The session
+// has no warm-up, which would start its agent before any turn.)
 func TestAgentStartingCarriesItsTurn(t *testing.T) {
 	e := newEnv(t, map[string]any{"fake": providerEntry(echo)}, nil)
-	s := e.session("fake")
+	noWarm := false
+	s, err := e.p.Create(context.Background(), pool.CreateRequest{Repo: e.repo, Agent: "fake", Warm: &noWarm})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
 	tn := e.prompt(s.ID, "", "hello")
 	evs := e.events(s.ID)
 	started, starting := -1, -1

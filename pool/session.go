@@ -181,6 +181,9 @@ func globalType(t backends.EventType) bool {
 
 // Create makes the session's worktree and row, and records its first agent.
 // The agent is resolved now, so an unknown or disabled one is refused at once.
+// Unless req.Warm is false, the agent then starts in the background (see
+// warmup.go); how that start goes is on the session's stream, and never
+// fails the Create.
 func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	if req.Repo == "" {
 		return Session{}, fmt.Errorf("%w: repo is required", ErrInvalid)
@@ -227,8 +230,11 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	if err != nil {
 		return Session{}, err
 	}
-	p.emit(s, backends.EventSessionCreated, req.Agent, map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent})
+	p.emit(s, backends.EventSessionCreated, req.Agent, map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": req.warmOn()})
 	p.startSetup(s) // setup.go
+	if req.warmOn() {
+		p.startWarmUp(s, req.Agent) // warmup.go
+	}
 	return p.Get(ctx, id)
 }
 

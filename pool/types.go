@@ -41,6 +41,11 @@ type CreateRequest struct {
 	Agent string `json:"agent"`
 	// Title is free text.
 	Title string `json:"title,omitempty"`
+	// Warm starts the agent in the background as soon as the session
+	// exists (after its worktree's setup), so that the first prompt finds
+	// it ready; nil means true, false leaves the start to the first
+	// prompt. See Pool.Create.
+	Warm *bool `json:"warm,omitempty"`
 }
 
 // Session is a session with its live state.

@@ -12,7 +12,7 @@ import (
 	"github.com/agentpool/agentpool/pool"
 )
 
-const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a session in its own git worktree
+const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a session in its own git worktree; its agent starts now
   list [--all]                                list the open sessions (--all: closed ones too)
   show SESSION                                show a session, its agents and turns
   close SESSION [--discard]                   close a session; its work is committed to its branch
@@ -52,16 +52,18 @@ func gitTopLevel(ctx context.Context, dir string) (string, error) {
 }
 
 func (c *cli) sessionNew(ctx context.Context, args []string) error {
-	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work.")
+	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--no-warm] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).")
 	repo := fs.String("repo", "", "the git repository (default: the one holding the current directory)")
 	agent := fs.String("agent", defaultAgent, "the session's first agent (a provider id)")
 	title := fs.String("title", "", "a title for the session")
 	base := fs.String("base", "", "the commit-ish the worktree starts from (default HEAD)")
 	id := fs.String("id", "", "the session id (default: a random one)")
+	noWarm := fs.Bool("no-warm", false, "do not start the agent until the first prompt")
 	asJSON := fs.Bool("json", false, "print the session as JSON")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
+	warm := !*noWarm
 	dir, err := filepath.Abs(*repo)
 	if err != nil {
 		return err
@@ -81,7 +83,7 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	}
 	c.progress("creating the session's worktree of %s… ", dir)
 	start := time.Now()
-	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base})
+	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm})
 	if err != nil {
 		c.progress("failed\n")
 		return err
