@@ -93,6 +93,7 @@ func startDaemon(t *testing.T, bin, home string, env ...string) *daemon {
 	d.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--log-level", "debug")
 	d.cmd.Env = append(append(os.Environ(), "AGENTPOOL_HOME="+home), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	t.Cleanup(func() { removeCgroupTree(home) })
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +115,31 @@ func startDaemon(t *testing.T, bin, home string, env ...string) *daemon {
 	}
 	d.client = &httpapi.Client{BaseURL: "http://" + info.Addr, Token: strings.TrimSpace(string(token))}
 	return d
+}
+
+// removeCgroupTree removes what is left of a test daemon's cgroup tree (the
+// home's cgroup file names it) once the test is over: a daemon killed with
+// SIGKILL leaves its empty cgroups for its next start, which a test's home
+// never has. Only empty cgroups go; rmdir refuses the others.
+func removeCgroupTree(home string) {
+	b, err := os.ReadFile(filepath.Join(home, "cgroup"))
+	if err != nil {
+		return
+	}
+	root := strings.TrimSpace(string(b))
+	if !strings.Contains(filepath.Base(root), "agentpool-") {
+		return
+	}
+	var dirs []string
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = syscall.Rmdir(dirs[i])
+	}
 }
 
 // cli runs the binary as a client of this daemon.
