@@ -257,12 +257,12 @@ func TestConfinementEndToEnd(t *testing.T) {
 				// Three escapers: setsid child, double-forked daemon, and the
 				// daemon a terminal command left.
 				pids := waitPids(t, filepath.Join(wt, "pids"), 3)
-			// Whatever happens to this test, leave none of them behind.
-			t.Cleanup(func() {
-				for _, p := range pids {
-					_ = agenttest.Kill(p, time.Second)
-				}
-			})
+				// Whatever happens to this test, leave none of them behind.
+				t.Cleanup(func() {
+					for _, p := range pids {
+						_ = agenttest.Kill(p, time.Second)
+					}
+				})
 				for _, p := range pids {
 					if !agenttest.Alive(p) {
 						t.Fatalf("escaper %v is not running before the end; the test proves nothing", p)
