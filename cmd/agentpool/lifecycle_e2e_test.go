@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,16 +20,7 @@ func TestEndToEndTurnNumbersCloseAndPrune(t *testing.T) {
 	}
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
-	repo := filepath.Join(t.TempDir(), "repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# repo\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "add", ".")
-	e2eGit(t, repo, "commit", "-q", "-m", "init")
+	repo := e2eRepo(t)
 	d := startDaemon(t, bin, home)
 	t.Cleanup(func() {
 		_ = d.cmd.Process.Kill()

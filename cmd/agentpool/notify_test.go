@@ -135,16 +135,7 @@ func TestNotifyEndToEnd(t *testing.T) {
 	}
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
-	repo := filepath.Join(t.TempDir(), "repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# r\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "add", ".")
-	e2eGit(t, repo, "commit", "-q", "-m", "init")
+	repo := e2eRepo(t)
 	heard := filepath.Join(t.TempDir(), "heard")
 	d := startDaemon(t, bin, home, "AGENTPOOL_NOTIFY=echo \"$AGENTPOOL_EVENT\" >> "+heard)
 	defer func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() }()
