@@ -74,23 +74,6 @@ func e2eGit(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-// e2eRepo makes a git repository with one commit (a README) and returns
-// its path.
-func e2eRepo(t *testing.T) string {
-	t.Helper()
-	repo := filepath.Join(t.TempDir(), "repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# repo\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "add", ".")
-	e2eGit(t, repo, "commit", "-q", "-m", "init")
-	return repo
-}
-
 // daemon is a running `agentpool serve`.
 type daemon struct {
 	t      *testing.T

@@ -20,7 +20,7 @@ func TestEndToEndTurnNumbersCloseAndPrune(t *testing.T) {
 	}
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
-	repo := e2eRepo(t)
+	repo := newE2ERepo(t)
 	d := startDaemon(t, bin, home)
 	t.Cleanup(func() {
 		_ = d.cmd.Process.Kill()

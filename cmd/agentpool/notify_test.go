@@ -135,7 +135,7 @@ func TestNotifyEndToEnd(t *testing.T) {
 	}
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
-	repo := e2eRepo(t)
+	repo := newE2ERepo(t)
 	heard := filepath.Join(t.TempDir(), "heard")
 	d := startDaemon(t, bin, home, "AGENTPOOL_NOTIFY=echo \"$AGENTPOOL_EVENT\" >> "+heard)
 	defer func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() }()
