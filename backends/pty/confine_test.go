@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,12 +32,7 @@ func TestConfinedProgram(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = m.Sweep(); _ = m.Close(); _ = os.Remove(m.Status().Cgroup) })
 	st := m.Status()
-	if st.Containment != sandbox.ContainCgroup || st.Landlock == 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("cgroups or Landlock missing on a CI machine: %+v", st)
-		}
-		t.Skipf("needs cgroups and Landlock: %+v", st)
-	}
+	agenttest.RequireFeature(t, st.Containment == sandbox.ContainCgroup && st.Landlock > 0, fmt.Sprintf("cgroups and Landlock (have %+v)", st))
 	spec := fakeSpec(t)
 	pidfile := filepath.Join(spec.Dir, "escaper")
 	spec.Env = append(spec.Env, "FAKE_TUI_ESCAPER="+pidfile)

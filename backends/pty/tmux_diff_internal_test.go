@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentpool/agentpool/backends/agenttest"
 )
 
 // handMadeStreams are byte streams for the differential test besides the
@@ -31,12 +33,7 @@ var handMadeStreams = map[string]string{
 // and to a detached tmux pane, and requires the same rendered text.
 func TestEmulatorMatchesTmux(t *testing.T) {
 	tmux, err := exec.LookPath("tmux")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("tmux is not installed; .ci/run installs it")
-		}
-		t.Skip("tmux is not installed: the differential test of the emulator needs it")
-	}
+	agenttest.RequireFeature(t, err == nil, "tmux, for the differential test of the emulator (.ci/run installs it)")
 	files, err := RecordingFiles()
 	if err != nil {
 		t.Fatal(err)

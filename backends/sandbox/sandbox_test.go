@@ -18,21 +18,10 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/backends/sandbox"
 )
 
-// requireFeature skips a test that needs a kernel feature the machine
-// lacks, except under CI=true, where the machine has them all.
-func requireFeature(t *testing.T, ok bool, feature string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is missing on this machine; CI machines have it", feature)
-	}
-	t.Skipf("needs %s", feature)
-}
 
 func treeName(t *testing.T) string {
 	var b [4]byte
@@ -67,7 +56,7 @@ func open(t *testing.T, cfg sandbox.Config) *sandbox.Manager {
 
 func cgroupManager(t *testing.T) *sandbox.Manager {
 	m := open(t, sandbox.Config{})
-	requireFeature(t, m.Status().Containment == sandbox.ContainCgroup, "a writable cgroup v2 hierarchy")
+	agenttest.RequireFeature(t, m.Status().Containment == sandbox.ContainCgroup, "a writable cgroup v2 hierarchy")
 	return m
 }
 
@@ -179,7 +168,7 @@ func TestSweepEndsWhatAPreviousDaemonLeft(t *testing.T) {
 			state := filepath.Join(t.TempDir(), "cgroup")
 			first := open(t, sandbox.Config{Name: name, CgroupParent: parent, StateFile: state})
 			if mode == "cgroup" {
-				requireFeature(t, first.Status().Containment == sandbox.ContainCgroup, "a writable cgroup v2 hierarchy")
+				agenttest.RequireFeature(t, first.Status().Containment == sandbox.ContainCgroup, "a writable cgroup v2 hierarchy")
 			}
 			dir := t.TempDir()
 			pidfile := filepath.Join(dir, "pids")
@@ -223,7 +212,7 @@ func TestSweepEndsWhatAPreviousDaemonLeft(t *testing.T) {
 }
 
 func TestLandlockPolicy(t *testing.T) {
-	requireFeature(t, sandbox.LandlockABI() >= 4, "Landlock ABI 4")
+	agenttest.RequireFeature(t, sandbox.LandlockABI() >= 4, "Landlock ABI 4")
 	m := open(t, sandbox.Config{})
 	base := t.TempDir()
 	home := filepath.Join(base, "home")
@@ -414,7 +403,7 @@ func TestCloseRemovesTheEmptyTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := m.Status().Cgroup
-	requireFeature(t, root != "", "a writable cgroup v2 hierarchy")
+	agenttest.RequireFeature(t, root != "", "a writable cgroup v2 hierarchy")
 	j, err := m.NewJail(sandbox.JailConfig{Path: []string{"s1", "a", "agent"}})
 	if err != nil {
 		t.Fatal(err)

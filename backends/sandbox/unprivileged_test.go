@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/backends/sandbox"
 )
 
@@ -35,7 +36,7 @@ func TestUnprivilegedUser(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to drop to another user")
 	}
-	requireFeature(t, sandbox.LandlockABI() > 0, "Landlock")
+	agenttest.RequireFeature(t, sandbox.LandlockABI() > 0, "Landlock")
 	dir, err := os.MkdirTemp("", "agentpool-unpriv-*")
 	if err != nil {
 		t.Fatal(err)

@@ -19,19 +19,6 @@ import (
 	"github.com/agentpool/agentpool/backends/sandbox"
 )
 
-// requireKernel skips a test that needs a kernel feature this machine
-// lacks, except under CI=true, where the machine has them all.
-func requireKernel(t *testing.T, ok bool, feature string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is missing on this machine; CI machines have it", feature)
-	}
-	t.Skipf("needs %s", feature)
-}
-
 // confineFixture is a daemon whose provider "hostile" is the scripted fake
 // agent, run by the real binary's launcher, with a fake $HOME holding a
 // secret and an agent state directory.
@@ -44,7 +31,7 @@ type confineFixture struct {
 
 func newConfineFixture(t *testing.T) *confineFixture {
 	t.Helper()
-	requireKernel(t, sandbox.LandlockABI() >= 4, "Landlock ABI 4")
+	agenttest.RequireFeature(t, sandbox.LandlockABI() >= 4, "Landlock ABI 4")
 	f := &confineFixture{bin: agentpoolBinary(t)}
 	base := t.TempDir()
 	f.home = filepath.Join(base, "daemon")
