@@ -22,7 +22,6 @@ import (
 	"github.com/agentpool/agentpool/backends/sandbox"
 )
 
-
 func treeName(t *testing.T) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
