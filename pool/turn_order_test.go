@@ -12,7 +12,13 @@ import (
 )
 
 // TestPromptRightAfterTurnEnded is a client that prompts the moment it
-// reads turn.ended: the session must already be free, every time.
+// reads turn.ended: the session must already be free, every time. The
+// guarantee comes by construction (runTurn frees the session in the lock
+// hold that gives turn.ended its seq, and readers get it only after the
+// commit); in-process the reader wakes too slowly to catch the old order
+// (it passed against it), so this guards against a gross regression, such
+// as freeing the session only after slow work, not against a reordering
+// by a few statements.
 func TestPromptRightAfterTurnEnded(t *testing.T) {
 	e := newEnv(t, map[string]any{"fake": providerEntry(agenttest.Script{})}, nil)
 	s := e.session("fake")
