@@ -65,8 +65,11 @@ type env struct {
 	wt       *worktree.Manager
 	p        *pool.Pool
 	cfg      pool.Config
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// linger is the store's FlushInterval (0: the store's default); set
+	// it, then shutdown and open, to reopen with it.
+	linger time.Duration
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // providerEntry defines a fake provider running script s.
@@ -126,7 +129,7 @@ func newEnv(t testing.TB, providers map[string]any, tweak func(*pool.Config)) *e
 func (e *env) open() {
 	t := e.t
 	var err error
-	e.st, err = store.Open(context.Background(), store.Config{Path: e.dbPath})
+	e.st, err = store.Open(context.Background(), store.Config{Path: e.dbPath, FlushInterval: e.linger})
 	if err != nil {
 		t.Fatal(err)
 	}

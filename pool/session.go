@@ -116,14 +116,36 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 	p.queueLocked(s, ev, delivered)
 	s.mu.Unlock()
 	p.published.Add(1)
-	if delivered != nil {
-		t := time.NewTimer(lifecycleDeliveryWait)
-		defer t.Stop()
-		select {
-		case <-delivered:
-		case <-t.C:
-			p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", ev.Type)
-		}
+	if delivered != nil && !p.awaitDelivered(delivered) {
+		p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", ev.Type)
+	}
+}
+
+// awaitDelivered waits until delivered is closed, at most
+// lifecycleDeliveryWait, and reports whether it was. Someone waits for
+// the event (Create for session.created, a prompt for its turn.ended), so
+// the store's writer is asked not to linger for a fuller batch: it
+// commits what is queued at once, which saves a waited prompt most of
+// its time in a quiet pool.
+func (p *Pool) awaitDelivered(delivered <-chan struct{}) bool {
+	select {
+	case <-delivered:
+		return true
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), lifecycleDeliveryWait)
+	defer cancel()
+	// Flush returns once everything queued so far, the awaited event with
+	// it, is written (its delivery made) or refused, or when ctx ends (a
+	// store that cannot write); delivered says which.
+	if err := p.cfg.Store.Flush(ctx); err != nil {
+		p.logger.Debug("flush for a waited event", "err", err)
+	}
+	select {
+	case <-delivered:
+		return true
+	default:
+		return false
 	}
 }
 

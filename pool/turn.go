@@ -261,13 +261,9 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	// A client waiting for the turn (POST prompt with wait) gets its end
 	// only once turn.ended, and so the turn's end row queued before it, is
 	// durable: what it is told is what a restart will tell it.
-	wait := time.NewTimer(lifecycleDeliveryWait)
-	select {
-	case <-delivered:
-	case <-wait.C:
+	if !p.awaitDelivered(delivered) {
 		p.logger.Warn("turn end not yet written; answering its waiters anyway", "session", s.id, "turn", t.ID)
 	}
-	wait.Stop()
 	close(tr.done)
 }
 
