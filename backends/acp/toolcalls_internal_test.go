@@ -34,3 +34,25 @@ func TestToolCallsPartialAndBounded(t *testing.T) {
 		t.Errorf("order capacity = %d; want at most about 2×%d", c, maxToolCalls)
 	}
 }
+
+// A tool_call id is known within its turn only: the same id in a later
+// turn is a new call, while its kind stays available.
+func TestToolCallsKnownPerTurn(t *testing.T) {
+	var tc toolCalls
+	tc.startTurn()
+	tc.note("read-1", "read")
+	if !tc.known("read-1") {
+		t.Fatalf("known(read-1) in its turn = false; want true")
+	}
+	tc.startTurn()
+	if tc.known("read-1") {
+		t.Errorf("known(read-1) in the next turn = true; want false")
+	}
+	if got := tc.kind("read-1"); got != "read" {
+		t.Errorf("kind(read-1) in the next turn = %q; want read", got)
+	}
+	tc.note("read-1", "")
+	if !tc.known("read-1") || tc.kind("read-1") != "read" {
+		t.Errorf("after a new announcement: known = %v, kind = %q; want true, read", tc.known("read-1"), tc.kind("read-1"))
+	}
+}

@@ -78,6 +78,7 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 	b.permCtx, b.permStop = context.WithCancel(b.ctx)
 	sid := b.sessionID
 	b.prompts++
+	b.toolCalls.startTurn()
 	id := strconv.FormatInt(promptIDBase+b.prompts, 10)
 	b.promptID, b.promptMarked = id, false
 	b.mu.Unlock()

@@ -66,9 +66,14 @@ func TestFullTurnEventsInOrder(t *testing.T) {
 	if tx := h.outside.texts(backends.RoleAgent); len(tx) != 1 || tx[0] != "late" {
 		t.Errorf("late texts = %q; want [late]", tx)
 	}
-	// A second turn on the warm backend.
+	// A second turn on the warm backend. The script repeats itself, tool
+	// call id t1 included: in a new turn it is a new call again.
+	h.turn = &recorder{}
 	if res, err := h.prompt(t, "again"); err != nil || res.StopReason != backends.StopEndTurn {
 		t.Fatalf("second Prompt = %+v, %v", res, err)
+	}
+	if got := strings.Join(h.turn.types(), ","); got != want {
+		t.Fatalf("second turn events = %s; want %s", got, want)
 	}
 }
 

@@ -115,7 +115,8 @@ func (b *Backend) mapUpdateLocked(u update, raw json.RawMessage, replaying bool)
 		return backends.EventMessageChunk, backends.MustJSON(cd), false
 	case "tool_call", "tool_call_update":
 		t := backends.EventToolCall
-		// A repeated tool_call for a known id is an update (ACP-NOTES item 4).
+		// A repeated tool_call for an id of this turn is an update
+		// (ACP-NOTES item 4); one of an earlier turn is a new call.
 		if u.Kind == "tool_call_update" || b.toolCalls.known(u.ToolCallID) {
 			t = backends.EventToolUpdate
 		}
