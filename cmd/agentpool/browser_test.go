@@ -321,8 +321,28 @@ func TestBrowserPage(t *testing.T) {
 	b.waitJS("the audit rows", `[...document.querySelectorAll('.tab-body table tbody tr')].some(r => r.textContent.includes('AGENTPOOL_DEMO.md'))`)
 	b.shot("audit")
 
-	// Markup in an agent's message shows as text.
+	// A second turn: the demo agent numbers its tool calls per turn
+	// ("read-1" again), and they are the second turn's own cards, not
+	// updates of the first turn's.
 	b.run("back to the conversation", js(`[...document.querySelectorAll('.tabs button')].find(x => x.textContent === 'Conversation').click()`))
+	b.run("send a second prompt",
+		chromedp.SetValue(chromedp.CSS(`.composer textarea`), "and a farewell"),
+		chromedp.Click(chromedp.CSS(`.composer button[type=submit]`)))
+	b.waitJS("the second approval dialog", `document.querySelector('dialog#approval').open && document.querySelector('dialog#approval button[data-kind=allow_once]')`)
+	b.run("approve the second", chromedp.KeyEvent("1"))
+	b.waitJS("the second turn's end", `[...document.querySelectorAll('section.turn[data-turn="2"] .turn-foot button')].some(x => x.textContent === 'View changes')`)
+	toolsOf := func(turn int) string {
+		return evalJS[string](b, fmt.Sprintf(`[...document.querySelectorAll('section.turn[data-turn="%d"] .tool')].map(x => x.innerText.replace(/\s+/g, ' ').trim()).join(' | ')`, turn))
+	}
+	for turn := 1; turn <= 2; turn++ {
+		got := toolsOf(turn)
+		if strings.Count(got, "Read README.md") != 1 || strings.Count(got, "Write AGENTPOOL_DEMO.md") != 1 || strings.Count(got, "completed") != 2 {
+			t.Errorf("turn %d's tool cards = %q; want its own completed Read README.md and Write AGENTPOOL_DEMO.md", turn, got)
+		}
+	}
+	b.shot("second-turn")
+
+	// Markup in an agent's message shows as text.
 	b.run("prompt the markup agent",
 		chromedp.SetValue(chromedp.CSS(`.composer select[name=agent]`), "xss"), js(`document.querySelector(".composer select[name=agent]").dataset.touched = "1"`),
 		chromedp.SetValue(chromedp.CSS(`.composer textarea`), "show me markup"),

@@ -149,6 +149,12 @@ func (r *renderer) event(ev backends.Event) {
 		title := r.tools[d.ToolCallID]
 		if d.Title != "" {
 			title = d.Title
+			r.tools[d.ToolCallID] = title
+		}
+		if title == "" {
+			// Its tool.call came before this stream (events --follow
+			// started mid-turn), or the agent never titled it.
+			title = d.ToolCallID
 		}
 		switch d.Status {
 		case "completed":

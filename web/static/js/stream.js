@@ -25,7 +25,7 @@ export class TurnStream {
     this.queue = [];
     this.scheduled = false;
     this.turns = new Map();
-    this.tools = new Map(); // toolCallId → card
+    this.tools = new Map(); // turn/toolCallId → card
     this.perms = new Map(); // request id → line
     this.outside = null;    // container of the notes between turns
     this.running = 0;       // turn in progress, 0 if none
@@ -196,7 +196,9 @@ export class TurnStream {
   }
 
   tool(ev, d) {
-    const id = d.toolCallId || d.tool_call_id || '';
+    // A tool call lives in its turn: an agent may use the same id again
+    // in a later turn (the demo agent does) for a new call.
+    const id = `${ev.turn || 0}/${d.toolCallId || d.tool_call_id || ''}`;
     let c = this.tools.get(id);
     if (!c) {
       const t = this.where(ev);
