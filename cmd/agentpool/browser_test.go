@@ -458,6 +458,22 @@ func TestBrowserPage(t *testing.T) {
 	t.Logf("3 000 chunks at 1 000/s: %d frames, longest frame gap %.0f ms", frames, worst)
 	b.shot("flood")
 
+	// Retry the last turn: the same prompt runs again as turn 2; cancel it
+	// from its button while it streams.
+	b.waitJS("the retry button", `(() => { const x = [...document.querySelectorAll('.composer button')].find(x => x.textContent === 'Retry last turn'); return x && !x.hidden; })()`)
+	b.run("retry the last turn", js(`[...document.querySelectorAll('.composer button')].find(x => x.textContent === 'Retry last turn').click()`))
+	b.waitJS("the retried turn streaming", `document.querySelector('section.turn[data-turn="2"] .turn-body') && document.querySelector('section.turn[data-turn="2"] .turn-body').textContent.length > 100`)
+	if p := evalJS[string](b, `document.querySelector('section.turn[data-turn="2"] .prompt').textContent`); p != "flood" {
+		t.Errorf("retried turn's prompt = %q; want flood", p)
+	}
+	b.waitJS("the cancel button", `(() => { const x = [...document.querySelectorAll('.composer button')].find(x => x.textContent === 'Cancel turn'); return x && !x.hidden; })()`)
+	b.run("cancel the turn", js(`[...document.querySelectorAll('.composer button')].find(x => x.textContent === 'Cancel turn').click()`))
+	b.waitJS("the cancelled turn's end", `[...document.querySelectorAll('section.turn[data-turn="2"] .turn-foot .badge')].some(x => x.textContent === 'cancelled')`)
+	b.shot("flood-retried-cancelled")
+	if tn, err := d.client.Turn(context.Background(), fs.ID, 2, false); err != nil || tn.StopReason != "cancelled" || tn.Prompt != "flood" {
+		t.Errorf("turn 2 of the flood session = %+v, %v; want the prompt flood, cancelled", tn, err)
+	}
+
 	// The pool lists the warm agents with their pid and confinement.
 	b.run("open the pool", chromedp.Navigate(d.client.BaseURL+"/#/pool"))
 	b.waitJS("the pool's agents", `document.querySelectorAll('tr[data-agent]').length >= 3 && document.querySelector('tr[data-agent=flood]').textContent.match(/\d{2,}/)`)
