@@ -354,6 +354,37 @@ func TestBrowserPage(t *testing.T) {
 	}
 	b.shot("markup-as-text")
 
+	// A hidden tab: a turn that ends and a permission request each raise a
+	// notification and count in the title; showing the tab clears the
+	// turn's count, the request's stays until it is answered. Chromium
+	// headless neither hides a tab nor shows notifications: the page sees
+	// document.hidden and a Notification that records what it is given.
+	b.run("hide the tab", js(`window.__notes = [];
+		window.Notification = function (title, o) { window.__notes.push(title + ' | ' + ((o && o.body) || '')); };
+		window.Notification.permission = 'granted';
+		Object.defineProperty(document, 'hidden', { configurable: true, get: () => true });
+		Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+		document.dispatchEvent(new Event('visibilitychange'))`))
+	ctx := context.Background()
+	if _, err := d.client.Prompt(ctx, sess.ID, "xss", "while you were away", true); err != nil {
+		t.Fatalf("Prompt(xss): %v", err)
+	}
+	b.waitJS("the turn-ended notification", `window.__notes.some(n => n.startsWith('Turn ended: end_turn | '))`)
+	b.waitJS("the unseen turn in the title", `document.title === '(1) agentpool'`)
+	if _, err := d.client.Prompt(ctx, sess.ID, "demo", "approve me later", false); err != nil {
+		t.Fatalf("Prompt(demo): %v", err)
+	}
+	b.waitJS("the permission notification", `window.__notes.some(n => n.startsWith('demo asks for permission | Write AGENTPOOL_DEMO.md'))`)
+	b.waitJS("the title counting both", `document.title === '(2) agentpool'`)
+	b.run("show the tab", js(`delete document.hidden; delete document.visibilityState; document.dispatchEvent(new Event('visibilitychange'))`))
+	b.waitJS("the seen turn no longer counted", `document.title === '(1) agentpool'`)
+	b.waitJS("the approval dialog of the hidden request", `document.querySelector('dialog#approval').open && document.querySelector('dialog#approval button[data-kind=allow_once]')`)
+	b.run("approve it", chromedp.KeyEvent("1"))
+	b.waitJS("nothing counted", `document.title === 'agentpool'`)
+	if n := evalJS[int](b, `window.__notes.length`); n != 2 {
+		t.Errorf("notifications = %d (%v); want 2: nothing while the tab shows the session", n, evalJS[[]string](b, `window.__notes`))
+	}
+
 	// Providers: toggle one; the file on disk changes, its other fields stay.
 	b.run("open providers", chromedp.Navigate(d.client.BaseURL+"/#/providers"))
 	b.waitJS("the providers", `document.querySelector('[data-provider=flood] input[type=checkbox]')`)
