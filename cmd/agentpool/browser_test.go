@@ -201,7 +201,7 @@ func browserProviders(t *testing.T, bin string) string {
 // approve in the dialog, see the diff, restore, toggle a provider and break
 // providers.json, add providers from the catalog and by hand, check that
 // markup from an agent stays text, stream a flood of events, evict an
-// agent from the pool, and type into a terminal agent.
+// agent from the pool, and type into a terminal agent from two tabs.
 func TestBrowserPage(t *testing.T) {
 	exe := findBrowser(t)
 	bin := agentpoolBinary(t)
@@ -556,6 +556,35 @@ func TestBrowserPage(t *testing.T) {
 	b.run("type a command", chromedp.Focus(chromedp.CSS(`.xterm-helper-textarea`)), insertText("echo hello-$((40+2))"), chromedp.KeyEvent("\r"))
 	b.waitJS("the command's output", `document.querySelector('.xterm-rows').textContent.includes('hello-42')`)
 	b.shot("terminal")
+
+	// A second viewer, in another tab: it sees the screen and what the
+	// first types; its keys are refused while the first holds the
+	// keyboard, and go through once the first releases it.
+	tab2, closeTab2 := chromedp.NewContext(b.ctx)
+	defer closeTab2()
+	// The first Do opens the tab, for the life of tab2 (not of a timeout).
+	if err := chromedp.Do(tab2); err != nil {
+		t.Fatalf("open a second tab: %v", err)
+	}
+	b2 := &browser{t: t, ctx: tab2, shots: b.shots, n: 50}
+	b2.run("open the terminal in a second tab", chromedp.Navigate(d.client.BaseURL+"/#/s/"+ps.ID))
+	b2.waitJS("the terminal tab in the second tab", `[...document.querySelectorAll('.tabs button')].some(x => x.textContent === 'Terminal' && !x.hidden)`)
+	b2.run("open the second terminal", js(`[...document.querySelectorAll('.tabs button')].find(x => x.textContent === 'Terminal').click()`))
+	b2.waitJS("the screen in the second viewer", `document.querySelector('.xterm-rows') && document.querySelector('.xterm-rows').textContent.includes('hello-42')`)
+	b.run("type in the first tab", chromedp.Focus(chromedp.CSS(`.xterm-helper-textarea`)), insertText("echo one-$((1+1))"), chromedp.KeyEvent("\r"))
+	b2.waitJS("the first viewer's command in the second", `document.querySelector('.xterm-rows').textContent.includes('one-2')`)
+	b2.run("type in the second tab", chromedp.Focus(chromedp.CSS(`.xterm-helper-textarea`)), insertText("x"))
+	b2.waitJS("the keyboard held by the first", `document.querySelector('.term-wrap .muted').textContent === 'another viewer is typing'`)
+	b.run("release the keyboard", js(`[...document.querySelectorAll('.term-wrap button')].find(x => x.textContent === 'Release keyboard').click()`))
+	b.waitJS("the first viewer watching", `document.querySelector('.term-wrap .muted').textContent.startsWith('watching')`)
+	b2.run("type again in the second tab", chromedp.Focus(chromedp.CSS(`.xterm-helper-textarea`)), insertText("echo two-$((1+1))"), chromedp.KeyEvent("\r"))
+	b2.waitJS("the second viewer typing", `document.querySelector('.term-wrap .muted').textContent === 'you are typing'`)
+	b.waitJS("the second viewer's command in the first", `document.querySelector('.xterm-rows').textContent.includes('two-2')`)
+	if screen := evalJS[string](b, `document.querySelector('.xterm-rows').textContent`); strings.Contains(screen, "xecho") {
+		t.Errorf("the key refused to the second viewer reached the shell: %q", screen)
+	}
+	b2.shot("terminal-second-viewer")
+	closeTab2()
 
 	// Dark, the same session reads as well.
 	b.run("dark", darkMode(), chromedp.Navigate(d.client.BaseURL+"/#/s/"+id))
