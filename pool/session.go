@@ -88,9 +88,10 @@ func (p *Pool) storedEvents(id string) backingSource {
 	}
 }
 
-// lifecycleDeliveryWait bounds how long publishing session.created or
-// session.closed waits for its delivery; a store that cannot write (a full
-// disk) is not waited for longer.
+// lifecycleDeliveryWait bounds how long the pool waits for the delivery of
+// an event it waits on (session.created, session.closed, a turn's
+// turn.ended; see awaitDelivered); a store that cannot write (a full disk)
+// is not waited for longer.
 const lifecycleDeliveryWait = 5 * time.Second
 
 // publish gives ev its seq and session and queues it to the store; readers
