@@ -151,7 +151,8 @@ func TestLRUEvictionIdleReapAndCapacity(t *testing.T) {
 		c.Now = clock.Now
 		c.IdleTimeout = time.Hour
 	})
-	s1, s2, s3 := e.session("fake"), e.session("fake"), e.session("fake")
+	// No warm-up: each agent starts at its session's prompt, in order.
+	s1, s2, s3 := e.create("fake", false), e.create("fake", false), e.create("fake", false)
 	e.prompt(s1.ID, "", "a")
 	clock.Add(time.Minute)
 	e.prompt(s2.ID, "", "b")
@@ -210,7 +211,8 @@ func TestMemoryBudget(t *testing.T) {
 			return m
 		}
 	})
-	s1, s2 := e.session("fake"), e.session("fake")
+	// No warm-up: s2's agent must start at its prompt, when s1's counts.
+	s1, s2 := e.create("fake", false), e.create("fake", false)
 	e.prompt(s1.ID, "", "a")
 	registerPIDs(e.p)
 	e.prompt(s2.ID, "", "b") // 120 MiB used: s1 is evicted to make room

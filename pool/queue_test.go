@@ -85,7 +85,8 @@ func TestQueueFIFOAndBound(t *testing.T) {
 	e := newEnv(t, map[string]any{"slow": providerEntry(waitCancel)}, func(c *pool.Config) { c.MaxWarm = 1 })
 	pool.SetMaxQueued(e.p, 2)
 	ctx := context.Background()
-	s1, s2, s3, s4 := e.session("slow"), e.session("slow"), e.session("slow"), e.session("slow")
+	// No warm-up: the one slot goes to the first prompt, not to a warm-up.
+	s1, s2, s3, s4 := e.create("slow", false), e.create("slow", false), e.create("slow", false), e.create("slow", false)
 	t1, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s1.ID, Text: "one"})
 	if err != nil || t1.QueuePosition != 0 {
 		t.Fatalf("StartPrompt(s1) = %+v, %v; want it to run at once", t1, err)
@@ -147,7 +148,8 @@ func TestQueueFIFOAndBound(t *testing.T) {
 func TestQueuedTurnEnds(t *testing.T) {
 	e := newEnv(t, map[string]any{"slow": providerEntry(waitCancel)}, func(c *pool.Config) { c.MaxWarm = 1 })
 	ctx := context.Background()
-	s1, s2, s3, s4 := e.session("slow"), e.session("slow"), e.session("slow"), e.session("slow")
+	// No warm-up: the one slot goes to the first prompt, not to a warm-up.
+	s1, s2, s3, s4 := e.create("slow", false), e.create("slow", false), e.create("slow", false), e.create("slow", false)
 	if _, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s1.ID, Text: "busy"}); err != nil {
 		t.Fatal(err)
 	}
