@@ -98,17 +98,24 @@ func (b *Backend) watch(proc *backends.Process) {
 	b.stopOnce.Do(func() { close(b.done) })
 }
 
+// startFailedOutputWait bounds how long a failed start waits for the end
+// of the agent's output before it stops the agent (one that is still
+// running, say whose handshake timed out).
+const startFailedOutputWait = 200 * time.Millisecond
+
 // startFailed stops the process and explains why the start failed.
 func (b *Backend) startFailed(err error) error {
 	// An agent that went away has usually exited already: give its exit a
-	// moment to be reaped so the status and stderr tail are complete.
+	// moment to be reaped so the status and stderr tail are complete. The
+	// SDK reports the disconnect as the filter ends, a moment before the
+	// filter's end is recorded in outputDone: wait for that briefly too.
 	select {
 	case <-b.outputDone:
 		select {
 		case <-b.proc.Done():
 		case <-time.After(2 * time.Second):
 		}
-	default:
+	case <-time.After(startFailedOutputWait):
 	}
 	ee := b.proc.ExitError()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
