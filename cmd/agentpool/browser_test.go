@@ -209,16 +209,7 @@ func TestBrowserPage(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, providersFile), []byte(browserProviders(t, bin)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	repo := filepath.Join(t.TempDir(), "web repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# web project\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "add", ".")
-	e2eGit(t, repo, "commit", "-q", "-m", "init")
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "web repo"), map[string]string{"README.md": "# web project\n"})
 
 	d := startDaemon(t, bin, home)
 	t.Cleanup(func() {

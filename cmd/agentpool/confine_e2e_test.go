@@ -46,12 +46,7 @@ func newConfineFixture(t *testing.T) *confineFixture {
 	if err := os.WriteFile(filepath.Join(f.fakeHome, ".ssh", "id_ed25519"), []byte("PRIVATE KEY"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e2eGit(t, f.repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(f.repo, "README.md"), []byte("# repo\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, f.repo, "add", ".")
-	e2eGit(t, f.repo, "commit", "-q", "-m", "init")
+	e2eRepoAt(t, f.repo, map[string]string{"README.md": "# repo\n"})
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -357,16 +352,7 @@ func TestQuickStartFromACheckout(t *testing.T) {
 		t.Skip("builds and runs the daemon")
 	}
 	built := agentpoolBinary(t)
-	repo := t.TempDir()
-	e2eGit(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("/bin/\n/.agentpool/\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# checkout\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "add", ".")
-	e2eGit(t, repo, "commit", "-q", "-m", "init")
+	repo := e2eRepoAt(t, t.TempDir(), map[string]string{".gitignore": "/bin/\n/.agentpool/\n", "README.md": "# checkout\n"})
 	bin := filepath.Join(repo, "bin", "agentpool")
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)

@@ -46,20 +46,28 @@ func writeFakeProvider(t *testing.T, home string, s agenttest.Script) {
 	}
 }
 
-// newE2ERepo makes a git repository with one commit.
+// newE2ERepo makes a git repository with one commit, in a new directory.
 func newE2ERepo(t *testing.T) string {
 	t.Helper()
-	repo := filepath.Join(t.TempDir(), "repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
+	return e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# r\n"})
+}
+
+// e2eRepoAt makes a git repository at dir (created if missing) whose one
+// commit, on main, holds files (name → content), and returns dir.
+func e2eRepoAt(t *testing.T, dir string, files map[string]string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e2eGit(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# r\n"), 0o644); err != nil {
-		t.Fatal(err)
+	e2eGit(t, dir, "init", "-q", "-b", "main")
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	e2eGit(t, repo, "add", ".")
-	e2eGit(t, repo, "commit", "-q", "-m", "init")
-	return repo
+	e2eGit(t, dir, "add", ".")
+	e2eGit(t, dir, "commit", "-q", "-m", "init")
+	return dir
 }
 
 // seenEvent is what a reader got of one event.

@@ -217,16 +217,7 @@ func TestEndToEndDemoSession(t *testing.T) {
 	}
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
-	repo := filepath.Join(t.TempDir(), "my repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# my project\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "add", ".")
-	e2eGit(t, repo, "commit", "-q", "-m", "init")
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "my repo"), map[string]string{"README.md": "# my project\n"})
 
 	d := startDaemon(t, bin, home)
 	out, err := d.cli("session", "new", "--repo", repo, "--agent", "demo")

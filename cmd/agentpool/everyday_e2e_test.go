@@ -83,14 +83,7 @@ func TestEndToEndEverydayUse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e2eGit(t, project, "init", "-q", "-b", "main")
-	for name, content := range map[string]string{"README.md": "# project\n", ".gitignore": defaultHomeDir + "/\n"} {
-		if err := os.WriteFile(filepath.Join(project, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e2eGit(t, project, "add", ".")
-	e2eGit(t, project, "commit", "-q", "-m", "init")
+	e2eRepoAt(t, project, map[string]string{"README.md": "# project\n", ".gitignore": defaultHomeDir + "/\n"})
 	env := userEnv(user, e2eGitEnv...)
 
 	t.Run("busy port", func(t *testing.T) {

@@ -60,22 +60,17 @@ func TestEndToEndSetupAndMerge(t *testing.T) {
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
 	worktrees := filepath.Join(t.TempDir(), "trees")
-	repo := filepath.Join(t.TempDir(), "repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	write := func(dir, name, content string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e2eGit(t, repo, "init", "-q", "-b", "main")
-	write(repo, "README.md", "# project\n")
-	write(repo, ".gitignore", ".env\ndeps/\n")
-	write(repo, ".agentpool.json", `{"copy": [".env"], "setup": {"command": ["sh", "-c", "echo installing; mkdir -p deps; cp .env deps/installed"], "timeout": "1m"}}`)
-	e2eGit(t, repo, "add", ".")
-	e2eGit(t, repo, "commit", "-q", "-m", "init")
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{
+		"README.md":       "# project\n",
+		".gitignore":      ".env\ndeps/\n",
+		".agentpool.json": `{"copy": [".env"], "setup": {"command": ["sh", "-c", "echo installing; mkdir -p deps; cp .env deps/installed"], "timeout": "1m"}}`,
+	})
 	write(repo, ".env", "SECRET=1\n")
 
 	d := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+worktrees)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,13 +22,7 @@ func TestSIGTERMWithHungClient(t *testing.T) {
 	}
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
-	repo := t.TempDir()
-	e2eGit(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# hung client\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e2eGit(t, repo, "add", ".")
-	e2eGit(t, repo, "commit", "-q", "-m", "init")
+	repo := e2eRepoAt(t, t.TempDir(), map[string]string{"README.md": "# hung client\n"})
 
 	d := startDaemon(t, bin, home)
 	exited := false
