@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -109,4 +110,21 @@ type Info struct {
 	StartedAt       time.Time       `json:"started_at"`
 	// Confinement says how the agent is confined (cgroup, Landlock).
 	Confinement Confinement `json:"confinement"`
+}
+
+// AwaitCancel is the common part of a Backend's Cancel: it posts a cancel
+// request on req without blocking (req has room for one; a request still
+// pending is enough) and waits until the turn has ended (ended is closed)
+// or ctx ends.
+func AwaitCancel(ctx context.Context, req chan<- struct{}, ended <-chan struct{}) error {
+	select {
+	case req <- struct{}{}:
+	default:
+	}
+	select {
+	case <-ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cancel turn: %w", ctx.Err())
+	}
 }

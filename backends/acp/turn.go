@@ -258,16 +258,7 @@ func (b *Backend) Cancel(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	select {
-	case t.cancelReq <- struct{}{}:
-	default:
-	}
-	select {
-	case <-t.ended:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("cancel turn: %w", ctx.Err())
-	}
+	return backends.AwaitCancel(ctx, t.cancelReq, t.ended)
 }
 
 // SetMode switches the session mode (session/set_mode).

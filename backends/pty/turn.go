@@ -313,16 +313,7 @@ func (b *Backend) Cancel(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	select {
-	case t.cancelReq <- struct{}{}:
-	default:
-	}
-	select {
-	case <-t.ended:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("cancel turn: %w", ctx.Err())
-	}
+	return backends.AwaitCancel(ctx, t.cancelReq, t.ended)
 }
 
 // pasteBytes is what a terminal sends when text is pasted into it: the
