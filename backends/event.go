@@ -88,7 +88,8 @@ func MustJSON(v any) json.RawMessage {
 
 // ChunkData is the payload of EventMessageChunk.
 type ChunkData struct {
-	// Role is "agent", "thought" or "user".
+	// Role is "agent", "thought" or "user_echo" ("user" in events stored
+	// before user_echo existed).
 	Role string `json:"role"`
 	// Text is the text of the chunk; other content is kept in Content.
 	Text string `json:"text,omitempty"`
@@ -98,10 +99,24 @@ type ChunkData struct {
 
 // Chunk roles.
 const (
-	RoleAgent   = "agent"
+	// RoleAgent is the agent's message text.
+	RoleAgent = "agent"
+	// RoleThought is the agent's reasoning text.
 	RoleThought = "thought"
-	RoleUser    = "user"
+	// RoleUserEcho is an ACP user_message_chunk: the agent's own account
+	// of a user message (an echo of the prompt, or history it replays).
+	// It is the agent's words, whatever they claim, and is never shown as
+	// the user's: what the user said is the turn's prompt, which the
+	// daemon records itself.
+	RoleUserEcho = "user_echo"
+	// RoleUser is what RoleUserEcho was stored as by earlier versions;
+	// readers treat both alike.
+	RoleUser = "user"
 )
+
+// IsUserEcho reports whether a chunk role is an agent's echo of a user
+// message (RoleUserEcho, or RoleUser of earlier versions).
+func IsUserEcho(role string) bool { return role == RoleUserEcho || role == RoleUser }
 
 // HistoryData is the payload of EventHistory: the event the replayed update
 // would have been had it been live. History is a type of its own rather than

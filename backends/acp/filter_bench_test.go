@@ -93,7 +93,7 @@ func TestFilterLineEvents(t *testing.T) {
 	}{
 		{"text chunk", update(`{"content":{"text":"héllo \"q\"\n","type":"text"},"sessionUpdate":"agent_message_chunk"}`), backends.EventMessageChunk, `{"role":"agent","text":"héllo \"q\"\n"}`, false},
 		{"thought", update(`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}}`), backends.EventMessageChunk, `{"role":"thought","text":"hm"}`, false},
-		{"user echo", update(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}`), backends.EventMessageChunk, `{"role":"user","text":"hi"}`, false},
+		{"user echo", update(`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"}}`), backends.EventMessageChunk, `{"role":"user_echo","text":"hi"}`, false},
 		{"image chunk", update(`{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AA==","mimeType":"image/png"}}`), backends.EventMessageChunk, `{"role":"agent","content":{"type":"image","data":"AA==","mimeType":"image/png"}}`, false},
 		{"tool call", update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read"}`), backends.EventToolCall, `{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read"}`, false},
 		{"tool update with content list", update(`{"sessionUpdate":"tool_call_update","toolCallId":"t1","content":[{"type":"content","content":{"type":"text","text":"ok"}}]}`), backends.EventToolUpdate, `{"sessionUpdate":"tool_call_update","toolCallId":"t1","content":[{"type":"content","content":{"type":"text","text":"ok"}}]}`, false},

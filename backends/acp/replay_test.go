@@ -172,7 +172,7 @@ func TestLoadReplayIsHistory(t *testing.T) {
 			got := h.waitHistory(t, len(want))
 			wantHistoryTypes(t, got, want)
 			var c backends.ChunkData
-			if err := json.Unmarshal(got[0].Data, &c); err != nil || c.Role != backends.RoleUser || c.Text != "old question" {
+			if err := json.Unmarshal(got[0].Data, &c); err != nil || c.Role != backends.RoleUserEcho || c.Text != "old question" {
 				t.Errorf("history[0].Data = %s; want the user's old question", got[0].Data)
 			}
 			if _, err := h.prompt(t, "new"); err != nil {

@@ -80,7 +80,8 @@ func chunkRole(kind string) string {
 	case "agent_thought_chunk":
 		return backends.RoleThought
 	case "user_message_chunk":
-		return backends.RoleUser
+		// The agent's words about what the user said, not the user's.
+		return backends.RoleUserEcho
 	}
 	return ""
 }

@@ -275,10 +275,11 @@ func TestBrowserPage(t *testing.T) {
 			t.Errorf("approval dialog lacks %q:\n%s", want, dlg)
 		}
 	}
-	// Approve from the keyboard: the focused button is "allow once".
+	// Focus starts on "Reject"; approve from the keyboard with the digit
+	// of "Allow once", the first button whatever the agent's order.
 	focused := evalJS[string](b, `document.activeElement.dataset.kind || ''`)
-	if focused != "allow_once" {
-		t.Errorf("focused option = %q; want allow_once", focused)
+	if focused != "reject_once" {
+		t.Errorf("focused option = %q; want reject_once", focused)
 	}
 	b.run("approve with the keyboard", chromedp.KeyEvent("1"))
 	b.waitJS("the turn's end", `[...document.querySelectorAll('.turn-foot button')].some(x => x.textContent === 'View changes')`)

@@ -177,7 +177,7 @@ func (e *cliEnv) script(t pool.Turn) {
 	add(backends.EventAgentStarting, 0, map[string]any{"provider": "demo"})
 	add(backends.EventAgentReady, 0, map[string]any{"pid": 4242})
 	add(backends.EventTurnStarted, t.ID, map[string]any{"turn": t.ID, "prompt": t.Prompt})
-	add(backends.EventMessageChunk, t.ID, backends.ChunkData{Role: "user", Text: t.Prompt})
+	add(backends.EventMessageChunk, t.ID, backends.ChunkData{Role: backends.RoleUserEcho, Text: t.Prompt})
 	add(backends.EventMessageChunk, t.ID, backends.ChunkData{Role: "thought", Text: "Looking at "})
 	add(backends.EventMessageChunk, t.ID, backends.ChunkData{Role: "thought", Text: "the repository first."})
 	add(backends.EventToolCall, t.ID, map[string]any{"sessionUpdate": "tool_call", "toolCallId": "read-1", "title": "Read README.md",

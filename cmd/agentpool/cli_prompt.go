@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,24 +139,26 @@ func partOfTurn(ev backends.Event, t pool.Turn) bool {
 	return ev.Agent == t.Agent && (strings.HasPrefix(string(ev.Type), "agent.") || ev.Type == backends.EventError)
 }
 
-// askPermission asks a y/n question on w for a permission request when
-// stdin is a terminal, and otherwise says on w how to answer it.
+// askPermission asks a question for a permission request when stdin is a
+// terminal, and otherwise says on w how to answer it. The choices are
+// labelled by the daemon from the options' kinds, never by the agent's
+// names for them (shown after, as the agent's words); an empty answer
+// rejects, and "always allow" must be typed out as "a" or "always".
 func (c *cli) askPermission(ctx context.Context, api *httpapi.Client, session string, d eventData, r *renderer, w io.Writer) {
+	offered := offeredKinds(d)
 	if !c.inTTY {
-		r.line(w, "", "  waiting for an answer: %s permissions answer %s %s allow_once|allow_always|reject_once", c.self(), session, d.Request)
+		r.line(w, "", "  waiting for an answer: %s permissions answer %s %s %s", c.self(), session, d.Request, strings.Join(offered, "|"))
 		return
 	}
 	if c.in == nil {
 		c.in = bufio.NewReader(c.stdin)
 	}
-	kinds := map[string]bool{}
 	for _, o := range d.Options {
-		kinds[o.Kind] = true
+		if label := kindLabel(o.Kind); o.Name != "" && !strings.EqualFold(strings.TrimSpace(o.Name), label) {
+			r.line(w, "", "  the agent calls %q: %s", oneLine(o.Name, 60), label)
+		}
 	}
-	q := "  allow? [y]es / [n]o"
-	if kinds[permission.KindAllowAlways] {
-		q = "  allow? [y]es / [a]lways / [n]o"
-	}
+	q := "  " + permissionQuestion(offered)
 	for {
 		fmt.Fprintf(w, "%s: ", q)
 		line, err := c.in.ReadString('\n')
@@ -162,7 +166,10 @@ func (c *cli) askPermission(ctx context.Context, api *httpapi.Client, session st
 		if err != nil && line == "" {
 			choice, ok = permission.KindRejectOnce, true // end of input: refuse
 		}
-		if !ok {
+		if choice == permission.KindRejectOnce && !slices.Contains(offered, choice) {
+			choice = string(permission.DecisionDeny) // whichever rejection the agent offers
+		}
+		if !ok || (choice != string(permission.DecisionDeny) && !slices.Contains(offered, choice)) {
 			continue
 		}
 		if aerr := api.Answer(ctx, session, d.Request, choice); aerr != nil {
@@ -176,6 +183,61 @@ func (c *cli) askPermission(ctx context.Context, api *httpapi.Client, session st
 	}
 }
 
+// permissionKinds are the option kinds in the order the CLI and the page
+// offer them.
+var permissionKinds = []string{permission.KindAllowOnce, permission.KindAllowAlways, permission.KindRejectOnce, permission.KindRejectAlways}
+
+// kindLabel says what choosing an option of kind k does, in the daemon's
+// words (the page uses the same).
+func kindLabel(k string) string {
+	switch k {
+	case permission.KindAllowOnce:
+		return "Allow once"
+	case permission.KindAllowAlways:
+		return "Always allow in this session"
+	case permission.KindRejectOnce:
+		return "Reject"
+	case permission.KindRejectAlways:
+		return "Always reject"
+	}
+	return "unknown choice " + strconv.Quote(k)
+}
+
+// offeredKinds lists the known kinds of d's options in the CLI's order:
+// allow_once and reject_once when the request names none.
+func offeredKinds(d eventData) []string {
+	has := map[string]bool{}
+	for _, o := range d.Options {
+		has[o.Kind] = true
+	}
+	if len(d.Options) == 0 {
+		has[permission.KindAllowOnce], has[permission.KindRejectOnce] = true, true
+	}
+	var out []string
+	for _, k := range permissionKinds {
+		if has[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// permissionQuestion is the prompt for the offered kinds, e.g.
+// "Allow once [y] · Always allow in this session [a] · Reject [N]"; the
+// default (an empty answer) is always a rejection.
+func permissionQuestion(offered []string) string {
+	keys := map[string]string{permission.KindAllowOnce: "y", permission.KindAllowAlways: "a",
+		permission.KindRejectOnce: "N", permission.KindRejectAlways: "r"}
+	var parts []string
+	for _, k := range offered {
+		parts = append(parts, fmt.Sprintf("%s [%s]", kindLabel(k), keys[k]))
+	}
+	if !slices.Contains(offered, permission.KindRejectOnce) {
+		parts = append(parts, "Reject [N]")
+	}
+	return strings.Join(parts, " · ")
+}
+
 // permissionChoice maps a typed answer to an option kind.
 func permissionChoice(s string) (string, bool) {
 	switch strings.ToLower(s) {
@@ -185,6 +247,8 @@ func permissionChoice(s string) (string, bool) {
 		return permission.KindAllowAlways, true
 	case "n", "no", "":
 		return permission.KindRejectOnce, true
+	case "r", "never":
+		return permission.KindRejectAlways, true
 	}
 	return "", false
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -78,12 +79,54 @@ func TestPromptInteractive(t *testing.T) {
 			if !cmp.Equal(got, []string{tc.choice}) {
 				t.Errorf("answers = %q; want [%q]", got, tc.choice)
 			}
-			q := "  allow? [y]es / [a]lways / [n]o: "
+			q := "  Allow once [y] · Always allow in this session [a] · Reject [N]: "
 			if wantQ := strings.Count(tc.stdin, "\n"); wantQ > 0 && strings.Count(out, q) != wantQ {
 				t.Errorf("prompt stdout = %q; want the question %q asked %d times", out, q, wantQ)
 			}
 			<-e.pending
 		})
+	}
+}
+
+// TestPermissionQuestionSpoofedNames: an agent that names its
+// "allow always" option "Reject this change" gets the daemon's labels in
+// the question, its own names only as its words, and an empty answer (a
+// stray Enter) rejects.
+func TestPermissionQuestionSpoofedNames(t *testing.T) {
+	e := newCLIEnv(t)
+	var got []string
+	e.fp.AnswerFunc = func(session, request, choice string) error {
+		got = append(got, choice)
+		return nil
+	}
+	var d eventData
+	if err := json.Unmarshal([]byte(`{"request":"r9","options":[
+		{"id":"a","name":"Reject this change","kind":"allow_always"},
+		{"id":"b","name":"Allow","kind":"reject_once"}]}`), &d); err != nil {
+		t.Fatal(err)
+	}
+	// "y" asks again: the agent offers no "allow once".
+	for _, tc := range []struct{ stdin, want string }{{"\n", "reject_once"}, {"a\n", "allow_always"}, {"y\nn\n", "reject_once"}} {
+		got = nil
+		var out bytes.Buffer
+		c := &cli{env: ClientEnv{Home: e.home}, stdin: strings.NewReader(tc.stdin), stdout: &out, stderr: &out, inTTY: true}
+		c.askPermission(t.Context(), e.api, "s1", d, newRenderer(&out, &out, false), &out)
+		if !cmp.Equal(got, []string{tc.want}) {
+			t.Errorf("answer %q sent %q; want [%q]", tc.stdin, got, tc.want)
+		}
+		text := out.String()
+		for _, want := range []string{
+			`the agent calls "Reject this change": Always allow in this session`,
+			`the agent calls "Allow": Reject`,
+			"Always allow in this session [a] · Reject [N]: ",
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("question = %q; want it to contain %q", text, want)
+			}
+		}
+		if strings.Contains(text, "[y]") {
+			t.Errorf("question = %q offers allow once, which the agent did not offer", text)
+		}
 	}
 }
 

@@ -118,7 +118,9 @@ func (r *renderer) line(w io.Writer, colour, format string, args ...any) {
 
 // chunk writes streamed text of role.
 func (r *renderer) chunk(role, text string) {
-	if role == backends.RoleUser || text == "" {
+	// An agent's echo of a user message is not shown live: what the user
+	// said is the turn's prompt, and the echo is the agent's words.
+	if backends.IsUserEcho(role) || text == "" {
 		return
 	}
 	if role != r.role {
@@ -285,7 +287,12 @@ func eventLine(ev backends.Event) string {
 	var sum string
 	switch ev.Type {
 	case backends.EventMessageChunk:
-		sum = d.Role + ": " + oneLine(d.Text, 80)
+		role := d.Role
+		if backends.IsUserEcho(role) {
+			// The agent's words about what the user said, never the user's.
+			role = "agent (echoing the user)"
+		}
+		sum = role + ": " + oneLine(d.Text, 80)
 	case backends.EventToolCall, backends.EventToolUpdate:
 		sum = strings.TrimSpace(toolSummary(d) + " " + d.Status)
 	case backends.EventPermissionRequest:

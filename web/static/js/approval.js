@@ -1,11 +1,26 @@
 // The approval dialog: what the agent wants to do, its kind and risk, the
-// raw input and the options it offered. Keyboard: the options' digits, Tab
-// between buttons, Enter on the focused one, Esc to decide later.
+// raw input and the options it offered. Each button is labelled by the
+// daemon from the option's kind (what choosing it does); the agent's own
+// name for the option is secondary text, so an agent cannot make "allow
+// always" look like "reject". The buttons are in a fixed order (allow once,
+// always allow, reject, always reject), focus starts on a reject option,
+// and Enter or Space never picks an "always allow" option: that takes a
+// click or its digit. Keyboard: the options' digits, Tab between buttons,
+// Enter on the focused one, Esc to decide later.
 import { h, toast, put, relPath } from './dom.js';
 import * as API from './api.js';
 import { store, removePending } from './store.js';
 
 const KIND_CLASS = { allow_once: 'primary', allow_always: '', reject_once: 'danger', reject_always: 'danger' };
+/** KIND_LABEL says what choosing an option of each kind does. */
+export const KIND_LABEL = {
+  allow_once: 'Allow once',
+  allow_always: 'Always allow in this session',
+  reject_once: 'Reject',
+  reject_always: 'Always reject',
+};
+/** KIND_ORDER is the order of the buttons, whatever the agent's order. */
+const KIND_ORDER = ['allow_once', 'allow_always', 'reject_once', 'reject_always'];
 const RISK_CLASS = { low: 'ok', medium: 'warn', high: 'bad', critical: 'bad' };
 
 let current = null;    // the permission shown
@@ -23,12 +38,27 @@ export function openApproval(p) {
   if (current && current.id === p.id && dlg.open) return;
   dismissed.delete(p.id);
   current = p;
-  const opts = p.options && p.options.length ? p.options
-    : [{ id: 'allow_once', name: 'Allow once', kind: 'allow_once' }, { id: 'reject_once', name: 'Reject', kind: 'reject_once' }];
-  const buttons = opts.map((o, i) => h('button.opt', {
-    type: 'button', class: KIND_CLASS[o.kind] || '', 'data-kind': o.kind, 'data-option': o.id,
-    onclick: () => choose(p, o),
-  }, h('kbd', String(i + 1)), o.name || o.kind));
+  const opts = orderOptions(p.options && p.options.length ? p.options
+    : [{ id: 'allow_once', name: 'Allow once', kind: 'allow_once' }, { id: 'reject_once', name: 'Reject', kind: 'reject_once' }]);
+  const buttons = opts.map((o, i) => {
+    const label = KIND_LABEL[o.kind] || `Unknown choice (${o.kind || 'no kind'})`;
+    const said = (o.name || '').trim();
+    const b = h('button.opt', {
+      type: 'button', class: KIND_CLASS[o.kind] || '', 'data-kind': o.kind || '', 'data-option': o.id,
+      title: said ? `The agent calls this option "${said}"` : null,
+      onclick: () => choose(p, o),
+    }, h('span.opt-row', h('kbd', String(i + 1)), h('span.opt-label', label)),
+      said && said.toLowerCase() !== label.toLowerCase() ? h('span.opt-said', `agent: “${said}”`) : null);
+    if (o.kind === 'allow_always') {
+      // Enter and Space on a focused "always allow" do nothing: a stray
+      // Enter must never grant a standing permission.
+      b.addEventListener('keydown', e => {
+        if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); e.stopPropagation(); }
+      });
+      b.addEventListener('keyup', e => { if (e.key === ' ') e.preventDefault(); });
+    }
+    return b;
+  });
   let raw = '';
   if (p.raw_input != null) {
     try { raw = JSON.stringify(p.raw_input, null, 2); } catch { raw = String(p.raw_input); }
@@ -58,8 +88,17 @@ export function openApproval(p) {
   };
   dlg.oncancel = e => { e.preventDefault(); later(); };
   if (!dlg.open) dlg.showModal();
-  const first = buttons.find(b => b.dataset.kind === 'allow_once') || buttons[0];
-  first.focus();
+  const first = buttons.find(b => b.dataset.kind === 'reject_once') || buttons.find(b => b.dataset.kind === 'reject_always')
+    || buttons.find(b => b.dataset.kind !== 'allow_always') || null;
+  if (first) first.focus();
+  else dlg.querySelector('.dlg-foot button.ghost').focus();
+}
+
+/** orderOptions puts the options in the daemon's fixed order by kind;
+ * options of unknown kinds come last, in the agent's order. */
+export function orderOptions(opts) {
+  const rank = o => { const i = KIND_ORDER.indexOf(o.kind); return i < 0 ? KIND_ORDER.length : i; };
+  return opts.map((o, i) => ({ o, i })).sort((a, b) => rank(a.o) - rank(b.o) || a.i - b.i).map(x => x.o);
 }
 
 function later() {

@@ -166,7 +166,9 @@ export class TurnStream {
   }
 
   chunk(ev, d) {
-    if (d.role === 'user') return; // the prompt is in the turn's head
+    // An agent's echo of a user message (user_echo; "user" in older logs)
+    // is the agent's words: the user's own are the prompt in the turn's head.
+    if (d.role === 'user_echo' || d.role === 'user') return;
     let text = d.text;
     if (!text && d.content) text = `[${d.content.type || 'content'}]`;
     if (!text) return;
