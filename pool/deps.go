@@ -150,6 +150,19 @@ type Diff struct {
 	Stat      DiffStat     `json:"stat"`
 	Patch     string       `json:"patch"`
 	Truncated bool         `json:"truncated,omitempty"`
+	// Hidden lists untracked paths that ignore rules the session added or
+	// changed keep out of checkpoints and diffs (an agent's .gitignore of
+	// "*"), each with the rule; HiddenCount counts them all.
+	Hidden      []HiddenFile `json:"hidden,omitempty"`
+	HiddenCount int          `json:"hidden_count,omitempty"`
+}
+
+// HiddenFile is a path hidden by an ignore rule the session changed.
+type HiddenFile struct {
+	// Path is relative to the worktree; a directory ends in "/".
+	Path string `json:"path"`
+	// Rule is "<file>:<line>:<pattern>".
+	Rule string `json:"rule"`
 }
 
 // FileChange is one changed path.

@@ -241,6 +241,11 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	if after != "" && after != t.CheckpointBefore {
 		if d, err := p.cfg.Worktrees.Diff(ctx, wt, t.CheckpointBefore, after); err == nil {
 			data["changes"] = d.Stat
+			if d.HiddenCount > 0 {
+				// Files that ignore rules the session changed keep out of
+				// the diff: say so at the turn's end, not only in the diff.
+				data["hidden"] = map[string]any{"count": d.HiddenCount, "files": d.Hidden[:min(len(d.Hidden), 10)]}
+			}
 		}
 	}
 	tr.mu.Lock()

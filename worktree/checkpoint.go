@@ -72,7 +72,8 @@ func (t *tempIndex) remove() {
 const snapshotRetries = 2
 
 // snapshotInto adds the whole state of the worktree at dir (tracked and
-// untracked files, ignore rules respected) to the temporary index and
+// untracked files, ignore rules respected, and every .gitignore file even
+// where it ignores itself: see hidden.go) to the temporary index and
 // writes its tree. HEAD, the real index and the files are not touched. A
 // file that shrinks while git reads it ("short read", as when an agent's
 // process rewrites it right then) makes git fail: that is tried again.
@@ -86,6 +87,9 @@ func (m *Manager) snapshotInto(ctx context.Context, l wtLoc, idx *tempIndex) (st
 		if attempt < snapshotRetries && ctx.Err() == nil && errors.As(err, &ge) && strings.Contains(ge.Stderr, "short read") {
 			continue
 		}
+		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
+	}
+	if err := m.addIgnoreFiles(ctx, l, idx); err != nil {
 		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
 	}
 	out, err := m.run(ctx, call{at: l, args: []string{"write-tree"}, env: idx.env()})

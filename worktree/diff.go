@@ -62,6 +62,12 @@ type Diff struct {
 	// "Binary files ... differ"), cut at a line end after MaxPatchBytes.
 	Patch     string `json:"patch"`
 	Truncated bool   `json:"truncated,omitempty"`
+	// Hidden lists untracked paths of the live worktree that ignore rules
+	// the session added or changed (a .gitignore that differs from the
+	// base) keep out of every checkpoint and diff, with the rule; at most
+	// maxHiddenListed of them. HiddenCount counts them all.
+	Hidden      []HiddenFile `json:"hidden,omitempty"`
+	HiddenCount int          `json:"hidden_count,omitempty"`
 }
 
 // Diff compares two states of the worktree. from and to are checkpoint tree
@@ -121,6 +127,12 @@ func (m *Manager) Diff(ctx context.Context, wt Worktree, from, to string) (Diff,
 		d.To = ids[1]
 	} else if d.To, err = m.snapshot(ctx, l); err != nil {
 		return Diff{}, fmt.Errorf("diff session %q: %w", wt.Session, err)
+	}
+	if !removed && wt.BaseCommit != "" {
+		// What changed ignore rules hide, whether or not the trees differ.
+		if err := m.hiddenBy(ctx, l, wt.BaseCommit, &d); err != nil {
+			m.log.Warn("list files hidden by changed ignore rules", keySession, wt.Session, keyErr, err)
+		}
 	}
 	if d.From == d.To {
 		return d, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/pool"
 )
 
 // ANSI sequences used when stdout is a terminal.
@@ -66,6 +67,11 @@ type eventData struct {
 		Additions int `json:"additions"`
 		Deletions int `json:"deletions"`
 	} `json:"changes"`
+	// Hidden: untracked paths that ignore rules the session changed hide.
+	Hidden *struct {
+		Count int               `json:"count"`
+		Files []pool.HiddenFile `json:"files"`
+	} `json:"hidden"`
 	// fs.*, terminal.*, pty.output
 	Path     string   `json:"path"`
 	Command  string   `json:"command"`
@@ -242,6 +248,12 @@ func turnSummary(d eventData) string {
 	s := fmt.Sprintf("— turn %d ended: %s in %s", d.Turn, d.StopReason, (time.Duration(d.DurationMS) * time.Millisecond).Round(100*time.Millisecond))
 	if c := d.Changes; c != nil && c.Files > 0 {
 		s += fmt.Sprintf("; %d file%s changed (+%d −%d)", c.Files, plural(c.Files), c.Additions, c.Deletions)
+	}
+	if h := d.Hidden; h != nil && h.Count > 0 {
+		s += fmt.Sprintf("; %d untracked path%s hidden by changed ignore rules", h.Count, plural(h.Count))
+		if len(h.Files) > 0 {
+			s += fmt.Sprintf(" (%s: %s)", h.Files[0].Rule, h.Files[0].Path)
+		}
 	}
 	if d.Error != "" {
 		s += "\n  " + strings.ReplaceAll(d.Error, "\n", "\n  ")

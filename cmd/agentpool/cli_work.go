@@ -77,6 +77,7 @@ func (c *cli) diff(ctx context.Context, args []string) error {
 	if *asJSON {
 		return c.printJSON(d)
 	}
+	defer c.renderHidden(d)
 	if len(d.Files) == 0 {
 		fmt.Fprintln(c.stdout, "no changes")
 		return nil
@@ -105,6 +106,21 @@ func (c *cli) diff(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.stdout, "(diff truncated)")
 	}
 	return nil
+}
+
+// renderHidden says on stderr (stdout may be a patch file) which untracked
+// paths ignore rules the session changed keep out of the diff.
+func (c *cli) renderHidden(d pool.Diff) {
+	if d.HiddenCount == 0 {
+		return
+	}
+	fmt.Fprintf(c.stderr, "note: %d untracked path%s hidden from this diff by ignore rules the session added or changed:\n", d.HiddenCount, plural(d.HiddenCount))
+	for _, h := range d.Hidden {
+		fmt.Fprintf(c.stderr, "  %s  (%s)\n", h.Path, h.Rule)
+	}
+	if n := d.HiddenCount - len(d.Hidden); n > 0 {
+		fmt.Fprintf(c.stderr, "  … and %d more\n", n)
+	}
 }
 
 // renderDiffStat prints the files of a diff and the totals.

@@ -76,6 +76,10 @@ func (a Worktrees) Diff(ctx context.Context, wt pool.Worktree, from, to string) 
 		out.Files = append(out.Files, pool.FileChange{Path: f.Path, OldPath: f.OldPath, Status: string(f.Status), OldMode: f.OldMode, NewMode: f.NewMode,
 			Additions: f.Additions, Deletions: f.Deletions, Binary: f.Binary, Similarity: f.Similarity})
 	}
+	out.HiddenCount = d.HiddenCount
+	for _, h := range d.Hidden {
+		out.Hidden = append(out.Hidden, pool.HiddenFile{Path: h.Path, Rule: h.Rule})
+	}
 	return out, nil
 }
 

@@ -335,6 +335,7 @@ function changesPanel(id, onRestore) {
     put(view, 
       h('div.page-head', h('h2', n ? `Turn ${n}` : 'Whole session'),
         h('span.muted', `${st.files || 0} file${st.files === 1 ? '' : 's'}, +${st.additions || 0} −${st.deletions || 0}`), h('span.spacer'), actions),
+      hiddenView(d),
       (d.files || []).length ? files : h('div.empty', 'No changes.'),
       d.patch ? h('div.diff', patchView(d.patch)) : null,
       d.truncated ? h('div.muted', 'The diff is truncated.') : null);
@@ -346,6 +347,20 @@ function changesPanel(id, onRestore) {
     reload: () => load(true),
     select(n) { selected = n; loaded = false; load(true); },
   };
+}
+
+/** hiddenView warns of untracked paths that ignore rules the session
+ * changed keep out of the diff (an agent's .gitignore of "*"), with the
+ * rule that hides each; null when there are none. */
+function hiddenView(d) {
+  const n = d.hidden_count || 0;
+  if (!n) return null;
+  const rows = (d.hidden || []).map(x => h('li', h('span.grow.mono', x.path), h('span.muted.mono', x.rule)));
+  return h('div.banner.warn.hidden-files', { 'data-hidden': n },
+    h('strong', `${n} untracked path${n === 1 ? ' is' : 's are'} hidden from this diff`),
+    h('div', 'Ignore rules that this session added or changed keep them out of checkpoints, this diff and the session\'s branch:'),
+    h('ul.files', rows),
+    n > rows.length ? h('div.muted', `… and ${n - rows.length} more`) : null);
 }
 
 /** patchView renders a unified diff as text, one line per span. */

@@ -266,6 +266,12 @@ export class TurnStream {
     if (d.duration_ms != null) parts.push(h('span', `${(d.duration_ms / 1000).toFixed(1)} s`));
     const c = d.changes;
     if (c && c.files) parts.push(h('span', `${c.files} file${c.files === 1 ? '' : 's'} changed (+${c.additions} −${c.deletions})`));
+    const hid = d.hidden;
+    if (hid && hid.count) {
+      const first = (hid.files || [])[0];
+      parts.push(h('span.badge.warn', { title: first ? `${first.path} hidden by ${first.rule}` : '' },
+        `${hid.count} hidden by changed ignore rules`));
+    }
     const usage = d.usage || t.usage;
     if (usage) parts.push(h('span.usage', usageText(usage)));
     parts.push(h('span.spacer'));
