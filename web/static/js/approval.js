@@ -46,17 +46,17 @@ export function openApproval(p) {
     const b = h('button.opt', {
       type: 'button', class: KIND_CLASS[o.kind] || '', 'data-kind': o.kind || '', 'data-option': o.id,
       title: said ? `The agent calls this option "${said}"` : null,
-      onclick: () => choose(p, o),
+      onclick: e => {
+        // A click that Enter or Space made (detail 0) never grants a
+        // standing permission: that takes the mouse or the option's digit.
+        if (o.kind === 'allow_always' && e.detail === 0) {
+          toast('"Always allow" needs a click or its number key.');
+          return;
+        }
+        choose(p, o);
+      },
     }, h('span.opt-row', h('kbd', String(i + 1)), h('span.opt-label', label)),
-      said && said.toLowerCase() !== label.toLowerCase() ? h('span.opt-said', `agent: “${said}”`) : null);
-    if (o.kind === 'allow_always') {
-      // Enter and Space on a focused "always allow" do nothing: a stray
-      // Enter must never grant a standing permission.
-      b.addEventListener('keydown', e => {
-        if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); e.stopPropagation(); }
-      });
-      b.addEventListener('keyup', e => { if (e.key === ' ') e.preventDefault(); });
-    }
+      said && said.toLowerCase() !== label.toLowerCase() ? h('span.opt-said', `the agent calls it “${said}”`) : null);
     return b;
   });
   let raw = '';
