@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/backends/sandbox"
+	"github.com/agentpool/agentpool/httpapi"
 )
 
 // hostileSetup is a setup command that records what it could do: write
@@ -96,9 +97,19 @@ func TestEndToEndSetupNeedsTrust(t *testing.T) {
 	if out, err := d.cli("trust", repo); err == nil || !strings.Contains(out, "--yes") || !strings.Contains(out, "marker") {
 		t.Errorf("trust without a terminal or --yes: %v\n%s; want a refusal after showing the file", err, out)
 	}
+	// The API trusts only the content whose hash the caller was shown.
+	if _, err := d.client.Trust(ctx, repo, strings.Repeat("0", 64)); !httpapi.IsCode(err, httpapi.CodeConflict) {
+		t.Errorf("POST /v1/trust with another hash: %v; want 409 conflict", err)
+	}
 	out, err = d.cli("trust", "--yes", repo)
 	if err != nil || !strings.Contains(out, "trusted: ") || !strings.Contains(out, "skipped this setup: "+id) {
 		t.Fatalf("trust --yes: %v\n%s", err, out)
+	}
+	if out, err := d.cli("trust", "--list"); err != nil || !strings.Contains(out, repo+"  sha256 "+untrusted.SHA256[:12]) {
+		t.Errorf("trust --list: %v\n%s", err, out)
+	}
+	if fi, err := os.Stat(filepath.Join(home, "trusted.json")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("trusted.json: %v, %v; want mode 0600 in the daemon's home", fi, err)
 	}
 	if out, err := d.cli("session", "setup", id); err != nil {
 		t.Fatalf("session setup: %v\n%s", err, out)
@@ -167,6 +178,12 @@ func TestEndToEndSetupNeedsTrust(t *testing.T) {
 	}
 	if out, err := d.cli("session", "setup", id2); err == nil || !strings.Contains(out, "not trusted") {
 		t.Errorf("session setup of an untrusted file: %v\n%s; want a refusal", err, out)
+	}
+	if out, err := d.cli("trust", "--revoke", repo); err != nil {
+		t.Errorf("trust --revoke: %v\n%s", err, out)
+	}
+	if list, err := d.client.TrustList(ctx); err != nil || len(list) != 0 {
+		t.Errorf("GET /v1/trust after --revoke = %v, %v; want empty", list, err)
 	}
 }
 
