@@ -98,8 +98,8 @@ func (s *Server) trust() (Trust, error) {
 	return s.cfg.Trust, nil
 }
 
-// conflict answers pool.ErrConflict with 409 conflict.
-func conflict(err error) error {
+// trustConflict answers pool.ErrConflict with 409 conflict.
+func trustConflict(err error) error {
 	if errors.Is(err, pool.ErrConflict) {
 		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}
 	}
@@ -151,7 +151,7 @@ func (s *Server) postTrust(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := t.Trust(r.Context(), req.Repo, req.SHA256)
 	if err != nil {
-		return conflict(err)
+		return trustConflict(err)
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
@@ -189,7 +189,7 @@ func (s *Server) runSetup(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusNotImplemented, Code: CodeNotImplemented, Message: "this daemon cannot run setups on demand"}
 	}
 	if err := sr.RunSetup(r.Context(), r.PathValue("id")); err != nil {
-		return conflict(err)
+		return trustConflict(err)
 	}
 	writeJSON(w, http.StatusAccepted, map[string]bool{"started": true})
 	return nil
