@@ -35,7 +35,7 @@ export function trustNotice(id) {
     const why = sf.trusted_sha256 ? 'changed since it was trusted' : 'is not trusted';
     const does = [];
     if ((sf.copy || []).length) does.push(h('li', 'copy from the main checkout: ', h('span.mono', sf.copy.join(' '))));
-    if ((sf.command || []).length) does.push(h('li', `run in the worktree (timeout ${sf.timeout}, confined): `, h('span.mono', sf.command.join(' '))));
+    if ((sf.command || []).length) does.push(h('li', `run in the worktree (timeout ${sf.timeout}, confined): `, h('span.mono', sf.command.map(shq).join(' '))));
     const btn = h('button.primary', { type: 'button', onclick: () => trustAndRun(sf, btn) }, 'Trust this file and run its setup');
     const cmd = `agentpool trust ${shq(sf.repo)}`;
     put(el, h('div.banner.warn.trust-notice',
