@@ -52,10 +52,16 @@ func (s SetupJails) Confine(_ context.Context, job worktree.SetupJob, cmd *exec.
 	if env == nil {
 		env = os.Environ()
 	}
+	exe := cmd.Path
+	if !filepath.IsAbs(exe) {
+		// A program named relative to the worktree ("./setup.sh"): never
+		// resolved against the daemon's own directory.
+		exe = filepath.Join(cmd.Dir, exe)
+	}
 	pol, dropped := sandbox.BuildPolicy(sandbox.PolicyInput{
 		Sandbox: backends.SandboxSpec{Enabled: true, Network: backends.NetworkAll,
 			Read: existing(gitConfigPaths(s.Home, env)), Write: existing(cachePaths(s.Home, env))},
-		Worktree: job.Worktree.Path, Exe: cmd.Path, PATH: envPATH(env), Home: s.Home,
+		Worktree: job.Worktree.Path, Exe: exe, PATH: envPATH(env), Home: s.Home,
 		Git:     sandbox.GitPaths{CommonDir: job.Git.CommonDir, AdminDir: job.Git.AdminDir, Branch: job.Git.Branch},
 		Protect: append(append([]string{}, s.Protect...), job.Repo),
 	})
