@@ -39,7 +39,7 @@ export function trustNotice(id) {
     const btn = h('button.primary', { type: 'button', onclick: () => trustAndRun(sf, btn) }, 'Trust this file and run its setup');
     const cmd = `agentpool trust ${shq(sf.repo)}`;
     put(el, h('div.banner.warn.trust-notice',
-      h('strong', `The repository's ${sf.file} ${why}: this session skipped its copy and setup command.`),
+      h('strong', `The repository's ${sf.file} ${why}: its copy and setup command run only once you trust it.`),
       h('div.muted', `sha256 ${sf.sha256}. The file says (the repository's words, not agentpool's):`),
       h('pre.trust-content', sf.content),
       does.length ? h('ul.flush', does) : null,
