@@ -38,7 +38,7 @@ export function trustNotice(id) {
     if ((sf.command || []).length) does.push(h('li', `run in the worktree (timeout ${sf.timeout}, confined): `, h('span.mono', sf.command.map(shq).join(' '))));
     const btn = h('button.primary', { type: 'button', onclick: () => trustAndRun(sf, btn) }, 'Trust this file and run its setup');
     const cmd = `agentpool trust ${shq(sf.repo)}`;
-    put(el, h('div.banner.warn.trust-notice',
+    put(el, h('div.trust-notice',
       h('strong', `The repository's ${sf.file} ${why}: its copy and setup command run only once you trust it.`),
       h('div.muted', `sha256 ${sf.sha256}. The file says (the repository's words, not agentpool's):`),
       h('pre.trust-content', sf.content),
