@@ -55,6 +55,9 @@ type Config struct {
 	// Confinement, reported by GET /v1/health, says how the kernel
 	// confines agents on this machine (a JSON-encodable value).
 	Confinement any
+	// Trust keeps the trust of repositories' setup files (see trust.go);
+	// nil answers the trust endpoints 501.
+	Trust Trust
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -151,6 +154,7 @@ func (s *Server) routes() {
 	s.route("POST /v1/login-links", s.createLoginLink, false)
 	s.route("POST /v1/logout", s.logout, true)
 	s.route("GET /login", s.login, true)
+	s.trustRoutes() // trust.go
 	s.webRoutes()
 }
 

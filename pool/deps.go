@@ -201,6 +201,11 @@ type Worktrees interface {
 	// Cancelling ctx, or removing the worktree, stops it. Checkpoint and
 	// Merge wait for a setup still running.
 	RunSetup(ctx context.Context, wt Worktree, report func(SetupEvent)) error
+	// PrepareSetup prepares the setup of an existing worktree again from
+	// its repository's setup file as it is now, for RunSetup. An untrusted
+	// file or a setup still pending is an error wrapping ErrConflict, a
+	// repository without one ErrNotFound.
+	PrepareSetup(ctx context.Context, wt Worktree) error
 	// Merge merges the session's branch (with its uncommitted work) into
 	// another branch of the main repository, or with Rebase that branch
 	// into it; a conflict or a dirty checkout is an error wrapping

@@ -103,7 +103,7 @@ func newEnv(t testing.TB, providers map[string]any, tweak func(*pool.Config)) *e
 	e.repo = newRepo(t)
 	writeProviders(t, e.provPath, providers)
 	var err error
-	e.wt, err = worktree.NewManager(worktree.Config{Root: filepath.Join(e.dir, "worktrees")})
+	e.wt, err = worktree.NewManager(worktree.Config{Root: filepath.Join(e.dir, "worktrees"), TrustFile: filepath.Join(e.dir, "trusted.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ func TestSetupRunsBeforeTheFirstTurn(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.repo, ".agentpool.json"), []byte(setup), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	e.trustSetup()
 	s := e.session("fake")
 	// Sent at once: the turn waits for the setup.
 	e.prompt(s.ID, "", "hello")

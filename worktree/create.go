@@ -19,7 +19,8 @@ import (
 // checkout's working tree, see LoadSetup) is read first: an invalid one
 // refuses the worktree. What it asks for is prepared for RunSetup, which
 // the caller runs (in the background: it may take minutes) and WaitSetup
-// waits for.
+// waits for, when the user trusted that exact content (see Trust); an
+// untrusted file runs nothing, and RunSetup reports SetupUntrusted.
 //
 // Errors wrap ErrInvalidSession, ErrNotRepository, ErrBareRepository,
 // ErrSetupConfig, ErrUnknownRef (also for a repository without commits)
@@ -43,7 +44,7 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	if within(info.top, m.root) && !m.ignored(ctx, info.top, m.root) {
 		return Worktree{}, fmt.Errorf("worktree root %s is inside repository %s and not ignored by it: worktrees must live outside it, or in a directory the repository ignores", m.root, info.top)
 	}
-	setup, err := LoadSetup(info.top)
+	setup, hasSetup, err := m.loadSetupFile(info.top)
 	if err != nil {
 		return Worktree{}, err
 	}
@@ -78,9 +79,6 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
 	m.remember(info, path, branch)
-	if !setup.Empty() {
-		m.addSetup(path, info.top, setup)
-	}
 	wt := Worktree{
 		Session:    session,
 		Repo:       info.top,
@@ -88,6 +86,13 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 		Branch:     branch,
 		BaseCommit: base,
 		CreatedAt:  time.Now().UTC(),
+	}
+	switch {
+	case !hasSetup || setup.Setup.Empty():
+	case setup.Trusted:
+		m.addSetup(path, info.top, setup.Setup)
+	default:
+		m.addUntrusted(wt, setup)
 	}
 	m.log.Info("worktree created", keySession, session, keyRepo, info.top, keyPath, path, keyCommit, base)
 	return wt, nil

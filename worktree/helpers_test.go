@@ -124,8 +124,9 @@ func newRepo(t testing.TB, name string, files map[string]string) string {
 func newManager(t testing.TB) *Manager {
 	t.Helper()
 	m, err := NewManager(Config{
-		Root:   filepath.Join(t.TempDir(), "worktrees"),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Root:      filepath.Join(t.TempDir(), "worktrees"),
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		TrustFile: filepath.Join(t.TempDir(), "trusted.json"),
 	})
 	if err != nil {
 		t.Fatalf("NewManager() error = %v", err)

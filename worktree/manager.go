@@ -89,6 +89,14 @@ type Config struct {
 	// Default DefaultRescanAfter; negative: no change tracking, every
 	// checkpoint scans.
 	RescanAfter time.Duration
+	// TrustFile records which repositories' setup files the user trusted
+	// (by the hash of their content; see Trust): a file in the daemon's
+	// home, written with mode 0600. "" trusts no setup file: their copy
+	// and command never run.
+	TrustFile string
+	// SetupSandbox confines trusted setup commands; nil runs them
+	// unconfined (tests), and their SetupStarted event says so.
+	SetupSandbox SetupSandbox
 }
 
 // Worktree is one session's worktree.
@@ -130,10 +138,15 @@ type Manager struct {
 	gitRuns      atomic.Int64 // git commands run, for tests
 
 	mu        sync.Mutex
-	repos     map[string]*sync.Mutex // by git common dir
-	wts       map[string]*wtState    // by worktree path
-	repoInfos map[string]repoInfo    // by the repository path given
-	setups    map[string]*setupRun   // pending or running, by worktree path
+	repos     map[string]*sync.Mutex  // by git common dir
+	wts       map[string]*wtState     // by worktree path
+	repoInfos map[string]repoInfo     // by the repository path given
+	setups    map[string]*setupRun    // pending or running, by worktree path
+	skipped   map[string]skippedSetup // skipped as untrusted, by worktree path
+
+	trustFile string
+	trustMu   sync.Mutex // serialises the trust record's updates
+	sandbox   SetupSandbox
 }
 
 // wtState serialises the operations on one worktree and caches the head of
@@ -208,6 +221,9 @@ func NewManager(cfg Config) (*Manager, error) {
 		wts:        make(map[string]*wtState),
 		repoInfos:  make(map[string]repoInfo),
 		setups:     make(map[string]*setupRun),
+		skipped:    make(map[string]skippedSetup),
+		trustFile:  cfg.TrustFile,
+		sandbox:    cfg.SetupSandbox,
 	}
 	m.globalIgnore, m.globalConfig = globalGitFiles(m.env)
 	ctx, cancel := context.WithTimeout(context.Background(), versionTimeout)

@@ -22,7 +22,8 @@ const (
 	// SetupOutput carries complete lines of the command's output.
 	SetupOutput = "output"
 	// SetupEnded reports the end of the setup, failed or not: always the
-	// last event of a setup that reported anything.
+	// last event of a setup that ran anything. A setup skipped as
+	// untrusted reports SetupUntrusted alone.
 	SetupEnded = "ended"
 )
 
@@ -48,10 +49,27 @@ var (
 
 // SetupEvent is one step of a worktree's setup, as RunSetup reports it.
 type SetupEvent struct {
-	// Kind is SetupCopied, SetupStarted, SetupOutput or SetupEnded.
+	// Kind is SetupUntrusted, SetupCopied, SetupStarted, SetupOutput or
+	// SetupEnded.
 	Kind string `json:"-"`
 	// File is the setup file.
 	File string `json:"file,omitempty"`
+	// Repo, SHA256 and Content are the main checkout and the setup file's
+	// hash and content (SetupUntrusted): the repository's own words, at
+	// most 16 KiB of them (ContentTruncated says when there is more).
+	Repo             string `json:"repo,omitempty"`
+	SHA256           string `json:"sha256,omitempty"`
+	Content          string `json:"content,omitempty"`
+	ContentTruncated bool   `json:"content_truncated,omitempty"`
+	// TrustedSHA256 is the hash of the content trusted before, when the
+	// file changed since (SetupUntrusted).
+	TrustedSHA256 string `json:"trusted_sha256,omitempty"`
+	// CopyList is what the file would copy (SetupUntrusted).
+	CopyList []string `json:"copy,omitempty"`
+	// TrustCommand is the command that trusts the file (SetupUntrusted).
+	TrustCommand string `json:"trust_command,omitempty"`
+	// Confinement says how the command is confined (SetupStarted).
+	Confinement *SetupConfinement `json:"confinement,omitempty"`
 	// Copied lists the files copied (SetupCopied), relative to the top.
 	Copied []string `json:"copied,omitempty"`
 	// Skipped lists what the copy list named but was not copied.
@@ -82,6 +100,9 @@ type SetupEvent struct {
 type setupRun struct {
 	setup Setup
 	top   string // the main checkout to copy from
+	// untrusted is the setup file that was not trusted: nothing runs,
+	// RunSetup reports it.
+	untrusted *SetupFile
 	// ctx is cancelled by stopSetup; RunSetup's command watches it.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -124,6 +145,7 @@ func (m *Manager) dropSetup(path string, r *setupRun) {
 // stopSetup ends the setup of the worktree at path, if any, and waits
 // until its command has ended.
 func (m *Manager) stopSetup(path string, cause error) {
+	m.forgetSkipped(path)
 	r := m.setupOf(path)
 	if r == nil {
 		return
@@ -155,14 +177,16 @@ func (m *Manager) WaitSetup(ctx context.Context, wt Worktree) error {
 	}
 }
 
-// RunSetup runs the setup that Create prepared for wt from its
-// repository's setup file (see LoadSetup): it copies the listed files
-// from the main checkout, then runs the setup command in the worktree
-// with its timeout, in its own process group, with the daemon's
-// environment (less the variables that would point git elsewhere) plus
-// AGENTPOOL_SESSION, AGENTPOOL_WORKTREE and AGENTPOOL_REPO. The command is
-// the user's own configuration and runs unconfined, as the user's git
-// hooks do. Each step is given to report, from the calling goroutine;
+// RunSetup runs the setup that Create (or PrepareSetup) prepared for wt
+// from its repository's setup file (see LoadSetup), when the user trusted
+// that file's content: it copies the listed files from the main
+// checkout, then runs the setup command in the worktree with its timeout,
+// in its own process group, confined by Config.SetupSandbox, with the
+// daemon's environment (less the variables that would point git
+// elsewhere, and agentpool's own) plus AGENTPOOL_SESSION,
+// AGENTPOOL_WORKTREE and AGENTPOOL_REPO. A setup file that was not trusted
+// runs nothing: RunSetup reports SetupUntrusted, with what the file says
+// and how to trust it, and returns that event. Each step is given to report, from the calling goroutine;
 // the last is SetupEnded, which says whether it all succeeded. A failed
 // copy or command is reported, not returned: RunSetup returns the
 // SetupEnded event, and an error only when wt is not valid. Without a
@@ -188,6 +212,12 @@ func (m *Manager) RunSetup(ctx context.Context, wt Worktree, report func(SetupEv
 	r.mu.Unlock()
 	defer r.finish()
 	defer m.dropSetup(wt.Path, r)
+	if r.untrusted != nil {
+		ev := untrustedEvent(*r.untrusted)
+		m.log.Warn("worktree setup skipped: the setup file is not trusted", keySession, wt.Session, keyRepo, r.top, "file", r.untrusted.File, "sha256", r.untrusted.SHA256)
+		report(ev)
+		return ev, nil
+	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -208,7 +238,6 @@ func (m *Manager) RunSetup(ctx context.Context, wt Worktree, report func(SetupEv
 		report(ev)
 	}
 	if len(s.Command) > 0 && ctx.Err() == nil {
-		report(SetupEvent{Kind: SetupStarted, File: s.File, Command: s.Command, Timeout: s.Timeout.String()})
 		code, tail, dropped, err := m.runSetupCommand(ctx, wt, r.top, s, report)
 		end.ExitCode, end.Tail, end.DroppedBytes = &code, tail, dropped
 		if err != nil {
@@ -242,9 +271,19 @@ func (m *Manager) runSetupCommand(ctx context.Context, wt Worktree, top string, 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = setupWaitDelay
-	err := cmd.Run()
+	started := SetupEvent{Kind: SetupStarted, File: s.File, Command: s.Command, Timeout: s.Timeout.String()}
+	conf, release, err := m.confineSetup(ctx, wt, top, cmd)
+	if err != nil {
+		report(started)
+		return -1, nil, 0, err
+	}
+	defer release()
+	started.Confinement = &conf
+	report(started)
+	err = cmd.Run()
 	if cmd.Process != nil {
-		// Whatever the command left running in its group goes with it.
+		// Whatever the command left running in its group goes with it (and
+		// release ends what left the group).
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	out.flush()
@@ -259,15 +298,19 @@ func (m *Manager) runSetupCommand(ctx context.Context, wt Worktree, top string, 
 }
 
 // setupEnv is the environment of a setup command: the daemon's, less
-// what would point git at another repository, plus where it runs.
+// what would point git at another repository and agentpool's own
+// variables, plus where it runs.
 func setupEnv(base []string, wt Worktree, top string) []string {
 	env := make([]string, 0, len(base)+3)
 	for _, kv := range base {
 		key, _, _ := strings.Cut(kv, "=")
 		switch key {
 		case "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
-			"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX", "GIT_NAMESPACE",
-			"AGENTPOOL_SESSION", "AGENTPOOL_WORKTREE", "AGENTPOOL_REPO":
+			"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX", "GIT_NAMESPACE":
+			continue
+		}
+		if strings.HasPrefix(key, "AGENTPOOL_") {
+			// agentpool's own (a token, an address, a data directory).
 			continue
 		}
 		env = append(env, kv)

@@ -112,6 +112,18 @@ func (r *setupRecorder) output() string {
 	return b.String()
 }
 
+// trustRepo trusts the setup file of repo as it is.
+func trustRepo(t *testing.T, m *Manager, repo string) {
+	t.Helper()
+	sf, err := m.SetupFileOf(context.Background(), repo)
+	if err != nil {
+		t.Fatalf("SetupFileOf(%q) error = %v", repo, err)
+	}
+	if _, _, err := m.Trust(context.Background(), repo, sf.SHA256); err != nil {
+		t.Fatalf("Trust(%q) error = %v", repo, err)
+	}
+}
+
 // setupRepo makes a repository with the setup file content.
 func setupRepo(t *testing.T, setup string) string {
 	t.Helper()
@@ -127,6 +139,7 @@ func TestRunSetupCopiesAndRuns(t *testing.T) {
   "copy": [".env", "*.secret", "config/local", "README.md", "links/*", "missing.txt"],
   "setup": {"command": ["sh", "-c", "echo out; echo err >&2; cat .env > seen; echo \"$AGENTPOOL_SESSION\" >> seen; printf 'no newline'"], "timeout": "30s"}
 }`)
+	trustRepo(t, m, repo)
 	writeFile(t, repo, ".env", "TOKEN=1\n")
 	must(t, os.Chmod(filepath.Join(repo, ".env"), 0o600))
 	writeFile(t, repo, "a.secret", "a\n")
@@ -209,6 +222,7 @@ func TestRunSetupFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newManager(t)
 			repo := setupRepo(t, tt.setup)
+			trustRepo(t, m, repo)
 			if strings.Contains(tt.setup, "*.env") {
 				writeFile(t, repo, "x.env", "x\n")
 				must(t, os.Chmod(filepath.Join(repo, "x.env"), 0o000)) // unreadable
@@ -240,6 +254,7 @@ func TestRunSetupFailures(t *testing.T) {
 func TestSetupOutputIsBounded(t *testing.T) {
 	m := newManager(t)
 	repo := setupRepo(t, `{"setup": {"command": ["sh", "-c", "i=0; while [ $i -lt 4000 ]; do echo line $i of a lot of output from the setup; i=$((i+1)); done"]}}`)
+	trustRepo(t, m, repo)
 	wt := create(t, m, "s", repo)
 	var rec setupRecorder
 	end, err := m.RunSetup(context.Background(), wt, rec.report)
@@ -258,6 +273,7 @@ func TestCheckpointWaitsForSetup(t *testing.T) {
 	ctx := context.Background()
 	m := newManager(t)
 	repo := setupRepo(t, `{"setup": {"command": ["sh", "-c", "sleep 0.5; echo done > made-by-setup"]}}`)
+	trustRepo(t, m, repo)
 	wt := create(t, m, "s", repo)
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -287,6 +303,7 @@ func TestRemoveStopsSetup(t *testing.T) {
 	ctx := context.Background()
 	m := newManager(t)
 	repo := setupRepo(t, `{"setup": {"command": ["sh", "-c", "echo started; sleep 60"]}}`)
+	trustRepo(t, m, repo)
 	wt := create(t, m, "s", repo)
 	started := make(chan struct{})
 	var once sync.Once

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -66,31 +64,16 @@ type setupFileSetup struct {
 	Timeout string   `json:"timeout"`
 }
 
-// LoadSetup reads the setup file at the top of the working tree top. A
-// missing file gives a zero Setup and no error. Anything else that is not
-// a valid setup file is an error wrapping ErrSetupConfig that names the
-// file and, for a syntax or type error, the line and column.
+// LoadSetup reads the setup file at the top of the working tree top, once,
+// not through a symbolic link, a regular file of at most 1 MiB. A missing
+// file gives a zero Setup and no error. Anything else that is not a valid
+// setup file is an error wrapping ErrSetupConfig that names the file and,
+// for a syntax or type error, the line and column. It does not say
+// whether the file is trusted: Create and PrepareSetup do.
 func LoadSetup(top string) (Setup, error) {
-	file := filepath.Join(top, SetupFileName)
-	f, err := os.Open(file)
-	if errors.Is(err, os.ErrNotExist) {
-		return Setup{}, nil
-	}
-	if err != nil {
-		return Setup{}, fmt.Errorf("%w: %w", ErrSetupConfig, err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return Setup{}, fmt.Errorf("%w: %w", ErrSetupConfig, err)
-	} else if !fi.Mode().IsRegular() {
-		return Setup{}, fmt.Errorf("%w: %s is not a regular file", ErrSetupConfig, file)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxSetupFile+1))
-	if err != nil {
-		return Setup{}, fmt.Errorf("%w: %s: %w", ErrSetupConfig, file, err)
-	}
-	if len(data) > maxSetupFile {
-		return Setup{}, fmt.Errorf("%w: %s is larger than %d bytes", ErrSetupConfig, file, maxSetupFile)
+	data, file, ok, err := readSetupFile(top)
+	if err != nil || !ok {
+		return Setup{}, err
 	}
 	s, err := ParseSetup(data)
 	if err != nil {

@@ -47,6 +47,7 @@ const clientUsage = `  providers    list, enable, disable and refresh the agent 
   evict        stop a session's warm agent now (it starts again on the next prompt)
   prune        forget closed sessions older than an age, and their empty branches
   open         print a one-time login link to the web page (--browser opens it)
+  trust        show a repository's .agentpool.json and trust it to run (--list, --revoke)
 `
 
 // ClientEnv says where the client finds the daemon.
@@ -255,6 +256,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.attach(ctx, args)
 	case "open":
 		err = c.open(ctx, args)
+	case "trust":
+		err = c.trust(ctx, args) // cli_trust.go
 	default:
 		return false, nil
 	}

@@ -207,6 +207,10 @@ func (r *renderer) event(ev backends.Event) {
 		r.line(r.note, "", "agent %s stopped: %s", ev.Agent, d.Reason)
 	case backends.EventTurnEnded:
 		r.line(r.out, turnColour(d.StopReason), "%s", turnSummary(d))
+	default:
+		if s := setupLine(ev); s != "" { // cli_trust.go
+			r.line(r.note, "", "%s", s)
+		}
 	}
 }
 
@@ -336,7 +340,9 @@ func eventLine(ev backends.Event) string {
 			sum = oneLine(string(ev.Data), 80)
 		}
 	default:
-		sum = oneLine(string(ev.Data), 80)
+		if sum = setupLine(ev); sum == "" { // cli_trust.go
+			sum = oneLine(string(ev.Data), 80)
+		}
 	}
 	s := fmt.Sprintf("#%-5d %s %-22s", ev.Seq, ev.Time.Local().Format(time.TimeOnly), ev.Type)
 	if ev.Agent != "" {

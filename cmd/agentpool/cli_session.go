@@ -17,6 +17,7 @@ const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a sessi
   show SESSION                                show a session, its agents and turns
   close SESSION [--discard]                   close a session; its work is committed to its branch
   merge SESSION [--into B] [--squash|--rebase] merge its branch into its base (or B), or --rebase onto it
+  setup SESSION                               run the repository's trusted setup in it now (see trust)
 `
 
 // defaultAgent is the agent of a new session unless --agent says otherwise.
@@ -38,8 +39,10 @@ func (c *cli) session(ctx context.Context, args []string) error {
 		return c.sessionClose(ctx, args)
 	case "merge":
 		return c.sessionMerge(ctx, args) // cli_merge.go
+	case "setup":
+		return c.sessionSetup(ctx, args) // cli_trust.go
 	}
-	return fmt.Errorf("session: unknown command %q (want new, list, show, close or merge)", sub)
+	return fmt.Errorf("session: unknown command %q (want new, list, show, close, merge or setup)", sub)
 }
 
 // gitTopLevel returns the top directory of the git repository holding dir.
@@ -96,6 +99,7 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  repo\t%s\n  worktree\t%s\n  branch\t%s\n  agent\t%s\n", s.Repo, s.Worktree.Path, s.Worktree.Branch, s.ActiveAgent)
 	_ = tw.Flush()
+	c.noteUntrustedSetup(ctx, api, c.stdout, s.Repo) // cli_trust.go
 	fmt.Fprintf(c.stdout, "\nNext: %s prompt %s \"describe what you want\"\n", c.self(), s.ID)
 	return nil
 }

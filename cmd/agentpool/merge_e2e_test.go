@@ -78,6 +78,9 @@ func TestEndToEndSetupAndMerge(t *testing.T) {
 		_ = d.cmd.Process.Kill()
 		_ = d.cmd.Wait()
 	}()
+	if out, err := d.cli("trust", "--yes", repo); err != nil {
+		t.Fatalf("trust --yes: %v\n%s", err, out)
+	}
 	id := d.newSession(repo)
 	sess, err := d.client.Session(context.Background(), id)
 	if err != nil {

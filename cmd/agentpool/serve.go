@@ -37,6 +37,8 @@ const (
 	worktreesDir   = "worktrees"
 	tmpDir         = "tmp"
 	cgroupFile     = "cgroup"
+	// trustFile records the setup files (.agentpool.json) the user trusted.
+	trustFile = "trusted.json"
 )
 
 // Budgets of the daemon's shutdown (Main.Close). Each step has its own, so
@@ -139,12 +141,6 @@ func (m *Main) Open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	wt, err := worktree.NewManager(worktree.Config{Root: m.worktreesRoot(home), Logger: m.Logger})
-	if err != nil {
-		m.shutdownParts()
-		return fmt.Errorf("worktrees: %w", err)
-	}
-	m.wt = wt
 	self, err := os.Executable()
 	if err != nil {
 		m.shutdownParts()
@@ -154,6 +150,14 @@ func (m *Main) Open(ctx context.Context) error {
 		m.shutdownParts()
 		return err
 	}
+	wt, err := worktree.NewManager(worktree.Config{Root: m.worktreesRoot(home), Logger: m.Logger,
+		TrustFile: filepath.Join(home, trustFile), SetupSandbox: wiring.SetupJails{
+			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: []string{home}}})
+	if err != nil {
+		m.shutdownParts()
+		return fmt.Errorf("worktrees: %w", err)
+	}
+	m.wt = wt
 	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger}, SIGHUP: true, Logger: m.Logger})
 	if err != nil {
 		m.shutdownParts()
@@ -176,7 +180,7 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.reconcile(ctx, wt)
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Token: token, Logger: m.Logger, Version: version,
-		Confinement: m.sandbox.Status()})
+		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}})
 	if err != nil {
 		m.shutdownParts()
 		return err

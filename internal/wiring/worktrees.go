@@ -97,12 +97,28 @@ func (a Worktrees) RunSetup(ctx context.Context, wt pool.Worktree, report func(p
 	return err
 }
 
+// PrepareSetup prepares a worktree's setup again; an untrusted file or a
+// setup still running is pool.ErrConflict, none pool.ErrNotFound.
+func (a Worktrees) PrepareSetup(ctx context.Context, wt pool.Worktree) error {
+	err := a.M.PrepareSetup(ctx, toWT(wt))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, worktree.ErrUntrusted), errors.Is(err, worktree.ErrSetupRunning):
+		return conflictError{err}
+	case errors.Is(err, worktree.ErrNoSetupFile), errors.Is(err, worktree.ErrMissing):
+		return fmt.Errorf("%w: %w", pool.ErrNotFound, err)
+	}
+	return invalid(err)
+}
+
 // setupTypes maps the worktree's setup steps to session event types.
 var setupTypes = map[string]backends.EventType{
-	worktree.SetupCopied:  pool.EventSetupCopied,
-	worktree.SetupStarted: pool.EventSetupStarted,
-	worktree.SetupOutput:  pool.EventSetupOutput,
-	worktree.SetupEnded:   pool.EventSetupEnded,
+	worktree.SetupUntrusted: pool.EventSetupUntrusted,
+	worktree.SetupCopied:    pool.EventSetupCopied,
+	worktree.SetupStarted:   pool.EventSetupStarted,
+	worktree.SetupOutput:    pool.EventSetupOutput,
+	worktree.SetupEnded:     pool.EventSetupEnded,
 }
 
 // Merge merges a session's branch; conflicts, dirty checkouts and

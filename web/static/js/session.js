@@ -7,6 +7,7 @@ import { store, on, sessionStatus, pendingOf, addPending, removePending, permFro
 import { TurnStream } from './stream.js';
 import { agentChips, agentPicker, fillPicker, closeSessionFlow } from './sessions.js';
 import { openApproval, showing, wasDismissed, closeApproval } from './approval.js';
+import { trustNotice } from './trust.js';
 
 /** sessionView renders session id into main; it returns its cleanup. */
 export function sessionView(main, id) {
@@ -64,7 +65,7 @@ export function sessionView(main, id) {
   const head = h('div.session-head',
     h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), closeBtn),
     h('div.row', title, status),
-    meta, agents,
+    meta, agents, trustNotice(id),
     h('div.tabs', { role: 'tablist' }, Object.values(tabs)));
   put(main, h('div.session', head, convo, changes.el, auditEl, termEl));
 

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserTrustSetup: a session of a repository whose .agentpool.json
+// is untrusted shows the file's content as text with a button that trusts
+// exactly what is shown and runs the setup.
+func TestBrowserTrustSetup(t *testing.T) {
+	exe := findBrowser(t)
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	setup := `{"setup": {"command": ["sh", "-c", "echo '<img src=x onerror=window.__xss=1>' > marker"]}}`
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "trust repo"), map[string]string{"README.md": "# p\n", ".agentpool.json": setup})
+	d := startDaemon(t, bin, home)
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		_ = d.cmd.Wait()
+		if t.Failed() {
+			t.Logf("daemon output:\n%s", d.out)
+		}
+	})
+	ctx := context.Background()
+	sess, err := d.client.CreateSession(ctx, createReq(repo, "demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.waitEvent(sess.ID, "setup.untrusted")
+
+	b := newBrowser(t, exe)
+	out, err := d.cli("open")
+	if err != nil {
+		t.Fatalf("agentpool open: %v\n%s", err, out)
+	}
+	b.run("open the login link", chromedp.Navigate(strings.TrimSpace(out)))
+	b.waitJS("the sessions page", `document.querySelector('h1') && document.querySelector('h1').textContent === 'Sessions'`)
+	b.run("open the session", chromedp.Navigate(d.client.BaseURL+"/#/s/"+sess.ID))
+	b.waitJS("the trust notice", `document.querySelector('.trust-notice button')`)
+	b.shot("trust-notice")
+	shown := evalJS[string](b, `document.querySelector('.trust-content').textContent`)
+	if shown != setup || evalJS[bool](b, `!!window.__xss || !!document.querySelector('.trust-notice img')`) {
+		t.Errorf("the notice shows %q; want the file's content as text", shown)
+	}
+	if text := evalJS[string](b, `document.querySelector('.trust-notice').textContent`); !strings.Contains(text, "agentpool trust") {
+		t.Errorf("the notice does not give the CLI command: %q", text)
+	}
+	b.run("trust and run", chromedp.Click(chromedp.CSS(`.trust-notice button`)))
+	d.waitEvent(sess.ID, "setup.ended")
+	if got, err := os.ReadFile(filepath.Join(sess.Worktree.Path, "marker")); err != nil || !strings.Contains(string(got), "<img") {
+		t.Errorf("marker = %q, %v; want the trusted setup's output", got, err)
+	}
+	b.waitJS("the notice gone", `!document.querySelector('.trust-notice') || document.querySelector('.trust-notice').parentNode.hidden`)
+	if l, err := d.client.TrustList(ctx); err != nil || len(l) != 1 {
+		t.Errorf("trusted after the click: %v, %v; want the repository", l, err)
+	}
+}
