@@ -118,8 +118,8 @@ func (m *Main) Open(ctx context.Context) error {
 			_ = ln.Close()
 		}
 	}()
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	if err := m.secureHome(home); err != nil {
+		return err
 	}
 	token, err := httpapi.LoadOrCreateToken(filepath.Join(home, tokenFileName))
 	if err != nil {
@@ -154,7 +154,8 @@ func (m *Main) Open(ctx context.Context) error {
 		m.shutdownParts()
 		return err
 	}
-	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger}, SIGHUP: true, Logger: m.Logger})
+	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger}, SIGHUP: true, Logger: m.Logger,
+		Trust: trustedProviders})
 	if err != nil {
 		m.shutdownParts()
 		return fmt.Errorf("registry: %w", err)
@@ -491,7 +492,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.PrintDefaults()
 	}
 	m := &Main{Stdout: stdout}
-	fs.StringVar(&m.Home, "home", homeDir(), "data directory")
+	fs.StringVar(&m.Home, "home", "", "data directory (default: found as said above)")
 	fs.StringVar(&m.Worktrees, "worktrees", os.Getenv("AGENTPOOL_WORKTREES"), "directory for the sessions' worktrees (default: worktrees in the data directory)")
 	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing)")
 	fs.IntVar(&m.MaxWarm, "max-warm", 0, "most agents kept running (default 16)")
@@ -505,6 +506,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return nil
 		}
 		return exitError(2)
+	}
+	if m.Home == "" {
+		cwd, _ := os.Getwd()
+		m.Home, _ = findHome(os.Getenv, cwd, stderr)
 	}
 	if *budget > 0 {
 		m.MemoryBudget = *budget << 20
@@ -523,13 +528,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "agentpool: shutting down")
 	return m.Close()
-}
-
-// homeDir is the data directory serve uses without --home (see findHome).
-func homeDir() string {
-	cwd, _ := os.Getwd()
-	home, _ := findHome(os.Getenv, cwd)
-	return home
 }
 
 func envOr(key, def string) string {
