@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -168,5 +169,66 @@ func TestCheckTrustedOwner(t *testing.T) {
 	}
 	if _, err := tc.check(inTheirDir); err != nil {
 		t.Errorf("check(%q) as uid %d = %v; want its own file in its own directory under root's trusted", inTheirDir, otherUID, err)
+	}
+}
+
+// A nearest .agentpool that another user controls is skipped with a
+// warning that says why; one of the user's own whose mode is only too
+// wide is kept (serve narrows it, the client says how).
+func TestFindHomeSkipsAnUntrustedNearest(t *testing.T) {
+	root := t.TempDir()
+	user := mkdirMode(t, filepath.Join(root, "me"), 0o700)
+	open := mkdirMode(t, filepath.Join(root, "open"), 0o777) // not sticky: anyone may swap its entries
+	mkdirMode(t, filepath.Join(open, defaultHomeDir), 0o700)
+	inOpen := mkdirMode(t, filepath.Join(open, "project"), 0o755)
+	wide := mkdirMode(t, filepath.Join(root, "wide"), 0o755)
+	mkdirMode(t, filepath.Join(wide, defaultHomeDir), 0o777)
+	getenv := func(k string) string { return map[string]string{"HOME": user}[k] }
+
+	var warn strings.Builder
+	home, from := findHome(getenv, inOpen, &warn)
+	if want := filepath.Join(user, ".local", "state", userStateDir); home != want || from != homeFromUser {
+		t.Errorf("findHome(under %s) = %s, %q; want %s, %q", open, home, from, want, homeFromUser)
+	}
+	wantWarn := "agentpool: warning: ignoring " + filepath.Join(open, defaultHomeDir) + ": " + open +
+		" is writable by group and others and not sticky (mode 0777)"
+	if !strings.Contains(warn.String(), wantWarn) {
+		t.Errorf("findHome warned %q; want %q", warn.String(), wantWarn)
+	}
+
+	warn.Reset()
+	home, from = findHome(getenv, wide, &warn)
+	if want := filepath.Join(wide, defaultHomeDir); home != want || from != homeFromNearest || warn.Len() > 0 {
+		t.Errorf("findHome(%s) = %s, %q, warning %q; want %s, %q, none", wide, home, from, warn.String(), want, homeFromNearest)
+	}
+}
+
+// The client refuses a data directory or a daemon.json that others may
+// write, and sends nothing to the address it holds.
+func TestClientRefusesAWritableDaemonFile(t *testing.T) {
+	trap := newTokenTrap(t)
+	for _, tt := range []struct {
+		name               string
+		homeMode, fileMode fs.FileMode
+		want               string
+	}{
+		{"group-writable home", 0o770, 0o600, "refusing the data directory %[1]s: writable by group (mode 0770): make it yours alone: chmod go-w %[1]s"},
+		{"world-writable daemon.json", 0o700, 0o666, "refusing %[1]s/daemon.json, which another user could have written: writable by group and others (mode 0666)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			home := mkdirMode(t, filepath.Join(t.TempDir(), "home"), tt.homeMode)
+			writeMode(t, filepath.Join(home, daemonFileName), tt.fileMode)
+			if err := os.WriteFile(filepath.Join(home, daemonFileName), []byte(trap.daemonJSON()), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env := ClientEnv{Home: home, Token: "my-secret"}
+			_, _, err := (&cli{env: env}).runQuiet(t, "ps")
+			if want := fmt.Sprintf(tt.want, home); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("ps error = %v; want %q", err, want)
+			}
+			if got := trap.requests(); len(got) > 0 {
+				t.Errorf("the address in daemon.json got requests with Authorization %q", got)
+			}
+		})
 	}
 }
