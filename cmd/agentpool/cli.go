@@ -94,84 +94,6 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// Where the data directory comes from, as findHome reports it.
-const (
-	homeFromEnv     = "from $AGENTPOOL_HOME"
-	homeFromNearest = "the nearest .agentpool at or above the current directory"
-	homeFromUser    = "the per-user default: no .agentpool at or above the current directory, and $AGENTPOOL_HOME is not set"
-)
-
-// userStateDir is the per-user data directory under $XDG_STATE_HOME, or
-// under ~/.local/state.
-const userStateDir = "agentpool"
-
-// findHome returns the data directory and how it was chosen. The daemon
-// (serve) and the client use the same rule, so that a client run anywhere
-// in a tree finds the daemon started for that tree:
-//
-//  1. $AGENTPOOL_HOME, when set;
-//  2. else the nearest directory named .agentpool in cwd or one of its
-//     ancestors, looking no higher than the user's home directory when
-//     cwd is inside it (so ~/.agentpool may count, /home/.agentpool not),
-//     unless another user owns it or controls a directory or symlink on
-//     the way to it (see trustChecker): such a one is ignored, with a
-//     warning to warn saying why;
-//  3. else the per-user default, $XDG_STATE_HOME/agentpool, or
-//     ~/.local/state/agentpool when XDG_STATE_HOME is not set (or not
-//     absolute, as the XDG spec says to ignore it then).
-//
-// getenv reads the environment; cwd is the current directory ("" when
-// unknown). Without a home directory or XDG_STATE_HOME, the last resort is
-// ./.agentpool. A home found by rule 1 or 3 is not checked here: its user
-// chose it, so the daemon and the client refuse it, with the reason, when
-// it cannot be trusted.
-func findHome(getenv func(string) string, cwd string, warn io.Writer) (home, from string) {
-	if h := getenv("AGENTPOOL_HOME"); h != "" {
-		return h, homeFromEnv
-	}
-	userHome := getenv("HOME")
-	if userHome != "" {
-		userHome = filepath.Clean(userHome)
-	}
-	if cwd != "" {
-		for dir := filepath.Clean(cwd); ; {
-			if cand := filepath.Join(dir, defaultHomeDir); isDir(cand) {
-				_, err := checkTrusted(cand)
-				if ue, ok := isUntrusted(err); err == nil || ok && ue.Loose {
-					// One of the user's own with too wide a mode is
-					// theirs to fix: serve narrows it, the client says
-					// how.
-					return cand, homeFromNearest
-				}
-				reason := err.Error()
-				if ue, ok := isUntrusted(err); ok {
-					reason = cand + ": " + ue.Reason()
-				}
-				fmt.Fprintf(warn, "agentpool: warning: ignoring %s; using the per-user data directory instead\n", reason)
-				break
-			}
-			parent := filepath.Dir(dir)
-			if dir == userHome || parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	if st := getenv("XDG_STATE_HOME"); filepath.IsAbs(st) {
-		return filepath.Join(st, userStateDir), homeFromUser
-	}
-	if userHome != "" && filepath.IsAbs(userHome) {
-		return filepath.Join(userHome, ".local", "state", userStateDir), homeFromUser
-	}
-	return defaultHomeDir, "the current directory's .agentpool (no home directory to put one in)"
-}
-
-// isDir reports whether path is a directory (or a symlink to one).
-func isDir(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.IsDir()
-}
-
 // daemonInfo is the content of daemon.json.
 type daemonInfo struct {
 	Addr string `json:"addr"`
@@ -197,17 +119,6 @@ func readDaemonFile(home string) (daemonInfo, error) {
 		return daemonInfo{}, fmt.Errorf("%s is not valid: no address", path)
 	}
 	return d, nil
-}
-
-// readTrusted reads the file at path if it can be trusted (see
-// trustChecker). A missing file is an error wrapping fs.ErrNotExist; an
-// untrusted one an error that says why and what to do.
-func readTrusted(path string) ([]byte, error) {
-	real, err := checkTrusted(path)
-	if err != nil {
-		return nil, refusal(path, err)
-	}
-	return os.ReadFile(real)
 }
 
 // alive says whether the daemon's process may still run: it does, or its
@@ -383,23 +294,6 @@ func (c *cli) client() (*httpapi.Client, error) {
 	}
 	c.api = &httpapi.Client{BaseURL: base, Token: token}
 	return c.api, nil
-}
-
-// checkHome refuses a data directory that cannot be trusted (see
-// trustChecker), saying why and how to choose another one. One that does
-// not exist passes: there is no daemon to find in it.
-func (c *cli) checkHome() error {
-	_, err := checkTrusted(c.env.Home)
-	ue, ok := isUntrusted(err)
-	if !ok {
-		return nil
-	}
-	from := ""
-	if c.env.HomeFrom != "" {
-		from = " (" + c.env.HomeFrom + ")"
-	}
-	return fmt.Errorf("refusing the data directory %s%s: %s: %s; or choose another one with AGENTPOOL_HOME=DIR",
-		c.env.Home, from, ue.Reason(), ue.Fix)
 }
 
 // flagSet makes the flag set of a command; usage is its synopsis and what

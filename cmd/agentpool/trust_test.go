@@ -187,8 +187,8 @@ func TestFindHomeSkipsAnUntrustedNearest(t *testing.T) {
 
 	var warn strings.Builder
 	home, from := findHome(getenv, inOpen, &warn)
-	if want := filepath.Join(user, ".local", "state", userStateDir); home != want || from != homeFromUser {
-		t.Errorf("findHome(under %s) = %s, %q; want %s, %q", open, home, from, want, homeFromUser)
+	if want := filepath.Join(user, ".local", "state", userStateDir); home != want || from != homeFromUserIgnored {
+		t.Errorf("findHome(under %s) = %s, %q; want %s, %q", open, home, from, want, homeFromUserIgnored)
 	}
 	wantWarn := "agentpool: warning: ignoring " + filepath.Join(open, defaultHomeDir) + ": " + open +
 		" is writable by group and others and not sticky (mode 0777)"
@@ -230,5 +230,23 @@ func TestClientRefusesAWritableDaemonFile(t *testing.T) {
 				t.Errorf("the address in daemon.json got requests with Authorization %q", got)
 			}
 		})
+	}
+}
+
+// BenchmarkCheckTrusted measures the check the client makes of each file
+// it reads, and the registry of providers.json on every reload.
+func BenchmarkCheckTrusted(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "a", "b")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, daemonFileName)
+	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := checkTrusted(path); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
