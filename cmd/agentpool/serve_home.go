@@ -25,11 +25,12 @@ const (
 // secureHome makes the data directory home, and what the daemon reads and
 // writes in it, its user's alone before anything there is read: home, the
 // worktrees root and the tmp directory are created 0700, an existing
-// one of the user's with a wider mode is narrowed to 0700 (logged); the
-// token, providers.json, daemon.json, the cgroup file and the database
-// files (the database is created 0600 here, before SQLite opens it, so
-// that its -wal and -shm, which SQLite gives the database's mode, are
-// 0600 too) are narrowed to 0600 when they exist. Anything owned by
+// one of the user's with a wider mode is narrowed to 0700 (logged);
+// providers.json, daemon.json, the cgroup file and the database files
+// (the database is created 0600 here, before SQLite opens it, so that its
+// -wal and -shm, which SQLite gives the database's mode, are 0600 too) are
+// narrowed to 0600 when they exist. The token is checked like them but
+// not narrowed (see LoadOrCreateToken). Anything owned by
 // another user, writable by group or others and not the user's to
 // narrow, or reached through a directory or symlink that another user
 // controls (see trustChecker), is refused with an error that says why and
@@ -38,7 +39,14 @@ func (m *Main) secureHome(home string) error {
 	if err := m.secure(home, privateDirMode, true); err != nil {
 		return fmt.Errorf("data directory: %w; or choose another data directory with --home or $AGENTPOOL_HOME", err)
 	}
-	for _, name := range []string{tokenFileName, providersFile, daemonFileName, cgroupFile} {
+	// The token is checked but never narrowed: one that others could read
+	// may have leaked, and LoadOrCreateToken refuses it, saying to replace
+	// it.
+	token := filepath.Join(home, tokenFileName)
+	if _, err := checkTrusted(token); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return refusal(token, err)
+	}
+	for _, name := range []string{providersFile, daemonFileName, cgroupFile} {
 		if err := m.secure(filepath.Join(home, name), privateFileMode, false); err != nil {
 			return err
 		}
