@@ -14,7 +14,7 @@ const (
 	homeFromUser    = "the per-user default: no .agentpool at or above the current directory, and $AGENTPOOL_HOME is not set"
 	// homeFromUserIgnored is homeFromUser when a nearest .agentpool was
 	// found but cannot be trusted.
-	homeFromUserIgnored = "the per-user default: the nearest .agentpool at or above the current directory is ignored (see the warning), and $AGENTPOOL_HOME is not set"
+	homeFromUserIgnored = "the per-user default: the nearest .agentpool at or above the current directory was ignored, as warned, and $AGENTPOOL_HOME is not set"
 )
 
 // userStateDir is the per-user data directory under $XDG_STATE_HOME, or
