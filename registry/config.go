@@ -76,6 +76,14 @@ type Config struct {
 	ForcePolling bool
 	// SIGHUP makes Run reload (and look commands up again) on SIGHUP.
 	SIGHUP bool
+	// Trust, when set, vets the providers file each time it is read (by
+	// New, every reload and Patch), before it is opened; it is given
+	// Path. An error rejects the file as invalid JSON would: the error's
+	// message is the snapshot's Diagnostic, the last good config stays
+	// in force, and Patch refuses to edit the file. An error wrapping
+	// fs.ErrNotExist means the file is missing. The daemon uses it to
+	// refuse a file that another user owns or can write.
+	Trust func(path string) error
 	// Prober runs tier-2 probes; nil disables them.
 	Prober Prober
 	// ProbeTTL is the age after which Run refreshes a probe result.

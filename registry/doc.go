@@ -4,7 +4,9 @@
 // entries of a providers.json file, loaded strictly: an unknown field, a
 // wrong type, trailing data or a bad version rejects the whole file with
 // diagnostics naming the JSON path and line:column, and the last good
-// config stays in force.
+// config stays in force. A Config.Trust check, run before every read, lets
+// the daemon refuse in the same way a file that another user could have
+// written.
 //
 // Run watches the file and applies every edit within a debounce period,
 // publishing each change to subscribers as a diff. Resolve turns a provider

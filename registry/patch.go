@@ -58,6 +58,9 @@ func (r *Registry) Patch(ctx context.Context, id string, mergePatch []byte, ifMa
 	if real, err := filepath.EvalSymlinks(target); err == nil {
 		target = real // keep a symlinked file a symlink
 	}
+	if rd, ok := r.vet(r.cfg.Path); !ok {
+		return "", fmt.Errorf("patch %q: %s (fix that, then try again): %w", id, rd.err, ErrConfig)
+	}
 	rd := readPath(target)
 	if rd.err != "" {
 		// Not a config a patch can apply to (a directory, an unreadable

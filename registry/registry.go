@@ -167,10 +167,12 @@ type readResult struct {
 	exists bool
 	data   []byte
 	err    string
+	// untrusted is set when err is Config.Trust's refusal.
+	untrusted bool
 }
 
 func (a readResult) same(b readResult) bool {
-	return a.exists == b.exists && a.err == b.err && string(a.data) == string(b.data)
+	return a.exists == b.exists && a.err == b.err && a.untrusted == b.untrusted && string(a.data) == string(b.data)
 }
 
 // etag is a strong HTTP entity tag of the bytes read: a quoted hash, or
@@ -248,12 +250,28 @@ func (r *Registry) load(force bool) error {
 	return r.applyLocked(rd, force)
 }
 
-// readFile reads the providers file.
+// readFile reads the providers file, if Config.Trust accepts it.
 func (r *Registry) readFile() readResult {
 	if r.cfg.Path == "" {
 		return readResult{}
 	}
+	if rd, ok := r.vet(r.cfg.Path); !ok {
+		return rd
+	}
 	return readPath(r.cfg.Path)
+}
+
+// vet runs Config.Trust on path. When it refuses the file, vet returns
+// the read result that says so and false.
+func (r *Registry) vet(path string) (readResult, bool) {
+	if r.cfg.Trust == nil {
+		return readResult{}, true
+	}
+	err := r.cfg.Trust(path)
+	if err == nil || missing(err) {
+		return readResult{}, true
+	}
+	return readResult{exists: true, err: err.Error(), untrusted: true}, false
 }
 
 // applyLocked makes rd the file in force if it is valid, and commits.
@@ -263,6 +281,8 @@ func (r *Registry) applyLocked(rd readResult, force bool) error {
 	}
 	r.loaded, r.read, r.readErr = true, rd, nil
 	switch {
+	case rd.untrusted:
+		r.readErr = errorOf(ErrConfig, "%s", rd.err)
 	case rd.err != "":
 		r.readErr = fmt.Errorf("read %s: %s", r.cfg.Path, rd.err)
 	case !rd.exists && r.good != nil:

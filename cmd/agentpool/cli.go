@@ -95,61 +95,6 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// Where the data directory comes from, as findHome reports it.
-const (
-	homeFromEnv     = "from $AGENTPOOL_HOME"
-	homeFromNearest = "the nearest .agentpool at or above the current directory"
-	homeFromUser    = "the per-user default: no .agentpool at or above the current directory, and $AGENTPOOL_HOME is not set"
-)
-
-// userStateDir is the per-user data directory under $XDG_STATE_HOME, or
-// under ~/.local/state.
-const userStateDir = "agentpool"
-
-// findHome returns the data directory and how it was chosen. The daemon
-// (serve) and the client use the same rule, so that a client run anywhere
-// in a tree finds the daemon started for that tree:
-//
-//  1. $AGENTPOOL_HOME, when set;
-//  2. else the nearest directory named .agentpool in cwd or one of its
-//     ancestors, looking no higher than the user's home directory when
-//     cwd is inside it (so ~/.agentpool may count, /home/.agentpool not);
-//  3. else the per-user default, $XDG_STATE_HOME/agentpool, or
-//     ~/.local/state/agentpool when XDG_STATE_HOME is not set (or not
-//     absolute, as the XDG spec says to ignore it then).
-//
-// getenv reads the environment; cwd is the current directory ("" when
-// unknown). Without a home directory or XDG_STATE_HOME, the last resort is
-// ./.agentpool.
-func findHome(getenv func(string) string, cwd string) (home, from string) {
-	if h := getenv("AGENTPOOL_HOME"); h != "" {
-		return h, homeFromEnv
-	}
-	userHome := getenv("HOME")
-	if userHome != "" {
-		userHome = filepath.Clean(userHome)
-	}
-	if cwd != "" {
-		for dir := filepath.Clean(cwd); ; {
-			if fi, err := os.Stat(filepath.Join(dir, defaultHomeDir)); err == nil && fi.IsDir() {
-				return filepath.Join(dir, defaultHomeDir), homeFromNearest
-			}
-			parent := filepath.Dir(dir)
-			if dir == userHome || parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	if st := getenv("XDG_STATE_HOME"); filepath.IsAbs(st) {
-		return filepath.Join(st, userStateDir), homeFromUser
-	}
-	if userHome != "" && filepath.IsAbs(userHome) {
-		return filepath.Join(userHome, ".local", "state", userStateDir), homeFromUser
-	}
-	return defaultHomeDir, "the current directory's .agentpool (no home directory to put one in)"
-}
-
 // daemonInfo is the content of daemon.json.
 type daemonInfo struct {
 	Addr string `json:"addr"`
@@ -157,10 +102,13 @@ type daemonInfo struct {
 }
 
 // readDaemonFile reads home/daemon.json. A missing file is an error
-// wrapping fs.ErrNotExist.
+// wrapping fs.ErrNotExist; a file that cannot be trusted (see
+// trustChecker: another user owns it or can write it, or its directory) is
+// refused with the reason, so that a planted file never chooses where the
+// client sends its token.
 func readDaemonFile(home string) (daemonInfo, error) {
 	path := filepath.Join(home, daemonFileName)
-	b, err := os.ReadFile(path)
+	b, err := readTrusted(path)
 	if err != nil {
 		return daemonInfo{}, err
 	}
@@ -313,6 +261,11 @@ func (c *cli) client() (*httpapi.Client, error) {
 		return c.api, nil
 	}
 	addr, token := c.env.Addr, c.env.Token
+	if addr == "" || token == "" {
+		if err := c.checkHome(); err != nil {
+			return nil, err
+		}
+	}
 	if addr == "" {
 		d, err := readDaemonFile(c.env.Home)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -332,7 +285,7 @@ func (c *cli) client() (*httpapi.Client, error) {
 		addr = d.Addr
 	}
 	if token == "" {
-		b, err := os.ReadFile(filepath.Join(c.env.Home, tokenFileName))
+		b, err := readTrusted(filepath.Join(c.env.Home, tokenFileName))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("read the API token: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -128,7 +129,7 @@ func TestFindHome(t *testing.T) {
 		{"relative XDG_STATE_HOME is ignored", map[string]string{"HOME": user, "XDG_STATE_HOME": "state"}, elsewhere, filepath.Join(user, ".local", "state", "agentpool"), homeFromUser},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			home, from := findHome(func(k string) string { return tt.env[k] }, tt.cwd)
+			home, from := findHome(func(k string) string { return tt.env[k] }, tt.cwd, io.Discard)
 			if home != tt.want || from != tt.wantFrom {
 				t.Errorf("findHome(%v, %s) = %s, %q; want %s, %q", tt.env, tt.cwd, home, from, tt.want, tt.wantFrom)
 			}

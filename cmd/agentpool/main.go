@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	cwd, _ := os.Getwd()
-	home, from := findHome(os.Getenv, cwd)
+	home, from := findHome(os.Getenv, cwd, stderr)
 	env := newClientEnv(home, os.Getenv)
 	env.HomeFrom, env.Self = from, self
 	handled, err := runClient(ctx, args[0], args[1:], env, stdin, stdout, stderr)

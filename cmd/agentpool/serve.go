@@ -120,8 +120,8 @@ func (m *Main) Open(ctx context.Context) error {
 			_ = ln.Close()
 		}
 	}()
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	if err := m.secureHome(home); err != nil {
+		return err
 	}
 	token, err := httpapi.LoadOrCreateToken(filepath.Join(home, tokenFileName))
 	if err != nil {
@@ -158,7 +158,8 @@ func (m *Main) Open(ctx context.Context) error {
 		return fmt.Errorf("worktrees: %w", err)
 	}
 	m.wt = wt
-	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger}, SIGHUP: true, Logger: m.Logger})
+	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger}, SIGHUP: true, Logger: m.Logger,
+		Trust: trustedProviders})
 	if err != nil {
 		m.shutdownParts()
 		return fmt.Errorf("registry: %w", err)
@@ -491,11 +492,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "Usage: %s serve [flags]\n\nRuns the daemon. Data lives in --home, by default $AGENTPOOL_HOME, else the\n"+
 			"nearest %s at or above the current directory (not above your home directory),\n"+
 			"else $XDG_STATE_HOME/agentpool or ~/.local/state/agentpool. Clients find the\n"+
-			"daemon by the same rule.\n\nFlags:\n", invokedAs(os.Args[0]), defaultHomeDir)
+			"daemon by the same rule. A data directory that another user owns or may write\n"+
+			"is never used; the daemon keeps its own 0700, its files 0600.\n\nFlags:\n", invokedAs(os.Args[0]), defaultHomeDir)
 		fs.PrintDefaults()
 	}
 	m := &Main{Stdout: stdout}
-	fs.StringVar(&m.Home, "home", homeDir(), "data directory")
+	fs.StringVar(&m.Home, "home", "", "data directory (default: found as said above)")
 	fs.StringVar(&m.Worktrees, "worktrees", os.Getenv("AGENTPOOL_WORKTREES"), "directory for the sessions' worktrees (default: worktrees in the data directory)")
 	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing)")
 	fs.IntVar(&m.MaxWarm, "max-warm", 0, "most agents kept running (default 16)")
@@ -509,6 +511,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return nil
 		}
 		return exitError(2)
+	}
+	if m.Home == "" {
+		cwd, _ := os.Getwd()
+		m.Home, _ = findHome(os.Getenv, cwd, stderr)
 	}
 	if *budget > 0 {
 		m.MemoryBudget = *budget << 20
@@ -527,13 +533,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "agentpool: shutting down")
 	return m.Close()
-}
-
-// homeDir is the data directory serve uses without --home (see findHome).
-func homeDir() string {
-	cwd, _ := os.Getwd()
-	home, _ := findHome(os.Getenv, cwd)
-	return home
 }
 
 func envOr(key, def string) string {
