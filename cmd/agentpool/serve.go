@@ -176,7 +176,7 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.reconcile(ctx, wt)
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Token: token, Logger: m.Logger, Version: version,
-		Confinement: m.sandbox.Status()})
+		Confinement: m.sandbox.Status(), PageSessionsFile: filepath.Join(home, "page-sessions.json")})
 	if err != nil {
 		m.shutdownParts()
 		return err

@@ -1,8 +1,11 @@
 // The terminal of a terminal (PTY) agent, with @xterm/xterm over the attach
-// WebSocket (GET /v1/sessions/{id}/attach). Several viewers may watch; one
+// WebSocket (GET /v1/sessions/{id}/attach). A WebSocket carries no header,
+// so each connection first gets a single-use ticket (POST
+// .../attach-ticket) and passes it as ?ticket=. Several viewers may watch; one
 // holds the keyboard: the first keystroke asks for it ("take"), Release
 // gives it back. The holder's window size becomes the terminal's.
 import { h, toast, put } from './dom.js';
+import * as API from './api.js';
 
 let xtermP = null;
 
@@ -55,11 +58,22 @@ export function terminalPanel(el, session, agent) {
     if (writer) send({ type: 'resize', cols: term.cols, rows: term.rows });
   }
 
-  function connect() {
+  async function connect() {
     reconnect.hidden = true;
     status.textContent = 'connecting…';
+    let tk;
+    try {
+      tk = await API.attachTicket(session);
+    } catch (e) {
+      status.textContent = `cannot attach: ${e.message}`;
+      reconnect.hidden = false;
+      return;
+    }
+    if (closed) return;
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    ws = new WebSocket(`${proto}//${location.host}/v1/sessions/${encodeURIComponent(session)}/attach${agent ? '?agent=' + encodeURIComponent(agent) : ''}`);
+    const q = new URLSearchParams({ ticket: tk.ticket });
+    if (agent) q.set('agent', agent);
+    ws = new WebSocket(`${proto}//${location.host}/v1/sessions/${encodeURIComponent(session)}/attach?${q}`);
     ws.binaryType = 'arraybuffer';
     ws.onopen = () => setWriter(false);
     ws.onmessage = e => {
