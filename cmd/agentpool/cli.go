@@ -47,6 +47,7 @@ const clientUsage = `  providers    list, enable, disable and refresh the agent 
   evict        stop a session's warm agent now (it starts again on the next prompt)
   prune        forget closed sessions older than an age, and their empty branches
   open         print a one-time login link to the web page (--browser opens it)
+  logins       list the web pages logged in; revoke ID|--all logs them out
 `
 
 // ClientEnv says where the client finds the daemon.
@@ -255,6 +256,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.attach(ctx, args)
 	case "open":
 		err = c.open(ctx, args)
+	case "logins":
+		err = c.logins(ctx, args) // cli_logins.go
 	default:
 		return false, nil
 	}
