@@ -49,7 +49,7 @@ function showLogin(title = 'Log in to agentpool', note = '') {
   conn.classList.remove('live');
   put(main, h('div.panel.login', h('h1', title),
     note ? h('p', note) : null,
-    h('p', 'This page needs a login link from the daemon. In a terminal, run:'),
+    h('p', note ? 'To log in again, get a new link in a terminal:' : 'This page needs a login link from the daemon. In a terminal, run:'),
     h('pre', 'agentpool open'),
     h('p.muted', 'and open the link it prints (it works once, for a minute). Scripts and the CLI use the token file instead.')));
 }
