@@ -21,7 +21,7 @@ function loadXterm() {
 export function terminalPanel(el, session, agent) {
   const status = h('span.muted', 'connecting…');
   const takeBtn = h('button.small', { type: 'button', onclick: () => (writer ? release() : take()) }, 'Type here');
-  const reconnect = h('button.small', { type: 'button', hidden: true, onclick: () => connect() }, 'Reconnect');
+  const reconnect = h('button.small', { type: 'button', hidden: true, onclick: () => { retries = 0; connect(); } }, 'Reconnect');
   const box = h('div.term', { 'data-terminal': '' });
   put(el, h('div.term-wrap', h('div.row', h('strong', agent || 'terminal'), status, h('span.spacer'), reconnect, takeBtn), box));
 
@@ -58,15 +58,35 @@ export function terminalPanel(el, session, agent) {
     if (writer) send({ type: 'resize', cols: term.cols, rows: term.rows });
   }
 
+  // A connection lost other than by the agent's exit is retried by
+  // itself, each time with a new ticket, a few times with a growing delay.
+  let retries = 0;
+  let retryTimer = 0;
+  function retry(why) {
+    if (closed) return;
+    if (retries >= 5) {
+      status.textContent = why;
+      reconnect.hidden = false;
+      return;
+    }
+    status.textContent = `${why}: reconnecting…`;
+    retryTimer = setTimeout(connect, Math.min(10000, 500 * 2 ** retries++));
+  }
+
   async function connect() {
+    clearTimeout(retryTimer);
     reconnect.hidden = true;
     status.textContent = 'connecting…';
     let tk;
     try {
       tk = await API.attachTicket(session);
     } catch (e) {
-      status.textContent = `cannot attach: ${e.message}`;
-      reconnect.hidden = false;
+      if (e.status) { // the daemon refused: retrying will not help
+        status.textContent = `cannot attach: ${e.message}`;
+        reconnect.hidden = false;
+      } else {
+        retry('the daemon did not answer');
+      }
       return;
     }
     if (closed) return;
@@ -75,7 +95,7 @@ export function terminalPanel(el, session, agent) {
     if (agent) q.set('agent', agent);
     ws = new WebSocket(`${proto}//${location.host}/v1/sessions/${encodeURIComponent(session)}/attach?${q}`);
     ws.binaryType = 'arraybuffer';
-    ws.onopen = () => setWriter(false);
+    ws.onopen = () => { retries = 0; setWriter(false); };
     ws.onmessage = e => {
       if (typeof e.data !== 'string') { term.write(new Uint8Array(e.data)); return; }
       let m;
@@ -95,8 +115,12 @@ export function terminalPanel(el, session, agent) {
     ws.onclose = e => {
       setWriter(false);
       if (closed) return;
-      status.textContent = e.reason ? `ended: ${e.reason}` : 'disconnected';
-      reconnect.hidden = false;
+      if (e.reason === 'exited') {
+        status.textContent = 'ended: exited';
+        reconnect.hidden = false;
+        return;
+      }
+      retry(e.reason ? `ended: ${e.reason}` : 'disconnected');
     };
   }
 
@@ -120,6 +144,7 @@ export function terminalPanel(el, session, agent) {
   return {
     close() {
       closed = true;
+      clearTimeout(retryTimer);
       ro.disconnect();
       if (ws) ws.close();
       if (term) term.dispose();
