@@ -181,3 +181,50 @@ func TestBrowserNoAmbientCredential(t *testing.T) {
 		t.Errorf("page sessions after the attack = %s, %v; want the one login of this test", list, err)
 	}
 }
+
+// TestBrowserReconnectsAfterRestart: the page's credential survives a
+// daemon restart, and its event streams reconnect by themselves, the
+// session's resuming after the last event it saw.
+func TestBrowserReconnectsAfterRestart(t *testing.T) {
+	exe := findBrowser(t)
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# restart\n"})
+	d := startDaemon(t, bin, home)
+	stop := func(d *daemon) {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		_ = d.cmd.Wait()
+	}
+	t.Cleanup(func() {
+		stop(d)
+		if t.Failed() {
+			t.Logf("daemon output:\n%s", d.out)
+		}
+	})
+	sess, err := d.client.CreateSession(context.Background(), createReq(repo, "demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, exe)
+	out, err := d.cli("open")
+	if err != nil {
+		t.Fatalf("open: %v\n%s", err, out)
+	}
+	b.run("log in", chromedp.Navigate(strings.TrimSpace(out)))
+	b.waitJS("the sessions page", `document.querySelector('h1') && document.querySelector('h1').textContent === 'Sessions'`)
+	b.run("open the session", chromedp.Navigate(d.client.BaseURL+"/#/s/"+sess.ID))
+	b.waitJS("the session, live", `document.querySelector('.session h1') && document.getElementById('conn').classList.contains('live')`)
+
+	addr := strings.TrimPrefix(d.client.BaseURL, "http://")
+	stop(d)
+	b.waitJS("the page to see the daemon gone", `document.getElementById('conn').classList.contains('down')`)
+	d = startDaemon(t, bin, home, "AGENTPOOL_LISTEN="+addr)
+	b.waitJS("the page live again", `document.getElementById('conn').classList.contains('live') && !document.querySelector('.login')`)
+	if _, err := d.client.Prompt(context.Background(), sess.ID, "demo", "after the restart", false); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("the approval dialog, from the reconnected streams", `document.querySelector('dialog#approval').open`)
+	b.run("approve", chromedp.KeyEvent("1"))
+	b.waitJS("the turn in the session's stream", `document.querySelector('.stream').innerText.includes('after the restart') && document.querySelector('.stream').innerText.includes('Done: AGENTPOOL_DEMO.md')`)
+	b.shot("reconnected-after-restart")
+}
