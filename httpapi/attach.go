@@ -95,12 +95,18 @@ type AttachMessage struct {
 // frames carry raw output to the client and keystrokes from it; text
 // frames carry AttachMessages. Every connection is its own viewer.
 //
-// Browsers cannot set headers on a WebSocket, so the token may also come
-// as ?token=, compared in constant time like the header. Cross-origin
-// upgrades are refused (the Origin must match the Host).
+// Browsers cannot set headers on a WebSocket, so besides the
+// Authorization header (the CLI's way) a single-use ticket of this session
+// (POST .../attach-ticket) is accepted as ?ticket=. An upgrade from another
+// origin is refused before any ticket is looked at (the Origin, when sent,
+// must be the request's own scheme and Host).
 func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
-	if !s.authorized(r) && !(r.URL.Query().Has("token") && tokenEqual(r.URL.Query().Get("token"), s.cfg.Token)) {
-		return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing or wrong bearer token"}
+	if r.Header.Get("Origin") != "" && !originMatches(r) {
+		return errCrossOrigin
+	}
+	id, agent := r.PathValue("id"), r.URL.Query().Get("agent")
+	if !s.authorized(r) && !s.ticketAuthorized(r, id) {
+		return errUnauthorized
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -113,7 +119,6 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.longContext(r)
 	defer cancel()
 
-	id, agent := r.PathValue("id"), r.URL.Query().Get("agent")
 	b, err := s.pool.Backend(ctx, id, agent)
 	if err != nil {
 		return s.shutdownErr(err)

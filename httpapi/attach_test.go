@@ -209,7 +209,9 @@ func TestAttachRefused(t *testing.T) {
 	}{
 		{"no token", "/v1/sessions/s/attach?agent=acp", false, http.StatusUnauthorized, CodeUnauthorized},
 		{"wrong query token", "/v1/sessions/s/attach?agent=acp&token=nope", false, http.StatusUnauthorized, CodeUnauthorized},
-		{"query token", "/v1/sessions/s/attach?agent=acp&token=" + testToken, false, http.StatusConflict, CodeUnsupported},
+		// The token never travels in a URL: the page uses tickets.
+		{"query token", "/v1/sessions/s/attach?agent=acp&token=" + testToken, false, http.StatusUnauthorized, CodeUnauthorized},
+		{"made-up ticket", "/v1/sessions/s/attach?agent=acp&ticket=nope", false, http.StatusUnauthorized, CodeUnauthorized},
 		{"not a terminal", "/v1/sessions/s/attach?agent=acp", true, http.StatusConflict, CodeUnsupported},
 		{"unknown session", "/v1/sessions/nope/attach", true, http.StatusNotFound, CodeNotFound},
 	}

@@ -143,10 +143,20 @@ func normalHost(h string) string {
 	return strings.ToLower(strings.TrimSuffix(strings.Trim(strings.TrimSpace(h), "[]"), "."))
 }
 
-// authorized says whether r carries the bearer token or a valid session
-// cookie of the page (see login.go).
+// authorized says whether r carries the bearer token or a live page
+// credential.
 func (s *Server) authorized(r *http.Request) bool {
-	return s.bearerAuthorized(r) || s.cookieAuthorized(r)
+	_, err := s.authenticate(r)
+	return err == nil
+}
+
+// bearer returns the request's bearer credential, or "".
+func bearer(r *http.Request) string {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(tok)
 }
 
 // bearerAuthorized checks the request's bearer token in constant time.
@@ -156,11 +166,7 @@ func (s *Server) bearerAuthorized(r *http.Request) bool {
 	if s.cfg.Token == "" {
 		return true
 	}
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	return tokenEqual(strings.TrimSpace(tok), s.cfg.Token)
+	return tokenEqual(bearer(r), s.cfg.Token)
 }
 
 // tokenEqual compares two tokens in time that depends on neither's

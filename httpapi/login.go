@@ -2,51 +2,70 @@ package httpapi
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"strconv"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
 )
 
-// Browser login: a client holding the token asks for a one-time login
-// link (POST /v1/login-links); opening it (GET /login?code=...) consumes
-// the code and sets a session cookie, then redirects to the page. The
-// cookie is HttpOnly and SameSite=Strict; state-changing requests it
-// authenticates must also pass a same-origin check (Sec-Fetch-Site or
-// Origin), on top of the Host check every request passes.
+// Browser login, with no ambient credential: browsers send cookies for a
+// host to every port of it, where agents may listen, so the page holds no
+// cookie. A client holding the token asks for a one-time login link
+// (POST /v1/login-links): /login#code=CODE, the code in the fragment so
+// that it reaches neither the server's logs nor a Referer. The login page's
+// script redeems it (POST /v1/login) for a page credential, which the page
+// keeps in localStorage (scoped to scheme, host and port) and sends as its
+// bearer credential. Page credentials are listed, expire, and are revoked
+// by logout or DELETE /v1/page-sessions/{id}; they cannot mint login links.
 
-// Defaults of the login links and the session cookie.
+// Defaults of the login links.
 const (
 	// LoginLinkTTL is how long a login link can be used (once).
 	LoginLinkTTL = 60 * time.Second
-	// SessionCookieTTL is how long a browser stays logged in.
-	SessionCookieTTL = 7 * 24 * time.Hour
-	// SessionCookieName is the name of the session cookie.
-	SessionCookieName = "agentpool_session"
 	// maxLoginCodes bounds the outstanding (unused, unexpired) codes.
 	maxLoginCodes = 32
 	// loginCodeBytes is the entropy of a login code.
 	loginCodeBytes = 24
-	// cookieVersion prefixes the session cookie's value.
-	cookieVersion = "v1"
+	// loginPath is the login page; the code follows in the fragment.
+	loginPath = "/login#code="
 )
 
-// CodeCrossOrigin is the error code (403) of a state-changing request
-// authenticated by the session cookie that does not come from the page's
-// own origin.
-const CodeCrossOrigin = "cross_origin"
+// Error codes of the login endpoints.
+const (
+	// CodeCrossOrigin (403): a request from another origin (a WebSocket
+	// upgrade, or a browser's request to a daemon without a token).
+	CodeCrossOrigin = "cross_origin"
+	// CodeLoginCode (401): a login code that was used, has expired or was
+	// never issued.
+	CodeLoginCode = "login_code"
+	// CodeTokenRequired (403): the request needs the bearer token; a page
+	// credential is not enough (it cannot mint login links).
+	CodeTokenRequired = "token_required"
+)
 
 // LoginLink is the answer of POST /v1/login-links.
 type LoginLink struct {
 	// URL opens the page logged in; it works once, until ExpiresAt.
 	URL       string    `json:"url"`
 	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// LoginRequest is the body of POST /v1/login.
+type LoginRequest struct {
+	Code string `json:"code"`
+}
+
+// Login is the answer of POST /v1/login: the page credential, to send as
+// "Authorization: Bearer <credential>".
+type Login struct {
+	Credential string    `json:"credential"`
+	ID         string    `json:"id"`
+	ExpiresAt  time.Time `json:"expires_at"`
 }
 
 // loginCodes holds the outstanding one-time login codes, by hash. The
@@ -100,19 +119,27 @@ func (l *loginCodes) use(now time.Time, code string) bool {
 	return now.Before(exp)
 }
 
+// errTokenRequired refuses a page credential where only the token will do.
+var errTokenRequired = &Error{Status: http.StatusForbidden, Code: CodeTokenRequired,
+	Message: "a page's login cannot create login links: use the token (agentpool open)"}
+
 // createLoginLink: POST /v1/login-links → 201 with a LoginLink on the
-// host the request was sent to (which passed the Host check).
+// host the request was sent to (which passed the Host check). Only the
+// token may ask: a page credential cannot beget others.
 func (s *Server) createLoginLink(w http.ResponseWriter, r *http.Request) error {
-	now := time.Now()
-	code, err := s.logins.add(now, LoginLinkTTL)
-	if err != nil {
-		return err
+	if principalOf(r).page != "" {
+		return errTokenRequired
 	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	writeJSON(w, http.StatusCreated, LoginLink{URL: scheme + "://" + r.Host + "/login?code=" + code, ExpiresAt: now.Add(LoginLinkTTL)})
+	l, err := s.NewLoginLink(scheme + "://" + r.Host)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, l)
 	return nil
 }
 
@@ -124,123 +151,141 @@ func (s *Server) NewLoginLink(base string) (LoginLink, error) {
 	if err != nil {
 		return LoginLink{}, err
 	}
-	return LoginLink{URL: strings.TrimSuffix(base, "/") + "/login?code=" + code, ExpiresAt: now.Add(LoginLinkTTL)}, nil
+	return LoginLink{URL: strings.TrimSuffix(base, "/") + loginPath + code, ExpiresAt: now.Add(LoginLinkTTL)}, nil
 }
 
-// login: GET /login?code=... consumes a login code, sets the session
-// cookie and redirects to the page, so the code leaves the address bar.
-// A used, expired or unknown code gets a page that says what to do.
+// errLoginCode answers a login code that cannot be used.
+var errLoginCode = &Error{Status: http.StatusUnauthorized, Code: CodeLoginCode,
+	Message: "this login link was already used or has expired (each works once, for a minute): run 'agentpool open' for a new one"}
+
+// login: POST /v1/login {"code"} consumes a login code and answers 201
+// with a new page credential (a Login).
 func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Referrer-Policy", "no-referrer")
-	if r.Method == http.MethodHead {
-		// A link preview's HEAD must not use up the link.
-		w.WriteHeader(http.StatusOK)
-		return nil
+	var req LoginRequest
+	if err := decodeJSON(r, &req, true); err != nil {
+		return err
 	}
-	if !s.logins.use(time.Now(), r.URL.Query().Get("code")) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write([]byte(loginFailedPage))
-		return nil
+	now := time.Now()
+	if req.Code == "" || !s.logins.use(now, req.Code) {
+		return errLoginCode
 	}
-	value, err := s.newSessionCookie(time.Now())
+	cred, ps, err := s.pages.create(now, r.UserAgent())
 	if err != nil {
 		return err
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookieName, Value: value, Path: "/", MaxAge: int(SessionCookieTTL / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	s.log.Info("page logged in", "page", ps.ID)
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, Login{Credential: cred, ID: ps.ID, ExpiresAt: ps.ExpiresAt})
 	return nil
 }
 
-// logout: POST /v1/logout clears the browser's session cookie.
+// logout: POST /v1/logout revokes the page credential that sent it, at
+// once. It needs the credential in the Authorization header, which no
+// other origin's page can send.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
-	http.SetCookie(w, &http.Cookie{Name: SessionCookieName, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	id := principalOf(r).page
+	if id == "" {
+		return badRequest("Authorization", "logout revokes the page credential that sends it; the token is not one (see DELETE /v1/page-sessions/{id})")
+	}
+	if _, err := s.pages.revoke(id); err != nil {
+		return err
+	}
+	s.log.Info("page logged out", "page", id)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-// loginFailedPage answers a login link that cannot be used.
-const loginFailedPage = `<!doctype html><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-<title>agentpool: login link used or expired</title>
-<body style="font:16px/1.5 system-ui,sans-serif;max-width:36em;margin:3em auto;padding:0 1em">
-<h1 style="font-size:1.3em">This login link was already used or has expired</h1>
-<p>Each link works once, for one minute. Get a new one in a terminal:</p>
-<pre style="background:#8882;padding:.6em 1em;border-radius:6px">agentpool open</pre>
-</body>`
-
-// newSessionCookie returns a session cookie's value valid from now:
-// v1.<expiry unix>.<nonce>.<mac>, the MAC an HMAC-SHA256 keyed by the API
-// token. It needs no server state, survives a restart of the daemon, and
-// stops working when the token changes.
-func (s *Server) newSessionCookie(now time.Time) (string, error) {
-	nonce := make([]byte, 16)
-	if _, err := rand.Read(nonce); err != nil {
-		return "", fmt.Errorf("session cookie: %w", err)
-	}
-	body := cookieVersion + "." + strconv.FormatInt(now.Add(SessionCookieTTL).Unix(), 10) + "." + base64.RawURLEncoding.EncodeToString(nonce)
-	return body + "." + s.cookieMAC(body), nil
+// pageSessions: GET /v1/page-sessions → the live page credentials
+// ([]PageSession); the caller's own, if it is one, is marked current.
+func (s *Server) pageSessions(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, s.pages.list(time.Now(), principalOf(r).page))
+	return nil
 }
 
-// cookieMAC is the MAC of a session cookie's body.
-func (s *Server) cookieMAC(body string) string {
-	m := hmac.New(sha256.New, s.cookieKey())
-	m.Write([]byte(body))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-// cookieKey derives the cookie MAC key from the token; without a token
-// (loopback only, every request authorized) a per-server random key.
-func (s *Server) cookieKey() []byte {
-	if s.cfg.Token != "" {
-		k := sha256.Sum256([]byte("agentpool session cookie\x00" + s.cfg.Token))
-		return k[:]
-	}
-	s.keyOnce.Do(func() {
-		s.key = make([]byte, 32)
-		_, _ = rand.Read(s.key)
-	})
-	return s.key
-}
-
-// cookieAuthorized says whether r carries a valid, unexpired session cookie.
-func (s *Server) cookieAuthorized(r *http.Request) bool {
-	c, err := r.Cookie(SessionCookieName)
+// revokePageSession: DELETE /v1/page-sessions/{id} revokes one page
+// credential at once (204; 404 if there is none by that id).
+func (s *Server) revokePageSession(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	n, err := s.pages.revoke(id)
 	if err != nil {
-		return false
+		return err
 	}
-	return s.cookieValid(c.Value, time.Now())
+	if n == 0 {
+		return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no page session %q", id)}
+	}
+	s.log.Info("page session revoked", "page", id)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-// cookieValid checks a session cookie's value at now.
-func (s *Server) cookieValid(v string, now time.Time) bool {
-	i := strings.LastIndexByte(v, '.')
-	if i < 0 {
-		return false
+// revokePageSessions: DELETE /v1/page-sessions revokes every page
+// credential; only the token may (a page logs itself out with logout).
+func (s *Server) revokePageSessions(w http.ResponseWriter, r *http.Request) error {
+	if principalOf(r).page != "" {
+		return errTokenRequired
 	}
-	body, mac := v[:i], v[i+1:]
-	if !hmac.Equal([]byte(mac), []byte(s.cookieMAC(body))) {
-		return false
+	n, err := s.pages.revoke("")
+	if err != nil {
+		return err
 	}
-	parts := strings.Split(body, ".")
-	if len(parts) != 3 || parts[0] != cookieVersion {
-		return false
-	}
-	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	return err == nil && now.Unix() < exp
+	s.log.Info("every page session revoked", "count", n)
+	writeJSON(w, http.StatusOK, struct {
+		Revoked int `json:"revoked"`
+	}{n})
+	return nil
 }
 
-// errCrossOrigin refuses a cookie-authenticated request from elsewhere.
+// principal is who a request authenticated as: the token (page "") or a
+// page credential (page = its id).
+type principal struct{ page string }
+
+// principalKey is the context key of a request's principal.
+type principalKey struct{}
+
+// principalOf returns the principal route's adapter found for r.
+func principalOf(r *http.Request) principal {
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	return p
+}
+
+// errUnauthorized answers a request with neither the token nor a live
+// page credential.
+var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing or wrong bearer token"}
+
+// authenticate admits a request to a route that is not public: the bearer
+// token, or a live page credential in the Authorization header. Nothing a
+// browser sends by itself (a cookie) counts. Without a configured token
+// every request passes, but a browser's request from another origin is
+// refused.
+func (s *Server) authenticate(r *http.Request) (principal, error) {
+	b := bearer(r)
+	if strings.HasPrefix(b, PageCredentialPrefix) {
+		if id, ok := s.pages.lookup(time.Now(), b); ok {
+			return principal{page: id}, nil
+		}
+		if s.cfg.Token != "" {
+			return principal{}, errUnauthorized
+		}
+	}
+	if s.cfg.Token == "" {
+		if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" {
+			return principal{}, sameOrigin(r)
+		}
+		return principal{}, nil
+	}
+	if tokenEqual(b, s.cfg.Token) {
+		return principal{}, nil
+	}
+	return principal{}, errUnauthorized
+}
+
+// errCrossOrigin refuses a browser's request from another origin.
 var errCrossOrigin = &Error{Status: http.StatusForbidden, Code: CodeCrossOrigin,
-	Message: "cross-origin request refused: a request authenticated by the session cookie must come from the agentpool page itself"}
+	Message: "cross-origin request refused: it must come from the agentpool page itself"}
 
-// sameOrigin is the CSRF check of a request authenticated by the session
-// cookie: safe methods pass; others must say, by Sec-Fetch-Site or by an
-// Origin equal to the request's own scheme and Host, that they come from
-// the page itself. A request that says neither is refused too (every
-// browser the page supports sends at least one).
+// sameOrigin is the CSRF check of a daemon without a token: safe methods
+// pass; others must say, by Sec-Fetch-Site or by an Origin equal to the
+// request's own scheme and Host, that they come from the page itself.
 func sameOrigin(r *http.Request) error {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
@@ -252,41 +297,20 @@ func sameOrigin(r *http.Request) error {
 		}
 		return errCrossOrigin
 	}
-	origin := r.Header.Get("Origin")
-	if origin == "" || origin == "null" {
-		return errCrossOrigin
-	}
-	scheme := "http://"
-	if r.TLS != nil {
-		scheme = "https://"
-	}
-	if !strings.EqualFold(origin, scheme+r.Host) {
+	if !originMatches(r) {
 		return errCrossOrigin
 	}
 	return nil
 }
 
-// errUnauthorized answers a request with neither the token nor a cookie.
-var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing or wrong bearer token"}
-
-// authenticate admits a request to a route that is not public: the bearer
-// token as is; the session cookie only from the page's own origin (for
-// state-changing methods). Without a configured token, browsers' requests
-// from another origin are refused all the same.
-func (s *Server) authenticate(r *http.Request) error {
-	if s.cfg.Token == "" {
-		if r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" {
-			return sameOrigin(r)
-		}
-		return nil
+// originMatches says whether r's Origin is its own scheme and Host.
+func originMatches(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
 	}
-	if s.bearerAuthorized(r) {
-		return nil
-	}
-	if s.cookieAuthorized(r) {
-		return sameOrigin(r)
-	}
-	return errUnauthorized
+	return origin != "" && strings.EqualFold(origin, scheme+r.Host)
 }
 
 // LoginLink asks the daemon for a one-time login link to its page
@@ -295,4 +319,27 @@ func (c *Client) LoginLink(ctx context.Context) (LoginLink, error) {
 	var l LoginLink
 	err := c.call(ctx, http.MethodPost, "/v1/login-links", nil, &l)
 	return l, err
+}
+
+// PageSessions lists the pages logged in (GET /v1/page-sessions).
+func (c *Client) PageSessions(ctx context.Context) ([]PageSession, error) {
+	var l []PageSession
+	err := c.call(ctx, http.MethodGet, "/v1/page-sessions", nil, &l)
+	return l, err
+}
+
+// RevokePageSession logs out the page with this id
+// (DELETE /v1/page-sessions/{id}).
+func (c *Client) RevokePageSession(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/page-sessions/"+url.PathEscape(id), nil, nil)
+}
+
+// RevokePageSessions logs out every page (DELETE /v1/page-sessions) and
+// returns how many there were.
+func (c *Client) RevokePageSessions(ctx context.Context) (int, error) {
+	var out struct {
+		Revoked int `json:"revoked"`
+	}
+	err := c.call(ctx, http.MethodDelete, "/v1/page-sessions", nil, &out)
+	return out.Revoked, err
 }

@@ -58,6 +58,10 @@ type Config struct {
 	// Trust keeps the trust of repositories' setup files (see trust.go);
 	// nil answers the trust endpoints 501.
 	Trust Trust
+	// PageSessionsFile keeps the hashes of the web page's credentials
+	// (mode 0600, written atomically), so that pages stay logged in
+	// across a restart; "" keeps them in memory only.
+	PageSessionsFile string
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -80,11 +84,12 @@ type Server struct {
 	closed  bool
 	streams sync.WaitGroup
 
-	// logins are the outstanding one-time login links; key is the session
-	// cookies' MAC key when there is no token (see login.go).
+	// logins are the outstanding one-time login links, pages the page
+	// credentials they were redeemed for, tickets the attach tickets (see
+	// login.go, pagecreds.go, ticket.go).
 	logins  loginCodes
-	keyOnce sync.Once
-	key     []byte
+	pages   *pageCreds
+	tickets attachTickets
 }
 
 // New returns a Server for cfg.
@@ -113,6 +118,11 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.hosts[n] = struct{}{}
 	}
+	pages, err := loadPageCreds(cfg.PageSessionsFile, time.Now(), func(msg string, err error) { log.Warn(msg, logKeyErr, err) })
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	s.pages = pages
 	s.metrics = newMetrics(s)
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.routes()
@@ -140,7 +150,8 @@ func (s *Server) routes() {
 	s.route("GET /v1/sessions/{id}/turns", s.turns, false)
 	s.route("GET /v1/sessions/{id}/turns/{turn}", s.turn, false)
 	s.route("GET /v1/sessions/{id}/events", s.sessionEvents, false)
-	s.route("GET /v1/sessions/{id}/attach", s.attach, true) // checks the token itself (also ?token=)
+	s.route("GET /v1/sessions/{id}/attach", s.attach, true) // checks the credential itself (also ?ticket=)
+	s.route("POST /v1/sessions/{id}/attach-ticket", s.createAttachTicket, false)
 	s.route("GET /v1/sessions/{id}/permissions", s.permissions, false)
 	s.route("POST /v1/sessions/{id}/permissions/{request}", s.answer, false)
 	s.route("GET /v1/sessions/{id}/diff", s.diff, false)
@@ -152,8 +163,11 @@ func (s *Server) routes() {
 	s.route("GET /v1/events", s.daemonEvents, false)
 	s.route("GET /metrics", s.serveMetrics, false)
 	s.route("POST /v1/login-links", s.createLoginLink, false)
-	s.route("POST /v1/logout", s.logout, true)
-	s.route("GET /login", s.login, true)
+	s.route("POST /v1/login", s.login, true)
+	s.route("POST /v1/logout", s.logout, false)
+	s.route("GET /v1/page-sessions", s.pageSessions, false)
+	s.route("DELETE /v1/page-sessions", s.revokePageSessions, false)
+	s.route("DELETE /v1/page-sessions/{id}", s.revokePageSession, false)
 	s.trustRoutes() // trust.go
 	s.webRoutes()
 }
@@ -165,10 +179,12 @@ func (s *Server) route(pattern string, h handlerFunc, public bool) {
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() { s.metrics.request(pattern, sw.status) }()
 		if !public {
-			if err := s.authenticate(r); err != nil {
+			p, err := s.authenticate(r)
+			if err != nil {
 				s.writeError(sw, r, err)
 				return
 			}
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBody)

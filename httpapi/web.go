@@ -29,18 +29,23 @@ type webAsset struct {
 	etag, ctype string
 }
 
-// webRoutes registers the page: / (index.html) and /assets/{path}. Both
-// are public: the page holds no secret, and it asks the API, which needs
-// the session cookie or the token.
+// webRoutes registers the page: / (index.html), /login (login.html, which
+// redeems the code in its fragment) and /assets/{path}. They are public:
+// the page holds no secret, and it asks the API, which needs a page
+// credential or the token.
 func (s *Server) webRoutes() {
 	assets, err := loadAssets(web.Assets())
 	if err != nil {
 		// The files are embedded at build time: a failure is a build bug.
 		panic(fmt.Sprintf("httpapi: load the page's assets: %v", err))
 	}
-	index := assets[web.Index]
+	index, login := assets[web.Index], assets[web.Login]
 	s.route("GET /{$}", func(w http.ResponseWriter, r *http.Request) error {
 		serveAsset(w, r, index)
+		return nil
+	}, true)
+	s.route("GET /login", func(w http.ResponseWriter, r *http.Request) error {
+		serveAsset(w, r, login)
 		return nil
 	}, true)
 	s.route("GET /assets/{path...}", func(w http.ResponseWriter, r *http.Request) error {

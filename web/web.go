@@ -15,6 +15,10 @@ var static embed.FS
 // Index is the page's entry file within Assets.
 const Index = "index.html"
 
+// Login is the login page within Assets: its script redeems the one-time
+// code of a login link (/login#code=...) for the page's credential.
+const Login = "login.html"
+
 // Assets returns the page's files: index.html at the root, app.css, js/
 // and vendor/ (each vendored library beside its licence).
 func Assets() fs.FS {

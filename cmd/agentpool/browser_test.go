@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 )
@@ -228,23 +230,19 @@ func TestBrowserPage(t *testing.T) {
 		t.Fatalf("agentpool open: %v\n%s", err, out)
 	}
 	link := strings.TrimSpace(out)
-	if !strings.HasPrefix(link, d.client.BaseURL+"/login?code=") {
+	if !strings.HasPrefix(link, d.client.BaseURL+"/login#code=") {
 		t.Fatalf("agentpool open printed %q; want a link on %s", link, d.client.BaseURL)
 	}
 	b.run("open the login link", chromedp.Navigate(link))
 	b.waitJS("the sessions page", `document.querySelector('h1') && document.querySelector('h1').textContent === 'Sessions' && document.querySelector('form input[name=repo]')`)
-	href := evalJS[string](b, `location.href`)
-	cookie := evalJS[string](b, `document.cookie`)
-	html := evalJS[string](b, `document.documentElement.outerHTML`)
-	if strings.Contains(href, "code=") || cookie != "" || strings.Contains(html, d.client.Token) {
-		t.Errorf("after login: url %q, document.cookie %q, token in page %v; want no code, an HttpOnly cookie, no token", href, cookie, strings.Contains(html, d.client.Token))
-	}
+	assertPageLoggedIn(t, b, d)
 	b.shot("sessions-empty")
 	fcp := evalJS[float64](b, `(performance.getEntriesByName('first-contentful-paint')[0] || {startTime: -1}).startTime`)
 	t.Logf("first contentful paint of the page: %.0f ms after the navigation began", fcp)
 
 	// The link worked once.
-	second := evalJS[int](b, `fetch(`+jsString(link)+`, {redirect: 'manual'}).then(r => r.status)`, chromedp.EvalAwaitPromise)
+	_, code, _ := strings.Cut(link, "#code=")
+	second := evalJS[int](b, `fetch('/v1/login', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({code: `+jsString(code)+`})}).then(r => r.status)`, chromedp.EvalAwaitPromise)
 	if second != 401 {
 		t.Errorf("second use of the login link = %d; want 401", second)
 	}
@@ -604,7 +602,62 @@ func TestBrowserPage(t *testing.T) {
 		t.Error("the sessions page is wider than a phone's screen")
 	}
 	b.shot("phone-sessions")
+
+	// A used link shows what to do; Log out revokes this page's
+	// credential at once and says so.
+	b.run("desktop size", chromedp.EmulateViewport(1280, 860), chromedp.Navigate(link))
+	b.waitJS("the used-link page", `document.querySelector('h1') && document.querySelector('h1').textContent.includes('already used') && document.querySelector('pre')`)
+	if href := evalJS[string](b, `location.href`); strings.Contains(href, "code=") {
+		t.Errorf("the used link's code stayed in the address bar: %s", href)
+	}
+	b.shot("login-link-used")
+	cred := evalJS[string](b, `localStorage.getItem('agentpool.credential') || ''`)
+	b.run("back to the page", chromedp.Navigate(d.client.BaseURL+"/#/"))
+	b.waitJS("the log out button", `!document.getElementById('logout').hidden`)
+	b.run("log out", js(`document.getElementById('logout').click()`))
+	b.waitJS("the logged-out page", `document.querySelector('.login h1') && document.querySelector('.login h1').textContent === 'Logged out'`)
+	b.shot("logged-out")
+	if left := evalJS[string](b, `localStorage.getItem('agentpool.credential') || ''`); left != "" {
+		t.Errorf("after logout localStorage still holds %q", left)
+	}
+	if st := statusWith(t, d.client.BaseURL+"/v1/sessions", cred); st != 401 {
+		t.Errorf("the logged-out page's credential = %d; want 401", st)
+	}
+	b.run("reload logged out", chromedp.Navigate(d.client.BaseURL+"/"))
+	b.waitJS("the login help", `document.querySelector('.login h1') && document.querySelector('.login h1').textContent === 'Log in to agentpool'`)
+	b.shot("login-help")
 	t.Logf("browser steps took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// assertPageLoggedIn checks the page after a login: no code in the
+// address bar, no cookie, no token in the page, the credential in
+// localStorage.
+func assertPageLoggedIn(t *testing.T, b *browser, d *daemon) {
+	t.Helper()
+	href := evalJS[string](b, `location.href`)
+	cookie := evalJS[string](b, `document.cookie`)
+	cred := evalJS[string](b, `localStorage.getItem('agentpool.credential') || ''`)
+	html := evalJS[string](b, `document.documentElement.outerHTML`)
+	if strings.Contains(href, "code=") || cookie != "" || !strings.HasPrefix(cred, httpapi.PageCredentialPrefix) || strings.Contains(html, d.client.Token) || strings.Contains(html, cred) {
+		t.Errorf("after login: url %q, document.cookie %q, credential %q, token or credential in the page %v; want no code, no cookie, a page credential in localStorage only",
+			href, cookie, cred, strings.Contains(html, d.client.Token) || strings.Contains(html, cred))
+	}
+}
+
+// statusWith is the status of a GET of url with cred as the bearer.
+func statusWith(t *testing.T, url, cred string) int {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+cred)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // createReq is a session on repo with agent.

@@ -48,6 +48,7 @@ const clientUsage = `  providers    list, enable, disable and refresh the agent 
   prune        forget closed sessions older than an age, and their empty branches
   open         print a one-time login link to the web page (--browser opens it)
   trust        show a repository's .agentpool.json and trust it to run (--list, --revoke)
+  logins       list the web pages logged in; revoke ID|--all logs them out
 `
 
 // ClientEnv says where the client finds the daemon.
@@ -206,6 +207,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.open(ctx, args)
 	case "trust":
 		err = c.trust(ctx, args) // cli_trust.go
+	case "logins":
+		err = c.logins(ctx, args) // cli_logins.go
 	default:
 		return false, nil
 	}

@@ -90,7 +90,13 @@ func startDaemon(t *testing.T, bin, home string, env ...string) *daemon {
 	t.Helper()
 	_ = os.Remove(filepath.Join(home, daemonFileName))
 	d := &daemon{t: t, bin: bin, home: home, out: &bytes.Buffer{}}
-	d.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--log-level", "debug")
+	addr := "127.0.0.1:0" // AGENTPOOL_LISTEN in env chooses another
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "AGENTPOOL_LISTEN="); ok {
+			addr = v
+		}
+	}
+	d.cmd = exec.Command(bin, "serve", "--addr", addr, "--log-level", "debug")
 	d.cmd.Env = append(append(os.Environ(), "AGENTPOOL_HOME="+home), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	t.Cleanup(func() { removeCgroupTree(home) })

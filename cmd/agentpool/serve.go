@@ -39,6 +39,8 @@ const (
 	cgroupFile     = "cgroup"
 	// trustFile records the setup files (.agentpool.json) the user trusted.
 	trustFile = "trusted.json"
+	// pageSessionsFile keeps the hashes of the web page's logins.
+	pageSessionsFile = "page-sessions.json"
 )
 
 // Budgets of the daemon's shutdown (Main.Close). Each step has its own, so
@@ -181,7 +183,7 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.reconcile(ctx, wt)
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Token: token, Logger: m.Logger, Version: version,
-		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}})
+		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile)})
 	if err != nil {
 		m.shutdownParts()
 		return err

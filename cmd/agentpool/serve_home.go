@@ -26,7 +26,8 @@ const (
 // writes in it, its user's alone before anything there is read: home, the
 // worktrees root and the tmp directory are created 0700, an existing
 // one of the user's with a wider mode is narrowed to 0700 (logged);
-// providers.json, daemon.json, the cgroup file, trusted.json and the database files
+// providers.json, daemon.json, the cgroup file, trusted.json,
+// page-sessions.json and the database files
 // (the database is created 0600 here, before SQLite opens it, so that its
 // -wal and -shm, which SQLite gives the database's mode, are 0600 too) are
 // narrowed to 0600 when they exist. The token is checked like them but
@@ -46,7 +47,7 @@ func (m *Main) secureHome(home string) error {
 	if _, err := checkTrusted(token); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return refusal(token, err)
 	}
-	for _, name := range []string{providersFile, daemonFileName, cgroupFile, trustFile} {
+	for _, name := range []string{providersFile, daemonFileName, cgroupFile, trustFile, pageSessionsFile} {
 		if err := m.secure(filepath.Join(home, name), privateFileMode, false); err != nil {
 			return err
 		}

@@ -1,5 +1,7 @@
 // The API client: the same HTTP API every other client uses, authenticated
-// by the session cookie the login link set.
+// by the page's credential (auth.js) in the Authorization header; the
+// browser sends no cookie and no other credential of its own.
+import { authHeaders, forgetCredential } from './auth.js';
 
 /** ApiError is a failed request: status, code and message of the API's
  * error body, and the diagnostics of an invalid config. */
@@ -19,15 +21,22 @@ let onUnauthorized = () => {};
 /** setUnauthorizedHandler sets what happens on a 401 (show the login help). */
 export function setUnauthorizedHandler(f) { onUnauthorized = f; }
 
+/** unauthorized forgets the credential the daemon refused and shows the
+ * login help. */
+export function unauthorized() {
+  forgetCredential();
+  onUnauthorized();
+}
+
 /** api sends a request and returns the decoded JSON answer (null for 204). */
 export async function api(method, path, body, opts = {}) {
-  const headers = { Accept: 'application/json', ...(opts.headers || {}) };
+  const headers = { Accept: 'application/json', ...authHeaders(), ...(opts.headers || {}) };
   let payload;
   if (body !== undefined) {
     headers['Content-Type'] = opts.contentType || 'application/json';
     payload = JSON.stringify(body);
   }
-  const resp = await fetch(path, { method, headers, body: payload, credentials: 'same-origin', cache: 'no-store' });
+  const resp = await fetch(path, { method, headers, body: payload, credentials: 'omit', cache: 'no-store' });
   if (resp.status === 204) return null;
   let data = null;
   const text = await resp.text();
@@ -35,7 +44,7 @@ export async function api(method, path, body, opts = {}) {
     try { data = JSON.parse(text); } catch { data = text; }
   }
   if (!resp.ok) {
-    if (resp.status === 401) onUnauthorized();
+    if (resp.status === 401) unauthorized();
     throw new ApiError(resp.status, data);
   }
   return data;
@@ -62,3 +71,5 @@ export const probeProvider = id => api('POST', `/v1/providers/${enc(id)}/probe`)
 export const poolStatus = () => api('GET', '/v1/pool');
 export const evict = (session, agent) => api('DELETE', `/v1/pool/${enc(session)}/${enc(agent)}`);
 export const health = () => api('GET', '/v1/health');
+export const attachTicket = id => api('POST', `/v1/sessions/${enc(id)}/attach-ticket`);
+export const logout = () => api('POST', '/v1/logout');

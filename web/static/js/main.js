@@ -2,11 +2,13 @@
 // help, the connection light and the notification switch.
 import { h, put } from './dom.js';
 import * as API from './api.js';
-import { store, on, connect, refreshAll, updateNeeds } from './store.js';
+import { store, on, connect, disconnect, refreshAll, updateNeeds } from './store.js';
+import { credential, forgetCredential } from './auth.js';
 import { sessionsView } from './sessions.js';
 import { sessionView } from './session.js';
 
 const main = document.getElementById('main');
+const conn = document.getElementById('conn');
 let cleanup = null;
 let loggedOut = false;
 
@@ -33,19 +35,34 @@ function route() {
 }
 let currentHash = '';
 
-function showLogin() {
+const logoutBtn = document.getElementById('logout');
+
+/** showLogin replaces the page with the login help; the credential, if
+ * any, is gone (refused by the daemon, or logged out). */
+function showLogin(title = 'Log in to agentpool', note = '') {
   if (loggedOut) return;
   loggedOut = true;
   if (cleanup) { cleanup(); cleanup = null; }
-  put(main, h('div.panel.login', h('h1', 'Log in to agentpool'),
-    h('p', 'This page needs a login link from the daemon. In a terminal, run:'),
+  disconnect();
+  logoutBtn.hidden = true;
+  store.live = false;
+  conn.classList.remove('live');
+  put(main, h('div.panel.login', h('h1', title),
+    note ? h('p', note) : null,
+    h('p', note ? 'To log in again, get a new link in a terminal:' : 'This page needs a login link from the daemon. In a terminal, run:'),
     h('pre', 'agentpool open'),
     h('p.muted', 'and open the link it prints (it works once, for a minute). Scripts and the CLI use the token file instead.')));
 }
 
+logoutBtn.onclick = async () => {
+  logoutBtn.disabled = true;
+  try { await API.logout(); } catch { /* revoked already, or the daemon is down: forget it all the same */ }
+  forgetCredential();
+  showLogin('Logged out', 'This page\'s login was revoked; other pages stay logged in.');
+};
+
 API.setUnauthorizedHandler(showLogin);
 
-const conn = document.getElementById('conn');
 on(topic => {
   if (topic !== 'live') return;
   conn.classList.toggle('live', store.live);
@@ -69,6 +86,7 @@ async function start() {
     return;
   }
   updateNeeds();
+  logoutBtn.hidden = !credential();
   window.addEventListener('hashchange', route);
   route();
   connect();

@@ -5,6 +5,7 @@ import { h, ago, toast, confirmDialog, put } from './dom.js';
 import * as API from './api.js';
 import { store, on, sessionStatus, pendingOf, addPending, removePending, permFromEvent, refreshSessions } from './store.js';
 import { TurnStream } from './stream.js';
+import { openStream } from './sse.js';
 import { agentChips, agentPicker, fillPicker, closeSessionFlow } from './sessions.js';
 import { openApproval, showing, wasDismissed, closeApproval } from './approval.js';
 import { trustNotice } from './trust.js';
@@ -16,7 +17,6 @@ export function sessionView(main, id) {
   let es = null;
   let lastSeq = 0;
   let ended = false;
-  let retryTimer = 0;
   let shownRunning = -1;
   const audit = [];
   const cleanups = [];
@@ -205,8 +205,9 @@ export function sessionView(main, id) {
         h('td', h('strong', a.row[0])), h('td.mono', a.row[1]), h('td.mono', a.row[2]), h('td.wide', a.row[3]), h('td.muted', a.row[4])))))));
   }
 
-  // The session's event stream: from the start, then live; EventSource
-  // sends Last-Event-ID when it reconnects, so nothing is lost or repeated.
+  // The session's event stream: from the start, then live; each
+  // reconnection asks for the events after the last one seen (?after=), so
+  // nothing is lost or repeated.
   const types = ['session.created', 'session.closed', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
     'turn.started', 'turn.ended', 'turn.queued', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
@@ -228,15 +229,10 @@ export function sessionView(main, id) {
     if (type === 'permission.resolved') { removePending(id, ev.data.request); closeApproval(ev.data.request); }
   }
   function open() {
-    if (ended) return;
-    es = new EventSource(`/v1/sessions/${encodeURIComponent(id)}/events?after=${lastSeq}`);
-    for (const t of types) es.addEventListener(t, e => onEvent(t, e.data));
-    es.onerror = () => {
-      if (es.readyState === EventSource.CLOSED && !ended) {
-        clearTimeout(retryTimer);
-        retryTimer = setTimeout(open, 2000); // refused (401, 404): try again with ?after=
-      }
-    };
+    es = openStream(() => `/v1/sessions/${encodeURIComponent(id)}/events?after=${lastSeq}`, {
+      onEvent(type, data) { if (types.includes(type)) onEvent(type, data); },
+      stop: status => status === 404,
+    });
   }
   open();
   stream.onState(renderComposer);
@@ -279,7 +275,6 @@ export function sessionView(main, id) {
   return () => {
     store.viewing = '';
     ended = true;
-    clearTimeout(retryTimer);
     if (es) es.close();
     closeApproval();
     for (const c of cleanups) c();

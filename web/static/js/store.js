@@ -2,6 +2,7 @@
 // (GET /v1/events): sessions, providers, the pool, pending permission
 // requests, and the "needs you" count shown in the tab title.
 import * as API from './api.js';
+import { openStream } from './sse.js';
 
 export const store = {
   sessions: new Map(),   // id → session (GET /v1/sessions)
@@ -170,25 +171,31 @@ const daemonTypes = ['pool.status', 'provider.changed', 'session.created', 'sess
   'agent.exited', 'agent.evicted', 'agent.context_lost', 'turn.started', 'turn.ended', 'permission.requested',
   'permission.resolved', 'stream.end'];
 
-let es = null;
+let stream = null;
 
 /** connect opens the daemon-wide stream; it reconnects by itself, and
  * reads everything again on each (re)connection, as the stream has no
  * replay. */
 export function connect() {
-  if (es) es.close();
-  es = new EventSource('/v1/events');
-  es.onopen = () => {
-    store.live = true;
-    emit('live');
-    refreshAll().catch(() => {});
-  };
-  es.onerror = () => {
-    store.live = false;
-    emit('live');
-    if (es.readyState === EventSource.CLOSED) setTimeout(connect, 2000);
-  };
-  for (const t of daemonTypes) es.addEventListener(t, e => onDaemonEvent(t, e.data));
+  if (stream) stream.close();
+  const live = v => { store.live = v; emit('live'); };
+  stream = openStream(() => '/v1/events', {
+    onOpen() {
+      live(true);
+      refreshAll().catch(() => {});
+    },
+    onDown() { live(false); },
+    onEvent(type, data) {
+      if (type === 'stream.end') live(false);
+      if (daemonTypes.includes(type)) onDaemonEvent(type, data);
+    },
+  });
+}
+
+/** disconnect closes the daemon-wide stream (at logout). */
+export function disconnect() {
+  if (stream) stream.close();
+  stream = null;
 }
 
 function onDaemonEvent(type, raw) {

@@ -1,8 +1,11 @@
 // The terminal of a terminal (PTY) agent, with @xterm/xterm over the attach
-// WebSocket (GET /v1/sessions/{id}/attach). Several viewers may watch; one
+// WebSocket (GET /v1/sessions/{id}/attach). A WebSocket carries no header,
+// so each connection first gets a single-use ticket (POST
+// .../attach-ticket) and passes it as ?ticket=. Several viewers may watch; one
 // holds the keyboard: the first keystroke asks for it ("take"), Release
 // gives it back. The holder's window size becomes the terminal's.
 import { h, toast, put } from './dom.js';
+import * as API from './api.js';
 
 let xtermP = null;
 
@@ -18,7 +21,7 @@ function loadXterm() {
 export function terminalPanel(el, session, agent) {
   const status = h('span.muted', 'connecting…');
   const takeBtn = h('button.small', { type: 'button', onclick: () => (writer ? release() : take()) }, 'Type here');
-  const reconnect = h('button.small', { type: 'button', hidden: true, onclick: () => connect() }, 'Reconnect');
+  const reconnect = h('button.small', { type: 'button', hidden: true, onclick: () => { retries = 0; connect(); } }, 'Reconnect');
   const box = h('div.term', { 'data-terminal': '' });
   put(el, h('div.term-wrap', h('div.row', h('strong', agent || 'terminal'), status, h('span.spacer'), reconnect, takeBtn), box));
 
@@ -55,13 +58,44 @@ export function terminalPanel(el, session, agent) {
     if (writer) send({ type: 'resize', cols: term.cols, rows: term.rows });
   }
 
-  function connect() {
+  // A connection lost other than by the agent's exit is retried by
+  // itself, each time with a new ticket, a few times with a growing delay.
+  let retries = 0;
+  let retryTimer = 0;
+  function retry(why) {
+    if (closed) return;
+    if (retries >= 5) {
+      status.textContent = why;
+      reconnect.hidden = false;
+      return;
+    }
+    status.textContent = `${why}: reconnecting…`;
+    retryTimer = setTimeout(connect, Math.min(10000, 500 * 2 ** retries++));
+  }
+
+  async function connect() {
+    clearTimeout(retryTimer);
     reconnect.hidden = true;
     status.textContent = 'connecting…';
+    let tk;
+    try {
+      tk = await API.attachTicket(session);
+    } catch (e) {
+      if (e.status) { // the daemon refused: retrying will not help
+        status.textContent = `cannot attach: ${e.message}`;
+        reconnect.hidden = false;
+      } else {
+        retry('the daemon did not answer');
+      }
+      return;
+    }
+    if (closed) return;
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    ws = new WebSocket(`${proto}//${location.host}/v1/sessions/${encodeURIComponent(session)}/attach${agent ? '?agent=' + encodeURIComponent(agent) : ''}`);
+    const q = new URLSearchParams({ ticket: tk.ticket });
+    if (agent) q.set('agent', agent);
+    ws = new WebSocket(`${proto}//${location.host}/v1/sessions/${encodeURIComponent(session)}/attach?${q}`);
     ws.binaryType = 'arraybuffer';
-    ws.onopen = () => setWriter(false);
+    ws.onopen = () => { retries = 0; setWriter(false); };
     ws.onmessage = e => {
       if (typeof e.data !== 'string') { term.write(new Uint8Array(e.data)); return; }
       let m;
@@ -81,8 +115,12 @@ export function terminalPanel(el, session, agent) {
     ws.onclose = e => {
       setWriter(false);
       if (closed) return;
-      status.textContent = e.reason ? `ended: ${e.reason}` : 'disconnected';
-      reconnect.hidden = false;
+      if (e.reason === 'exited') {
+        status.textContent = 'ended: exited';
+        reconnect.hidden = false;
+        return;
+      }
+      retry(e.reason ? `ended: ${e.reason}` : 'disconnected');
     };
   }
 
@@ -106,6 +144,7 @@ export function terminalPanel(el, session, agent) {
   return {
     close() {
       closed = true;
+      clearTimeout(retryTimer);
       ro.disconnect();
       if (ws) ws.close();
       if (term) term.dispose();
