@@ -44,3 +44,17 @@ func (n SandboxNote) String() string {
 	}
 	return b.String()
 }
+
+// EventSandboxRefused is the session event of a launch whose sandbox
+// refused grants the provider asked for, or whose agent was denied a path
+// it needed to start; its data is a SandboxEventData.
+const EventSandboxRefused EventType = "sandbox.refused"
+
+// SandboxEventData is the data of an EventSandboxRefused event.
+type SandboxEventData struct {
+	// Refused are the grants the daemon refused for this launch.
+	Refused []SandboxNote `json:"refused,omitempty"`
+	// Denied are the paths the agent was denied when its start failed,
+	// each with the entry that would allow it.
+	Denied []SandboxNote `json:"denied,omitempty"`
+}
