@@ -87,7 +87,7 @@ func (r PolicyResult) explainPath(path string) (backends.SandboxNote, bool) {
 		// wanted to write, or to create it.
 		entry, verb = backends.EntryWrite, "write"
 	}
-	n := backends.SandboxNote{Path: path, Entry: entry, Reason: "the sandbox did not let the agent " + verb + " it"}
+	n := backends.SandboxNote{Path: path, Entry: entry, Reason: "the agent could not " + verb + " it under the sandbox"}
 	grant := path
 	switch {
 	case statErr == nil && fi.IsDir():

@@ -65,7 +65,7 @@ type deniedError struct {
 
 // Error names the denied paths first, then the start's own error.
 func (d *deniedError) Error() string {
-	return fmt.Sprintf("the sandbox denied the agent %s\n%v", strings.Join(d.lines, "\nand "), d.err)
+	return fmt.Sprintf("sandbox: %s\n%v", strings.Join(d.lines, "\nsandbox: "), d.err)
 }
 
 func (d *deniedError) Unwrap() error { return d.err }
