@@ -131,7 +131,7 @@ export function providersView(main) {
       (l.refused || []).filter(n => !known.has(n.path + '\0' + n.entry)).forEach(n => items.push(say(`Refused (session ${l.session})`, n)));
       (l.denied || []).forEach(n => items.push(say(`Denied at start (session ${l.session})`, n)));
     }
-    return items.length ? h('div.diag', { 'data-sandbox-notes': '' }, h('ul', { style: 'margin: 0; padding-left: 1.2em' }, ...items)) : null;
+    return items.length ? h('div.diag', { 'data-sandbox-notes': '' }, h('ul', ...items)) : null;
   }
 
   render();
