@@ -107,6 +107,9 @@ func TestPolicyForScriptInTheDaemonHome(t *testing.T) {
 	if len(r.Notes) != 1 || r.Notes[0].Path != script || !strings.Contains(r.Notes[0].Reason, "inside the daemon's home") {
 		t.Fatalf("Notes = %+v; want one naming %s inside the daemon's home", r.Notes, script)
 	}
+	if !slices.Contains(r.Policy.Check, script) {
+		t.Errorf("Check = %q; want the launcher to check %s (and stop, naming it)", r.Policy.Check, script)
+	}
 }
 
 func TestPolicyForRefusalsSayWhy(t *testing.T) {

@@ -255,7 +255,10 @@ func PolicyFor(in PolicyInput) PolicyResult {
 			continue
 		}
 		if why, ok := ru.check(s); !ok {
+			// The launcher stops at once, naming it, rather than let the
+			// interpreter fail its own way.
 			refuse(OriginScript, "", s, why)
+			p.Check = append(p.Check, s)
 			continue
 		}
 		p.Read = append(p.Read, s)

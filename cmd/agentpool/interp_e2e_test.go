@@ -208,3 +208,22 @@ func TestStartDeniedNamesTheEntry(t *testing.T) {
 		t.Errorf("providers list (%v) does not show the denied path:\n%s", err, out)
 	}
 }
+
+// TestScriptInTheDaemonHomeIsRefused: a script inside the daemon's home is
+// never granted; the provider's status says so before any session, and
+// the start fails with the launcher's reason, not an unrelated error.
+func TestScriptInTheDaemonHomeIsRefused(t *testing.T) {
+	f := newConfineFixture(t)
+	script := pythonAgent(t, filepath.Join(f.home, "agents"))
+	f.writeProviders(t, map[string]any{"inhome": map[string]any{"extends": "acp", "command": []string{systemPython, script}}})
+	d := f.start(t)
+	p := provider(t, d, "inhome")
+	if len(p.SandboxNotes) != 1 || p.SandboxNotes[0].Path != script || !strings.Contains(p.SandboxNotes[0].Reason, "lies inside the daemon's home") {
+		t.Errorf("provider inhome's sandbox notes = %+v; want its script refused inside the daemon's home", p.SandboxNotes)
+	}
+	_, msg, _ := f.prompt(t, d, "inhome")
+	t.Logf("start error:\n%s", msg)
+	if !strings.Contains(msg, "sandbox: "+script) || !strings.Contains(msg, "cannot be granted") || !strings.Contains(msg, "exit status 77") {
+		t.Errorf("prompt error = %q; want the sandbox's note of %s, which cannot be granted, and the launcher's exit status 77", msg, script)
+	}
+}
