@@ -227,3 +227,26 @@ func TestScriptInTheDaemonHomeIsRefused(t *testing.T) {
 		t.Errorf("prompt error = %q; want the sandbox's note of %s, which cannot be granted, and the launcher's exit status 77", msg, script)
 	}
 }
+
+// TestTurnDeniedNamesTheEntry: an agent that crashes in a turn because it
+// cannot write its state ends the turn with an error that names the path
+// and the "sandbox.write" entry to add.
+func TestTurnDeniedNamesTheEntry(t *testing.T) {
+	f := newConfineFixture(t)
+	base := filepath.Dir(f.home)
+	script := pythonAgent(t, filepath.Join(base, "opt", "pyagent"))
+	state := filepath.Join(base, "state")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.writeProviders(t, map[string]any{"writer": map[string]any{"extends": "acp", "command": []string{systemPython, script, "--write", filepath.Join(state, "out.txt")}}})
+	d := f.start(t)
+	_, msg, _ := f.prompt(t, d, "writer")
+	t.Logf("turn error:\n%s", msg)
+	if want := `add "` + state + `" to the provider's "sandbox.write"`; !strings.Contains(msg, want) {
+		t.Errorf("turn error = %q; want %s", msg, want)
+	}
+	if l := provider(t, d, "writer").LastLaunch; l == nil || len(l.Denied) != 1 || l.Denied[0].Entry != backends.EntryWrite {
+		t.Errorf("provider writer's last launch = %+v; want %s denied, to add to sandbox.write", l, state)
+	}
+}

@@ -13,8 +13,8 @@ import (
 	"github.com/agentpool/agentpool/registry"
 )
 
-// explained is a confined ACP backend whose failed Start says which paths
-// the sandbox denied the agent, and which "sandbox" entry would allow
+// explained is a confined ACP backend whose failed Start (or turn, when
+// the agent crashed) says which paths the sandbox denied the agent, and which "sandbox" entry would allow
 // each: Landlock tells userspace nothing, so the launcher's own check and
 // the agent's permission errors in its stderr tail are read against the
 // policy.
@@ -29,9 +29,26 @@ type explained struct {
 // Start starts the agent; a failure names the paths denied, if any.
 func (e explained) Start(ctx context.Context, resume string) (backends.Info, error) {
 	info, err := e.Backend.Start(ctx, resume)
-	if err == nil {
-		return info, nil
+	if err != nil {
+		err = e.explain(err, "start")
 	}
+	return info, err
+}
+
+// Prompt runs a turn; an error (the agent crashed, its last stderr lines
+// attached) names the paths denied, if any.
+func (e explained) Prompt(ctx context.Context, p backends.Prompt, emit func(backends.Event)) (backends.TurnResult, error) {
+	res, err := e.Backend.Prompt(ctx, p, emit)
+	if err != nil {
+		err = e.explain(err, "turn")
+	}
+	return res, err
+}
+
+// explain returns err with the paths the sandbox denied the agent, read
+// from the stderr tail it carries, and reports them; err itself when
+// there are none.
+func (e explained) explain(err error, stage string) error {
 	var text string
 	if ee := (*backends.ExitError)(nil); errors.As(err, &ee) {
 		text = ee.StderrTail
@@ -41,23 +58,23 @@ func (e explained) Start(ctx context.Context, resume string) (backends.Info, err
 	}
 	denied := e.res.Explain(text)
 	if len(denied) == 0 {
-		return info, err
+		return err
 	}
 	agent := e.req.Spec.Provider
 	lines := make([]string, len(denied))
 	for i, n := range denied {
 		lines[i] = n.String()
 	}
-	e.logger.Warn("sandbox denied the agent paths it needed to start", "agent", agent, "denied", lines)
+	e.logger.Warn("the sandbox denied the agent paths it needed", "agent", agent, "stage", stage, "denied", lines)
 	e.req.Emit(backends.NewEvent(backends.EventSandboxRefused, agent, backends.SandboxEventData{Refused: e.res.Notes, Denied: denied}))
 	err = &deniedError{err: err, lines: lines}
 	if e.l.Report != nil {
 		e.l.Report(agent, e.req.Spec, registry.LaunchReport{Session: e.req.Session, Refused: e.res.Notes, Denied: denied, Error: err.Error()})
 	}
-	return info, err
+	return err
 }
 
-// deniedError is a start error with the paths the sandbox denied.
+// deniedError is an error with the paths the sandbox denied.
 type deniedError struct {
 	err   error
 	lines []string
