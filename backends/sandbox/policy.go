@@ -110,7 +110,9 @@ type PolicyInput struct {
 // Protected is a path no grant may expose, and what it is ("the daemon's
 // home", "the main checkout") for the reason of a refusal.
 type Protected struct {
+	// Path is absolute.
 	Path string
+	// What names it in a sentence: "the daemon's home".
 	What string
 }
 
@@ -143,6 +145,7 @@ func (r Refusal) Shown() bool { return r.Origin != OriginDerived }
 
 // PolicyResult is a Policy and what building it refused.
 type PolicyResult struct {
+	// Policy is what the launcher applies.
 	Policy Policy
 	// Refused lists the grants refused, in the order they were asked.
 	Refused []Refusal
