@@ -266,3 +266,25 @@ func TestLauncherChecksTheScript(t *testing.T) {
 		t.Errorf("output %q; want the program to run and a line naming %s", out, hidden)
 	}
 }
+
+// BenchmarkPolicyForInterpreter is the cost of a launch's policy for
+// "node /opt/x/node_modules/pkg/bin/agent.mjs", script lookup included.
+func BenchmarkPolicyForInterpreter(b *testing.B) {
+	root := b.TempDir()
+	for _, f := range []string{"bin/node", "opt/x/node_modules/pkg/bin/agent.mjs"} {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("#\n"), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	in := sandbox.PolicyInput{Sandbox: backends.SandboxSpec{Enabled: true, Read: []string{"/home/u/.gitconfig"}, Write: []string{"/home/u/.cache"}},
+		Worktree: "/home/u/.agentpool/worktrees/s1", Exe: filepath.Join(root, "bin/node"),
+		Args: []string{filepath.Join(root, "opt/x/node_modules/pkg/bin/agent.mjs")}, PATH: os.Getenv("PATH"), Home: "/home/u",
+		Protected: []sandbox.Protected{{Path: "/home/u/.agentpool", What: "the daemon's home"}}}
+	for b.Loop() {
+		sandbox.PolicyFor(in)
+	}
+}

@@ -26,7 +26,15 @@ type rules struct {
 
 // newRules are the rules of a launch.
 func newRules(in PolicyInput) rules {
-	ru := rules{home: in.Home, exempt: []string{in.Worktree, in.TmpDir, in.Git.CommonDir}}
+	ru := rules{}
+	if in.Home != "" {
+		ru.home = filepath.Clean(in.Home)
+	}
+	for _, e := range []string{in.Worktree, in.TmpDir, in.Git.CommonDir} {
+		if e != "" {
+			ru.exempt = append(ru.exempt, filepath.Clean(e))
+		}
+	}
 	if in.Home != "" {
 		for _, s := range secretPaths {
 			p := filepath.Join(in.Home, s)
@@ -71,20 +79,22 @@ const (
 	relInside                   // the path lies beneath it
 )
 
-// check reports whether path may be granted, and if not why.
+// check reports whether path may be granted, and if not why. path is
+// clean, as the rules' paths are (so within needs no Clean: a launch
+// checks a few hundred pairs).
 func (ru rules) check(path string) (refusal, bool) {
 	switch {
 	case path == "/":
 		return refusal{root: true}, false
-	case ru.home != "" && isWithin(ru.home, path):
+	case ru.home != "" && within(ru.home, path):
 		r := refusal{home: true, target: Protected{Path: ru.home}, rel: relContains}
-		if filepath.Clean(path) == filepath.Clean(ru.home) {
+		if path == ru.home {
 			r.rel = relEqual
 		}
 		return r, false
 	}
 	for _, e := range ru.exempt {
-		if e != "" && isWithin(path, e) {
+		if within(path, e) {
 			return refusal{}, true
 		}
 	}
@@ -92,7 +102,7 @@ func (ru rules) check(path string) (refusal, bool) {
 	// daemon's home is named as the checkout.
 	best := -1
 	for i, q := range ru.protect {
-		if (isWithin(q.Path, path) || isWithin(path, q.Path)) && (best < 0 || len(q.Path) > len(ru.protect[best].Path)) {
+		if (within(q.Path, path) || within(path, q.Path)) && (best < 0 || len(q.Path) > len(ru.protect[best].Path)) {
 			best = i
 		}
 	}
@@ -102,12 +112,20 @@ func (ru rules) check(path string) (refusal, bool) {
 	q := ru.protect[best]
 	r := refusal{target: q, rel: relInside}
 	switch {
-	case filepath.Clean(path) == q.Path:
+	case path == q.Path:
 		r.rel = relEqual
-	case isWithin(q.Path, path):
+	case within(q.Path, path):
 		r.rel = relContains
 	}
 	return r, false
+}
+
+// within is isWithin for clean paths.
+func within(path, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return path == dir || (len(path) > len(dir) && path[len(dir)] == '/' && path[:len(dir)] == dir)
 }
 
 // tilde writes path with "~/" for the home.
