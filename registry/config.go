@@ -94,6 +94,12 @@ type Config struct {
 	// ProbeConcurrency bounds the probes running at once. Default
 	// DefaultProbeConcurrency.
 	ProbeConcurrency int
+	// SandboxNotes, if set, returns the grants of a provider's sandbox
+	// that will be refused whatever the session (the home, a secret, the
+	// daemon's home), shown in ProviderStatus.SandboxNotes. It is called
+	// when a provider's spec changes, with the registry's lock held: it
+	// must not call the registry.
+	SandboxNotes func(spec backends.Spec) []backends.SandboxNote
 	// Logger receives reloads, rejected files and probe results. Default
 	// slog.Default().
 	Logger *slog.Logger

@@ -89,6 +89,13 @@ type ProviderStatus struct {
 	Sandbox backends.SandboxSpec `json:"sandbox"`
 	// Probe is the last probe result, nil before the first probe.
 	Probe *ProbeInfo `json:"probe,omitempty"`
+	// SandboxNotes are the grants of Sandbox that every launch refuses
+	// (the home, a secret, the daemon's home), each with why and what to
+	// do instead.
+	SandboxNotes []backends.SandboxNote `json:"sandbox_notes,omitempty"`
+	// LastLaunch is what the sandbox said of the provider's last launch
+	// when it refused a grant or denied the agent a path; nil otherwise.
+	LastLaunch *LaunchReport `json:"last_launch,omitempty"`
 }
 
 // Change reports what one new snapshot changed, by provider id, sorted.
@@ -143,6 +150,8 @@ type Registry struct {
 	// they are the built-ins because no file was ever accepted.
 	good     []byte
 	lookups  map[string]lookup
+	notes    map[string]sandboxNotes
+	launches map[string]*LaunchReport
 	diag     string
 	probes   map[string]*probeRecord
 	inflight map[string]*probeCall
@@ -206,6 +215,8 @@ func New(cfg Config) (*Registry, error) {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		lookups:    make(map[string]lookup),
+		notes:      make(map[string]sandboxNotes),
+		launches:   make(map[string]*LaunchReport),
 		probes:     make(map[string]*probeRecord),
 		inflight:   make(map[string]*probeCall),
 		subs:       make(map[*subscriber]struct{}),

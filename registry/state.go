@@ -73,6 +73,13 @@ func (r *Registry) buildLocked() *state {
 		if rec != nil {
 			p.status.Probe = rec.info
 		}
+		p.status.SandboxNotes = r.sandboxNotesLocked(id, p.spec)
+		if rep := r.launches[id]; rep != nil && !reflect.DeepEqual(rep.spec, p.spec) {
+			// Said of a launch of another spec.
+			delete(r.launches, id)
+		} else if rep != nil {
+			p.status.LastLaunch = rep
+		}
 		s := &p.status
 		switch {
 		case !d.enabled:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -30,6 +31,15 @@ const EnvJail = "AGENTPOOL_JAIL"
 // exitLaunchFailed is the launcher's exit status when it cannot apply a
 // required policy or exec the program (as a shell's "cannot execute").
 const exitLaunchFailed = 126
+
+// ExitDenied is the launcher's exit status when, once restricted, it
+// cannot read a file the program cannot run without (Policy.Check): the
+// script of an interpreter command. Its stderr then has a deniedLine.
+const ExitDenied = 77
+
+// deniedLine is the launcher's line for a path it cannot read under the
+// policy it applied, a %q of the path in it; ExplainStart parses it.
+const deniedLine = "agentpool sandbox: cannot read %q under the sandbox (%s)\n"
 
 // LandlockABI returns the kernel's Landlock ABI version, 0 when it has
 // none (or it is disabled at boot).
@@ -59,11 +69,14 @@ func Launch(args []string) int {
 	path, argv := args[1], args[2:]
 	// Rules apply to the calling thread and what it execs: stay on it.
 	runtime.LockOSThread()
+	named := namedFiles(argv[1:])
 	if err := Apply(p); err != nil {
 		fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
 		if p.Required {
 			return exitLaunchFailed
 		}
+	} else if !checkReadable(p.Check, named) {
+		return ExitDenied
 	}
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
@@ -74,6 +87,64 @@ func Launch(args []string) int {
 	err := syscall.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "agentpool sandbox-exec: exec %s: %v\n", path, err)
 	return exitLaunchFailed
+}
+
+// namedFiles returns the regular files the arguments name by absolute
+// path, alone or as an option's value ("--config=/x"), looked at before
+// the rules apply.
+func namedFiles(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if i := strings.IndexByte(a, '='); i >= 0 && strings.HasPrefix(a, "-") {
+			a = a[i+1:]
+		}
+		if !strings.HasPrefix(a, "/") {
+			continue
+		}
+		if fi, err := os.Stat(a); err == nil && fi.Mode().IsRegular() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// checkReadable opens each file of check and of named for reading, under
+// the rules just applied. A file of check that cannot be read is fatal: a
+// line names it and checkReadable returns false. One of named (a file on
+// the command line, say a config the agent loads) gets the same line but
+// the program runs: it may not need to read it, and if it fails, the line
+// in its stderr tail says why.
+func checkReadable(check, named []string) bool {
+	ok := true
+	for _, f := range check {
+		if err := openable(f); err != nil {
+			fmt.Fprintf(os.Stderr, deniedLine, f, "the program runs it")
+			ok = false
+		}
+	}
+	if !ok {
+		return false
+	}
+	for _, f := range named {
+		if !slices.Contains(check, f) && openable(f) != nil {
+			fmt.Fprintf(os.Stderr, deniedLine, f, "named on the command line")
+		}
+	}
+	return true
+}
+
+// openable returns the error of opening f for reading when the sandbox
+// (or the file's mode) refuses it, nil otherwise.
+func openable(f string) error {
+	fd, err := unix.Open(f, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err == nil {
+		_ = unix.Close(fd)
+		return nil
+	}
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		return err
+	}
+	return nil
 }
 
 // MaybeLaunch runs Launch and exits when the environment asks for the

@@ -28,6 +28,11 @@ type Policy struct {
 	// Required makes the launcher refuse to exec the program when the
 	// kernel cannot apply the rules.
 	Required bool `json:"required,omitempty"`
+	// Check lists files the program cannot run without (the script an
+	// interpreter runs): the launcher, once restricted, makes sure it can
+	// read them, and otherwise exits with ExitDenied and a line that
+	// names the path.
+	Check []string `json:"check,omitempty"`
 }
 
 // systemRead are the directories every program needs to read and execute.
@@ -43,10 +48,17 @@ var systemDevices = []string{
 }
 
 // secretPaths, under the user's home, are never granted, nor anything
-// above them.
+// above them: credentials, and the browsers' profiles and keyrings (the
+// web page's credential lives in the browser's storage, on disk).
 var secretPaths = []string{
 	".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc",
 	".git-credentials", ".config/gh", ".config/gcloud", ".password-store", ".pki",
+	".config/chromium", ".config/google-chrome", ".config/google-chrome-beta",
+	".config/google-chrome-unstable", ".config/BraveSoftware", ".config/microsoft-edge",
+	".config/vivaldi", ".config/opera", ".mozilla", ".librewolf", ".local/share/keyrings",
+	"snap/chromium", "snap/firefox", "snap/brave", "snap/opera",
+	".var/app/org.chromium.Chromium", ".var/app/com.google.Chrome", ".var/app/org.mozilla.firefox",
+	".var/app/com.brave.Browser",
 }
 
 // GitPaths are the parts of the main repository a session's agent needs to
@@ -68,12 +80,17 @@ type GitPaths struct {
 type PolicyInput struct {
 	// Sandbox is the provider's policy, as resolved by the registry.
 	Sandbox backends.SandboxSpec
-	// Worktree is the session's worktree (read-write).
+	// Worktree is the session's worktree (read-write); relative script
+	// arguments are taken relative to it.
 	Worktree string
 	// TmpDir is the private TMPDIR (read-write).
 	TmpDir string
 	// Exe is the program's absolute path; its installation is readable.
 	Exe string
+	// Args are the program's arguments (argv[1:]). When the program is an
+	// interpreter (node, python3, bun, uv run, ...), the script they name
+	// is readable, with its package root.
+	Args []string
 	// PATH is the program's search path: its absolute entries are readable.
 	PATH string
 	// Git locates the repository; zero when the worktree has none.
@@ -85,65 +102,136 @@ type PolicyInput struct {
 	// them, except the worktree, TmpDir and the Git paths: the daemon's
 	// home and the main checkout.
 	Protect []string
+	// Protected are further protected paths, as Protect, each with what
+	// it is, for the reasons of refusals.
+	Protected []Protected
+}
+
+// Protected is a path no grant may expose, and what it is ("the daemon's
+// home", "the main checkout") for the reason of a refusal.
+type Protected struct {
+	// Path is absolute.
+	Path string
+	// What names it in a sentence: "the daemon's home".
+	What string
+}
+
+// Origins of a grant, in Refusal.Origin.
+const (
+	// OriginRead and OriginWrite are the provider's "sandbox.read" and
+	// "sandbox.write" entries: what the user asked for.
+	OriginRead  = backends.EntryRead
+	OriginWrite = backends.EntryWrite
+	// OriginScript is the script an interpreter command names.
+	OriginScript = "script"
+	// OriginDerived is a grant the daemon derived: the program's
+	// installation, PATH entries, a script's package root.
+	OriginDerived = "derived"
+)
+
+// Refusal is a grant BuildPolicy refused.
+type Refusal struct {
+	// Origin is OriginRead, OriginWrite, OriginScript or OriginDerived.
+	Origin string
+	// Note says which path, why, and what to do instead.
+	Note backends.SandboxNote
+}
+
+// Shown reports whether the refusal matters to the user: a grant they
+// asked for, or a script the agent cannot run without. A derived grant
+// that is refused (the directory around a program that is itself granted)
+// is not.
+func (r Refusal) Shown() bool { return r.Origin != OriginDerived }
+
+// PolicyResult is a Policy and what building it refused.
+type PolicyResult struct {
+	// Policy is what the launcher applies.
+	Policy Policy
+	// Refused lists the grants refused, in the order they were asked.
+	Refused []Refusal
+	// Notes are the Notes of the refusals that are Shown.
+	Notes []backends.SandboxNote
+
+	rules               rules
+	userRead, userWrite []string
 }
 
 // BuildPolicy turns a provider's sandbox settings and a launch's facts into
 // the rules the launcher applies. Grants that would expose a protected path
-// are dropped, and reported in the second result.
+// are dropped, and reported in the second result (PolicyFor says why).
 func BuildPolicy(in PolicyInput) (Policy, []string) {
+	r := PolicyFor(in)
+	dropped := make([]string, 0, len(r.Refused))
+	for _, f := range r.Refused {
+		dropped = append(dropped, f.Note.Path)
+	}
+	return r.Policy, dropped
+}
+
+// PolicyFor is BuildPolicy with the reason of each refusal, and what the
+// user should change.
+func PolicyFor(in PolicyInput) PolicyResult {
 	sb := in.Sandbox
 	p := Policy{Network: sb.Network, Ports: slices.Clone(sb.Ports), Required: sb.Required}
 	if p.Network == "" {
 		p.Network = backends.NetworkAll
 	}
-	read := slices.Clone(systemRead)
-	read = append(read, installDirs(in.Exe, in.PATH)...)
+	var read, write []grant
+	add := func(list *[]grant, origin string, paths ...string) {
+		for _, path := range paths {
+			*list = append(*list, grant{path: path, origin: origin})
+		}
+	}
+	add(&read, OriginDerived, systemRead...)
+	add(&read, OriginDerived, installDirs(in.Exe, in.PATH)...)
 	for _, dir := range filepath.SplitList(in.PATH) {
 		if filepath.IsAbs(dir) {
-			read = append(read, filepath.Clean(dir))
+			add(&read, OriginDerived, filepath.Clean(dir))
 		}
 	}
-	read = append(read, expandAll(sb.Read, in.Worktree)...)
-	write := []string{in.Worktree}
-	if in.TmpDir != "" {
-		write = append(write, in.TmpDir)
+	scripts := scriptFiles(in.Exe, in.Args, in.Worktree, in.PATH)
+	for _, s := range scripts {
+		add(&read, OriginDerived, packageRoot(s))
 	}
-	write = append(write, expandAll(sb.Write, in.Worktree)...)
+	add(&read, OriginRead, expandAll(sb.Read, in.Worktree)...)
+	add(&write, OriginDerived, in.Worktree, in.TmpDir)
+	add(&write, OriginWrite, expandAll(sb.Write, in.Worktree)...)
 	if g := in.Git; g.CommonDir != "" {
-		read = append(read, g.CommonDir)
-		write = append(write, filepath.Join(g.CommonDir, "objects"))
+		add(&read, OriginDerived, g.CommonDir)
+		add(&write, OriginDerived, filepath.Join(g.CommonDir, "objects"))
 		if g.AdminDir != "" {
-			write = append(write, g.AdminDir)
+			add(&write, OriginDerived, g.AdminDir)
 		}
 		if dir := filepath.Dir(g.Branch); g.Branch != "" && dir != "." {
-			write = append(write,
+			add(&write, OriginDerived,
 				filepath.Join(g.CommonDir, "refs", "heads", dir),
 				filepath.Join(g.CommonDir, "logs", "refs", "heads", dir))
 		}
 	}
-	exempt := []string{in.Worktree, in.TmpDir, in.Git.CommonDir}
-	var secrets []string
-	for _, s := range secretPaths {
-		if in.Home != "" {
-			secrets = append(secrets, filepath.Join(in.Home, s))
+	ru := newRules(in)
+	res := PolicyResult{rules: ru, userRead: slices.Clone(sb.Read), userWrite: slices.Clone(sb.Write)}
+	refuse := func(origin, entry, path string, why refusal) {
+		for _, f := range res.Refused {
+			if f.Origin == origin && f.Note.Path == path {
+				return
+			}
 		}
+		n := ru.note(path, origin, why)
+		if origin == OriginRead || origin == OriginWrite {
+			n.Entry = entry
+		}
+		res.Refused = append(res.Refused, Refusal{Origin: origin, Note: n})
 	}
-	protect := append(slices.Clone(secrets), in.Protect...)
-	var dropped []string
-	keep := func(paths []string) []string {
+	keep := func(entry string, grants []grant) []string {
 		var out []string
-		for _, path := range paths {
+		for _, g := range grants {
+			path := g.path
 			if path == "" || !filepath.IsAbs(path) {
 				continue
 			}
 			path = filepath.Clean(path)
-			switch {
-			case path == "/" || (in.Home != "" && isWithin(in.Home, path)):
-				// The root or the home itself (or an ancestor): too wide.
-				dropped = append(dropped, path)
-				continue
-			case exposes(path, protect, exempt):
-				dropped = append(dropped, path)
+			if why, ok := ru.check(path); !ok {
+				refuse(g.origin, entry, path, why)
 				continue
 			}
 			if !slices.Contains(out, path) {
@@ -152,20 +240,58 @@ func BuildPolicy(in PolicyInput) (Policy, []string) {
 		}
 		return out
 	}
-	p.Read = keep(read)
-	// The program itself (and its interpreter) is always readable, as a
-	// file and nothing around it, even where its directory is refused: a
-	// binary built inside the checkout the session works on (the quick
-	// start's bin/agentpool running its demo agent) must still run. Only a
-	// secret is never granted.
+	p.Read = keep(backends.EntryRead, read)
+	// The program itself (and its interpreter, and the script an
+	// interpreter runs) is always readable, as a file and nothing around
+	// it, even where its directory is refused: a binary built inside the
+	// checkout the session works on (the quick start's bin/agentpool
+	// running its demo agent) must still run. Only a secret, the home or
+	// a protected path (for a script) is never granted.
 	for _, f := range programFiles(in.Exe, in.PATH) {
-		if !exposes(f, secrets, nil) && !slices.Contains(p.Read, f) {
+		if !exposes(f, ru.secrets, nil) && !slices.Contains(p.Read, f) {
 			p.Read = append(p.Read, f)
 		}
 	}
-	p.Write = keep(write)
+	for _, s := range scripts {
+		if covered(s, p.Read) {
+			p.Check = append(p.Check, s)
+			continue
+		}
+		if why, ok := ru.check(s); !ok {
+			// The launcher stops at once, naming it, rather than let the
+			// interpreter fail its own way.
+			refuse(OriginScript, "", s, why)
+			p.Check = append(p.Check, s)
+			continue
+		}
+		p.Read = append(p.Read, s)
+		p.Check = append(p.Check, s)
+	}
+	p.Write = keep(backends.EntryWrite, write)
 	p.Devices = slices.Clone(systemDevices)
-	return p, dropped
+	res.Policy = p
+	for _, f := range res.Refused {
+		if f.Shown() {
+			res.Notes = append(res.Notes, f.Note)
+		}
+	}
+	return res
+}
+
+// grant is a path asked for, and where the request came from.
+type grant struct {
+	path   string
+	origin string
+}
+
+// covered reports whether path lies within one of grants.
+func covered(path string, grants []string) bool {
+	for _, g := range grants {
+		if isWithin(path, g) {
+			return true
+		}
+	}
+	return false
 }
 
 // exposes reports whether granting path would grant a protected path (an

@@ -145,6 +145,7 @@ func (c *cli) renderProviders(snap registry.Snapshot) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, yesNo(p.Enabled), p.Status, sandboxLabel(p.Sandbox, c.confine), strings.TrimSpace(detail))
 	}
 	_ = tw.Flush()
+	c.renderSandboxNotes(snap)
 	if missing > 0 {
 		// The PATH once, here, rather than on every row: it is the
 		// daemon's, which may differ from this shell's.

@@ -205,12 +205,29 @@ func (r *renderer) event(ev backends.Event) {
 		r.line(r.note, ansiRed, "agent %s exited (%s)%s", ev.Agent, d.Status, indentTail(d.StderrTail))
 	case "agent.evicted":
 		r.line(r.note, "", "agent %s stopped: %s", ev.Agent, d.Reason)
+	case backends.EventSandboxRefused:
+		r.sandbox(ev)
 	case backends.EventTurnEnded:
 		r.line(r.out, turnColour(d.StopReason), "%s", turnSummary(d))
 	default:
 		if s := setupLine(ev); s != "" { // cli_trust.go
 			r.line(r.note, "", "%s", s)
 		}
+	}
+}
+
+// sandbox renders a sandbox.refused event: each note on a line, with
+// what to do.
+func (r *renderer) sandbox(ev backends.Event) {
+	var d backends.SandboxEventData
+	if json.Unmarshal(ev.Data, &d) != nil {
+		return
+	}
+	for _, n := range d.Refused {
+		r.line(r.note, ansiRed, "sandbox of %s refused %s", ev.Agent, n)
+	}
+	for _, n := range d.Denied {
+		r.line(r.note, ansiRed, "sandbox of %s denied %s", ev.Agent, n)
 	}
 }
 

@@ -381,4 +381,13 @@ func TestQuickStartFromACheckout(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ss[0].Worktree.Path, agenttest.DemoFile)); err != nil || !strings.Contains(string(b), "add a greeting") {
 		t.Fatalf("%s = %q, %v", agenttest.DemoFile, b, err)
 	}
+	// Nothing is wrong: the daemon warns about nothing of the sandbox (the
+	// directory around bin/agentpool is refused, the program granted).
+	_ = d.cmd.Process.Kill()
+	_ = d.cmd.Wait()
+	for _, line := range strings.Split(d.out.String(), "\n") {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "sandbox") {
+			t.Errorf("the quick start's daemon warns: %s", line)
+		}
+	}
 }

@@ -160,18 +160,20 @@ func (m *Main) Open(ctx context.Context) error {
 		return fmt.Errorf("worktrees: %w", err)
 	}
 	m.wt = wt
+	confiner := wiring.Confiner{
+		Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: []string{home},
+		Git: wiring.GitPathsOf(wt),
+	}
 	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger}, SIGHUP: true, Logger: m.Logger,
-		Trust: trustedProviders})
+		Trust: trustedProviders, SandboxNotes: confiner.ConfigNotes})
 	if err != nil {
 		m.shutdownParts()
 		return fmt.Errorf("registry: %w", err)
 	}
 	m.pool, err = pool.New(pool.Config{
 		Store: wiring.Store{S: m.store}, Worktrees: wiring.Worktrees{M: wt}, Resolver: m.reg,
-		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: wiring.Confiner{
-			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: []string{home},
-			Git: wiring.GitPathsOf(wt),
-		}}, MaxWarm: m.MaxWarm, IdleTimeout: m.IdleTimeout,
+		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport},
+		MaxWarm:  m.MaxWarm, IdleTimeout: m.IdleTimeout,
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger,
 	})
 	if err != nil {

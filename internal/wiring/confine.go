@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
@@ -32,43 +34,81 @@ type Confiner struct {
 // gitLookupTimeout bounds the repository lookup of one launch.
 const gitLookupTimeout = 10 * time.Second
 
+// What the protected paths of a launch are, in the reasons of refusals.
+const (
+	whatDaemonHome   = "the daemon's home"
+	whatMainCheckout = "the main checkout"
+)
+
 // policy builds the Landlock policy of a launch, nil when the provider's
-// sandbox is disabled. dropped lists grants refused as too wide.
-func (c Confiner) policy(req pool.LaunchRequest) (pol *sandbox.Policy, dropped []string, err error) {
+// sandbox is disabled, with what it refused and why.
+func (c Confiner) policy(req pool.LaunchRequest) (*sandbox.PolicyResult, error) {
 	sb := req.Spec.Sandbox
 	if !sb.Enabled {
-		return nil, nil, nil
+		return nil, nil
 	}
 	var git sandbox.GitPaths
 	if c.Git != nil && req.Worktree.Repo != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), gitLookupTimeout)
+		var err error
 		git, err = c.Git(ctx, req.Worktree)
 		cancel()
 		if err != nil {
-			return nil, nil, fmt.Errorf("locate the repository of %s: %w", req.Worktree.Path, err)
+			return nil, fmt.Errorf("locate the repository of %s: %w", req.Worktree.Path, err)
 		}
 	}
-	protect := append([]string{}, c.Protect...)
+	in := c.policyInput(req.Spec)
+	in.Worktree, in.Git = req.Spec.Dir, git
 	if req.Worktree.Repo != "" {
 		// The user's main checkout: its working files are not the agent's.
-		protect = append(protect, req.Worktree.Repo)
+		in.Protected = append(in.Protected, sandbox.Protected{Path: req.Worktree.Repo, What: whatMainCheckout})
 	}
-	p, dropped := sandbox.BuildPolicy(sandbox.PolicyInput{
-		Sandbox: sb, Worktree: req.Spec.Dir, Exe: req.Spec.Path, PATH: envPATH(req.Spec.Env),
-		Git: git, Home: c.Home, Protect: protect,
-	})
-	return &p, dropped, nil
+	r := sandbox.PolicyFor(in)
+	return &r, nil
 }
+
+// policyInput is what a launch of spec shares with every other: the
+// program, its arguments and PATH, the home, the daemon's home.
+func (c Confiner) policyInput(spec backends.Spec) sandbox.PolicyInput {
+	in := sandbox.PolicyInput{Sandbox: spec.Sandbox, Exe: spec.Path, Args: spec.Args, PATH: envPATH(spec.Env), Home: c.Home}
+	for _, p := range c.Protect {
+		in.Protected = append(in.Protected, sandbox.Protected{Path: p, What: whatDaemonHome})
+	}
+	return in
+}
+
+// ConfigNotes returns the refusals of spec's sandbox that do not depend on
+// a session: grants of the home, a secret or the daemon's home, and a
+// script the command names inside one. A session's launch adds those
+// that depend on its repository (the main checkout).
+func (c Confiner) ConfigNotes(spec backends.Spec) []backends.SandboxNote {
+	if c.Sandbox == nil || !spec.Sandbox.Enabled || spec.Path == "" {
+		return nil
+	}
+	in := c.policyInput(spec)
+	// "$WORKTREE" entries are the session's worktree: always granted.
+	sb := in.Sandbox
+	sb.Read = slices.DeleteFunc(slices.Clone(sb.Read), isWorktreePath)
+	sb.Write = slices.DeleteFunc(slices.Clone(sb.Write), isWorktreePath)
+	in.Sandbox = sb
+	return sandbox.PolicyFor(in).Notes
+}
+
+func isWorktreePath(p string) bool { return strings.HasPrefix(p, "$WORKTREE") }
 
 // agentJail returns the jail of a launch's agent and a function that makes
 // the jail of each of its terminals; nil, nil without a Sandbox.
-func (c Confiner) agentJail(req pool.LaunchRequest) (backends.Jail, func(id string) (*sandbox.Jail, error), []string, error) {
+func (c Confiner) agentJail(req pool.LaunchRequest) (backends.Jail, func(id string) (*sandbox.Jail, error), *sandbox.PolicyResult, error) {
 	if c.Sandbox == nil {
 		return nil, nil, nil, nil
 	}
-	pol, dropped, err := c.policy(req)
+	res, err := c.policy(req)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	var pol *sandbox.Policy
+	if res != nil {
+		pol = &res.Policy
 	}
 	agent := req.Spec.Provider
 	jc := func(leaf string) sandbox.JailConfig {
@@ -79,7 +119,7 @@ func (c Confiner) agentJail(req pool.LaunchRequest) (backends.Jail, func(id stri
 		return nil, nil, nil, err
 	}
 	terms := func(id string) (*sandbox.Jail, error) { return c.Sandbox.NewJail(jc(id)) }
-	return j, terms, dropped, nil
+	return j, terms, res, nil
 }
 
 // envPATH returns the PATH a launch's program sees: the spec's own, else

@@ -11,6 +11,7 @@ import (
 	"github.com/agentpool/agentpool/backends/pty"
 	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/registry"
 )
 
 // Launcher builds backends: ACP agents get the worktree's fs bridge and
@@ -23,6 +24,10 @@ type Launcher struct {
 	// Confiner puts each agent and each of its terminals in a jail of its
 	// own; its zero value launches without confinement.
 	Confiner Confiner
+	// Report, if set, receives what the sandbox said of each confined
+	// launch (nothing refused, nothing denied included): the registry
+	// shows it on the provider's status.
+	Report func(provider string, spec backends.Spec, rep registry.LaunchReport)
 }
 
 var _ pool.Launcher = Launcher{}
@@ -35,18 +40,46 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	}
 	logger = logger.With("session", req.Session)
 	agent := req.Spec.Provider
-	jail, termJail, dropped, err := l.Confiner.agentJail(req)
+	jail, termJail, res, err := l.Confiner.agentJail(req)
 	if err != nil {
 		return nil, fmt.Errorf("confine agent %q: %w", agent, err)
 	}
-	if len(dropped) > 0 {
-		logger.Warn("sandbox grants refused: they would expose the daemon's home, a secret or the main checkout", "agent", agent, "paths", dropped)
+	if res != nil {
+		l.refused(req, logger, res)
 	}
 	b, err := l.launch(req, logger, jail, termJail)
 	if err != nil && jail != nil {
 		_ = jail.Release()
 	}
+	if err == nil && res != nil && req.Spec.Kind == backends.KindACP {
+		// A PTY agent's output is its screen, no stderr to explain.
+		b = explained{Backend: b, l: l, req: req, res: res, logger: logger}
+	}
 	return b, err
+}
+
+// refused logs, emits and reports the grants the sandbox refused for a
+// launch. Only those the user asked for are warned about: a derived grant
+// that is refused (the directory of a program built in the main checkout)
+// costs nothing, the program itself being granted.
+func (l Launcher) refused(req pool.LaunchRequest, logger *slog.Logger, res *sandbox.PolicyResult) {
+	agent := req.Spec.Provider
+	for _, f := range res.Refused {
+		if !f.Shown() {
+			logger.Debug("sandbox: derived grant refused", "agent", agent, "path", f.Note.Path, "reason", f.Note.Reason)
+		}
+	}
+	if len(res.Notes) > 0 {
+		lines := make([]string, len(res.Notes))
+		for i, n := range res.Notes {
+			lines[i] = n.String()
+		}
+		logger.Warn("sandbox grants refused", "agent", agent, "refused", lines)
+		req.Emit(backends.NewEvent(backends.EventSandboxRefused, agent, backends.SandboxEventData{Refused: res.Notes}))
+	}
+	if l.Report != nil {
+		l.Report(agent, req.Spec, registry.LaunchReport{Session: req.Session, Refused: res.Notes})
+	}
 }
 
 func (l Launcher) launch(req pool.LaunchRequest, logger *slog.Logger, jail backends.Jail, termJail func(string) (*sandbox.Jail, error)) (backends.Backend, error) {

@@ -115,7 +115,23 @@ export function providersView(main) {
       h('div.controls', probe, h('label.switch', toggle, h('span', p.enabled ? 'Enabled' : 'Disabled'))),
       p.description ? h('div.desc', p.description) : null,
       p.diagnostic && p.status !== 'disabled' ? h('div.diag', p.diagnostic) : null,
+      sandboxNotes(p),
       h('div.cmd', (p.path || (p.command || []).join(' ')) + (probeInfo ? `  ·  ${probeInfo}` : '')));
+  }
+
+  // sandboxNotes shows the grants the sandbox refuses and the paths it
+  // denied at the last launch, each with what to change.
+  function sandboxNotes(p) {
+    const say = (what, n) => h('li', h('strong', `${what} ${n.entry || 'command'} `), h('code', n.path), `: ${n.reason}`,
+      n.fix ? h('div.muted', n.fix) : null);
+    const items = (p.sandbox_notes || []).map(n => say('Refused', n));
+    const l = p.last_launch;
+    if (l) {
+      const known = new Set((p.sandbox_notes || []).map(n => n.path + '\0' + n.entry));
+      (l.refused || []).filter(n => !known.has(n.path + '\0' + n.entry)).forEach(n => items.push(say(`Refused (session ${l.session})`, n)));
+      (l.denied || []).forEach(n => items.push(say(`Denied at start (session ${l.session})`, n)));
+    }
+    return items.length ? h('div.diag', { 'data-sandbox-notes': '' }, h('ul', ...items)) : null;
   }
 
   render();

@@ -211,7 +211,7 @@ export function sessionView(main, id) {
   const types = ['session.created', 'session.closed', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
     'turn.started', 'turn.ended', 'turn.queued', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
-    'pty.screen', 'error', 'history', 'worktree.restored', 'stream.end'];
+    'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'stream.end'];
   function onEvent(type, raw) {
     let ev;
     try { ev = JSON.parse(raw); } catch { return; }

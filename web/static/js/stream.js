@@ -152,6 +152,12 @@ export class TurnStream {
         break;
       case 'pty.output': this.ptyText(ev, d.data || ''); break;
       case 'error': this.line(ev, `error: ${d.error || JSON.stringify(d)}`, 'bad'); break;
+      case 'sandbox.refused': {
+        const say = (what, n) => `sandbox ${what} ${n.entry || 'command'} ${n.path}: ${n.reason}${n.fix ? '\n  ' + n.fix : ''}`;
+        const lines = [...(d.refused || []).map(n => say('refused', n)), ...(d.denied || []).map(n => say('denied', n))];
+        this.line(ev, lines.join('\n'), 'bad');
+        break;
+      }
       case 'turn.ended': this.ended(ev, d); break;
       case 'agent.starting': this.note(`starting ${ev.agent}…`); break;
       case 'agent.ready': this.note(`${ev.agent} ready${d.pid ? ' (pid ' + d.pid + ')' : ''}${d.resumed ? ', resumed its conversation' : ''}`); break;
