@@ -102,6 +102,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	if !s.authorized(r) && !(r.URL.Query().Has("token") && tokenEqual(r.URL.Query().Get("token"), s.cfg.Token)) {
 		return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing or wrong bearer token"}
 	}
+	s.conns.prove(r)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
