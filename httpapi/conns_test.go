@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 )
 
@@ -307,5 +309,43 @@ func TestConnGuardMetrics(t *testing.T) {
 	}
 	if t.Failed() {
 		_, _ = os.Stderr.WriteString(m)
+	}
+}
+
+func TestIdleTimeoutSparesStreams(t *testing.T) {
+	fp := &fakePool{}
+	sessionWorld(fp)
+	global := newLog(t, 64)
+	fp.SubscribeAllFunc = func() *pool.Subscription { return global.Subscribe(0) }
+	e := newGuardEnv(t, fp, ConnLimits{IdleTimeout: 300 * time.Millisecond, BodyTimeout: 200 * time.Millisecond}, nil)
+	idle := e.dial(t)
+	if got := request(t, idle, bufio.NewReader(idle), "/v1/sessions", testToken); got != http.StatusOK {
+		t.Fatalf("authorized GET = %d; want 200", got)
+	}
+	stream := e.dial(t)
+	if _, err := io.WriteString(stream, "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"+
+		"Authorization: Bearer "+testToken+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(stream)
+	_ = stream.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/events = %v, %v; want 200", resp, err)
+	}
+	time.Sleep(time.Second) // past the idle and body timeouts
+	if !isClosed(idle) {
+		t.Error("keep-alive connection open after 1 s idle; want it closed after IdleTimeout 300ms")
+	}
+	global.Publish("s9", backends.EventSessionCreated, 0, nil)
+	_ = stream.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("event stream ended after 1 s: %v; want it kept open", err)
+		}
+		if strings.Contains(line, string(backends.EventSessionCreated)) {
+			break
+		}
 	}
 }
