@@ -41,8 +41,10 @@ const (
 
 // Log attribute keys of the connection guard.
 const (
-	logKeyUnproven = "unproven"
-	logKeyProven   = "proven"
+	logKeyUnproven    = "unproven"
+	logKeyProven      = "proven"
+	logKeyMaxUnproven = "max_unproven"
+	logKeyMaxProven   = "max_proven"
 )
 
 // ConnLimits bounds the API's connections and how long a request may take
@@ -249,7 +251,7 @@ func (g *connGuard) evictLocked(class connClass, keep *trackedConn) net.Conn {
 	if now.Sub(g.lastLog) >= evictLogPeriod {
 		g.log.Warn("API connection limit reached: closed connections to admit new ones",
 			logKeyUnproven, g.unlogged[unproven], logKeyProven, g.unlogged[proven],
-			"max_unproven", g.limits.MaxUnproven, "max_proven", g.limits.MaxProven)
+			logKeyMaxUnproven, g.limits.MaxUnproven, logKeyMaxProven, g.limits.MaxProven)
 		g.unlogged = [2]int{}
 		g.lastLog = now
 	}
