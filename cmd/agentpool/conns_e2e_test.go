@@ -208,8 +208,9 @@ func timedGet(t *testing.T, d *daemon, path string) time.Duration {
 
 // TestEndToEndConnectionFlood: local processes without the token hold
 // 22,500 connections to the daemon, more than its file limit here;
-// the token's owner is still answered, and an event stream opened before
-// the flood keeps delivering a turn run during it.
+// the token's owner is still answered, an event stream opened before the
+// flood keeps delivering a turn run during it, and a terminal attached
+// before it still works.
 func TestEndToEndConnectionFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon, and opens 21,000 connections")
@@ -218,6 +219,14 @@ func TestEndToEndConnectionFlood(t *testing.T) {
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
 	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# flood\n"})
+	// A terminal agent to attach to: cat, echoing what is typed.
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, providersFile),
+		[]byte(`{"version": 1, "providers": {"term": {"extends": "pty", "command": ["cat"]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d := startDaemon(t, bin, home)
 	t.Cleanup(func() {
 		_ = d.cmd.Process.Kill()
@@ -233,6 +242,29 @@ func TestEndToEndConnectionFlood(t *testing.T) {
 	}
 	id := m[1]
 	events := openEventStream(t, d, id)
+	actx, acancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer acancel()
+	att, err := d.client.Attach(actx, id, "term")
+	if err != nil {
+		t.Fatalf("attach to the terminal agent: %v", err)
+	}
+	defer att.Close()
+	if err := att.Take(actx); err != nil {
+		t.Fatalf("take the terminal's input: %v", err)
+	}
+	output := make(chan string, 256)
+	go func() {
+		defer close(output)
+		for {
+			out, _, err := att.Next(actx)
+			if err != nil {
+				return
+			}
+			if len(out) > 0 {
+				output <- string(out)
+			}
+		}
+	}()
 
 	addr := strings.TrimPrefix(d.client.BaseURL, "http://")
 	var ready []<-chan string
@@ -279,6 +311,22 @@ func TestEndToEndConnectionFlood(t *testing.T) {
 			ended = typ == backends.EventTurnEnded
 		case <-ctx.Done():
 			t.Fatal("no turn.ended on the event stream within 60 s of the prompt")
+		}
+	}
+	// The terminal attached before the flood still echoes what is typed.
+	if err := att.Input(ctx, []byte("typed-during-flood\r")); err != nil {
+		t.Fatalf("type into the terminal attached before the flood: %v", err)
+	}
+	var seen strings.Builder
+	for !strings.Contains(seen.String(), "typed-during-flood") {
+		select {
+		case out, ok := <-output:
+			if !ok {
+				t.Fatalf("the terminal attached before the flood ended; it showed %q", seen.String())
+			}
+			seen.WriteString(out)
+		case <-ctx.Done():
+			t.Fatalf("the terminal attached before the flood did not echo within 60 s; it showed %q", seen.String())
 		}
 	}
 	metrics := getText(t, d, "/metrics")
