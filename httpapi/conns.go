@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"container/list"
 	"context"
 	"log"
 	"log/slog"
@@ -131,25 +132,49 @@ const (
 	proven
 )
 
+// connBucket orders a class's connections by the time they entered
+// their state: the front of each bucket's list is the one in it longest.
+type connBucket int
+
+const (
+	bucketIdle   connBucket = iota // http.StateIdle: between requests
+	bucketNew                      // http.StateNew: nothing read yet
+	bucketActive                   // http.StateActive: a request under way
+	numBuckets
+)
+
+// bucketOf is the bucket of a connection in state st.
+func bucketOf(st http.ConnState) connBucket {
+	switch st {
+	case http.StateIdle:
+		return bucketIdle
+	case http.StateNew:
+		return bucketNew
+	}
+	return bucketActive
+}
+
 // trackedConn is one connection the guard follows.
 type trackedConn struct {
-	conn  net.Conn
-	class connClass
-	state http.ConnState
-	since time.Time // when it entered state
+	conn   net.Conn
+	class  connClass
+	bucket connBucket
+	since  time.Time // when it entered its bucket
+	elem   *list.Element
 }
 
 // connGuard tracks the server's connections (see ConnLimits). It is safe
 // for concurrent use; http.Server calls connState from every connection's
-// goroutine.
+// goroutine, StateNew from its accept loop, so admission is O(1).
 type connGuard struct {
 	limits ConnLimits
 	log    *slog.Logger
 	now    func() time.Time
 
-	mu      sync.Mutex
-	conns   map[net.Conn]*trackedConn
-	count   [2]int
+	mu    sync.Mutex
+	conns map[net.Conn]*trackedConn
+	// lists holds each class's connections by bucket, in order of entry.
+	lists   [2][numBuckets]list.List
 	evicted [2]uint64
 	// unlogged counts evictions not yet logged; lastLog is the last log.
 	unlogged [2]int
@@ -173,15 +198,16 @@ func (g *connGuard) connState(c net.Conn, st http.ConnState) {
 	g.mu.Lock()
 	switch st {
 	case http.StateNew:
-		t := &trackedConn{conn: c, class: unproven, state: st, since: g.now()}
+		t := &trackedConn{conn: c, class: unproven}
 		g.conns[c] = t
-		g.count[unproven]++
-		if g.count[unproven] > g.limits.MaxUnproven {
+		g.placeLocked(t, bucketNew)
+		if g.countLocked(unproven) > g.limits.MaxUnproven {
 			victim = g.evictLocked(unproven, t)
 		}
 	case http.StateActive, http.StateIdle:
 		if t := g.conns[c]; t != nil {
-			t.state, t.since = st, g.now()
+			g.unplaceLocked(t)
+			g.placeLocked(t, bucketOf(st))
 		}
 	case http.StateHijacked, http.StateClosed:
 		g.removeLocked(c)
@@ -203,10 +229,11 @@ func (g *connGuard) prove(r *http.Request) {
 	var victim net.Conn
 	g.mu.Lock()
 	if t := g.conns[c]; t != nil && t.class == unproven {
-		g.count[unproven]--
+		b := t.bucket
+		g.unplaceLocked(t)
 		t.class = proven
-		g.count[proven]++
-		if g.count[proven] > g.limits.MaxProven {
+		g.placeLocked(t, b)
+		if g.countLocked(proven) > g.limits.MaxProven {
 			victim = g.evictLocked(proven, t)
 		}
 	}
@@ -216,36 +243,60 @@ func (g *connGuard) prove(r *http.Request) {
 	}
 }
 
+// placeLocked puts t at the back of its class's list for bucket b.
+func (g *connGuard) placeLocked(t *trackedConn, b connBucket) {
+	t.bucket, t.since = b, g.now()
+	t.elem = g.lists[t.class][b].PushBack(t)
+}
+
+// unplaceLocked takes t out of its list.
+func (g *connGuard) unplaceLocked(t *trackedConn) {
+	g.lists[t.class][t.bucket].Remove(t.elem)
+}
+
+// countLocked is the number of connections of class.
+func (g *connGuard) countLocked(class connClass) int {
+	n := 0
+	for b := range numBuckets {
+		n += g.lists[class][b].Len()
+	}
+	return n
+}
+
+// frontLocked is the connection of class in bucket b longest, keep
+// excepted, or nil.
+func (g *connGuard) frontLocked(class connClass, b connBucket, keep *trackedConn) *trackedConn {
+	for e := g.lists[class][b].Front(); e != nil; e = e.Next() {
+		if t := e.Value.(*trackedConn); t != keep {
+			return t
+		}
+	}
+	return nil
+}
+
 // evictLocked picks the connection of class to close for keep, forgets it
 // and returns it (nil if none may go). Unproven: the one idle longest,
 // else one silent for newConnGrace, else the oldest. Proven: only an idle
 // one.
 func (g *connGuard) evictLocked(class connClass, keep *trackedConn) net.Conn {
 	now := g.now()
-	var best *trackedConn
-	bestRank := 3
-	for _, t := range g.conns {
-		if t == keep || t.class != class {
-			continue
-		}
-		rank := 2
+	victim := g.frontLocked(class, bucketIdle, keep)
+	if victim == nil && class == unproven {
+		silent := g.frontLocked(class, bucketNew, keep)
+		active := g.frontLocked(class, bucketActive, keep)
 		switch {
-		case t.state == http.StateIdle:
-			rank = 0
-		case t.state == http.StateNew && now.Sub(t.since) >= newConnGrace:
-			rank = 1
-		}
-		if class == proven && rank != 0 {
-			continue
-		}
-		if best == nil || rank < bestRank || rank == bestRank && t.since.Before(best.since) {
-			best, bestRank = t, rank
+		case silent != nil && now.Sub(silent.since) >= newConnGrace:
+			victim = silent
+		case silent == nil || active != nil && active.since.Before(silent.since):
+			victim = active
+		default:
+			victim = silent
 		}
 	}
-	if best == nil {
+	if victim == nil {
 		return nil
 	}
-	g.removeLocked(best.conn)
+	g.removeLocked(victim.conn)
 	g.evicted[class]++
 	g.unlogged[class]++
 	if now.Sub(g.lastLog) >= evictLogPeriod {
@@ -255,13 +306,13 @@ func (g *connGuard) evictLocked(class connClass, keep *trackedConn) net.Conn {
 		g.unlogged = [2]int{}
 		g.lastLog = now
 	}
-	return best.conn
+	return victim.conn
 }
 
 // removeLocked forgets c.
 func (g *connGuard) removeLocked(c net.Conn) {
 	if t := g.conns[c]; t != nil {
-		g.count[t.class]--
+		g.unplaceLocked(t)
 		delete(g.conns, c)
 	}
 }
@@ -275,7 +326,7 @@ type connStats struct {
 func (g *connGuard) stats() connStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return connStats{open: [2]uint64{uint64(g.count[unproven]), uint64(g.count[proven])}, evicted: g.evicted}
+	return connStats{open: [2]uint64{uint64(g.countLocked(unproven)), uint64(g.countLocked(proven))}, evicted: g.evicted}
 }
 
 // collectConns adds the guard's gauges and counters to e.

@@ -349,3 +349,33 @@ func TestIdleTimeoutSparesStreams(t *testing.T) {
 		}
 	}
 }
+
+func TestConnGuardOrderOfEviction(t *testing.T) {
+	clock := time.Unix(1_000_000, 0)
+	g := newConnGuard(ConnLimits{MaxUnproven: 2}.withDefaults(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g.now = func() time.Time { return clock }
+	active, silent := &nopConn{}, &nopConn{}
+	g.connState(active, http.StateNew)
+	g.connState(active, http.StateActive) // half a request, the oldest
+	clock = clock.Add(time.Millisecond)
+	g.connState(silent, http.StateNew)
+	tracked := func(c net.Conn) bool { _, ok := g.conns[c]; return ok }
+
+	// Within the grace, the oldest goes: the half request.
+	g.connState(&nopConn{}, http.StateNew)
+	if tracked(active) || !tracked(silent) {
+		t.Fatalf("within the grace: active tracked %v, silent tracked %v; want the older (active) closed", tracked(active), tracked(silent))
+	}
+	// Past the grace, a connection that sent nothing goes before an
+	// older one under way.
+	older := &nopConn{}
+	g.connState(older, http.StateActive) // unknown to the guard: ignored
+	clock = clock.Add(newConnGrace)
+	g.connState(&nopConn{}, http.StateNew)
+	if tracked(silent) {
+		t.Error("past the grace: the silent connection is tracked; want it closed")
+	}
+	if st := g.stats(); st.open != [2]uint64{2, 0} || st.evicted != [2]uint64{2, 0} {
+		t.Errorf("stats = %+v; want 2 unproven open and 2 closed", st)
+	}
+}
