@@ -292,6 +292,16 @@ func TestEndToEndConnectionFlood(t *testing.T) {
 		after = append(after, timedGet(t, d, "/v1/sessions"))
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The daemon holds a bounded number of descriptors (the caps, the
+	// store, the agents), far below its file limit: accept never fails.
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", d.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the daemon has %d open files with the flood's connections open", len(fds))
+	if len(fds) > 4000 {
+		t.Errorf("the daemon has %d open files during the flood; want the connection caps to bound them", len(fds))
+	}
 	t.Logf("authorized GET /v1/sessions on a new connection while the flood opened connections: %s", latencies(during))
 	t.Logf("authorized GET /v1/sessions on a new connection with the flood's connections open: %s", latencies(after))
 
