@@ -108,6 +108,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	if !s.authorized(r) && !s.ticketAuthorized(r, id) {
 		return errUnauthorized
 	}
+	s.conns.prove(r)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -31,6 +31,7 @@ const (
 	CodeProviderDisabled   = "provider_disabled"      // 409
 	CodeNotInstalled       = "provider_not_installed" // 409
 	CodeUnsupported        = "unsupported"            // 409: not possible with this agent or setup
+	CodeRequestTimeout     = "request_timeout"        // 408: the request body did not arrive in time
 	CodePreconditionFailed = "precondition_failed"    // 412: stale If-Match
 	CodeTooLarge           = "too_large"              // 413: request body over the limit
 	CodeUnsupportedMedia   = "unsupported_media_type" // 415

@@ -96,6 +96,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) error {
 	s.collectPool(&e)
 	e.add(metricsNamespace+"http_requests_total", "HTTP requests answered, by route pattern and status.", typeCounter, s.metrics.requests.series()...)
 	e.gauge(metricsNamespace+"sse_streams", "Event streams open now.", float64(s.metrics.streams.n.Load()))
+	s.collectConns(&e)
 	collectGo(&e)
 	if err := collectProcess(&e); err != nil {
 		// Served without the metrics it could not read, as client_golang does.

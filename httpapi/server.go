@@ -62,6 +62,8 @@ type Config struct {
 	// (mode 0600, written atomically), so that pages stay logged in
 	// across a restart; "" keeps them in memory only.
 	PageSessionsFile string
+	// Conns bounds connections and request reading (see HTTPServer).
+	Conns ConnLimits
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -74,6 +76,7 @@ type Server struct {
 	hosts   map[string]struct{}
 	mux     *http.ServeMux
 	metrics *metrics
+	conns   *connGuard
 
 	// base is cancelled by Shutdown; long requests (streams, waits,
 	// probes) watch it.
@@ -106,6 +109,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	cfg.Conns = cfg.Conns.withDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -124,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.pages = pages
 	s.metrics = newMetrics(s)
+	s.conns = newConnGuard(cfg.Conns, log)
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.routes()
 	return s, nil
@@ -173,7 +178,8 @@ func (s *Server) routes() {
 }
 
 // route registers h under pattern behind the adapter: authentication
-// (unless public), the body limit, error answers and request metrics.
+// (unless public), the body read in full within its limits (body.go),
+// error answers and request metrics.
 func (s *Server) route(pattern string, h handlerFunc, public bool) {
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
@@ -185,9 +191,11 @@ func (s *Server) route(pattern string, h handlerFunc, public bool) {
 				return
 			}
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+			s.conns.prove(r)
 		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBody)
+		if err := s.bufferBody(sw, r); err != nil {
+			s.writeError(sw, r, err)
+			return
 		}
 		if err := h(sw, r); err != nil {
 			if sw.status != 0 {
@@ -203,6 +211,7 @@ func (s *Server) route(pattern string, h handlerFunc, public bool) {
 // ServeHTTP checks the Host header, answers unknown routes and wrong
 // methods with error bodies, and dispatches the others.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.guardBody(w, r)()
 	if !s.hostAllowed(r.Host) {
 		s.metrics.request("", http.StatusForbidden)
 		s.writeError(w, r, &Error{Status: http.StatusForbidden, Code: CodeForbiddenHost,

@@ -185,7 +185,8 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.reconcile(ctx, wt)
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Token: token, Logger: m.Logger, Version: version,
-		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile)})
+		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile),
+		Conns: httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)}})
 	if err != nil {
 		m.shutdownParts()
 		return err
@@ -194,7 +195,7 @@ func (m *Main) Open(ctx context.Context) error {
 	opened = true
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
-	m.http = &http.Server{Handler: m.api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)}
+	m.http = m.api.HTTPServer(slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn))
 	m.wg.Add(4)
 	go func() { defer m.wg.Done(); _ = m.reg.Run(runCtx) }()
 	go func() { defer m.wg.Done(); _ = m.pool.Run(runCtx) }()
