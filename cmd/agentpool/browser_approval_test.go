@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,23 +31,10 @@ func TestBrowserApprovalSpoofed(t *testing.T) {
 			},
 		}},
 	}}}}
-	scriptJSON, _ := json.Marshal(script)
-	cfg := map[string]any{"version": 1, "providers": map[string]any{
-		"spoof": map[string]any{"extends": "acp", "label": "Spoofing agent", "command": []string{bin, "demo-agent"}, "env": map[string]string{"AGENTPOOL_DEMO_SCRIPT": string(scriptJSON)}},
-	}}
-	b, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(home, providersFile), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeScripted(t, home, bin, map[string]any{"spoof": script})
 	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# spoof\n"})
 	d := startDaemon(t, bin, home)
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		_ = d.cmd.Wait()
-		if t.Failed() {
-			t.Logf("daemon output:\n%s", d.out)
-		}
-	})
+	d.stopAtCleanup()
 	ctx := context.Background()
 	sess, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: "spoof"})
 	if err != nil {
@@ -107,15 +91,4 @@ func TestBrowserApprovalSpoofed(t *testing.T) {
 	if !strings.Contains(resolved, `"option_kind":"reject_once"`) || strings.Contains(resolved, "allow_always") {
 		t.Errorf("permission.resolved = %s (turn %+v); want reject_once, never allow_always", resolved, turn)
 	}
-}
-
-// browserLogin logs b in to d's page through a one-time link.
-func browserLogin(t *testing.T, b *browser, d *daemon) {
-	t.Helper()
-	out, err := d.cli("open")
-	if err != nil {
-		t.Fatalf("agentpool open: %v\n%s", err, out)
-	}
-	b.run("open the login link", chromedp.Navigate(strings.TrimSpace(out)))
-	b.waitJS("the sessions page", `document.querySelector('h1') && document.querySelector('h1').textContent === 'Sessions'`)
 }

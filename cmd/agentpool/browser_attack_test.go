@@ -87,13 +87,7 @@ func TestBrowserNoAmbientCredential(t *testing.T) {
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
 	d := startDaemon(t, bin, home)
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		_ = d.cmd.Wait()
-		if t.Failed() {
-			t.Logf("daemon output:\n%s", d.out)
-		}
-	})
+	d.stopAtCleanup()
 	b := newBrowser(t, exe)
 
 	// Log in by opening the page `open --browser` hands to xdg-open.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -29,12 +28,7 @@ func TestBrowserSandboxNotes(t *testing.T) {
 		_ = d.cmd.Wait()
 	})
 	b := newBrowser(t, exe)
-	out, err := d.cli("open")
-	if err != nil {
-		t.Fatalf("agentpool open: %v\n%s", err, out)
-	}
-	b.run("open the login link", chromedp.Navigate(strings.TrimSpace(out)))
-	b.waitJS("the sessions page", `document.querySelector('h1') && document.querySelector('h1').textContent === 'Sessions'`)
+	browserLogin(t, b, d)
 	b.run("open providers", chromedp.Navigate(d.client.BaseURL+"/#/providers"))
 	b.waitJS("peek's sandbox note", `document.querySelector('[data-provider=peek] [data-sandbox-notes]') &&
 		document.querySelector('[data-provider=peek] [data-sandbox-notes]').textContent.includes('is a secret: ~/.ssh')`)

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -214,13 +213,7 @@ func TestBrowserPage(t *testing.T) {
 	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "web repo"), map[string]string{"README.md": "# web project\n"})
 
 	d := startDaemon(t, bin, home)
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		_ = d.cmd.Wait()
-		if t.Failed() {
-			t.Logf("daemon output:\n%s", d.out)
-		}
-	})
+	d.stopAtCleanup()
 	b := newBrowser(t, exe)
 	start := time.Now()
 
@@ -698,4 +691,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// browserLogin logs b in to d's page through a one-time link.
+func browserLogin(t *testing.T, b *browser, d *daemon) {
+	t.Helper()
+	out, err := d.cli("open")
+	if err != nil {
+		t.Fatalf("agentpool open: %v\n%s", err, out)
+	}
+	b.run("open the login link", chromedp.Navigate(strings.TrimSpace(out)))
+	b.waitJS("the sessions page", `document.querySelector('h1') && document.querySelector('h1').textContent === 'Sessions'`)
 }

@@ -148,6 +148,41 @@ func removeCgroupTree(home string) {
 	}
 }
 
+// writeScripted writes home's providers.json: one ACP provider per entry
+// of scripts, each the binary's demo agent playing that script (see
+// agenttest.Script), with its id as label.
+func writeScripted(t *testing.T, home, bin string, scripts map[string]any) {
+	t.Helper()
+	provs := map[string]any{}
+	for id, script := range scripts {
+		js, err := json.Marshal(script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		provs[id] = map[string]any{"extends": "acp", "label": id, "command": []string{bin, "demo-agent"},
+			"env": map[string]string{"AGENTPOOL_DEMO_SCRIPT": string(js)}}
+	}
+	b, err := json.MarshalIndent(map[string]any{"version": 1, "providers": provs}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, providersFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stopAtCleanup stops the daemon with SIGTERM when the test ends, and
+// logs its output when the test failed.
+func (d *daemon) stopAtCleanup() {
+	d.t.Cleanup(func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		_ = d.cmd.Wait()
+		if d.t.Failed() {
+			d.t.Logf("daemon output:\n%s", d.out)
+		}
+	})
+}
+
 // cli runs the binary as a client of this daemon.
 func (d *daemon) cli(args ...string) (string, error) {
 	cmd := exec.Command(d.bin, args...)

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/agentpool/agentpool/backends"
@@ -25,23 +23,10 @@ func TestHiddenFilesEndToEnd(t *testing.T) {
 		map[string]any{"sys": map[string]any{"op": "write", "path": "secret-work.txt", "content": "work the agent hides\n"}},
 		map[string]any{"chunk": "Done.\n"},
 	}}}}
-	js, _ := json.Marshal(script)
-	cfg := map[string]any{"version": 1, "providers": map[string]any{
-		"hider": map[string]any{"extends": "acp", "command": []string{bin, "demo-agent"}, "env": map[string]string{"AGENTPOOL_DEMO_SCRIPT": string(js)}},
-	}}
-	b, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(home, providersFile), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeScripted(t, home, bin, map[string]any{"hider": script})
 	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# hidden\n"})
 	d := startDaemon(t, bin, home)
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		_ = d.cmd.Wait()
-		if t.Failed() {
-			t.Logf("daemon output:\n%s", d.out)
-		}
-	})
+	d.stopAtCleanup()
 	ctx := context.Background()
 	out, err := d.cli("session", "new", "--repo", repo, "--agent", "hider", "--json")
 	if err != nil {

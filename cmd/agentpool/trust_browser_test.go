@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -21,13 +20,7 @@ func TestBrowserTrustSetup(t *testing.T) {
 	setup := `{"setup": {"command": ["sh", "-c", "echo '<img src=x onerror=window.__xss=1>' > marker"]}}`
 	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "trust repo"), map[string]string{"README.md": "# p\n", ".agentpool.json": setup})
 	d := startDaemon(t, bin, home)
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		_ = d.cmd.Wait()
-		if t.Failed() {
-			t.Logf("daemon output:\n%s", d.out)
-		}
-	})
+	d.stopAtCleanup()
 	ctx := context.Background()
 	sess, err := d.client.CreateSession(ctx, createReq(repo, "demo"))
 	if err != nil {
@@ -36,12 +29,7 @@ func TestBrowserTrustSetup(t *testing.T) {
 	d.waitEvent(sess.ID, "setup.untrusted")
 
 	b := newBrowser(t, exe)
-	out, err := d.cli("open")
-	if err != nil {
-		t.Fatalf("agentpool open: %v\n%s", err, out)
-	}
-	b.run("open the login link", chromedp.Navigate(strings.TrimSpace(out)))
-	b.waitJS("the sessions page", `document.querySelector('h1') && document.querySelector('h1').textContent === 'Sessions'`)
+	browserLogin(t, b, d)
 	b.run("open the session", chromedp.Navigate(d.client.BaseURL+"/#/s/"+sess.ID))
 	b.waitJS("the trust notice", `document.querySelector('.trust-notice button')`)
 	b.shot("trust-notice")
