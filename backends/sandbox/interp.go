@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -119,20 +120,20 @@ func scriptFiles(exe string, args []string, dir, path string) []string {
 			}
 			return out
 		}
-		if len(a) > 1 && (a[0] == '-' || (a[0] == '+' && contains(in.valued, a))) {
+		if len(a) > 1 && (a[0] == '-' || (a[0] == '+' && slices.Contains(in.valued, a))) {
 			name, value, hasValue := strings.Cut(a, "=")
-			if contains(in.inline, name) {
+			if slices.Contains(in.inline, name) {
 				return out
 			}
-			if !hasValue && (contains(in.valued, name) || contains(in.files, name)) && i+1 < len(args) {
+			if !hasValue && (slices.Contains(in.valued, name) || slices.Contains(in.files, name)) && i+1 < len(args) {
 				i++
 				value, hasValue = args[i], true
 			}
-			if hasValue && contains(in.files, name) {
+			if hasValue && slices.Contains(in.files, name) {
 				if f, ok := file(value); ok {
 					out = append(out, f)
 				}
-				if contains(in.last, name) {
+				if slices.Contains(in.last, name) {
 					return out
 				}
 			}
@@ -142,20 +143,11 @@ func scriptFiles(exe string, args []string, dir, path string) []string {
 			return append(out, f)
 		}
 		positional++
-		if contains(in.inline, a) || positional > 1 || !contains(in.subcommands, a) {
+		if slices.Contains(in.inline, a) || positional > 1 || !slices.Contains(in.subcommands, a) {
 			return out
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, l := range list {
-		if l == s {
-			return true
-		}
-	}
-	return false
 }
 
 // packageRoot is the directory to grant for reading with the script at
@@ -164,16 +156,8 @@ func contains(list []string, s string) bool {
 // lies in (the directory holding pyvenv.cfg), else its directory.
 func packageRoot(file string) string {
 	dir := filepath.Dir(file)
-	parts := strings.Split(dir, string(filepath.Separator))
-	for i := len(parts) - 1; i >= 0; i-- {
-		if parts[i] != "node_modules" || i+1 >= len(parts) {
-			continue
-		}
-		end := i + 2
-		if strings.HasPrefix(parts[i+1], "@") && i+2 < len(parts) {
-			end = i + 3
-		}
-		return strings.Join(parts[:end], string(filepath.Separator))
+	if root, ok := nodePackage(dir); ok {
+		return root
 	}
 	sep := string(filepath.Separator)
 	if strings.Contains(dir, sep+"site-packages") || strings.Contains(dir, sep+"dist-packages") ||

@@ -391,9 +391,9 @@ func programFiles(exe, path string) []string {
 	return out
 }
 
-// installRoot is the directory to grant for the installed file p.
-func installRoot(p string) string {
-	dir := filepath.Dir(p)
+// nodePackage returns the package directory ("…/node_modules/pkg" or
+// "…/node_modules/@scope/pkg") that dir lies in, the innermost one.
+func nodePackage(dir string) (string, bool) {
 	parts := strings.Split(dir, string(filepath.Separator))
 	for i := len(parts) - 1; i >= 0; i-- {
 		if parts[i] != "node_modules" || i+1 >= len(parts) {
@@ -403,7 +403,16 @@ func installRoot(p string) string {
 		if strings.HasPrefix(parts[i+1], "@") && i+2 < len(parts) {
 			end = i + 3
 		}
-		return strings.Join(parts[:end], string(filepath.Separator))
+		return strings.Join(parts[:end], string(filepath.Separator)), true
+	}
+	return "", false
+}
+
+// installRoot is the directory to grant for the installed file p.
+func installRoot(p string) string {
+	dir := filepath.Dir(p)
+	if root, ok := nodePackage(dir); ok {
+		return root
 	}
 	if filepath.Base(dir) == "bin" {
 		return filepath.Dir(dir)
