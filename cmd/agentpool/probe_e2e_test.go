@@ -146,7 +146,7 @@ func TestProbeRunsConfined(t *testing.T) {
 	if got.nnp != "NoNewPrivs:\t1" {
 		t.Errorf("probe ran with %q, want NoNewPrivs 1", got.nnp)
 	}
-	if want := "0::" + shown + "/.probe/hostile"; got.cgroup != want {
+	if want := "0::" + shown + "/.probe-hostile"; got.cgroup != want {
 		t.Errorf("probe ran in cgroup %q, want %q", got.cgroup, want)
 	}
 	if got.token != "denied" {
@@ -163,7 +163,7 @@ func TestProbeRunsConfined(t *testing.T) {
 	if owned.nnp != "NoNewPrivs:\t0" || owned.token != "read" || owned.outside != "wrote" {
 		t.Errorf("a provider whose owner disabled the sandbox was probed confined: %+v", owned)
 	}
-	if want := "0::" + shown + "/.probe/owned"; owned.cgroup != want {
+	if want := "0::" + shown + "/.probe-owned"; owned.cgroup != want {
 		t.Errorf("unsandboxed probe ran in cgroup %q, want %q (its agents get a cgroup too)", owned.cgroup, want)
 	}
 

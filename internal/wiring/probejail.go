@@ -8,11 +8,13 @@ import (
 	"github.com/agentpool/agentpool/backends/sandbox"
 )
 
-// probeJailRoot names the cgroup under which probes run, one jail per
-// provider (<root>/<provider>). Session ids may not start with ".", and
-// the sandbox's directory names never turn another character into one,
-// so no session's cgroup is named so.
-const probeJailRoot = ".probe"
+// probeJailPrefix names a probe's jail: its cgroup (and private TMPDIR)
+// is ".probe-<provider>" at the top of the daemon's tree. Session ids may
+// not start with ".", and the sandbox's directory names never turn another
+// character into one, so no session's cgroup is named so. The name is
+// flat so that two providers' probes, made and removed concurrently,
+// share no parent cgroup that one could remove as the other is made.
+const probeJailPrefix = ".probe-"
 
 // ProbeJail confines a provider's probe as a launch of that provider is
 // confined: a cgroup of its own (the subreaper fallback where none can be
@@ -36,8 +38,8 @@ func (c Confiner) ProbeJail(spec backends.Spec) (acp.ProbeJail, error) {
 		r := sandbox.PolicyFor(in)
 		res, pol = &r, &r.Policy
 	}
-	j, err := c.Sandbox.NewJail(sandbox.JailConfig{Path: []string{probeJailRoot, spec.Provider}, Policy: pol,
-		Session: probeJailRoot + "/" + spec.Provider, TmpRoot: c.TmpRoot})
+	name := probeJailPrefix + spec.Provider
+	j, err := c.Sandbox.NewJail(sandbox.JailConfig{Path: []string{name}, Policy: pol, Session: name, TmpRoot: c.TmpRoot})
 	if err != nil {
 		return acp.ProbeJail{}, err
 	}
