@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/registry"
 )
 
 // probeReport is what a probed fake agent wrote of itself, read from the
@@ -170,8 +171,29 @@ func TestProbeRunsConfined(t *testing.T) {
 	// Every probe so far (at load and on request) left a setsid sleeper:
 	// the probe's end killed each, and removed each probe's cgroup.
 	f.checkSleepersGone(t, "hostile", "owned")
+	waitNoProbes(t, d) // the built-in providers' probes at load too
 	if left := cgroupsUnder(tree); len(left) != 0 {
 		t.Errorf("probes left cgroups behind: %v", left)
+	}
+}
+
+// waitNoProbes waits until no provider is being probed.
+func waitNoProbes(t *testing.T, d *daemon) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, err := d.client.Providers(context.Background())
+		busy := err != nil
+		for _, p := range snap.Providers {
+			busy = busy || p.Status == registry.StatusProbing
+		}
+		if !busy {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("probes still running: %+v, %v", snap, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
