@@ -72,9 +72,11 @@ func (f *confineFixture) probeNow(t *testing.T, d *daemon, id string) probeRepor
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := d.client.ProbeProvider(ctx, id); err != nil {
+	info, err := d.client.ProbeProvider(ctx, id)
+	if err != nil {
 		t.Fatalf("probe %s: %v\ndaemon log:\n%s", id, err, d.out)
 	}
+	t.Logf("probe of %s took %v", id, info.Duration)
 	out := filepath.Join(f.fakeHome, ".fake-agent", id)
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join(out, name))
@@ -231,7 +233,8 @@ func TestProbeRunsConfinedWithoutCgroup(t *testing.T) {
 	if got.nnp != "NoNewPrivs:\t1" || got.token != "denied" || got.outside != "denied" {
 		t.Errorf("probe without a cgroup ran unconfined: %+v", got)
 	}
-	f.checkSleepersGone(t, "hostile")
+	waitNoProbes(t, d)
+	f.checkSleepersGone(t, "hostile", "owned")
 }
 
 // TestProbeExplainsSandboxRefusal: a probe whose agent fails to start
