@@ -164,7 +164,7 @@ func (m *Main) Open(ctx context.Context) error {
 		Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: []string{home},
 		Git: wiring.GitPathsOf(wt),
 	}
-	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger}, SIGHUP: true, Logger: m.Logger,
+	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, SIGHUP: true, Logger: m.Logger,
 		Trust: trustedProviders, SandboxNotes: confiner.ConfigNotes})
 	if err != nil {
 		m.shutdownParts()

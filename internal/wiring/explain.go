@@ -49,22 +49,12 @@ func (e explained) Prompt(ctx context.Context, p backends.Prompt, emit func(back
 // from the stderr tail it carries, and reports them; err itself when
 // there are none.
 func (e explained) explain(err error, stage string) error {
-	var text string
-	if ee := (*backends.ExitError)(nil); errors.As(err, &ee) {
-		text = ee.StderrTail
-	}
-	if text == "" {
-		text = err.Error()
-	}
-	denied := e.res.Explain(text)
+	denied := e.res.Explain(stderrText(err))
 	if len(denied) == 0 {
 		return err
 	}
 	agent := e.req.Spec.Provider
-	lines := make([]string, len(denied))
-	for i, n := range denied {
-		lines[i] = n.String()
-	}
+	lines := noteLines(denied)
 	e.logger.Warn("the sandbox denied the agent paths it needed", "agent", agent, "stage", stage, "denied", lines)
 	e.req.Emit(backends.NewEvent(backends.EventSandboxRefused, agent, backends.SandboxEventData{Refused: e.res.Notes, Denied: denied}))
 	err = &deniedError{err: err, lines: lines}
@@ -72,6 +62,24 @@ func (e explained) explain(err error, stage string) error {
 		e.l.Report(agent, e.req.Spec, registry.LaunchReport{Session: e.req.Session, Refused: e.res.Notes, Denied: denied, Error: err.Error()})
 	}
 	return err
+}
+
+// stderrText is what a failed start or turn tells of the agent's
+// output: the stderr tail it carries, else its own text.
+func stderrText(err error) string {
+	if ee := (*backends.ExitError)(nil); errors.As(err, &ee) && ee.StderrTail != "" {
+		return ee.StderrTail
+	}
+	return err.Error()
+}
+
+// noteLines are notes in one line each.
+func noteLines(notes []backends.SandboxNote) []string {
+	lines := make([]string, len(notes))
+	for i, n := range notes {
+		lines[i] = n.String()
+	}
+	return lines
 }
 
 // deniedError is an error with the paths the sandbox denied.
