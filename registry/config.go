@@ -91,6 +91,11 @@ type Config struct {
 	ProbeTTL time.Duration
 	// ProbeTimeout bounds one probe. Default DefaultProbeTimeout.
 	ProbeTimeout time.Duration
+	// ProbeDir is where each probe's empty working directory is made
+	// (default os.TempDir()); the daemon gives its own tmp directory,
+	// which it empties at start, so that a probe cut short by a kill
+	// leaves nothing behind for long.
+	ProbeDir string
 	// ProbeConcurrency bounds the probes running at once. Default
 	// DefaultProbeConcurrency.
 	ProbeConcurrency int

@@ -143,7 +143,12 @@ func (r *Registry) runProbe(id string, spec backends.Spec) (ProbeInfo, error) {
 // probeIn calls the prober with spec.Dir set to a fresh temporary
 // directory.
 func (r *Registry) probeIn(id string, spec backends.Spec) (backends.Info, error) {
-	dir, err := os.MkdirTemp("", "agentpool-probe-")
+	if r.cfg.ProbeDir != "" {
+		if err := os.MkdirAll(r.cfg.ProbeDir, 0o700); err != nil {
+			return backends.Info{}, fmt.Errorf("probe %q: %w", id, err)
+		}
+	}
+	dir, err := os.MkdirTemp(r.cfg.ProbeDir, "agentpool-probe-")
 	if err != nil {
 		return backends.Info{}, fmt.Errorf("probe %q: %w", id, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/acp"
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/registry"
@@ -64,4 +65,50 @@ func TestProbeWithACPProber(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("hanging probe took %v", d)
 	}
+}
+
+// TestProbeDir: a probe works in an empty directory of its own under
+// Config.ProbeDir (made when missing), removed after, so a daemon gives
+// probes a directory it empties at start and a kill leaves nothing in the
+// system's temporary directory.
+func TestProbeDir(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "providers.json")
+	b, _ := json.Marshal(map[string]any{"version": 1, "providers": map[string]any{
+		"fake": fakeProvider(t, agenttest.Script{AgentName: "where"}),
+	}})
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	probeDir := filepath.Join(dir, "home", "tmp")
+	var seen string
+	prober := proberFunc(func(ctx context.Context, spec backends.Spec) (backends.Info, error) {
+		seen = spec.Dir
+		ents, err := os.ReadDir(spec.Dir)
+		if err != nil || len(ents) != 0 {
+			t.Errorf("probe directory %s: %v entries, %v; want an empty directory", spec.Dir, len(ents), err)
+		}
+		return acp.Prober{}.Probe(ctx, spec)
+	})
+	r, err := registry.New(registry.Config{Path: path, Prober: prober, ProbeTimeout: 5 * time.Second, ProbeTTL: -1, ProbeDir: probeDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Probe(context.Background(), "fake"); err != nil {
+		t.Fatalf("Probe(fake): %v", err)
+	}
+	if filepath.Dir(seen) != probeDir {
+		t.Errorf("probe ran in %q; want a directory of its own in %s", seen, probeDir)
+	}
+	if ents, err := os.ReadDir(probeDir); err != nil || len(ents) != 0 {
+		t.Errorf("after the probe %s holds %d entries (%v); want none", probeDir, len(ents), err)
+	}
+}
+
+// proberFunc adapts a function to registry.Prober.
+type proberFunc func(ctx context.Context, spec backends.Spec) (backends.Info, error)
+
+func (f proberFunc) Probe(ctx context.Context, spec backends.Spec) (backends.Info, error) {
+	return f(ctx, spec)
 }

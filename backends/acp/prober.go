@@ -44,17 +44,21 @@ const (
 	probeStopWait  = 5 * time.Second
 )
 
-// Probe starts spec's agent in a fresh temporary directory, in its jail
-// when Prober.Jail makes one, and returns what the handshake told. ctx
-// bounds the whole probe; the agent (and everything in its jail) is
-// always stopped and the directory removed.
+// Probe starts spec's agent in spec.Dir (the caller's empty directory) or,
+// when it is "", in a fresh temporary directory that it removes after; in
+// its jail when Prober.Jail makes one; and returns what the handshake
+// told. ctx bounds the whole probe; the agent (and everything in its
+// jail) is always stopped.
 func (p Prober) Probe(ctx context.Context, spec backends.Spec) (backends.Info, error) {
-	dir, err := os.MkdirTemp("", "agentpool-probe-*")
-	if err != nil {
-		return backends.Info{}, fmt.Errorf("probe %q: %w", spec.Provider, err)
+	var err error
+	if spec.Dir == "" {
+		dir, err := os.MkdirTemp("", "agentpool-probe-*")
+		if err != nil {
+			return backends.Info{}, fmt.Errorf("probe %q: %w", spec.Provider, err)
+		}
+		defer os.RemoveAll(dir)
+		spec.Dir = dir
 	}
-	defer os.RemoveAll(dir)
-	spec.Dir = dir
 	var pj ProbeJail
 	if p.Jail != nil {
 		if pj, err = p.Jail(spec); err != nil {

@@ -165,7 +165,7 @@ func (m *Main) Open(ctx context.Context) error {
 		Git: wiring.GitPathsOf(wt),
 	}
 	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, SIGHUP: true, Logger: m.Logger,
-		Trust: trustedProviders, SandboxNotes: confiner.ConfigNotes})
+		Trust: trustedProviders, SandboxNotes: confiner.ConfigNotes, ProbeDir: filepath.Join(home, tmpDir)})
 	if err != nil {
 		m.shutdownParts()
 		return fmt.Errorf("registry: %w", err)
