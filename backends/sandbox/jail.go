@@ -122,11 +122,13 @@ func (j *Jail) Release() error {
 			err = rerr
 		}
 		// The session's and agent's cgroups go with their last jail.
+		j.m.dirs.Lock()
 		for dir := parentDir(j.dir); dir != j.m.root && strings.HasPrefix(dir, j.m.root+"/"); dir = parentDir(dir) {
 			if unix.Rmdir(dir) != nil {
 				break
 			}
 		}
+		j.m.dirs.Unlock()
 	}
 	j.m.mu.Lock()
 	delete(j.m.jails, j)

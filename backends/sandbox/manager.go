@@ -79,6 +79,12 @@ type Manager struct {
 	mu    sync.Mutex
 	jails map[*Jail]struct{}
 	tmp   map[string]*tmpDir
+
+	// dirs serialises making a jail's cgroup (its parents first) with
+	// removing the empty parents of a released one: without it a release
+	// could remove the session's cgroup between the two mkdirs of a new
+	// jail in it, which then fails.
+	dirs sync.Mutex
 }
 
 type tmpDir struct {
@@ -282,7 +288,10 @@ func (m *Manager) NewJail(cfg JailConfig) (*Jail, error) {
 	}
 	if m.root != "" {
 		j.dir = filepath.Join(append([]string{m.root}, parts...)...)
-		if err := os.MkdirAll(j.dir, 0o755); err != nil {
+		m.dirs.Lock()
+		err := os.MkdirAll(j.dir, 0o755)
+		m.dirs.Unlock()
+		if err != nil {
 			m.releaseTmp(j.tmpSession)
 			return nil, fmt.Errorf("sandbox: create cgroup %s: %w", j.dir, err)
 		}

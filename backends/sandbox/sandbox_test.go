@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -416,5 +417,43 @@ func TestCloseRemovesTheEmptyTree(t *testing.T) {
 	if _, err := os.Stat(root); !os.IsNotExist(err) {
 		_ = os.Remove(root)
 		t.Fatalf("cgroup tree %s left after Close: %v", root, err)
+	}
+}
+
+// TestJailsMadeWhileOthersRelease: jails of one session and agent (an
+// agent's and its terminals') are made while their siblings are released.
+// A release removes the session's and agent's cgroups when they are empty,
+// and must never do so between the mkdirs of a jail being made there.
+func TestJailsMadeWhileOthersRelease(t *testing.T) {
+	m := cgroupManager(t)
+	const workers, rounds = 4, 150
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				j, err := m.NewJail(sandbox.JailConfig{Path: []string{"s1", "agent", fmt.Sprintf("term-%d-%d", w, i)}})
+				if err != nil {
+					errs <- err
+					continue
+				}
+				if err := j.Release(); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= 3 {
+			t.Errorf("NewJail or Release while siblings come and go: %v", err)
+		}
+	}
+	if n > 3 {
+		t.Errorf("… %d errors in all", n)
 	}
 }
