@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/httpapi"
@@ -154,7 +155,7 @@ func (c *cli) askPermission(ctx context.Context, api *httpapi.Client, session st
 		c.in = bufio.NewReader(c.stdin)
 	}
 	for _, o := range d.Options {
-		if label := kindLabel(o.Kind); o.Name != "" && !strings.EqualFold(strings.TrimSpace(o.Name), label) {
+		if label := kindLabel(o.Kind); o.Name != "" && !sameWords(o.Name, label) {
 			r.line(w, "", "  the agent calls %q: %s", oneLine(o.Name, 60), label)
 		}
 	}
@@ -181,6 +182,22 @@ func (c *cli) askPermission(ctx context.Context, api *httpapi.Client, session st
 		}
 		return
 	}
+}
+
+// sameWords says whether an agent's name for an option says nothing the
+// daemon's label does not ("Allow" for "Allow once"), so it need not be
+// repeated; any other name is shown as the agent's.
+func sameWords(said, label string) bool {
+	split := func(s string) []string {
+		return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	}
+	have := split(label)
+	for _, w := range split(said) {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // permissionKinds are the option kinds in the order the CLI and the page

@@ -56,7 +56,7 @@ export function openApproval(p) {
         choose(p, o);
       },
     }, h('span.opt-row', h('kbd', String(i + 1)), h('span.opt-label', label)),
-      said && said.toLowerCase() !== label.toLowerCase() ? h('span.opt-said', `the agent calls it “${said}”`) : null);
+      said && !sameWords(said, label) ? h('span.opt-said', `the agent calls it “${said}”`) : null);
     return b;
   });
   let raw = '';
@@ -92,6 +92,15 @@ export function openApproval(p) {
     || buttons.find(b => b.dataset.kind !== 'allow_always') || null;
   if (first) first.focus();
   else dlg.querySelector('.dlg-foot button.ghost').focus();
+}
+
+/** sameWords says whether the agent's name for an option says nothing the
+ * daemon's label does not ("Allow" for "Allow once"): then it is not
+ * repeated under the label. Any other name is shown, as the agent's. */
+function sameWords(said, label) {
+  const words = t => t.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter(Boolean);
+  const have = new Set(words(label));
+  return words(said).every(w => have.has(w));
 }
 
 /** orderOptions puts the options in the daemon's fixed order by kind;

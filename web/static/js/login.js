@@ -9,7 +9,7 @@ const box = document.getElementById('login');
 
 function help(title, text) {
   put(box, h('h1', title), h('p', text), h('pre', 'agentpool open'),
-    h('p.muted', 'It prints a new link; open it in this browser. Each link works once, for a minute. ' +
+    h('p.muted', 'It prints a new link; open it in this browser. ' +
       'Scripts and the CLI use the token file instead.'));
 }
 
@@ -19,7 +19,7 @@ async function redeem() {
   history.replaceState(null, '', '/login');
   if (!code) {
     if (credential()) { location.replace('/'); return; }
-    help('Log in to agentpool', 'This page needs a login link from the daemon. In a terminal, run:');
+    help('Log in to agentpool', 'This page needs a login link from the daemon; each link works once, for a minute. In a terminal, run:');
     return;
   }
   let resp;
