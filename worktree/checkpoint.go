@@ -73,8 +73,8 @@ const snapshotRetries = 2
 
 // snapshotInto adds the whole state of the worktree at dir (tracked and
 // untracked files, ignore rules respected, and every .gitignore file even
-// where it ignores itself: see hidden.go) to the temporary index and
-// writes its tree. HEAD, the real index and the files are not touched. A
+// where it ignores itself: see hidden.go) to the temporary index, less
+// the files a setup copied into it (see copied.go), and writes its tree. HEAD, the real index and the files are not touched. A
 // file that shrinks while git reads it ("short read", as when an agent's
 // process rewrites it right then) makes git fail: that is tried again.
 func (m *Manager) snapshotInto(ctx context.Context, l wtLoc, idx *tempIndex) (string, error) {
@@ -90,6 +90,9 @@ func (m *Manager) snapshotInto(ctx context.Context, l wtLoc, idx *tempIndex) (st
 		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
 	}
 	if err := m.addIgnoreFiles(ctx, l, idx); err != nil {
+		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
+	}
+	if err := m.leaveOutCopied(ctx, l, idx); err != nil {
 		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
 	}
 	out, err := m.run(ctx, call{at: l, args: []string{"write-tree"}, env: idx.env()})

@@ -68,6 +68,12 @@ type Diff struct {
 	// maxHiddenListed of them. HiddenCount counts them all.
 	Hidden      []HiddenFile `json:"hidden,omitempty"`
 	HiddenCount int          `json:"hidden_count,omitempty"`
+	// Copied lists the files the worktree's setup copied from the main
+	// checkout (see Setup.Copy), when the live worktree is compared: they
+	// are not part of the session's work, never in a checkpoint, commit or
+	// merge, and the diff shows no content of theirs, even when the agent
+	// changed them.
+	Copied []CopiedFile `json:"copied,omitempty"`
 }
 
 // Diff compares two states of the worktree. from and to are checkpoint tree
@@ -127,6 +133,11 @@ func (m *Manager) Diff(ctx context.Context, wt Worktree, from, to string) (Diff,
 		d.To = ids[1]
 	} else if d.To, err = m.snapshot(ctx, l); err != nil {
 		return Diff{}, fmt.Errorf("diff session %q: %w", wt.Session, err)
+	}
+	if !removed {
+		if d.Copied, err = m.copiedFiles(l); err != nil {
+			return Diff{}, fmt.Errorf("diff session %q: %w", wt.Session, err)
+		}
 	}
 	if !removed && wt.BaseCommit != "" {
 		// What changed ignore rules hide, whether or not the trees differ.

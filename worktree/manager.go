@@ -143,6 +143,7 @@ type Manager struct {
 	repoInfos map[string]repoInfo     // by the repository path given
 	setups    map[string]*setupRun    // pending or running, by worktree path
 	skipped   map[string]skippedSetup // skipped as untrusted, by worktree path
+	copied    map[string][]string     // files a setup copied, by worktree path (see copied.go)
 
 	trustFile string
 	trustMu   sync.Mutex // serialises the trust record's updates
@@ -222,6 +223,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		repoInfos:  make(map[string]repoInfo),
 		setups:     make(map[string]*setupRun),
 		skipped:    make(map[string]skippedSetup),
+		copied:     make(map[string][]string),
 		trustFile:  cfg.TrustFile,
 		sandbox:    cfg.SetupSandbox,
 	}

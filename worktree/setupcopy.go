@@ -39,7 +39,9 @@ type copyEntry struct {
 // their committed version), and so are symlinks whose target leaves the
 // repository (an absolute one inside it becomes relative), .git and
 // anything that is not a file, directory or symlink. Permission bits are
-// kept. Errors of single paths are joined; the others are copied.
+// kept. The paths to copy are recorded first (see recordCopied): no
+// snapshot, commit or merge ever holds them. Errors of single paths are
+// joined; the others are copied.
 func (m *Manager) copyFiles(ctx context.Context, top, dst string, patterns []string) ([]string, []SkippedCopy, error) {
 	src, err := os.OpenRoot(top)
 	if err != nil {
@@ -120,6 +122,17 @@ func (m *Manager) copyFiles(ctx context.Context, top, dst string, patterns []str
 		return nil, skipped, fmt.Errorf("find tracked files: %w", err)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].rel < entries[j].rel })
+	// Recorded before anything is copied, so that no snapshot ever holds
+	// a copy (see copied.go).
+	var planned []string
+	for _, e := range entries {
+		if !tracked[e.rel] && !e.mode.IsDir() {
+			planned = append(planned, e.rel)
+		}
+	}
+	if err := m.recordCopied(dst, planned); err != nil {
+		return nil, skipped, err
+	}
 	var copied []string
 	for _, e := range entries {
 		if ctx.Err() != nil {
