@@ -161,7 +161,7 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 		}
 	}
 	m.forget(wt.Path)
-	m.dropCopied(wt.Path) // the copies went with the worktree
+	m.dropCopied(wt.Path)                // the copies went with the worktree
 	_ = os.Remove(filepath.Dir(wt.Path)) // the repository namespace, if now empty
 
 	if discard {
