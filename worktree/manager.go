@@ -40,6 +40,11 @@ const BranchPrefix = "agentpool/"
 // chain of a session's checkpoints, so that git gc keeps them.
 const CheckpointRefPrefix = "refs/agentpool/checkpoints/"
 
+// MergedRefPrefix prefixes the session id in the ref that records the
+// session branch's head when Merge last merged it (see Prune): a squash
+// merge leaves no other trace of it in the target branch.
+const MergedRefPrefix = "refs/agentpool/merged/"
+
 const (
 	hooksDirName    = ".hooks" // under Root; never a repository namespace
 	tmpDirName      = ".tmp"   // under Root; never a repository namespace
@@ -75,8 +80,10 @@ type Config struct {
 	// Logger receives the Manager's logs (nil: slog.Default()).
 	Logger *slog.Logger
 	// Author and AuthorEmail are the identity of the commits the Manager
-	// makes (preserved work, checkpoint anchors); defaults DefaultAuthor and
-	// DefaultAuthorEmail.
+	// makes for itself (checkpoint anchors), and of those it makes of a
+	// session's work (preserved work, merges) when the repository's
+	// configuration gives no user.name and user.email; defaults
+	// DefaultAuthor and DefaultAuthorEmail.
 	Author      string
 	AuthorEmail string
 	// MaxPatchBytes bounds Diff.Patch (default DefaultMaxPatchBytes); the
@@ -113,6 +120,10 @@ type Worktree struct {
 	BaseCommit string `json:"base_commit"`
 	// CreatedAt is when the worktree was created.
 	CreatedAt time.Time `json:"created_at"`
+	// Agent is the session's active agent, if known: the commits the
+	// Manager makes of the session's work name it in a trailer. It is
+	// given by the caller and not stored.
+	Agent string `json:"agent,omitempty"`
 }
 
 // Manager creates, checkpoints, restores and removes session worktrees. It is

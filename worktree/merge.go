@@ -214,7 +214,7 @@ func (m *Manager) mergeLocked(ctx context.Context, info repoInfo, wt Worktree, o
 		res.WorkCommit = ms.work.tip
 	}
 	if opts.Rebase {
-		return m.rebaseLocked(ctx, ms, res)
+		return m.rebaseLocked(ctx, ms, res, wt)
 	}
 	return m.mergeIntoLocked(ctx, ms, res, wt, opts)
 }
@@ -232,7 +232,7 @@ func workMessage(wt Worktree, target string, opts MergeOptions) []string {
 	}
 	return append(msg, "agentpool committed the work left uncommitted in the session's worktree\n"+
 		"(tracked and untracked files, .gitignore respected) before its branch was\n"+why+".",
-		"Session: "+wt.Session)
+		trailers(wt))
 }
 
 // mergeTarget returns the short name of the local branch opts names.
@@ -282,6 +282,7 @@ func (m *Manager) mergeIntoLocked(ctx context.Context, ms mergeState, res MergeR
 	}
 	if upToDate {
 		res.Method, res.Commits = MergeUpToDate, []Commit{}
+		m.recordMerged(ctx, ms, wt)
 		return res, nil // src is dst's: nothing was committed either
 	}
 	if res.Commits, res.MoreCommits, err = m.commitsBetween(ctx, ms.repo, dst, src); err != nil {
@@ -313,7 +314,7 @@ func (m *Manager) mergeIntoLocked(ctx context.Context, ms mergeState, res MergeR
 		if opts.Summary != "" {
 			msg = append(msg, opts.Summary)
 		}
-		msg = append(msg, "Session: "+wt.Session)
+		msg = append(msg, trailers(wt))
 		if newTip, err = m.commitAs(ctx, ms.repo, tree, parents, msg); err != nil {
 			return MergeResult{}, err
 		}
@@ -343,12 +344,23 @@ func (m *Manager) mergeIntoLocked(ctx context.Context, ms mergeState, res MergeR
 		res.WorkingTree = checkout
 	}
 	res.Head = newTip
+	m.recordMerged(ctx, ms, wt)
 	return res, nil
+}
+
+// recordMerged records the session branch's head, now merged, at
+// MergedRefPrefix+session, so that Prune knows the branch holds nothing
+// more (a squash merge is no ancestor of it). A failure is logged: the
+// merge is done, and Prune then keeps the branch.
+func (m *Manager) recordMerged(ctx context.Context, ms mergeState, wt Worktree) {
+	if _, err := m.git(ctx, ms.repo, "update-ref", "-m", "agentpool: merged session "+wt.Session, MergedRefPrefix+wt.Session, ms.work.tip); err != nil {
+		m.log.Warn("record the merged head of a session branch", keySession, wt.Session, keyCommit, ms.work.tip, keyErr, err)
+	}
 }
 
 // rebaseLocked brings the session branch (with its work) up to date with
 // the target branch, and its worktree with it.
-func (m *Manager) rebaseLocked(ctx context.Context, ms mergeState, res MergeResult) (MergeResult, error) {
+func (m *Manager) rebaseLocked(ctx context.Context, ms mergeState, res MergeResult, wt Worktree) (MergeResult, error) {
 	if !ms.onTip {
 		return MergeResult{}, fmt.Errorf("%w: the session's worktree is not on its branch %s (its HEAD was moved): nothing was changed", ErrDirty, res.Branch)
 	}
@@ -374,7 +386,7 @@ func (m *Manager) rebaseLocked(ctx context.Context, ms mergeState, res MergeResu
 			if err != nil {
 				return MergeResult{}, err
 			}
-			msg := []string{fmt.Sprintf("Merge branch '%s' into %s", ms.target, res.Branch), "Session: " + strings.TrimPrefix(res.Branch, BranchPrefix)}
+			msg := []string{fmt.Sprintf("Merge branch '%s' into %s", ms.target, res.Branch), trailers(wt)}
 			if newTip, err = m.commitAs(ctx, ms.repo, tree, []string{dst, src}, msg); err != nil {
 				return MergeResult{}, err
 			}
@@ -486,8 +498,7 @@ func dedupe(ss []string) []string {
 }
 
 // commitAs makes a commit of tree with parents and message paragraphs
-// msg, with the user's identity from the repository's configuration (the
-// merge is theirs), or the Manager's when they have none.
+// msg, with the user's identity (see userIdentity): the merge is theirs.
 func (m *Manager) commitAs(ctx context.Context, l wtLoc, tree string, parents, msg []string) (string, error) {
 	args := []string{"commit-tree", tree}
 	for _, p := range parents {
@@ -496,17 +507,36 @@ func (m *Manager) commitAs(ctx context.Context, l wtLoc, tree string, parents, m
 	for _, p := range msg {
 		args = append(args, "-m", p)
 	}
-	var env []string
-	name, nerr := m.git(ctx, l, "config", "--get", "user.name")
-	email, eerr := m.git(ctx, l, "config", "--get", "user.email")
-	if nerr == nil && eerr == nil && name != "" && email != "" {
-		env = []string{"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email, "GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email}
-	}
-	out, err := m.run(ctx, call{at: l, args: args, env: env})
+	out, err := m.run(ctx, call{at: l, args: args, env: m.userIdentity(ctx, l)})
 	if err != nil {
 		return "", err
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// userIdentity returns the environment that makes a commit the user's:
+// the user.name and user.email that git's configuration gives in l (the
+// repository's, the user's global one), or nil, the Manager's own
+// identity, when either is missing.
+func (m *Manager) userIdentity(ctx context.Context, l wtLoc) []string {
+	out, err := m.git(ctx, l, "config", "--get-regexp", `^user\.(name|email)$`)
+	if err != nil {
+		return nil
+	}
+	var name, email string
+	for _, line := range strings.Split(out, "\n") {
+		key, val, _ := strings.Cut(line, " ")
+		switch key {
+		case "user.name":
+			name = val
+		case "user.email":
+			email = val
+		}
+	}
+	if strings.TrimSpace(name) == "" || strings.TrimSpace(email) == "" {
+		return nil
+	}
+	return []string{"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email, "GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email}
 }
 
 // commitsBetween lists the commits of to that from lacks, newest first,

@@ -35,6 +35,11 @@ type PruneResult struct {
 	BranchDeleted bool `json:"branch_deleted"`
 	// BranchKept says why a branch that exists was kept.
 	BranchKept string `json:"branch_kept,omitempty"`
+	// Merged is true when the branch's head is the one Merge recorded
+	// when it last merged the branch (see MergedRefPrefix): its work is
+	// in the branch it was merged into, so it is deleted like an empty
+	// one.
+	Merged bool `json:"merged,omitempty"`
 	// CheckpointsDeleted is true when the session's checkpoint chain was
 	// deleted (see CheckpointRefPrefix).
 	CheckpointsDeleted bool `json:"checkpoints_deleted"`
@@ -80,12 +85,13 @@ func (m *Manager) Prune(ctx context.Context, wt Worktree, opts PruneOptions) (Pr
 	lock.Lock()
 	defer lock.Unlock()
 	repo := repoAt(info)
-	branchRef, cpRef := "refs/heads/"+res.Branch, CheckpointRefPrefix+wt.Session
-	ids, err := m.resolve(ctx, repo, branchRef, cpRef)
+	branchRef, cpRef, mergedRef := "refs/heads/"+res.Branch, CheckpointRefPrefix+wt.Session, MergedRefPrefix+wt.Session
+	ids, err := m.resolve(ctx, repo, branchRef, cpRef, mergedRef)
 	if err != nil {
 		return fail(err)
 	}
 	res.Head = ids[0]
+	res.Merged = res.Head != "" && res.Head == ids[2]
 	if res.Head != "" {
 		del, err := m.pruneBranchPlan(ctx, info, wt, branchRef, opts, &res)
 		if err != nil {
@@ -105,6 +111,11 @@ func (m *Manager) Prune(ctx context.Context, wt Worktree, opts PruneOptions) (Pr
 			}
 		}
 		res.CheckpointsDeleted = true
+	}
+	if ids[2] != "" && !opts.DryRun {
+		if _, err := m.git(ctx, repo, "update-ref", "-d", mergedRef, ids[2]); err != nil {
+			return fail(err)
+		}
 	}
 	m.log.Info("session pruned", keySession, wt.Session, keyBranch, res.Branch, keyCommit, res.Head,
 		"branch_deleted", res.BranchDeleted, "kept", res.BranchKept, "dry_run", opts.DryRun)
@@ -136,7 +147,7 @@ func (m *Manager) pruneBranchPlan(ctx context.Context, info repoInfo, wt Worktre
 		return false, err
 	case where != "":
 		res.BranchKept = keptCheckedOut + where
-	case opts.Branch:
+	case opts.Branch, res.Merged:
 	case wt.BaseCommit == "":
 		res.BranchKept = KeptUnknownBase
 	case res.Commits > 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // RemoveResult says what Remove did.
@@ -170,7 +171,7 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 				return fail(fmt.Errorf("worktree removed, but branch %s is checked out at %s and was kept", branch, w.Path))
 			}
 		}
-		for _, ref := range []string{"refs/heads/" + branch, CheckpointRefPrefix + wt.Session} {
+		for _, ref := range []string{"refs/heads/" + branch, CheckpointRefPrefix + wt.Session, MergedRefPrefix + wt.Session} {
 			if _, err := m.git(ctx, at(info.top), "update-ref", "-d", ref); err != nil {
 				return fail(fmt.Errorf("worktree removed, but: %w", err))
 			}
@@ -199,7 +200,18 @@ func keepMessage(wt Worktree) []string {
 	return []string{"agentpool: keep the work of session " + wt.Session,
 		"agentpool committed the work left in the session's worktree (every change,\n" +
 			"tracked and untracked files, .gitignore respected) when the worktree was\n" +
-			"removed, so that nothing is lost.", "Session: " + wt.Session}
+			"removed, so that nothing is lost.", trailers(wt)}
+}
+
+// trailers is the last paragraph of a commit the Manager makes of a
+// session's work: git trailers naming the session and, if known, its
+// agent.
+func trailers(wt Worktree) string {
+	t := "Agentpool-Session: " + wt.Session
+	if a := strings.Join(strings.Fields(wt.Agent), " "); a != "" {
+		t += "\nAgentpool-Agent: " + a
+	}
+	return t
 }
 
 // joinLocked moves the session branch so that it contains head (if not
@@ -227,7 +239,8 @@ type join struct {
 }
 
 // planJoin computes joinLocked's move without making it: the commit it
-// needs (with message paragraphs msg) is made but not referenced.
+// needs (with message paragraphs msg) is made but not referenced, authored
+// as the user (see userIdentity).
 func (m *Manager) planJoin(ctx context.Context, dir wtLoc, branch, tree, head string, msg []string) (join, error) {
 	ref := "refs/heads/" + branch
 	names := []string{ref, ref + "^{tree}"}
@@ -288,10 +301,11 @@ func (m *Manager) planJoin(ctx context.Context, dir wtLoc, branch, tree, head st
 	for _, p := range parents {
 		args = append(args, "-p", p)
 	}
-	if j.tip, err = m.git(ctx, dir, args...); err != nil {
+	out, err := m.run(ctx, call{at: dir, args: args, env: m.userIdentity(ctx, dir)})
+	if err != nil {
 		return join{}, err
 	}
-	j.committed = true
+	j.tip, j.committed = strings.TrimSpace(string(out)), true
 	return j, nil
 }
 
