@@ -128,6 +128,9 @@ type Worktree struct {
 	Branch     string    `json:"branch"`
 	BaseCommit string    `json:"base_commit"`
 	CreatedAt  time.Time `json:"created_at"`
+	// Agent is the session's active agent, given to Remove and Merge so
+	// that the commits of the session's work name it; not stored.
+	Agent string `json:"-"`
 }
 
 // RemoveResult says what closing a worktree did with its work.
@@ -155,6 +158,19 @@ type Diff struct {
 	// "*"), each with the rule; HiddenCount counts them all.
 	Hidden      []HiddenFile `json:"hidden,omitempty"`
 	HiddenCount int          `json:"hidden_count,omitempty"`
+	// Copied lists the files the worktree's setup copied from the main
+	// checkout (a .env, certificates), in a diff of the live worktree:
+	// not part of the session's work, never committed, shown without
+	// content.
+	Copied []CopiedFile `json:"copied,omitempty"`
+}
+
+// CopiedFile is a file the setup copied into the worktree.
+type CopiedFile struct {
+	// Path is relative to the worktree.
+	Path string `json:"path"`
+	// Present is false when the file is no longer in the worktree.
+	Present bool `json:"present"`
 }
 
 // HiddenFile is a path hidden by an ignore rule the session changed.

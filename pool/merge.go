@@ -99,6 +99,7 @@ func (p *Pool) Merge(ctx context.Context, id string, req MergeRequest) (MergeRes
 	}
 	closed, wt, rec := s.closed, s.wt, s.rec
 	s.mu.Unlock()
+	wt.Agent = rec.ActiveAgent
 	switch {
 	case busy:
 		return MergeResult{}, fmt.Errorf("session %q is running turn %d; merge it when the turn has ended: %w", id, turn, ErrBusy)

@@ -43,6 +43,9 @@ type BranchPrune struct {
 	Deleted bool `json:"deleted"`
 	// Kept says why a branch that exists was kept.
 	Kept string `json:"kept,omitempty"`
+	// Merged is true when the branch was where `session merge` left it:
+	// its work is in the branch it was merged into, so it was deleted.
+	Merged bool `json:"merged,omitempty"`
 	// CheckpointsDeleted is true when the checkpoint chain was deleted.
 	CheckpointsDeleted bool `json:"checkpoints_deleted"`
 	// RepoMissing is true when the repository is gone.

@@ -349,6 +349,7 @@ func (p *Pool) Close(ctx context.Context, id string, discard bool) (CloseResult,
 	}
 	s.closed = true
 	tr, wt := s.turn, s.wt
+	wt.Agent = s.rec.ActiveAgent
 	s.mu.Unlock()
 	reopen := func() {
 		s.mu.Lock()

@@ -108,6 +108,9 @@ func (c *cli) branchFate(b pool.BranchPrune, dry bool) (string, bool) {
 		return "repository gone", false
 	case b.Head == "":
 		return "no branch left", false
+	case b.Deleted && b.Merged:
+		return fmt.Sprintf("branch %s %s: merged, head %s (git branch %s %s brings it back)",
+			b.Name, deleted, short(b.Head), b.Name, short(b.Head)), false
 	case b.Deleted && b.Commits == 0:
 		return fmt.Sprintf("branch %s %s (no commits)", b.Name, deleted), false
 	case b.Deleted:

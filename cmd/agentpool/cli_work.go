@@ -78,6 +78,7 @@ func (c *cli) diff(ctx context.Context, args []string) error {
 		return c.printJSON(d)
 	}
 	defer c.renderHidden(d)
+	defer c.renderCopied(d)
 	if len(d.Files) == 0 {
 		fmt.Fprintln(c.stdout, "no changes")
 		return nil
@@ -120,6 +121,24 @@ func (c *cli) renderHidden(d pool.Diff) {
 	}
 	if n := d.HiddenCount - len(d.Hidden); n > 0 {
 		fmt.Fprintf(c.stderr, "  … and %d more\n", n)
+	}
+}
+
+// renderCopied says on stderr which files the setup copied into the
+// worktree: they are never committed, so the diff shows none of them.
+func (c *cli) renderCopied(d pool.Diff) {
+	var present []string
+	for _, f := range d.Copied {
+		if f.Present {
+			present = append(present, f.Path)
+		}
+	}
+	if len(present) == 0 {
+		return
+	}
+	fmt.Fprintf(c.stderr, "note: %d file%s copied by the setup (not part of the session's work, never committed):\n", len(present), plural(len(present)))
+	for _, p := range present {
+		fmt.Fprintf(c.stderr, "  %s  (copied)\n", p)
 	}
 }
 

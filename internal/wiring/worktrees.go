@@ -16,7 +16,7 @@ type Worktrees struct{ M *worktree.Manager }
 var _ pool.Worktrees = Worktrees{}
 
 func toWT(w pool.Worktree) worktree.Worktree {
-	return worktree.Worktree{Session: w.Session, Repo: w.Repo, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit, CreatedAt: w.CreatedAt}
+	return worktree.Worktree{Session: w.Session, Repo: w.Repo, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit, CreatedAt: w.CreatedAt, Agent: w.Agent}
 }
 
 func fromWT(w worktree.Worktree) pool.Worktree {
@@ -56,7 +56,7 @@ func (a Worktrees) Remove(ctx context.Context, wt pool.Worktree, discard bool) (
 func (a Worktrees) Prune(ctx context.Context, wt pool.Worktree, req pool.WorktreePrune) (pool.BranchPrune, error) {
 	r, err := a.M.Prune(ctx, toWT(wt), worktree.PruneOptions{Branch: req.Branch, DryRun: req.DryRun})
 	return pool.BranchPrune{Name: r.Branch, Head: r.Head, Commits: r.Commits, Deleted: r.BranchDeleted, Kept: r.BranchKept,
-		CheckpointsDeleted: r.CheckpointsDeleted, RepoMissing: r.RepoMissing}, err
+		Merged: r.Merged, CheckpointsDeleted: r.CheckpointsDeleted, RepoMissing: r.RepoMissing}, err
 }
 
 // Checkpoint records the worktree state.
@@ -79,6 +79,9 @@ func (a Worktrees) Diff(ctx context.Context, wt pool.Worktree, from, to string) 
 	out.HiddenCount = d.HiddenCount
 	for _, h := range d.Hidden {
 		out.Hidden = append(out.Hidden, pool.HiddenFile{Path: h.Path, Rule: h.Rule})
+	}
+	for _, c := range d.Copied {
+		out.Copied = append(out.Copied, pool.CopiedFile{Path: c.Path, Present: c.Present})
 	}
 	return out, nil
 }
