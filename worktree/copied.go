@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // Files a setup copies from the main checkout (see Setup.Copy) are often
@@ -24,7 +25,9 @@ import (
 // worktree in a directory under Root that no agent can write (never in the
 // worktree or its admin directory, which the agent can write: it could
 // then drop its own files into the list to hide them, or take a secret off
-// it). Remove deletes the record with the worktree.
+// it). The record outlives the worktree, so that Merge still refuses a
+// branch of a closed session whose agent committed a copied file (see
+// copiedMerged); Prune, or Remove with discard, deletes it.
 
 // copiedDirName is the directory under Root holding the records of copied
 // files; never a repository namespace.
@@ -131,7 +134,8 @@ func (m *Manager) recordCopied(path string, paths []string) error {
 	return nil
 }
 
-// dropCopied deletes the record of the removed worktree at path.
+// dropCopied deletes the record of the worktree at path, whose session is
+// being forgotten.
 func (m *Manager) dropCopied(path string) {
 	path = filepath.Clean(path)
 	if err := os.Remove(m.copiedFile(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -179,4 +183,29 @@ func (m *Manager) copiedFiles(l wtLoc) ([]CopiedFile, error) {
 		files = append(files, CopiedFile{Path: p, Present: err == nil})
 	}
 	return files, nil
+}
+
+// copiedMerged returns the copied files of the worktree at path that a
+// merge from commit from to commit to would bring in: changed by a commit
+// of from..to (the agent may commit a copy with its own git), full history,
+// so that a commit adding a secret and a later one deleting it count too.
+func (m *Manager) copiedMerged(ctx context.Context, l wtLoc, path, from, to string) ([]string, error) {
+	paths, err := m.copiedOf(path)
+	if err != nil || len(paths) == 0 {
+		return nil, err
+	}
+	args := append([]string{"log", "-z", "--full-history", "--no-renames", "--format=", "--name-only", from + ".." + to, "--"}, paths...)
+	out, err := m.git(ctx, l, args...)
+	if err != nil {
+		return nil, fmt.Errorf("look for copied files in the merge: %w", err)
+	}
+	var found []string
+	for _, p := range strings.Split(out, "\x00") {
+		if p = strings.Trim(p, "\n"); p != "" {
+			found = append(found, p)
+		}
+	}
+	found = dedupe(found)
+	sort.Strings(found)
+	return found, nil
 }

@@ -2,6 +2,7 @@ package worktree
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -116,11 +117,14 @@ func TestCopiedFilesAreNeverCommitted(t *testing.T) {
 	if files := treeFiles(t, repo, "agentpool/s"); slices.Contains(files, "secret.env") || !slices.Contains(files, "last.txt") {
 		t.Errorf("the branch after close holds %v; want last.txt and no secret.env", files)
 	}
-	if exists(m2.copiedFile(wt.Path)) {
-		t.Error("the record of copied files outlived the worktree")
-	}
 	if log := gitT(t, repo, "log", "--all", "--format=%H", "--", "secret.env"); log != "" {
 		t.Errorf("commits touching secret.env: %s; want none", log)
+	}
+	if _, err := m2.Prune(ctx, wt, PruneOptions{}); err != nil {
+		t.Fatalf("Prune() error = %v", err)
+	}
+	if exists(m2.copiedFile(wt.Path)) {
+		t.Error("the record of copied files outlived the session")
 	}
 }
 
@@ -139,5 +143,48 @@ func TestCopiedListIsOutOfTheAgentsReach(t *testing.T) {
 	}
 	if !within(m.Root(), filepath.Dir(rec)) {
 		t.Errorf("the record %s is not in the Manager's own directory", rec)
+	}
+}
+
+// TestMergeRefusesACopiedFileTheAgentCommitted: an agent may commit a copy
+// with its own git; no merge brings it in, before or after the worktree
+// is removed. The commit of the session's work takes it off the branch,
+// so a squash (the final tree only) merges; a merge of the history does
+// not.
+func TestMergeRefusesACopiedFileTheAgentCommitted(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t)
+	repo, wt := copiedSetup(t, m)
+	writeFile(t, wt.Path, "work.txt", "work\n")
+	gitT(t, wt.Path, "add", "secret.env", "work.txt")
+	gitT(t, wt.Path, "commit", "-q", "-m", "the agent commits everything")
+	main, tip := branchTip(t, repo, "main"), branchTip(t, repo, "agentpool/s")
+	if _, err := m.Merge(ctx, wt, MergeOptions{Into: "main"}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "secret.env") {
+		t.Errorf("Merge() error = %v; want ErrConflict naming secret.env", err)
+	}
+	if got := branchTip(t, repo, "agentpool/s"); got != tip {
+		t.Errorf("the refused merge moved the session branch to %s; want %s", got, tip)
+	}
+	if _, err := m.Remove(ctx, wt, false); err != nil {
+		t.Fatalf("Remove() error = %v", err)
+	}
+	if files := treeFiles(t, repo, "agentpool/s"); slices.Contains(files, "secret.env") {
+		t.Errorf("the branch after close holds %v; want no secret.env", files)
+	}
+	if _, err := m.Merge(ctx, wt, MergeOptions{Into: "main"}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "secret.env") {
+		t.Errorf("Merge() of the closed session's branch error = %v; want ErrConflict naming secret.env", err)
+	}
+	if got := branchTip(t, repo, "main"); got != main {
+		t.Fatalf("main moved to %s after refused merges; want %s", got, main)
+	}
+	res, err := m.Merge(ctx, wt, MergeOptions{Into: "main", Squash: true})
+	if err != nil || res.Method != MergeSquash {
+		t.Fatalf("Merge(squash) = %+v, %v; want a squash", res, err)
+	}
+	if files := treeFiles(t, repo, "main"); slices.Contains(files, "secret.env") || !slices.Contains(files, "work.txt") {
+		t.Errorf("main holds %v; want work.txt and no secret.env", files)
+	}
+	if log := gitT(t, repo, "log", "--format=%H", "main", "--", "secret.env"); log != "" {
+		t.Errorf("commits of main touching secret.env: %s; want none", log)
 	}
 }

@@ -12,8 +12,9 @@ import (
 // Errors of Merge; test for them with errors.Is. Nothing was changed when
 // one is returned.
 var (
-	// ErrConflict is returned when the merge would conflict; the message
-	// lists the conflicting paths.
+	// ErrConflict is returned when the merge would conflict, or would bring
+	// in a file the setup copied from the main checkout (committed by the
+	// agent itself); the message lists the paths.
 	ErrConflict = errors.New("merge would conflict")
 	// ErrDirty is returned when the checkout whose files a merge would
 	// update is not fit for it: uncommitted changes to tracked files,
@@ -103,7 +104,10 @@ type MergeResult struct {
 // merge is computed without a working tree (git merge-tree, git 2.38 or
 // newer): if it would conflict, Merge returns an error wrapping
 // ErrConflict that lists the paths, and changes nothing, not even the
-// session branch. Without Squash a branch that can be fast-forwarded is;
+// session branch. The files the worktree's setup copied are never part of
+// the work committed (see copied.go); a branch whose own commits hold one
+// (the agent committed it) is refused the same way, even once the worktree
+// is removed. Without Squash a branch that can be fast-forwarded is;
 // otherwise a merge commit (or with Squash, one commit on top of Into
 // with Title and Summary) is made with the user's identity from the
 // repository's configuration, or the Manager's without one.
@@ -319,6 +323,18 @@ func (m *Manager) mergeIntoLocked(ctx context.Context, ms mergeState, res MergeR
 			return MergeResult{}, err
 		}
 	}
+	copied, err := m.copiedMerged(ctx, ms.repo, wt.Path, dst, newTip)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	if len(copied) > 0 {
+		how := "remove it from the branch's history, or merge with squash once it is no longer on the branch"
+		if opts.Squash {
+			how = "remove it from the branch (git rm --cached, then commit)"
+		}
+		return MergeResult{}, fmt.Errorf("%w: the session's branch commits %s, copied by the setup from the main checkout, which is never merged: %s; nothing was changed",
+			ErrConflict, strings.Join(copied, ", "), how)
+	}
 	checkout, err := m.checkoutOf(ctx, ms.info, res.Updated)
 	if err != nil {
 		return MergeResult{}, err
@@ -346,16 +362,6 @@ func (m *Manager) mergeIntoLocked(ctx context.Context, ms mergeState, res MergeR
 	res.Head = newTip
 	m.recordMerged(ctx, ms, wt)
 	return res, nil
-}
-
-// recordMerged records the session branch's head, now merged, at
-// MergedRefPrefix+session, so that Prune knows the branch holds nothing
-// more (a squash merge is no ancestor of it). A failure is logged: the
-// merge is done, and Prune then keeps the branch.
-func (m *Manager) recordMerged(ctx context.Context, ms mergeState, wt Worktree) {
-	if _, err := m.git(ctx, ms.repo, "update-ref", "-m", "agentpool: merged session "+wt.Session, MergedRefPrefix+wt.Session, ms.work.tip); err != nil {
-		m.log.Warn("record the merged head of a session branch", keySession, wt.Session, keyCommit, ms.work.tip, keyErr, err)
-	}
 }
 
 // rebaseLocked brings the session branch (with its work) up to date with
@@ -495,71 +501,6 @@ func dedupe(ss []string) []string {
 		}
 	}
 	return out
-}
-
-// commitAs makes a commit of tree with parents and message paragraphs
-// msg, with the user's identity (see userIdentity): the merge is theirs.
-func (m *Manager) commitAs(ctx context.Context, l wtLoc, tree string, parents, msg []string) (string, error) {
-	args := []string{"commit-tree", tree}
-	for _, p := range parents {
-		args = append(args, "-p", p)
-	}
-	for _, p := range msg {
-		args = append(args, "-m", p)
-	}
-	out, err := m.run(ctx, call{at: l, args: args, env: m.userIdentity(ctx, l)})
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-// userIdentity returns the environment that makes a commit the user's:
-// the user.name and user.email that git's configuration gives in l (the
-// repository's, the user's global one), or nil, the Manager's own
-// identity, when either is missing.
-func (m *Manager) userIdentity(ctx context.Context, l wtLoc) []string {
-	out, err := m.git(ctx, l, "config", "--get-regexp", `^user\.(name|email)$`)
-	if err != nil {
-		return nil
-	}
-	var name, email string
-	for _, line := range strings.Split(out, "\n") {
-		key, val, _ := strings.Cut(line, " ")
-		switch key {
-		case "user.name":
-			name = val
-		case "user.email":
-			email = val
-		}
-	}
-	if strings.TrimSpace(name) == "" || strings.TrimSpace(email) == "" {
-		return nil
-	}
-	return []string{"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email, "GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email}
-}
-
-// commitsBetween lists the commits of to that from lacks, newest first,
-// at most maxMergeCommits, and how many more there are.
-func (m *Manager) commitsBetween(ctx context.Context, l wtLoc, from, to string) ([]Commit, int, error) {
-	out, err := m.git(ctx, l, "log", "--no-decorate", "--format=%H %s", from+".."+to, "--")
-	if err != nil {
-		return nil, 0, err
-	}
-	commits := []Commit{}
-	more := 0
-	for _, line := range strings.Split(out, "\n") {
-		if line == "" {
-			continue
-		}
-		if len(commits) == maxMergeCommits {
-			more++
-			continue
-		}
-		id, subject, _ := strings.Cut(line, " ")
-		commits = append(commits, Commit{ID: id, Subject: subject})
-	}
-	return commits, more, nil
 }
 
 // checkoutOf returns the user's checkout where ref is checked out, or "".

@@ -117,6 +117,9 @@ func (m *Manager) Prune(ctx context.Context, wt Worktree, opts PruneOptions) (Pr
 			return fail(err)
 		}
 	}
+	if wt.Path != "" && !opts.DryRun {
+		m.dropCopied(wt.Path)
+	}
 	m.log.Info("session pruned", keySession, wt.Session, keyBranch, res.Branch, keyCommit, res.Head,
 		"branch_deleted", res.BranchDeleted, "kept", res.BranchKept, "dry_run", opts.DryRun)
 	return res, nil

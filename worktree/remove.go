@@ -162,7 +162,6 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 		}
 	}
 	m.forget(wt.Path)
-	m.dropCopied(wt.Path)                // the copies went with the worktree
 	_ = os.Remove(filepath.Dir(wt.Path)) // the repository namespace, if now empty
 
 	if discard {
@@ -176,6 +175,7 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 				return fail(fmt.Errorf("worktree removed, but: %w", err))
 			}
 		}
+		m.dropCopied(wt.Path)
 		res.Discarded = true
 	}
 	m.log.Info("worktree removed", keySession, wt.Session, keyPath, wt.Path, keyBranch, branch,
