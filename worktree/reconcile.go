@@ -260,7 +260,7 @@ func (m *Manager) scanRoot() ([]string, []Problem, error) {
 	var dirs []string
 	var problems []Problem
 	for _, ns := range nss {
-		if !ns.IsDir() || ns.Name() == hooksDirName || ns.Name() == tmpDirName {
+		if !ns.IsDir() || ns.Name() == hooksDirName || ns.Name() == tmpDirName || ns.Name() == copiedDirName {
 			continue
 		}
 		dir := filepath.Join(m.root, ns.Name())
