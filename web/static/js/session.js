@@ -332,6 +332,7 @@ function changesPanel(id, onRestore) {
       h('div.page-head', h('h2', n ? `Turn ${n}` : 'Whole session'),
         h('span.muted', `${st.files || 0} file${st.files === 1 ? '' : 's'}, +${st.additions || 0} −${st.deletions || 0}`), h('span.spacer'), actions),
       hiddenView(d),
+      copiedView(d),
       (d.files || []).length ? files : h('div.empty', 'No changes.'),
       d.patch ? h('div.diff', patchView(d.patch)) : null,
       d.truncated ? h('div.muted', 'The diff is truncated.') : null);
@@ -357,6 +358,18 @@ function hiddenView(d) {
     h('div', 'Ignore rules that this session added or changed keep them out of checkpoints, this diff and the session\'s branch:'),
     h('ul.files', rows),
     n > rows.length ? h('div.muted', `… and ${n - rows.length} more`) : null);
+}
+
+/** copiedView names the files the repository's setup copied from the main
+ * checkout (.env and the like): never part of the session's work, never
+ * committed, and never shown with their content; null when there are none. */
+function copiedView(d) {
+  const files = d.copied || [];
+  if (!files.length) return null;
+  return h('div.banner.copied-files', { 'data-copied': files.length },
+    h('strong', `${files.length} file${files.length === 1 ? '' : 's'} copied by the setup`),
+    h('span', ' from the main checkout: not part of the session\'s work, never committed or merged, and not shown here: '),
+    h('span.mono', files.map(f => f.path + (f.present ? '' : ' (gone)')).join('  ')));
 }
 
 /** patchView renders a unified diff as text, one line per span. */
