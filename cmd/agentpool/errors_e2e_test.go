@@ -93,3 +93,41 @@ func TestEndToEndErrorsSayWhatIsWrong(t *testing.T) {
 		t.Errorf("session new --agent claude (not installed) = %q; want the agent blamed, not the worktree step", out)
 	}
 }
+
+// TestEndToEndSessionNewNotesUncommittedChanges: session new says when the
+// main checkout has changes the new worktree does not have, and from which
+// commit it starts; a clean checkout gets no note.
+func TestEndToEndSessionNewNotesUncommittedChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	d := startDaemon(t, bin, t.TempDir())
+	d.stopAtCleanup()
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	head := strings.TrimSpace(e2eGit(t, repo, "rev-parse", "HEAD"))
+
+	out, err := d.cli("session", "new", "--repo", repo, "--no-warm")
+	if err != nil {
+		t.Fatalf("session new: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "uncommitted") {
+		t.Errorf("session new on a clean checkout = %q; want no note of uncommitted changes", out)
+	}
+
+	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "new.txt"), []byte("new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = d.cli("session", "new", "--repo", repo, "--no-warm")
+	if err != nil {
+		t.Fatalf("session new: %v\n%s", err, out)
+	}
+	top, _ := filepath.EvalSymlinks(repo)
+	want := "your uncommitted changes in " + top + " (1 changed file, 1 untracked file) are not in the session's worktree: it starts from HEAD " + head[:7]
+	if !strings.Contains(out, want) {
+		t.Errorf("session new on a dirty checkout =\n%s\nwant it to say %q", out, want)
+	}
+}
