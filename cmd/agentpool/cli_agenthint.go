@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -26,20 +25,6 @@ func installCommand(id string) string {
 		return "npm install -g @anthropic-ai/claude-code"
 	}
 	return ""
-}
-
-// agentStatus is the daemon's status of provider id ("" when it cannot
-// tell), for the messages of session new.
-func (c *cli) agentStatus(ctx context.Context, api *httpapi.Client, id string) string {
-	snap, err := api.Providers(ctx)
-	if err != nil {
-		return ""
-	}
-	p, err := snap.Lookup(id)
-	if err != nil {
-		return ""
-	}
-	return p.Status
 }
 
 // agentNotInstalled is the error of a command refused because agent id is

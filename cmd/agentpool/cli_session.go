@@ -89,13 +89,14 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.checkAgent(ctx, api, *agent); err != nil {
+	status, err := c.checkAgent(ctx, api, *agent)
+	if err != nil {
 		return err
 	}
 	// An agent the daemon saw not installed is refused before the
 	// worktree is made; the daemon looks it up again, so that one just
 	// installed works, and only then is there a worktree to report on.
-	notInstalled := c.agentStatus(ctx, api, *agent) == registry.StatusNotInstalled // cli_agenthint.go
+	notInstalled := status == registry.StatusNotInstalled
 	if !notInstalled {
 		c.progress("creating the session's worktree of %s… ", dir)
 	}
