@@ -97,6 +97,14 @@ func badRequest(field, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
+// userFacing is an error that carries the sentence a user should read:
+// what is wrong and what to do, without the wrapping steps and the commands
+// that found it. The API answers with it (the page shows it too); logs and
+// errors.Is see the whole error.
+type userFacing interface {
+	UserMessage() string
+}
+
 // errorFor maps any error to the API error to answer with. It is the one
 // place that decides statuses and codes.
 func errorFor(err error) *Error {
@@ -105,6 +113,12 @@ func errorFor(err error) *Error {
 		return ae
 	}
 	msg := err.Error()
+	var uf userFacing
+	if errors.As(err, &uf) {
+		// The sentence the user reads; the wrapped chain (steps, git
+		// commands, exit statuses) is the log's.
+		msg = uf.UserMessage()
+	}
 	mk := func(status int, code string) *Error { return &Error{Status: status, Code: code, Message: msg} }
 	var ve *registry.ValidationError
 	switch {

@@ -44,6 +44,9 @@ func (p *Pool) loadSession(ctx context.Context, id string) (*session, error) {
 		return nil, fmt.Errorf("pool: %w", ErrClosed)
 	}
 	rec, err := p.cfg.Store.GetSession(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, &userError{msg: "no session " + id, err: fmt.Errorf("session %q: %w", id, err)}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("session %q: %w", id, err)
 	}

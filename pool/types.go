@@ -29,6 +29,19 @@ var (
 	ErrSlowSubscriber = errors.New("subscriber fell behind and was dropped")
 )
 
+// userError is an error with the sentence a user should read (see
+// UserMessage) in front of its cause, which Error and Unwrap keep.
+type userError struct {
+	msg string
+	err error
+}
+
+func (e *userError) Error() string { return e.err.Error() }
+func (e *userError) Unwrap() error { return e.err }
+
+// UserMessage says what is wrong, and what to do, in a sentence.
+func (e *userError) UserMessage() string { return e.msg }
+
 // CreateRequest opens a session.
 type CreateRequest struct {
 	// ID is optional; a random id is made when empty.

@@ -61,7 +61,12 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	}
 	base := ids[0]
 	if base == "" {
-		return Worktree{}, fmt.Errorf("%w: %q is not a commit in %s", ErrUnknownRef, baseRef, info.top)
+		err := fmt.Errorf("%w: %q is not a commit in %s", ErrUnknownRef, baseRef, info.top)
+		if baseRef == "HEAD" {
+			// HEAD names no commit only on an unborn branch.
+			return Worktree{}, &userError{msg: "the repository " + info.top + " has no commit yet: commit something first (git commit --allow-empty -m init)", err: err}
+		}
+		return Worktree{}, &userError{msg: fmt.Sprintf("%q is not a commit in %s (a branch, tag or commit id, as git log shows)", baseRef, info.top), err: err}
 	}
 	if ids[1] != "" {
 		return Worktree{}, fmt.Errorf("%w: branch %s already exists in %s", ErrExists, branch, info.top)

@@ -35,6 +35,20 @@ var (
 	ErrNoSpace error = syscall.ENOSPC
 )
 
+// userError is an error with the sentence a user should read (see
+// UserMessage) in front of its technical cause, which Error and Unwrap
+// keep.
+type userError struct {
+	msg string
+	err error
+}
+
+func (e *userError) Error() string { return e.err.Error() }
+func (e *userError) Unwrap() error { return e.err }
+
+// UserMessage says what is wrong and what to do, in a sentence.
+func (e *userError) UserMessage() string { return e.msg }
+
 // maxStderr bounds the stderr kept in a GitError; the tail is kept because
 // git puts its fatal message last.
 const maxStderr = 4096

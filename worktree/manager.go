@@ -326,10 +326,10 @@ func (m *Manager) repo(ctx context.Context, path string) (repoInfo, error) {
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return repoInfo{}, fmt.Errorf("%w: %w", ErrNotRepository, err)
+		return repoInfo{}, &userError{msg: abs + " does not exist (pick a repository)", err: fmt.Errorf("%w: %w", ErrNotRepository, err)}
 	}
 	if !fi.IsDir() {
-		return repoInfo{}, fmt.Errorf("%w: %s is not a directory", ErrNotRepository, abs)
+		return repoInfo{}, &userError{msg: abs + " is not a directory (pick a repository)", err: fmt.Errorf("%w: %s is not a directory", ErrNotRepository, abs)}
 	}
 	out, err := m.git(ctx, at(abs), "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir")
 	if err != nil {
@@ -339,7 +339,7 @@ func (m *Manager) repo(ctx context.Context, path string) (repoInfo, error) {
 		if bare, berr := m.git(ctx, at(abs), "rev-parse", "--is-bare-repository"); berr == nil && bare == "true" {
 			return repoInfo{}, fmt.Errorf("%w: %s", ErrBareRepository, abs)
 		}
-		return repoInfo{}, fmt.Errorf("%w: %s: %w", ErrNotRepository, abs, err)
+		return repoInfo{}, &userError{msg: notRepositoryMessage(abs, err), err: fmt.Errorf("%w: %s: %w", ErrNotRepository, abs, err)}
 	}
 	top, common, ok := strings.Cut(out, "\n")
 	if !ok || top == "" || common == "" {
@@ -349,6 +349,17 @@ func (m *Manager) repo(ctx context.Context, path string) (repoInfo, error) {
 		common = resolved
 	}
 	return repoInfo{top: top, common: common}, nil
+}
+
+// notRepositoryMessage says why git found no repository at dir: none
+// there, or what git refused (a repository of another user, say).
+func notRepositoryMessage(dir string, err error) string {
+	var ge *GitError
+	if errors.As(err, &ge) && ge.Stderr != "" && !strings.Contains(ge.Stderr, "not a git repository") {
+		lines := strings.Split(strings.TrimSpace(ge.Stderr), "\n")
+		return "git cannot use " + dir + ": " + strings.TrimPrefix(lines[0], "fatal: ")
+	}
+	return dir + " is not a git repository (git init, or pick a repository)"
 }
 
 // namespace is the directory under Root holding the worktrees of the

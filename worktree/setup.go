@@ -2,6 +2,7 @@ package worktree
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -80,7 +81,9 @@ type SetupEvent struct {
 	// Output is complete lines of the command's stdout and stderr
 	// (SetupOutput), bounded.
 	Output string `json:"output,omitempty"`
-	// OK says whether the whole setup succeeded (SetupEnded).
+	// OK says whether the whole setup succeeded (SetupEnded). It is in the
+	// JSON of SetupEnded only (see MarshalJSON): on another kind it would
+	// read as a failure.
 	OK bool `json:"ok"`
 	// ExitCode is the command's exit status (SetupEnded), -1 when it was
 	// killed or did not start; nil without a command.
@@ -93,6 +96,21 @@ type SetupEvent struct {
 	Tail []string `json:"tail,omitempty"`
 	// DroppedBytes counts output not reported for the bound (SetupEnded).
 	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
+}
+
+// MarshalJSON is the event's JSON, with "ok" only on SetupEnded, where it
+// says how the setup ended (false is meaningful there, so it is never
+// omitted).
+func (e SetupEvent) MarshalJSON() ([]byte, error) {
+	type fields SetupEvent // without this method
+	v := struct {
+		fields
+		OK *bool `json:"ok,omitempty"` // shadows fields.OK
+	}{fields: fields(e)}
+	if e.Kind == SetupEnded {
+		v.OK = &e.OK
+	}
+	return json.Marshal(v)
 }
 
 // setupRun is the pending or running setup of one worktree, from Create

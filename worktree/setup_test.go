@@ -25,7 +25,7 @@ func TestParseSetup(t *testing.T) {
 		{"unknown setup field", `{"setup": {"command": ["make"], "shell": true}}`, Setup{}, `unknown field "shell"`},
 		{"trailing data", `{"copy": []} {}`, Setup{}, "line 1, column 14: unexpected data after the JSON object"},
 		{"syntax error", "{\n  \"copy\": [\".env\",]\n}", Setup{}, "line 2, column"},
-		{"type error", "{\n  \"copy\": \".env\"\n}", Setup{}, "line 2, column 17: copy: want []string"},
+		{"type error", "{\n  \"copy\": \".env\"\n}", Setup{}, "line 2, column 11: copy: want an array of strings"},
 		{"empty", ``, Setup{}, "empty file"},
 		{"version", `{"version": 2}`, Setup{}, "version: 2 is not supported"},
 		{"empty command", `{"setup": {"command": []}}`, Setup{}, "setup.command: must be a non-empty array"},

@@ -118,7 +118,7 @@ func (m *Manager) loadSetupFile(top string) (SetupFile, bool, error) {
 	}
 	s, err := ParseSetup(data)
 	if err != nil {
-		return SetupFile{}, true, fmt.Errorf("%w: %s: %w", ErrSetupConfig, file, err)
+		return SetupFile{}, true, setupFileError(file, err)
 	}
 	s.File = file
 	sum := sha256.Sum256(data)

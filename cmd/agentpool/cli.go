@@ -35,7 +35,7 @@ const (
 
 // clientUsage lists the client commands, for the binary's usage text.
 const clientUsage = `  providers    list, enable, disable and refresh the agent providers
-  session      new, list, show and close sessions
+  session      new, list, show, close, merge and setup: sessions and their branches
   prompt       send a prompt to a session's agent and stream the turn
   events       print a session's events (--follow to keep reading)
   diff         show what a session (or one turn) changed
@@ -313,10 +313,41 @@ func (c *cli) flagSet(name, usage string) *flag.FlagSet {
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {
 			fmt.Fprintln(fs.Output(), "\nFlags:")
-			fs.PrintDefaults()
+			printFlags(fs)
 		}
 	}
 	return fs
+}
+
+// printFlags is flag.PrintDefaults with the flags spelled as the usage
+// lines and the README spell them, --name (the flag package accepts both).
+func printFlags(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		if !zeroDefault(f) {
+			if name == "string" {
+				usage += fmt.Sprintf(" (default %q)", f.DefValue)
+			} else {
+				usage += fmt.Sprintf(" (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprintf(w, "%s\n    \t%s\n", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+	})
+}
+
+// zeroDefault says whether f's default is its type's zero value, which
+// the help does not repeat.
+func zeroDefault(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "0", "false", "0s", "[]":
+		return true
+	}
+	return false
 }
 
 // errShownHelp ends a command after its help was printed.

@@ -60,7 +60,7 @@ or cancellation.`)
 		return err
 	}
 	if *agent != "" {
-		if err := c.checkAgent(ctx, api, *agent); err != nil {
+		if _, err := c.checkAgent(ctx, api, *agent); err != nil {
 			return err
 		}
 	}

@@ -168,20 +168,21 @@ func displayFile(file string) string {
 // checkAgent refuses, before anything is created, an agent the daemon
 // does not know or has disabled, saying what to do. The daemon checks
 // again; this only gives the message first, with the command to type. An
-// agent not installed is left to the daemon, which looks it up again.
-func (c *cli) checkAgent(ctx context.Context, api *httpapi.Client, id string) error {
+// agent not installed is left to the daemon, which looks it up again. It
+// returns the agent's status as the daemon last saw it ("" when unknown).
+func (c *cli) checkAgent(ctx context.Context, api *httpapi.Client, id string) (string, error) {
 	snap, err := api.Providers(ctx)
 	if err != nil {
-		return nil // the request that follows reports the problem
+		return "", nil // the request that follows reports the problem
 	}
 	p, err := snap.Lookup(id)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !p.Enabled {
-		return fmt.Errorf("provider %q is disabled (enable with: %s providers enable %s)", id, c.self(), id)
+		return p.Status, fmt.Errorf("provider %q is disabled (enable with: %s providers enable %s)", id, c.self(), id)
 	}
-	return nil
+	return p.Status, nil
 }
 
 func (c *cli) providersEnable(ctx context.Context, verb string, args []string) error {

@@ -209,6 +209,8 @@ func (r *renderer) event(ev backends.Event) {
 		r.sandbox(ev)
 	case backends.EventTurnEnded:
 		r.line(r.out, turnColour(d.StopReason), "%s", turnSummary(d))
+	case pool.EventSetupCopied, pool.EventSetupOutput:
+		// Details for the log (events), not the turn's notes.
 	default:
 		if s := setupLine(ev); s != "" { // cli_trust.go
 			r.line(r.note, "", "%s", s)
@@ -311,65 +313,4 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-// eventLine is one event as one line of a log: seq, time, type, agent,
-// turn and a short summary.
-func eventLine(ev backends.Event) string {
-	d := decodeData(ev)
-	var sum string
-	switch ev.Type {
-	case backends.EventMessageChunk:
-		role := d.Role
-		if backends.IsUserEcho(role) {
-			// The agent's words about what the user said, never the user's.
-			role = "agent (echoing the user)"
-		}
-		sum = role + ": " + oneLine(d.Text, 80)
-	case backends.EventToolCall, backends.EventToolUpdate:
-		sum = strings.TrimSpace(toolSummary(d) + " " + d.Status)
-	case backends.EventPermissionRequest:
-		sum = "request " + d.Request + ": " + permissionSummary(d)
-	case backends.EventPermissionResolved:
-		sum = "request " + d.Request + ": " + d.Decision + " by " + d.DecidedBy
-	case backends.EventTurnStarted:
-		sum = oneLine(d.Prompt, 80)
-	case backends.EventTurnEnded:
-		sum = oneLine(turnSummary(d), 100)
-	case backends.EventAgentReady:
-		sum = fmt.Sprintf("pid %d", d.PID)
-	case backends.EventAgentExited:
-		sum = d.Status
-	case backends.EventError:
-		sum = oneLine(d.Error, 100)
-	case backends.EventMode:
-		sum = d.CurrentModeID
-	case backends.EventHistory:
-		// A resumed agent's replay: summarise the event it would have been.
-		var h struct {
-			Type backends.EventType `json:"type"`
-			Data json.RawMessage    `json:"data"`
-		}
-		if json.Unmarshal(ev.Data, &h) == nil && h.Type != "" {
-			inner := eventLine(backends.Event{Type: h.Type, Data: h.Data})
-			sum = "(replayed) " + string(h.Type) + " " + strings.TrimSpace(inner[strings.Index(inner, string(h.Type))+len(h.Type):])
-		} else {
-			sum = oneLine(string(ev.Data), 80)
-		}
-	default:
-		if sum = setupLine(ev); sum == "" { // cli_trust.go
-			sum = oneLine(string(ev.Data), 80)
-		}
-	}
-	s := fmt.Sprintf("#%-5d %s %-22s", ev.Seq, ev.Time.Local().Format(time.TimeOnly), ev.Type)
-	if ev.Agent != "" {
-		s += " " + ev.Agent
-	}
-	if ev.Turn != 0 {
-		s += fmt.Sprintf(" turn %d", ev.Turn)
-	}
-	if sum != "" {
-		s += "  " + sum
-	}
-	return s
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/registry"
 )
 
 const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a session in its own git worktree; its agent starts now
@@ -47,9 +48,16 @@ func (c *cli) session(ctx context.Context, args []string) error {
 
 // gitTopLevel returns the top directory of the git repository holding dir.
 func gitTopLevel(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--show-toplevel").Output()
+	cmd := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--show-toplevel")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("%s is not inside a git repository (use --repo): %w", dir, err)
+		if msg := strings.TrimSpace(stderr.String()); msg != "" && !strings.Contains(msg, "not a git repository") {
+			// Another refusal, such as a repository another user owns.
+			return "", fmt.Errorf("git cannot use %s: %s (%w)", dir, strings.TrimPrefix(strings.SplitN(msg, "\n", 2)[0], "fatal: "), err)
+		}
+		return "", fmt.Errorf("%s is not inside a git repository (git init, or pick a repository with --repo DIR)", dir)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
@@ -81,17 +89,34 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.checkAgent(ctx, api, *agent); err != nil {
+	status, err := c.checkAgent(ctx, api, *agent)
+	if err != nil {
 		return err
 	}
-	c.progress("creating the session's worktree of %s… ", dir)
+	// An agent the daemon saw not installed is refused before the
+	// worktree is made; the daemon looks it up again, so that one just
+	// installed works, and only then is there a worktree to report on.
+	notInstalled := status == registry.StatusNotInstalled
+	if !notInstalled {
+		c.progress("creating the session's worktree of %s… ", dir)
+	}
 	start := time.Now()
 	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm})
 	if err != nil {
-		c.progress("failed\n")
+		if isNotInstalled(err) {
+			if !notInstalled {
+				c.progress("not created\n")
+			}
+			return c.agentNotInstalled(*agent, err)
+		}
+		if !notInstalled {
+			c.progress("failed\n")
+		}
 		return err
 	}
-	c.progress("done (%.1fs)\n", time.Since(start).Seconds())
+	if !notInstalled {
+		c.progress("done (%.1fs)\n", time.Since(start).Seconds())
+	}
 	if *asJSON {
 		return c.printJSON(s)
 	}
@@ -99,7 +124,8 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  repo\t%s\n  worktree\t%s\n  branch\t%s\n  agent\t%s\n", s.Repo, s.Worktree.Path, s.Worktree.Branch, s.ActiveAgent)
 	_ = tw.Flush()
-	c.noteUntrustedSetup(ctx, api, c.stdout, s.Repo) // cli_trust.go
+	c.noteUncommitted(ctx, c.stdout, s.Repo, *base, s.Worktree.BaseCommit) // cli_dirty.go
+	c.noteUntrustedSetup(ctx, api, c.stdout, s.Repo)                       // cli_trust.go
 	fmt.Fprintf(c.stdout, "\nNext: %s prompt %s \"describe what you want\"\n", c.self(), s.ID)
 	return nil
 }

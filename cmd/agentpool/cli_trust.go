@@ -228,6 +228,16 @@ type setupData struct {
 	Confinement   *struct {
 		Warning string `json:"warning"`
 	} `json:"confinement"`
+	Copied  []string `json:"copied"`
+	Skipped []struct {
+		Path   string `json:"path"`
+		Reason string `json:"reason"`
+	} `json:"skipped"`
+	Timeout  string `json:"timeout"`
+	Output   string `json:"output"`
+	ExitCode *int   `json:"exit_code"`
+	Elapsed  int64  `json:"elapsed_ns"`
+	Dropped  int64  `json:"dropped_bytes"`
 }
 
 // setupLine summarises a setup.* event, "" for other events.
@@ -247,11 +257,33 @@ func setupLine(ev backends.Event) string {
 			s += " (" + d.Confinement.Warning + ")"
 		}
 		return s
-	case pool.EventSetupEnded:
-		if d.OK {
-			return "setup done"
+	case pool.EventSetupCopied:
+		s := fmt.Sprintf("setup copied %d file%s from the main checkout", len(d.Copied), plural(len(d.Copied)))
+		if len(d.Copied) > 0 {
+			s += " (" + oneLine(strings.Join(d.Copied, ", "), 60) + ")"
 		}
-		return "setup failed: " + d.Error
+		for _, k := range d.Skipped {
+			s += "; skipped " + k.Path + ": " + k.Reason
+		}
+		if d.Error != "" {
+			s += "; " + d.Error
+		}
+		return oneLine(s, 160)
+	case pool.EventSetupOutput:
+		return "setup: " + oneLine(d.Output, 100)
+	case pool.EventSetupEnded:
+		took := ""
+		if d.Elapsed > 0 {
+			took = " in " + time.Duration(d.Elapsed).Round(100*time.Millisecond).String()
+		}
+		if d.OK {
+			return "setup done" + took
+		}
+		s := "setup failed" + took
+		if d.ExitCode != nil {
+			s += fmt.Sprintf(" (exit status %d)", *d.ExitCode)
+		}
+		return s + ": " + d.Error
 	}
 	return ""
 }

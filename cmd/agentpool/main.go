@@ -1,7 +1,7 @@
 // Command agentpool is the agentpool daemon and its command-line client.
 //
 //	agentpool serve            run the daemon
-//	agentpool version          print the version
+//	agentpool version          print the version, the source revision and the Go version
 //	agentpool demo-agent       (hidden) the built-in demo ACP agent, spoken to over stdio
 //	agentpool sandbox-exec     (hidden) the launcher that confines an agent and execs it
 package main
@@ -60,7 +60,7 @@ Usage:
 
 Commands:
   serve        run the daemon
-` + clientUsage + `  version      print the version
+` + clientUsage + `  version      print the version, the source revision it was built from, the Go version
 
 Run '` + self + ` <command> --help' for the flags of a command.
 `
@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "agentpool", version)
+		fmt.Fprint(stdout, versionText(version, buildInfo())) // version.go
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage(self))

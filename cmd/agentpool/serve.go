@@ -499,12 +499,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"else $XDG_STATE_HOME/agentpool or ~/.local/state/agentpool. Clients find the\n"+
 			"daemon by the same rule. A data directory that another user owns or may write\n"+
 			"is never used; the daemon keeps its own 0700, its files 0600.\n\nFlags:\n", invokedAs(os.Args[0]), defaultHomeDir)
-		fs.PrintDefaults()
+		printFlags(fs) // cli.go
 	}
 	m := &Main{Stdout: stdout}
 	fs.StringVar(&m.Home, "home", "", "data directory (default: found as said above)")
 	fs.StringVar(&m.Worktrees, "worktrees", os.Getenv("AGENTPOOL_WORKTREES"), "directory for the sessions' worktrees (default: worktrees in the data directory)")
-	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing)")
+	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing; $AGENTPOOL_LISTEN sets the default)")
 	fs.IntVar(&m.MaxWarm, "max-warm", 0, "most agents kept running (default 16)")
 	fs.StringVar(&m.Notify, "notify", os.Getenv("AGENTPOOL_NOTIFY"), "command run for each permission request, ended turn and failed agent, with the event as JSON on stdin (see README)")
 	fs.StringVar(&m.CgroupParent, "cgroup-parent", os.Getenv("AGENTPOOL_CGROUP_PARENT"), "cgroup v2 directory for the agents' cgroups (default: found at start; \"none\": no cgroups)")
