@@ -160,7 +160,9 @@ type trackedConn struct {
 	class  connClass
 	bucket connBucket
 	since  time.Time // when it entered its bucket
-	elem   *list.Element
+	// activeAt is when its last request began (its admission before any).
+	activeAt time.Time
+	elem     *list.Element
 }
 
 // connGuard tracks the server's connections (see ConnLimits). It is safe
@@ -201,6 +203,7 @@ func (g *connGuard) connState(c net.Conn, st http.ConnState) {
 		t := &trackedConn{conn: c, class: unproven}
 		g.conns[c] = t
 		g.placeLocked(t, bucketNew)
+		t.activeAt = t.since
 		if g.countLocked(unproven) > g.limits.MaxUnproven {
 			victim = g.evictLocked(unproven, t)
 		}
@@ -208,6 +211,20 @@ func (g *connGuard) connState(c net.Conn, st http.ConnState) {
 		if t := g.conns[c]; t != nil {
 			g.unplaceLocked(t)
 			g.placeLocked(t, bucketOf(st))
+			if st == http.StateActive {
+				t.activeAt = t.since
+			}
+			// The proven connections may be past their cap with none
+			// idle to close when the last was proven (all were busy,
+			// or the one that finished had not yet been marked idle):
+			// once no busier connection is older, the least recently
+			// used idle one is closed.
+			if st == http.StateIdle && t.class == proven && g.countLocked(proven) > g.limits.MaxProven {
+				if lru := g.leastRecentIdleLocked(proven); lru != nil {
+					victim = lru.conn
+					g.forgetEvictedLocked(lru, proven)
+				}
+			}
 		}
 	case http.StateHijacked, http.StateClosed:
 		g.removeLocked(c)
@@ -241,6 +258,28 @@ func (g *connGuard) prove(r *http.Request) {
 	if victim != nil {
 		_ = victim.Close()
 	}
+}
+
+// leastRecentIdleLocked is the idle connection of class whose last
+// request began first, or nil when a busy one began before it (that one
+// goes idle soon, and is the one to close then). It scans: only the
+// proven class, small and rarely past its cap, uses it.
+func (g *connGuard) leastRecentIdleLocked(class connClass) *trackedConn {
+	var lru *trackedConn
+	for e := g.lists[class][bucketIdle].Front(); e != nil; e = e.Next() {
+		if t := e.Value.(*trackedConn); lru == nil || t.activeAt.Before(lru.activeAt) {
+			lru = t
+		}
+	}
+	if lru == nil {
+		return nil
+	}
+	for e := g.lists[class][bucketActive].Front(); e != nil; e = e.Next() {
+		if e.Value.(*trackedConn).activeAt.Before(lru.activeAt) {
+			return nil
+		}
+	}
+	return lru
 }
 
 // placeLocked puts t at the back of its class's list for bucket b.
@@ -296,6 +335,14 @@ func (g *connGuard) evictLocked(class connClass, keep *trackedConn) net.Conn {
 	if victim == nil {
 		return nil
 	}
+	g.forgetEvictedLocked(victim, class)
+	return victim.conn
+}
+
+// forgetEvictedLocked forgets victim, a connection of class about to be
+// closed, counts it, and logs (at most once per evictLogPeriod).
+func (g *connGuard) forgetEvictedLocked(victim *trackedConn, class connClass) {
+	now := g.now()
 	g.removeLocked(victim.conn)
 	g.evicted[class]++
 	g.unlogged[class]++
@@ -306,7 +353,6 @@ func (g *connGuard) evictLocked(class connClass, keep *trackedConn) net.Conn {
 		g.unlogged = [2]int{}
 		g.lastLog = now
 	}
-	return victim.conn
 }
 
 // removeLocked forgets c.
