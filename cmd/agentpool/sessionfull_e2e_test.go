@@ -99,6 +99,27 @@ func TestSessionCreateDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
+
+	// The repository's disk full: git cannot write the session's branch
+	// ("cannot update ref"), without saying why.
+	repoFS := filepath.Join(t.TempDir(), "repofs")
+	if err := os.Mkdir(repoFS, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", repoFS).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", repoFS).Run() })
+	small := e2eRepoAt(t, filepath.Join(repoFS, "repo"), map[string]string{"README.md": "# small\n"})
+	fill(t, filepath.Join(repoFS, "filler"))
+	_, err = d.client.CreateSession(ctx, pool.CreateRequest{Repo: small, Agent: "fake"})
+	var ae *httpapi.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusInsufficientStorage || ae.Code != httpapi.CodeStorageFull ||
+		!strings.Contains(ae.Message, "mounted at "+repoFS) {
+		t.Errorf("POST /v1/sessions with the repository's disk full: error = %v; want 507 storage_full naming the file system mounted at %s", err, repoFS)
+	}
+	t.Logf("POST /v1/sessions with the repository's disk full: %v", err)
+
 	if s, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: "fake"}); err != nil {
 		t.Errorf("POST /v1/sessions after space returned: %v; want a session without a restart", err)
 	} else if !strings.HasPrefix(s.Worktree.Path, wts+"/") {
