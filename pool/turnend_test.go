@@ -158,23 +158,42 @@ func (w *endWatch) EndTurnEvent(ctx context.Context, t pool.Turn, ev backends.Ev
 	return err
 }
 
-// TestTurnEndCommittedWithItsEvent: the live end of a turn commits the end row and turn.ended together, so that at no
-// moment could a kill leave the row ended without its event.
+// TestTurnEndCommittedWithItsEvent: every live end of a turn (run to its
+// end, cancelled while running, cancelled while queued for a slot) commits
+// the end row and turn.ended together, so that at no moment could a kill
+// leave the row ended without its event.
 func TestTurnEndCommittedWithItsEvent(t *testing.T) {
-	e := newEnv(t, map[string]any{"fake": providerEntry(echo)}, nil)
+	e := newEnv(t, map[string]any{"fake": providerEntry(echo), "slow": providerEntry(waitCancel)},
+		func(c *pool.Config) { c.MaxWarm = 1 })
 	e.wrapStore = func(s pool.Store) pool.Store { return &endWatch{Store: s, t: t, st: e.st} }
 	e.shutdown()
 	e.open()
-	s := e.session("fake")
+	ctx := context.Background()
+	done := e.create("fake", false)
 	for _, text := range []string{"one", "two"} {
-		if tn := e.prompt(s.ID, "fake", text); tn.StopReason != string(backends.StopEndTurn) {
+		if tn := e.prompt(done.ID, "fake", text); tn.StopReason != string(backends.StopEndTurn) {
 			t.Fatalf("prompt %q stop reason = %q; want end_turn", text, tn.StopReason)
 		}
 	}
-	ends := turnEnds(t, e.events(s.ID))
-	for n := int64(1); n <= 2; n++ {
-		if len(ends[n]) != 1 || ends[n][0].Repaired {
-			t.Errorf("turn.ended of turn %d = %+v; want one live event", n, ends[n])
+	running, queued := e.create("slow", false), e.create("slow", false)
+	if _, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: running.ID, Text: "busy"}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEvent(running.ID, backends.EventMessageChunk)
+	if tn, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: queued.ID, Text: "wait"}); err != nil || tn.QueuePosition == 0 {
+		t.Fatalf("StartPrompt(%s) = %+v, %v; want it queued", queued.ID, tn, err)
+	}
+	for _, id := range []string{queued.ID, running.ID} {
+		if err := e.p.Cancel(ctx, id); err != nil {
+			t.Fatalf("Cancel(%s): %v", id, err)
+		}
+	}
+	for id, turns := range map[string]int64{done.ID: 2, running.ID: 1, queued.ID: 1} {
+		ends := turnEnds(t, e.events(id))
+		for n := int64(1); n <= turns; n++ {
+			if len(ends[n]) != 1 || ends[n][0].Repaired {
+				t.Errorf("turn.ended of turn %d of %s = %+v; want one live event", n, id, ends[n])
+			}
 		}
 	}
 }
