@@ -2,10 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mattn/go-sqlite3"
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -160,5 +164,16 @@ func TestUnreportedTurnEndsUsesIndex(t *testing.T) {
 	if got := strings.Join(details, "\n"); !strings.Contains(got, "USING COVERING INDEX events_turn_ended") &&
 		!strings.Contains(got, "USING INDEX events_turn_ended") {
 		t.Errorf("query plan of UnreportedTurnEnds:\n%s\nwant a lookup in index events_turn_ended", got)
+	}
+}
+
+// TestFullErrorNamesTheDatabase: a write that fails on a full disk says
+// which database file's disk it is, and is ErrFull and ENOSPC.
+func TestFullErrorNamesTheDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentpool.db")
+	s, _ := openTest(t, Config{Path: path})
+	err := s.mapWriteErr(sqlite3.Error{Code: sqlite3.ErrFull})
+	if !errors.Is(err, ErrFull) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), path) {
+		t.Errorf("mapWriteErr(SQLITE_FULL) = %v; want ErrFull and ENOSPC naming %s", err, path)
 	}
 }
