@@ -77,17 +77,27 @@ type Store interface {
 	// session (1, 2, 3 ...: a turn is known as (session, number)) once the
 	// row is durable; a number is never handed out twice. It fails with an
 	// error wrapping ErrStorageFull, without storing the row, when the disk
-	// is full. EndTurn may queue the end behind the events appended before
-	// it and return before it is written; events appended after it are
-	// committed with or after it. The turn reads must see a queued end
-	// unless the store is failing to write.
+	// is full.
 	StartTurn(ctx context.Context, t Turn) (int64, error)
-	// EndTurn records how turn t.ID of t.Session ended.
-	EndTurn(ctx context.Context, t Turn) error
-	// EndTurnEvent is EndTurn and Append of ev (the event reporting the
-	// end) in one transaction: ev is stored and delivered only if the turn
-	// was still open.
+	// EndTurnEvent records how turn t.ID of t.Session ended together with
+	// ev, the turn.ended that reports it, in one transaction: both are
+	// stored or neither, and ev is stored and delivered (as for Append)
+	// only if the turn was still open. It may queue them behind the events
+	// appended before and return before they are written; events appended
+	// after are committed with or after them. The turn reads must see a
+	// queued end unless the store is failing to write. An error (the
+	// write queue stayed full, the store is closed) means neither was
+	// queued.
 	EndTurnEvent(ctx context.Context, t Turn, ev backends.Event, committed func(backends.Event)) error
+	// UnreportedTurnEnds lists the ended turns that have no turn.ended
+	// event (an earlier version could commit a turn's end without it),
+	// oldest first.
+	UnreportedTurnEnds(ctx context.Context) ([]Turn, error)
+	// ReportTurnEnd queues ev, the turn.ended of ended turn ev.Turn of
+	// ev.Session, to be stored and delivered (as for Append) only if that
+	// turn still has no turn.ended when it is written: reporting a turn
+	// twice stores one event.
+	ReportTurnEnd(ctx context.Context, ev backends.Event, committed func(backends.Event)) error
 	GetTurn(ctx context.Context, session string, turn int64) (Turn, error)
 	LastTurn(ctx context.Context, session string) (Turn, error)
 	ListTurns(ctx context.Context, session string) ([]Turn, error)

@@ -70,6 +70,9 @@ type env struct {
 	linger time.Duration
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// wrapStore, when set, wraps the pool's store at open.
+	wrapStore func(pool.Store) pool.Store
 }
 
 // providerEntry defines a fake provider running script s.
@@ -135,6 +138,9 @@ func (e *env) open() {
 	}
 	cfg := e.cfg
 	cfg.Store = wiring.Store{S: e.st}
+	if e.wrapStore != nil {
+		cfg.Store = e.wrapStore(cfg.Store)
+	}
 	cfg.Worktrees = wiring.Worktrees{M: e.wt}
 	cfg.Resolver = e.reg
 	cfg.Launcher = wiring.Launcher{}

@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -248,7 +247,6 @@ func (p *Pool) awaitSlot(s *session, w *slotWaiter, tr *turnRun, t Turn) {
 // turn.ended (with reason, and cause as its error) is published as the
 // session becomes free, so every turn.started has its turn.ended.
 func (p *Pool) abandonTurn(s *session, tr *turnRun, t Turn, stop backends.StopReason, reason string, cause error) {
-	ctx := context.WithoutCancel(p.ctx)
 	t.StopReason = string(stop)
 	if cause != nil {
 		t.Error = fmt.Sprintf("%s: %v", reason, cause)
@@ -257,9 +255,6 @@ func (p *Pool) abandonTurn(s *session, tr *turnRun, t Turn, stop backends.StopRe
 	t.CheckpointAfter = t.CheckpointBefore // nothing ran
 	end := p.cfg.Now()
 	t.EndedAt = &end
-	if err := p.cfg.Store.EndTurn(ctx, t); err != nil {
-		p.logger.Warn("store turn end", "session", s.id, "turn", t.ID, "err", err)
-	}
 	data := map[string]any{"turn": t.ID, "agent": t.Agent, "stop_reason": t.StopReason, "checkpoint": t.CheckpointAfter,
 		"duration_ms": end.Sub(t.StartedAt).Milliseconds(), "reason": reason}
 	if t.Error != "" {
@@ -268,11 +263,7 @@ func (p *Pool) abandonTurn(s *session, tr *turnRun, t Turn, stop backends.StopRe
 	tr.mu.Lock()
 	tr.result = t
 	tr.mu.Unlock()
-	s.mu.Lock()
-	p.publishLocked(s, backends.Event{Type: backends.EventTurnEnded, Agent: t.Agent, Turn: t.ID, Data: backends.MustJSON(data)})
-	s.turn = nil
-	s.mu.Unlock()
-	p.published.Add(1)
+	p.endTurn(s, t, data, nil)
 	tr.cancel()
 	close(tr.done)
 }

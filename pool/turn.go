@@ -224,9 +224,6 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	t.CheckpointAfter = after
 	end := p.cfg.Now()
 	t.EndedAt = &end
-	if err := p.cfg.Store.EndTurn(ctx, t); err != nil {
-		p.logger.Warn("store turn end", "session", s.id, "turn", t.ID, "err", err)
-	}
 	p.histMu.Lock()
 	p.turnHist.observe(end.Sub(t.StartedAt).Seconds())
 	p.histMu.Unlock()
@@ -252,21 +249,15 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	tr.result = t
 	tr.mu.Unlock()
 	p.release(e)
-	// turn.ended takes its seq and the session becomes free in one hold of
-	// the session's lock: a client that prompts as soon as it reads
-	// turn.ended finds the session free, and no event of a next turn can
-	// take a seq before turn.ended.
+	// The turn's end row and its turn.ended are committed together, and
+	// the session becomes free as turn.ended takes its seq (see endTurn).
 	delivered := make(chan struct{})
-	s.mu.Lock()
-	p.queueLocked(s, backends.Event{Type: backends.EventTurnEnded, Agent: t.Agent, Turn: t.ID, Data: backends.MustJSON(data)}, delivered)
-	s.turn = nil
-	s.mu.Unlock()
-	p.published.Add(1)
+	queued := p.endTurn(s, t, data, delivered)
 	tr.cancel()
 	// A client waiting for the turn (POST prompt with wait) gets its end
-	// only once turn.ended, and so the turn's end row queued before it, is
-	// durable: what it is told is what a restart will tell it.
-	if !p.awaitDelivered(delivered) {
+	// only once turn.ended, and so the turn's end row committed with it,
+	// is durable: what it is told is what a restart will tell it.
+	if queued && !p.awaitDelivered(delivered) {
 		p.logger.Warn("turn end not yet written; answering its waiters anyway", "session", s.id, "turn", t.ID)
 	}
 	close(tr.done)

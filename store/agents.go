@@ -115,7 +115,7 @@ func (s *Store) UpsertAgentSession(ctx context.Context, a AgentSession) error {
 			config_options = excluded.config_options, provider_spec_hash = excluded.provider_spec_hash,
 			last_active_at = excluded.last_active_at`, row)
 	if err != nil {
-		return fmt.Errorf("upsert agent %q of session %q: %w", a.Agent, a.SessionID, mapWriteErr(err))
+		return fmt.Errorf("upsert agent %q of session %q: %w", a.Agent, a.SessionID, s.mapWriteErr(err))
 	}
 	return nil
 }

@@ -92,7 +92,7 @@ func (s *Store) InsertPermission(ctx context.Context, p PermissionRow) error {
 		VALUES (:id, :session_id, :turn, :agent, :action, :risk, :request, :decision, :decided_by, :option_kind,
 			:requested_at, :decided_at)`, row)
 	if err != nil {
-		return fmt.Errorf("insert permission %q: %w", p.ID, mapWriteErr(err))
+		return fmt.Errorf("insert permission %q: %w", p.ID, s.mapWriteErr(err))
 	}
 	return nil
 }

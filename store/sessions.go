@@ -68,7 +68,7 @@ func (s *Store) CreateSession(ctx context.Context, sess Session) (Session, error
 	}
 	if _, err := s.db.NamedExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`)
 		VALUES (:id, :repo, :base_ref, :title, :active_agent, :status, :created_at, :updated_at)`, row); err != nil {
-		return Session{}, fmt.Errorf("create session %q: %w", sess.ID, mapWriteErr(err))
+		return Session{}, fmt.Errorf("create session %q: %w", sess.ID, s.mapWriteErr(err))
 	}
 	return row.session(), nil
 }
@@ -119,7 +119,7 @@ func (s *Store) DeleteClosedSession(ctx context.Context, id string) error {
 		err = mustAffect(res)
 	}
 	if err != nil {
-		return fmt.Errorf("delete session %q: %w", id, mapWriteErr(err))
+		return fmt.Errorf("delete session %q: %w", id, s.mapWriteErr(err))
 	}
 	return nil
 }
@@ -156,7 +156,7 @@ func (s *Store) updateSession(ctx context.Context, id, column, value string) err
 		err = mustAffect(res)
 	}
 	if err != nil {
-		return fmt.Errorf("update session %q %s: %w", id, column, mapWriteErr(err))
+		return fmt.Errorf("update session %q %s: %w", id, column, s.mapWriteErr(err))
 	}
 	return nil
 }
@@ -207,7 +207,7 @@ func (s *Store) PutWorktree(ctx context.Context, w WorktreeRow) error {
 		ON CONFLICT (session_id) DO UPDATE SET path = excluded.path, branch = excluded.branch,
 			base_commit = excluded.base_commit, created_at = excluded.created_at, removed_at = excluded.removed_at`, row)
 	if err != nil {
-		return fmt.Errorf("put worktree of session %q: %w", w.SessionID, mapWriteErr(err))
+		return fmt.Errorf("put worktree of session %q: %w", w.SessionID, s.mapWriteErr(err))
 	}
 	return nil
 }
@@ -235,7 +235,7 @@ func (s *Store) MarkWorktreeRemoved(ctx context.Context, sessionID string) error
 		err = mustAffect(res)
 	}
 	if err != nil {
-		return fmt.Errorf("mark worktree of session %q removed: %w", sessionID, mapWriteErr(err))
+		return fmt.Errorf("mark worktree of session %q removed: %w", sessionID, s.mapWriteErr(err))
 	}
 	return nil
 }

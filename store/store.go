@@ -376,13 +376,13 @@ func (s *Store) awaitWrites(ctx context.Context) error {
 	return err
 }
 
-// fullErr returns err marked with ErrFull when it says the disk is full,
-// else err.
-func fullErr(err error) error {
+// fullErr returns err marked with ErrFull, naming the database file, when
+// it says the disk is full, else err.
+func (s *Store) fullErr(err error) error {
 	if !isFull(err) || errors.Is(err, ErrFull) {
 		return err
 	}
-	return fmt.Errorf("the disk holding the database is full: %w (%w)", ErrFull, err)
+	return fmt.Errorf("the disk holding the database %s is full: %w (%w)", s.cfg.Path, ErrFull, err)
 }
 
 // isFull reports whether err says the disk is full.
@@ -449,9 +449,9 @@ func sqliteCode(err error) sqlite3.ErrNoExtended {
 // mapWriteErr turns the errors of a write into the store's sentinels: a
 // duplicate key into ErrExists, a missing referenced row into ErrNotFound, a
 // full disk into ErrFull.
-func mapWriteErr(err error) error {
+func (s *Store) mapWriteErr(err error) error {
 	if isFull(err) {
-		return fullErr(err)
+		return s.fullErr(err)
 	}
 	switch sqliteCode(err) {
 	case sqlite3.ErrConstraintPrimaryKey, sqlite3.ErrConstraintUnique:

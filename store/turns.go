@@ -121,12 +121,12 @@ func (s *Store) awaitWaited(ctx context.Context, w *waited) error {
 		case waitDone:
 			return nil
 		case waitRejected:
-			return mapWriteErr(err)
+			return s.mapWriteErr(err)
 		case waitDropped:
 			return ErrClosed
 		case waitPending:
 			if isFull(err) && w.abandon() {
-				return fullErr(err)
+				return s.fullErr(err)
 			}
 			if ctx.Err() != nil && w.abandon() {
 				return context.Cause(ctx)
@@ -200,7 +200,7 @@ func (s *Store) EndOpenTurns(ctx context.Context, errText string) (int64, error)
 	res, err := s.db.ExecContext(ctx, `UPDATE turns SET stop_reason = 'error', error = ?, ended_at = ?
 		WHERE ended_at IS NULL`, errText, toUnix(s.now()))
 	if err != nil {
-		return 0, fmt.Errorf("end open turns: %w", mapWriteErr(err))
+		return 0, fmt.Errorf("end open turns: %w", s.mapWriteErr(err))
 	}
 	n, err := res.RowsAffected()
 	if err != nil {

@@ -77,10 +77,18 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if full := diskFull(path); full != nil && errors.Is(err, ErrNoSpace) {
+			return Worktree{}, fmt.Errorf("create worktree for session %q: %w: %w", session, full, err)
+		}
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
 	if _, err := m.git(ctx, at(info.top), "worktree", "add", "--quiet", "-b", branch, "--", path, base); err != nil {
+		// Look at the disks before the undo frees what git wrote.
+		full := diskFull(path, info.common)
 		m.undoCreateLocked(context.WithoutCancel(ctx), info, path, branch, base)
+		if full != nil {
+			return Worktree{}, fmt.Errorf("create worktree for session %q: %w: %w", session, full, err)
+		}
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
 	m.remember(info, path, branch)

@@ -153,15 +153,25 @@ func (a Store) StartTurn(ctx context.Context, t pool.Turn) (int64, error) {
 	return a.S.StartTurn(ctx, store.Turn{SessionID: t.Session, Agent: t.Agent, Prompt: t.Prompt, CheckpointBefore: t.CheckpointBefore, StartedAt: t.StartedAt})
 }
 
-// EndTurn queues how a turn ended.
-func (a Store) EndTurn(ctx context.Context, t pool.Turn) error {
-	return notFound(a.S.EndTurn(ctx, t.Session, t.ID, turnEnd(t)))
-}
-
 // EndTurnEvent queues how a turn ended with the event that reports it, in
 // one transaction.
 func (a Store) EndTurnEvent(ctx context.Context, t pool.Turn, ev backends.Event, committed func(backends.Event)) error {
 	return notFound(a.S.EndTurnEvent(ctx, t.ID, turnEnd(t), ev, committed))
+}
+
+// UnreportedTurnEnds lists the ended turns without a turn.ended event.
+func (a Store) UnreportedTurnEnds(ctx context.Context) ([]pool.Turn, error) {
+	l, err := a.S.UnreportedTurnEnds(ctx)
+	out := make([]pool.Turn, 0, len(l))
+	for _, t := range l {
+		out = append(out, fromTurn(t))
+	}
+	return out, err
+}
+
+// ReportTurnEnd queues the turn.ended of an ended turn that has none.
+func (a Store) ReportTurnEnd(ctx context.Context, ev backends.Event, committed func(backends.Event)) error {
+	return a.S.ReportTurnEnd(ctx, ev.Turn, ev, committed)
 }
 
 func turnEnd(t pool.Turn) store.TurnEnd {
