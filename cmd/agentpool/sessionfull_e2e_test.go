@@ -32,16 +32,7 @@ func TestSessionCreateDiskFull(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
 	}
-	if os.Getenv(envSessionFullNS) == "" {
-		unshare, err := exec.LookPath("unshare")
-		agenttest.RequireFeature(t, err == nil && os.Geteuid() == 0, "needs root and unshare(1) for a private tmpfs")
-		cmd := exec.Command(unshare, "-m", "--propagation", "private", os.Args[0], "-test.run", "^TestSessionCreateDiskFull$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), envSessionFullNS+"=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestSessionCreateDiskFull") {
-			t.Fatalf("TestSessionCreateDiskFull in a private mount namespace: %v\n%s", err, out)
-		}
-		t.Logf("in a private mount namespace:\n%s", out)
+	if !inPrivateMountNS(t, envSessionFullNS, true) {
 		return
 	}
 	bin := agentpoolBinary(t)
