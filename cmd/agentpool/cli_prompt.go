@@ -77,8 +77,26 @@ or cancellation.`)
 // followTurn streams turn t of session from seq after until it ends.
 func (c *cli) followTurn(ctx context.Context, api *httpapi.Client, session string, after int64, t pool.Turn, asJSON bool) error {
 	r := newRenderer(c.stdout, c.stderr, c.outTTY)
+	setup := &setupWait{r: r, self: c.self(), session: session} // cli_setupwait.go
 	var end *eventData
-	err := api.Events(ctx, session, after, func(ev backends.Event) error {
+	// Events from a little before the prompt tell whether a setup is
+	// still running, which the turn waits for.
+	err := api.Events(ctx, session, max(0, after-setupLookback), func(ev backends.Event) error {
+		if ev.Seq <= after {
+			if isSetupEvent(ev) && !asJSON {
+				setup.before(ev, ev.Seq == after)
+			}
+			return nil
+		}
+		if isSetupEvent(ev) {
+			if asJSON {
+				b, _ := json.Marshal(ev)
+				fmt.Fprintf(c.stdout, "%s\n", b)
+			} else {
+				setup.event(ev)
+			}
+			return nil
+		}
 		if !partOfTurn(ev, t) {
 			return nil
 		}

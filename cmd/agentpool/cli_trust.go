@@ -233,11 +233,12 @@ type setupData struct {
 		Path   string `json:"path"`
 		Reason string `json:"reason"`
 	} `json:"skipped"`
-	Timeout  string `json:"timeout"`
-	Output   string `json:"output"`
-	ExitCode *int   `json:"exit_code"`
-	Elapsed  int64  `json:"elapsed_ns"`
-	Dropped  int64  `json:"dropped_bytes"`
+	Timeout  string   `json:"timeout"`
+	Output   string   `json:"output"`
+	ExitCode *int     `json:"exit_code"`
+	Elapsed  int64    `json:"elapsed_ns"`
+	Dropped  int64    `json:"dropped_bytes"`
+	Tail     []string `json:"tail"`
 }
 
 // setupLine summarises a setup.* event, "" for other events.
