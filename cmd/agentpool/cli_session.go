@@ -125,7 +125,7 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	fmt.Fprintf(tw, "  repo\t%s\n  worktree\t%s\n  branch\t%s\n  agent\t%s\n", s.Repo, s.Worktree.Path, s.Worktree.Branch, s.ActiveAgent)
 	_ = tw.Flush()
 	c.noteUncommitted(ctx, c.stdout, s.Repo, *base, s.Worktree.BaseCommit) // cli_dirty.go
-	c.noteUntrustedSetup(ctx, api, c.stdout, s.Repo)                       // cli_trust.go
+	c.noteSetup(ctx, api, c.stdout, s.Repo, s.ID)                          // cli_trust.go
 	fmt.Fprintf(c.stdout, "\nNext: %s prompt %s \"describe what you want\"\n", c.self(), s.ID)
 	return nil
 }

@@ -199,12 +199,19 @@ func (c *cli) sessionSetup(ctx context.Context, args []string) error {
 	return nil
 }
 
-// noteUntrustedSetup tells, after a session was created, that its
-// repository's setup file is not trusted (so its setup was skipped) and
-// how to trust it.
-func (c *cli) noteUntrustedSetup(ctx context.Context, api *httpapi.Client, w io.Writer, repo string) {
+// noteSetup tells, after session id was created, that its repository's
+// trusted setup command runs now (prompts wait for it) and how to follow
+// it, or that its setup file is not trusted (so its setup was skipped)
+// and how to trust it.
+func (c *cli) noteSetup(ctx context.Context, api *httpapi.Client, w io.Writer, repo, id string) {
 	sf, err := api.SetupFile(ctx, repo)
-	if err != nil || sf.Trusted || (len(sf.Copy) == 0 && len(sf.Command) == 0) {
+	if err != nil || (len(sf.Copy) == 0 && len(sf.Command) == 0) {
+		return
+	}
+	if sf.Trusted {
+		if len(sf.Command) > 0 {
+			fmt.Fprintf(w, "  setup running: %s (follow: %s events %s)\n", quoteArgs(sf.Command), c.self(), id)
+		}
 		return
 	}
 	why := "is not trusted"
