@@ -18,6 +18,7 @@ export function sessionView(main, id) {
   let lastSeq = 0;
   let ended = false;
   let shownRunning = -1;
+  let shownSetup = false;
   const audit = [];
   const cleanups = [];
 
@@ -76,7 +77,8 @@ export function sessionView(main, id) {
     }
     title.textContent = sess.title || sess.id;
     // The stream knows first whether a turn runs; the list catches up.
-    const st = sessionStatus(stream.applied ? { ...sess, busy: running() > 0 } : sess);
+    let st = sessionStatus(stream.applied ? { ...sess, busy: running() > 0 } : sess);
+    if (stream.setup && st.key === 'idle') st = { key: 'setup', label: 'setup running…', cls: 'info run' };
     status.textContent = st.label;
     status.className = 'badge ' + st.cls;
     status.dataset.status = st.key;
@@ -108,11 +110,11 @@ export function sessionView(main, id) {
 
   function renderComposer() {
     const r = running();
-    if (sess && r !== shownRunning) { shownRunning = r; renderHead(); return; }
+    if (sess && (r !== shownRunning || !!stream.setup !== shownSetup)) { shownRunning = r; shownSetup = !!stream.setup; renderHead(); return; }
     cancelBtn.hidden = !r;
     send.disabled = !!r;
     retryBtn.hidden = !!r || !stream.lastTurn;
-    state.textContent = r ? `turn ${r} running…` : '';
+    state.textContent = r ? `turn ${r} running…` : stream.setup ? 'setup running… a prompt sent now starts when it ends' : '';
   }
 
   function show(name) {
@@ -211,7 +213,8 @@ export function sessionView(main, id) {
   const types = ['session.created', 'session.closed', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
     'turn.started', 'turn.ended', 'turn.queued', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
-    'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'stream.end'];
+    'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'setup.untrusted', 'setup.copied', 'setup.started',
+    'setup.output', 'setup.ended', 'stream.end'];
   function onEvent(type, raw) {
     let ev;
     try { ev = JSON.parse(raw); } catch { return; }

@@ -31,6 +31,7 @@ export class TurnStream {
     this.running = 0;       // turn in progress, 0 if none
     this.lastTurn = 0;
     this.applied = 0;
+    this.setup = null;      // the worktree's setup running: { el, sum, out }, null if none
     this.listeners = new Set();
   }
 
@@ -56,6 +57,7 @@ export class TurnStream {
     const atBottom = r.scrollHeight - r.scrollTop - r.clientHeight < 48;
     const start = performance.now();
     const before = this.running;
+    const setupBefore = !!this.setup;
     let i = 0;
     const q = this.queue;
     while (i < q.length) {
@@ -66,7 +68,7 @@ export class TurnStream {
     this.applied += i;
     if (atBottom) r.scrollTop = r.scrollHeight;
     if (q.length) this.schedule();
-    if (before !== this.running || i) for (const fn of this.listeners) fn();
+    if (before !== this.running || setupBefore !== !!this.setup || i) for (const fn of this.listeners) fn();
   }
 
   /** turnEl returns the section of turn n, making it when needed. */
@@ -167,8 +169,59 @@ export class TurnStream {
       case 'session.created': this.note('session created'); break;
       case 'session.closed': this.note('session closed'); break;
       case 'worktree.restored': this.note(`worktree restored to ${d.after ? 'after' : 'before'} turn ${d.turn}`); break;
+      case 'setup.started': this.setupStarted(d); break;
+      case 'setup.output': this.setupOutput(d); break;
+      case 'setup.ended': this.setupEnded(d); break;
+      case 'setup.untrusted': this.note(`setup skipped: ${d.file || '.agentpool.json'} is not trusted; nothing was copied or run`); break;
+      case 'setup.copied': if ((d.copied || []).length) this.note(`setup copied ${d.copied.length} file${d.copied.length === 1 ? '' : 's'} from the main checkout`); break;
       default: break; // history, mode, config, commands, session.info: not part of the conversation
     }
+  }
+
+  /** setupStarted shows the worktree's setup running, its output in a
+   * collapsed block; prompts wait for it. */
+  setupStarted(d) {
+    const cmd = (d.command || []).join(' ');
+    const sum = h('summary', `setup running: ${cmd}…`);
+    const out = document.createTextNode('');
+    const el = h('details.setup', { 'data-setup': 'running' }, sum, h('pre.setup-out', out));
+    this.placeNote(el);
+    this.setup = { el, sum, out, cmd };
+  }
+
+  setupOutput(d) {
+    if (!this.setup || !d.output) return;
+    const out = this.setup.out;
+    out.appendData(d.output.replace(ANSI, ''));
+    if (out.length > 100000) out.deleteData(0, out.length - 80000);
+  }
+
+  /** setupEnded shows how the setup ended: ok with its time, or a failure
+   * as an error line with the exit code and the last lines of output. */
+  setupEnded(d) {
+    const s = this.setup || { cmd: '' };
+    this.setup = null;
+    const took = d.elapsed_ns ? ` in ${(d.elapsed_ns / 1e9).toFixed(1)} s` : '';
+    if (s.el) s.el.dataset.setup = d.ok ? 'ok' : 'failed';
+    if (d.ok) {
+      if (s.sum) s.sum.textContent = `setup ok${took}: ${s.cmd}`;
+      return;
+    }
+    if (s.sum) s.sum.textContent = `setup failed${took}: ${s.cmd}`;
+    const code = d.exit_code != null ? ` with exit code ${d.exit_code}` : '';
+    const tail = (d.tail || []).slice(-10).join('\n');
+    this.placeNote(h('div.sys.bad.setup-failed', `setup failed${took}${code}${d.error ? ': ' + d.error : ''}${tail ? '\n' + tail : ''}`));
+  }
+
+  /** placeNote puts el where note puts a line. */
+  placeNote(el) {
+    const run = this.running && this.turns.get(this.running);
+    if (run) { run.text = null; run.body.appendChild(el); return; }
+    if (!this.outside) {
+      this.outside = h('div.outside');
+      this.root.appendChild(this.outside);
+    }
+    this.outside.appendChild(el);
   }
 
   chunk(ev, d) {
