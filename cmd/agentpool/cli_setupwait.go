@@ -103,10 +103,10 @@ func (w *setupWait) end(d setupData) {
 		return
 	}
 	s := "setup failed" + took
-	if d.ExitCode != nil {
+	switch {
+	case d.ExitCode != nil: // the error only says the command and its exit status
 		s += fmt.Sprintf(" with exit code %d", *d.ExitCode)
-	}
-	if d.Error != "" {
+	case d.Error != "":
 		s += ": " + d.Error
 	}
 	w.r.line(w.r.note, ansiRed, "%s", s)

@@ -44,7 +44,7 @@ func TestPromptShowsSetup(t *testing.T) {
 				"waiting for the worktree's setup: sh -c 'make deps'… (follow: agentpool events s1)\n",
 				"  │ fetching dependency 0\n", "  │ fetching dependency 9\n",
 				"  │ … (all its output: agentpool events s1)\n",
-				"setup failed in 2s with exit code 3: exit status 3\n",
+				"setup failed in 2s with exit code 3\n",
 				"  │ c\n  │ d\n  │ e\n  │ f\n  │ no such file: deps.lock\n",
 			},
 			not: []string{"fetching dependency 10", "  │ b\n"},

@@ -210,7 +210,7 @@ export class TurnStream {
     if (s.sum) s.sum.textContent = `setup failed${took}: ${s.cmd}`;
     const code = d.exit_code != null ? ` with exit code ${d.exit_code}` : '';
     const tail = (d.tail || []).slice(-10).join('\n');
-    this.placeNote(h('div.sys.bad.setup-failed', `setup failed${took}${code}${d.error ? ': ' + d.error : ''}${tail ? '\n' + tail : ''}`));
+    this.placeNote(h('div.sys.bad.setup-failed', `setup failed${took}${code || (d.error ? ': ' + d.error : '')}${tail ? '\n' + tail : ''}`));
   }
 
   /** placeNote puts el where note puts a line. */
