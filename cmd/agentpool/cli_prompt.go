@@ -79,9 +79,15 @@ func (c *cli) followTurn(ctx context.Context, api *httpapi.Client, session strin
 	r := newRenderer(c.stdout, c.stderr, c.outTTY)
 	setup := &setupWait{r: r, self: c.self(), session: session} // cli_setupwait.go
 	var end *eventData
-	// Events from a little before the prompt tell whether a setup is
-	// still running, which the turn waits for.
-	err := api.Events(ctx, session, max(0, after-setupLookback), func(ev backends.Event) error {
+	// A young session's events before the prompt tell whether its setup
+	// is still running, which the turn waits for (a setup runs when the
+	// session is created, or later on request, which then shows only
+	// from its next event on).
+	from := after
+	if after <= setupLookback {
+		from = 0
+	}
+	err := api.Events(ctx, session, from, func(ev backends.Event) error {
 		if ev.Seq <= after {
 			if isSetupEvent(ev) && !asJSON {
 				setup.before(ev, ev.Seq == after)

@@ -11,9 +11,11 @@ import (
 )
 
 const (
-	// setupLookback is how many events before the prompt the prompt
-	// command reads back to find a setup still running (started, not
-	// ended), which the turn then waits for.
+	// setupLookback bounds the young sessions whose history the prompt
+	// command reads from the start to find a setup still running
+	// (started, not ended), which the turn then waits for: a session
+	// with more events than this is read from the prompt on, so a
+	// prompt never replays a long history (whose events may be large).
 	setupLookback = 256
 	// setupShownLines bounds the setup's output lines the prompt command
 	// shows while its turn waits; the rest is in the session's events.
