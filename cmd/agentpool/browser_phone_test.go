@@ -11,9 +11,13 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// phoneFits is a JavaScript expression: nothing on the page reaches past
-// the viewport's right edge (the document is no wider than the window).
-const phoneFits = `document.documentElement.scrollWidth <= window.innerWidth`
+// phoneWide is a JavaScript expression: what on the page is wider than
+// the screen, as "selector: width" items; none when the page fits. It
+// looks at the document, at the main box that scrolls the page's content,
+// and at the session's scrolling parts and an open dialog.
+const phoneWide = `[document.documentElement, ...document.querySelectorAll('#main, .session-head, .stream, .composer, .page, dialog[open], dialog[open] .dlg-body')]
+	.filter(e => e.scrollWidth > Math.min(e.clientWidth, window.innerWidth))
+	.map(e => (e.id ? '#' + e.id : e.tagName.toLowerCase() + (e.className ? '.' + String(e.className).split(' ').join('.') : '')) + ': ' + e.scrollWidth)`
 
 // phoneVisible is a JavaScript expression for the element sel: rendered,
 // and its bounding box within the viewport horizontally.
@@ -44,7 +48,7 @@ func TestBrowserPhone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, providersFile), []byte(browserProviders(t, bin)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	long := filepath.Join(t.TempDir(), "a_repository_with_a_rather_long_directory_name", "and_another_long_directory_below_it")
+	long := filepath.Join(t.TempDir(), "a_repository_with_a_rather_long_directory_name", "and_another_long_directory_name_below_it_that_goes_on_and_on")
 	repo := e2eRepoAt(t, long, map[string]string{"README.md": "# phone\n"})
 	d := startDaemon(t, bin, home)
 	d.stopAtCleanup()
@@ -59,9 +63,8 @@ func TestBrowserPhone(t *testing.T) {
 
 	fits := func(page string) {
 		t.Helper()
-		if !evalJS[bool](b, phoneFits) {
-			w := evalJS[int](b, `document.documentElement.scrollWidth`)
-			t.Errorf("%s: the page is %d px wide on a 390 px screen", page, w)
+		if wide := evalJS[[]string](b, phoneWide); len(wide) > 0 {
+			t.Errorf("%s: wider than the 390 px screen: %q", page, wide)
 		}
 		b.shot("phone-" + strings.ReplaceAll(page, " ", "-"))
 	}
