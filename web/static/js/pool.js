@@ -50,15 +50,15 @@ export function poolView(main) {
     stats.textContent = `${s.sessions || 0} sessions · ${s.spawns || 0} spawns · ${s.crashes || 0} crashes · ${s.evictions || 0} evictions · ${s.turns || 0} turns${s.queued ? ` · ${s.queued} queued` : ''}`;
     const list = (p.backends || []).slice().sort((a, b) => (a.session + a.agent).localeCompare(b.session + b.agent));
     if (!list.length) { put(table, h('div.empty', 'No agent is running. Agents start with a session\'s first prompt and stop when idle.')); return; }
-    put(table, h('table.list',
+    put(table, h('table.list.cards',
       h('thead', h('tr', h('th', 'Agent'), h('th', 'Session'), h('th', 'State'), h('th', 'PID'), h('th', 'Memory'), h('th.wide', 'Idle'), h('th.wide', 'Restarts'), h('th', 'Confinement'), h('th', h('span.sr-only', 'Actions')))),
       h('tbody', list.map(b => h('tr', { 'data-agent': b.agent },
         h('td', h('strong', b.agent), h('div.muted', b.kind)),
-        h('td', h('a.mono', { href: `#/s/${encodeURIComponent(b.session)}` }, b.session)),
+        h('td', { 'data-label': 'session' }, h('a.mono', { href: `#/s/${encodeURIComponent(b.session)}` }, b.session)),
         h('td', h('span.badge', { class: b.state === 'busy' ? 'info run' : b.state === 'crashed' ? 'bad' : b.state === 'idle' ? 'ok' : '' }, b.state),
           b.error ? h('div.muted', b.error) : null),
-        h('td.mono', b.pid ? String(b.pid) : '—'),
-        h('td.mono', bytes(b.rss_bytes)),
+        h('td.mono', { 'data-label': 'pid' }, b.pid ? String(b.pid) : '—'),
+        h('td.mono', { 'data-label': 'memory' }, bytes(b.rss_bytes)),
         h('td.wide', { title: `last active ${ago(b.last_active)}` }, b.state === 'busy' ? '—' : dur(b.idle_for)),
         h('td.wide', String(b.restarts || 0)),
         h('td', confinement(b.confinement)),

@@ -20,7 +20,7 @@ function loadXterm() {
 
 export function terminalPanel(el, session, agent) {
   const status = h('span.muted', 'connecting…');
-  const takeBtn = h('button.small', { type: 'button', onclick: () => (writer ? release() : take()) }, 'Type here');
+  const takeBtn = h('button.small', { type: 'button', onclick: () => typeHere() }, 'Type here');
   const reconnect = h('button.small', { type: 'button', hidden: true, onclick: () => { retries = 0; connect(); } }, 'Reconnect');
   const box = h('div.term', { 'data-terminal': '' });
   put(el, h('div.term-wrap', h('div.row', h('strong', agent || 'terminal'), status, h('span.spacer'), reconnect, takeBtn), box));
@@ -42,6 +42,13 @@ export function terminalPanel(el, session, agent) {
   function send(obj) { if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(obj)); }
   function take() { send({ type: 'take' }); }
   function release() { send({ type: 'release' }); }
+  // typeHere is the button: it takes the keyboard and gives the focus to
+  // the terminal, so that keys typed next reach the program; or releases.
+  function typeHere() {
+    if (writer) { release(); return; }
+    take();
+    if (term) term.focus();
+  }
 
   function fit() {
     if (!term || !box.clientWidth) return;
