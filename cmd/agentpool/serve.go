@@ -510,8 +510,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "Usage: %s serve [flags]\n\nRuns the daemon. Data lives in --home, by default $AGENTPOOL_HOME, else the\n"+
 			"nearest %s at or above the current directory (not above your home directory),\n"+
 			"else $XDG_STATE_HOME/agentpool or ~/.local/state/agentpool. Clients find the\n"+
-			"daemon by the same rule. A data directory that another user owns or may write\n"+
-			"is never used; the daemon keeps its own 0700, its files 0600.\n\nFlags:\n", invokedAs(os.Args[0]), defaultHomeDir)
+			"daemon by the same rule; one whose data directory is elsewhere names it in the\n"+
+			"per-user directory's file current, for clients that find no daemon there.\n"+
+			"A data directory that another user owns or may write is never used; the daemon\n"+
+			"keeps its own 0700, its files 0600.\n\nFlags:\n", invokedAs(os.Args[0]), defaultHomeDir)
 		printFlags(fs) // cli.go
 	}
 	m := &Main{Stdout: stdout, Pointer: pointerPath(os.Getenv)}
