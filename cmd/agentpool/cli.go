@@ -317,7 +317,7 @@ func (c *cli) findDaemon() (daemonInfo, error) {
 			return pd, nil
 		}
 		if !errors.Is(perr, fs.ErrNotExist) {
-			note = "; not following " + perr.Error()
+			note = "; the per-user pointer was not followed: " + perr.Error()
 		}
 	}
 	if !missing {

@@ -126,8 +126,8 @@ func TestClientRefusesAnUntrustedPointer(t *testing.T) {
 		mode       os.FileMode
 		want       string
 	}{
-		{"writable by others", mine, 0o666, "not following refusing " + pointer + ", which another user could have written: writable by group and others"},
-		{"naming another user's data directory", theirs, 0o600, "not following " + pointer + " names " + theirs + ": refusing " + theirs},
+		{"writable by others", mine, 0o666, "the per-user pointer was not followed: refusing " + pointer + ", which another user could have written: writable by group and others"},
+		{"naming another user's data directory", theirs, 0o600, "the per-user pointer was not followed: " + pointer + " names " + theirs + ": refusing " + theirs},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			plant(t, tt.home, tt.mode)
