@@ -58,6 +58,10 @@ type ClientEnv struct {
 	// HomeFrom says how Home was chosen (see findHome), for messages; ""
 	// when it was given.
 	HomeFrom string
+	// Pointer, when set, is the per-user pointer file the client follows
+	// when Home (the per-user default) has no running daemon; see
+	// followPointer.
+	Pointer string
 	// Addr and Token, when set, override daemon.json and the token file.
 	Addr, Token string
 	// Self is the command as the user invoked it ("./bin/agentpool"), for
@@ -270,20 +274,9 @@ func (c *cli) client() (*httpapi.Client, error) {
 		}
 	}
 	if addr == "" {
-		d, err := readDaemonFile(c.env.Home)
-		if errors.Is(err, fs.ErrNotExist) {
-			from := ""
-			if c.env.HomeFrom != "" {
-				from = " (" + c.env.HomeFrom + ")"
-			}
-			return nil, fmt.Errorf("no daemon found in %s%s: start one with: %s serve; or point to a running one with "+
-				"AGENTPOOL_HOME=DIR (its data directory) or %s and %s", c.env.Home, from, c.self(), envAddr, envToken)
-		}
+		d, err := c.findDaemon()
 		if err != nil {
-			return nil, fmt.Errorf("find the daemon: %w", err)
-		}
-		if !d.alive() {
-			return nil, fmt.Errorf("the daemon of %s (pid %d) is not running: start one with: %s serve", c.env.Home, d.PID, c.self())
+			return nil, err
 		}
 		addr = d.Addr
 	}
@@ -300,6 +293,42 @@ func (c *cli) client() (*httpapi.Client, error) {
 	}
 	c.api = &httpapi.Client{BaseURL: base, Token: token}
 	return c.api, nil
+}
+
+// findDaemon reads the daemon.json of the data directory. When that is the
+// per-user default and no daemon runs there, it follows the per-user
+// pointer (see followPointer) to the daemon started elsewhere (the quick
+// start's, in a checkout), and uses that data directory from then on; a
+// pointer that cannot be followed is named in the error, with why.
+func (c *cli) findDaemon() (daemonInfo, error) {
+	d, err := readDaemonFile(c.env.Home)
+	missing := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !missing {
+		return daemonInfo{}, fmt.Errorf("find the daemon: %w", err)
+	}
+	if err == nil && d.alive() {
+		return d, nil
+	}
+	note := ""
+	if c.env.Pointer != "" {
+		home, pd, perr := followPointer(c.env.Pointer)
+		if perr == nil {
+			c.env.Home, c.env.HomeFrom = home, fmt.Sprintf(homeFromPointer, c.env.Pointer)
+			return pd, nil
+		}
+		if !errors.Is(perr, fs.ErrNotExist) {
+			note = "; the per-user pointer was not followed: " + perr.Error()
+		}
+	}
+	if !missing {
+		return daemonInfo{}, fmt.Errorf("the daemon of %s (pid %d) is not running: start one with: %s serve%s", c.env.Home, d.PID, c.self(), note)
+	}
+	from := ""
+	if c.env.HomeFrom != "" {
+		from = " (" + c.env.HomeFrom + ")"
+	}
+	return daemonInfo{}, fmt.Errorf("no daemon found in %s%s: start one with: %s serve; or point to a running one with "+
+		"AGENTPOOL_HOME=DIR (its data directory) or %s and %s%s", c.env.Home, from, c.self(), envAddr, envToken, note)
 }
 
 // flagSet makes the flag set of a command; usage is its synopsis and what

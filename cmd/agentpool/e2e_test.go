@@ -97,7 +97,9 @@ func startDaemon(t *testing.T, bin, home string, env ...string) *daemon {
 		}
 	}
 	d.cmd = exec.Command(bin, "serve", "--addr", addr, "--log-level", "debug")
-	d.cmd.Env = append(append(os.Environ(), "AGENTPOOL_HOME="+home), env...)
+	// The per-user pointer (see writePointer) goes to the test's own state
+	// directory, unless env says otherwise.
+	d.cmd.Env = append(append(os.Environ(), "AGENTPOOL_HOME="+home, "XDG_STATE_HOME="+t.TempDir()), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	t.Cleanup(func() { removeCgroupTree(home) })
 	if err := d.cmd.Start(); err != nil {

@@ -59,11 +59,8 @@ func findHome(getenv func(string) string, cwd string, warn io.Writer) (home, fro
 			fromUser = homeFromUserIgnored
 		}
 	}
-	if st := getenv("XDG_STATE_HOME"); filepath.IsAbs(st) {
-		return filepath.Join(st, userStateDir), fromUser
-	}
-	if userHome != "" && filepath.IsAbs(userHome) {
-		return filepath.Join(userHome, ".local", "state", userStateDir), fromUser
+	if d := userDefaultHome(getenv); d != "" {
+		return d, fromUser // pointer.go
 	}
 	return defaultHomeDir, "the current directory's .agentpool (no home directory to put one in)"
 }

@@ -387,7 +387,7 @@ func TestServeKeepsItsDataPrivate(t *testing.T) {
 			if tt.before != 0 {
 				mkdirMode(t, tt.home, tt.before)
 			}
-			d, log := startServeIn(t, bin, "", tt.home, userEnv(os.Getenv("HOME"), "AGENTPOOL_HOME="+tt.home))
+			d, log := startServeIn(t, bin, "", tt.home, userEnv(os.Getenv("HOME"), "AGENTPOOL_HOME="+tt.home, "XDG_STATE_HOME="+t.TempDir()))
 			if _, err := d.client.Sessions(context.Background()); err != nil {
 				t.Fatal(err)
 			}

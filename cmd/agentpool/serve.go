@@ -80,8 +80,12 @@ type Main struct {
 	// failed agent, with the event as JSON on stdin ("" = none); a single
 	// string is run with /bin/sh -c. See Notifier.
 	Notify string
-	Logger *slog.Logger
-	Stdout io.Writer
+	// Pointer, when set, is the per-user pointer file (see writePointer)
+	// to make name Home while the daemon runs, when Home is not the
+	// directory holding it; "" writes none.
+	Pointer string
+	Logger  *slog.Logger
+	Stdout  io.Writer
 
 	store   *store.Store
 	sandbox *sandbox.Manager
@@ -212,6 +216,12 @@ func (m *Main) Open(ctx context.Context) error {
 		}
 	}()
 	addr := m.ln.Addr().String()
+	// The pointer first, so that a client that sees daemon.json sees it.
+	if m.Pointer != "" && filepath.Dir(m.Pointer) != home {
+		if err := writePointer(m.Pointer, home); err != nil {
+			m.Logger.Warn("write the per-user pointer to this data directory", "err", err)
+		}
+	}
 	if err := writeDaemonFile(home, addr, os.Getpid()); err != nil {
 		m.Logger.Warn("write daemon.json", "err", err)
 	}
@@ -403,6 +413,9 @@ func (m *Main) Close() error {
 		}
 	}
 	_ = os.Remove(filepath.Join(m.Home, daemonFileName))
+	if m.Pointer != "" {
+		removePointer(m.Pointer, m.Home) // Open made m.Home absolute
+	}
 	err := m.shutdownParts()
 	m.Logger.Info("shut down", "took", time.Since(begin).Round(time.Millisecond), "bound", ShutdownBound)
 	return err
@@ -497,11 +510,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "Usage: %s serve [flags]\n\nRuns the daemon. Data lives in --home, by default $AGENTPOOL_HOME, else the\n"+
 			"nearest %s at or above the current directory (not above your home directory),\n"+
 			"else $XDG_STATE_HOME/agentpool or ~/.local/state/agentpool. Clients find the\n"+
-			"daemon by the same rule. A data directory that another user owns or may write\n"+
-			"is never used; the daemon keeps its own 0700, its files 0600.\n\nFlags:\n", invokedAs(os.Args[0]), defaultHomeDir)
+			"daemon by the same rule; one whose data directory is elsewhere names it in the\n"+
+			"per-user directory's file current, for clients that find no daemon there.\n"+
+			"A data directory that another user owns or may write is never used; the daemon\n"+
+			"keeps its own 0700, its files 0600.\n\nFlags:\n", invokedAs(os.Args[0]), defaultHomeDir)
 		printFlags(fs) // cli.go
 	}
-	m := &Main{Stdout: stdout}
+	m := &Main{Stdout: stdout, Pointer: pointerPath(os.Getenv)}
 	fs.StringVar(&m.Home, "home", "", "data directory (default: found as said above)")
 	fs.StringVar(&m.Worktrees, "worktrees", os.Getenv("AGENTPOOL_WORKTREES"), "directory for the sessions' worktrees (default: worktrees in the data directory)")
 	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing; $AGENTPOOL_LISTEN sets the default)")
