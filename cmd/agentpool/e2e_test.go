@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,24 +106,32 @@ func startDaemon(t *testing.T, bin, home string, env ...string) *daemon {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	d.connect(d.out)
+	return d
+}
+
+// connect waits until the started daemon has written its daemon.json in
+// d.home, then makes d.client with the home's token; out is the daemon's
+// output, shown when it does not start within 20 s.
+func (d *daemon) connect(out fmt.Stringer) {
+	d.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	var info daemonInfo
 	for {
-		b, err := os.ReadFile(filepath.Join(home, daemonFileName))
+		b, err := os.ReadFile(filepath.Join(d.home, daemonFileName))
 		if err == nil && json.Unmarshal(b, &info) == nil && info.PID == d.cmd.Process.Pid {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("daemon did not start:\n%s", d.out)
+			d.t.Fatalf("daemon did not start with data in %s:\n%s", d.home, out)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	token, err := os.ReadFile(filepath.Join(home, tokenFileName))
+	token, err := os.ReadFile(filepath.Join(d.home, tokenFileName))
 	if err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
 	d.client = &httpapi.Client{BaseURL: "http://" + info.Addr, Token: strings.TrimSpace(string(token))}
-	return d
 }
 
 // removeCgroupTree removes what is left of a test daemon's cgroup tree (the

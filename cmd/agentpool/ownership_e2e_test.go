@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -22,7 +21,6 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends/agenttest"
-	"github.com/agentpool/agentpool/httpapi"
 )
 
 // otherUser is a second local user, made for one test.
@@ -121,23 +119,7 @@ func startServeIn(t *testing.T, bin, dir, home string, env []string) (*daemon, *
 		_ = d.cmd.Process.Signal(syscall.SIGTERM)
 		_ = d.cmd.Wait()
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	var info daemonInfo
-	for {
-		b, err := os.ReadFile(filepath.Join(home, daemonFileName))
-		if err == nil && json.Unmarshal(b, &info) == nil && info.PID == d.cmd.Process.Pid {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon did not start with data in %s:\n%s", home, out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	token, err := os.ReadFile(filepath.Join(home, tokenFileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.client = &httpapi.Client{BaseURL: "http://" + info.Addr, Token: strings.TrimSpace(string(token))}
+	d.connect(out)
 	return d, out
 }
 
