@@ -32,6 +32,18 @@ func userDefaultHome(getenv func(string) string) string {
 	return ""
 }
 
+// protectedHomes are the paths no agent or setup may be granted: the
+// daemon's data directory, and the per-user one, which holds the pointer
+// the client follows (an agent that could rewrite it would choose the
+// daemon the user's CLI talks to).
+func protectedHomes(home string, getenv func(string) string) []string {
+	out := []string{home}
+	if d := userDefaultHome(getenv); d != "" && d != home {
+		out = append(out, d)
+	}
+	return out
+}
+
 // pointerPath is the per-user pointer file, or "" when there is no
 // per-user data directory.
 func pointerPath(getenv func(string) string) string {

@@ -158,14 +158,14 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	wt, err := worktree.NewManager(worktree.Config{Root: m.worktreesRoot(home), Logger: m.Logger,
 		TrustFile: filepath.Join(home, trustFile), SetupSandbox: wiring.SetupJails{
-			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: []string{home}}})
+			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: protectedHomes(home, os.Getenv)}})
 	if err != nil {
 		m.shutdownParts()
 		return fmt.Errorf("worktrees: %w", err)
 	}
 	m.wt = wt
 	confiner := wiring.Confiner{
-		Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: []string{home},
+		Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: protectedHomes(home, os.Getenv),
 		Git: wiring.GitPathsOf(wt),
 	}
 	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, SIGHUP: true, Logger: m.Logger,
