@@ -137,6 +137,7 @@ type Manager struct {
 	log        *slog.Logger
 	env        []string
 	userEnv    []string // of the user's own git (see call.user)
+	author     Identity // the Manager's own, for Identity's default
 	globalArgs []string
 	maxPatch   int
 
@@ -225,6 +226,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		gitPath:    gitPath,
 		log:        cfg.Logger,
 		env:        gitEnv(os.Environ(), cfg.Author, cfg.AuthorEmail),
+		author:     Identity{Name: cfg.Author, Email: cfg.AuthorEmail, Default: true},
 		userEnv:    userGitEnv(os.Environ()),
 		globalArgs: gitGlobalArgs(hooks),
 		maxPatch:   cfg.MaxPatchBytes,

@@ -29,21 +29,8 @@ func (m *Manager) commitAs(ctx context.Context, l wtLoc, tree string, parents, m
 // repository's, the user's global one), or nil, the Manager's own
 // identity, when either is missing.
 func (m *Manager) userIdentity(ctx context.Context, l wtLoc) []string {
-	out, err := m.git(ctx, l, "config", "--get-regexp", `^user\.(name|email)$`)
-	if err != nil {
-		return nil
-	}
-	var name, email string
-	for _, line := range strings.Split(out, "\n") {
-		key, val, _ := strings.Cut(line, " ")
-		switch key {
-		case "user.name":
-			name = val
-		case "user.email":
-			email = val
-		}
-	}
-	if strings.TrimSpace(name) == "" || strings.TrimSpace(email) == "" {
+	name, email, ok := m.configIdentity(ctx, l)
+	if !ok {
 		return nil
 	}
 	return []string{"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email, "GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email}

@@ -176,7 +176,7 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.pool, err = pool.New(pool.Config{
 		Store: wiring.Store{S: m.store}, Worktrees: wiring.Worktrees{M: wt}, Resolver: m.reg,
-		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport},
+		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport, Identity: wt.Identity},
 		MaxWarm:  m.MaxWarm, IdleTimeout: m.IdleTimeout,
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger,
 	})

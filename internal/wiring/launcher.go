@@ -1,9 +1,11 @@
 package wiring
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/agentpool/agentpool/acpfs"
 	"github.com/agentpool/agentpool/backends"
@@ -12,6 +14,7 @@ import (
 	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
+	"github.com/agentpool/agentpool/worktree"
 )
 
 // Launcher builds backends: ACP agents get the worktree's fs bridge and
@@ -28,6 +31,9 @@ type Launcher struct {
 	// launch (nothing refused, nothing denied included): the registry
 	// shows it on the provider's status.
 	Report func(provider string, spec backends.Spec, rep registry.LaunchReport)
+	// Identity, if set, gives the git identity of a repository: agents and
+	// their terminals get it in their environment (see identityEnv).
+	Identity func(ctx context.Context, repo string) worktree.Identity
 }
 
 var _ pool.Launcher = Launcher{}
@@ -40,6 +46,7 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	}
 	logger = logger.With("session", req.Session)
 	agent := req.Spec.Provider
+	id := identityOf(l.Identity, req.Worktree.Repo)
 	jail, termJail, res, err := l.Confiner.agentJail(req)
 	if err != nil {
 		return nil, fmt.Errorf("confine agent %q: %w", agent, err)
@@ -47,7 +54,11 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	if res != nil {
 		l.refused(req, logger, res)
 	}
-	b, err := l.launch(req, logger, jail, termJail)
+	// The spec stays as resolved for the reports (the registry compares
+	// it with its own); only the process gets the identity.
+	run := req
+	run.Spec.Env = append(slices.Clone(req.Spec.Env), identityEnv(backends.AgentEnv(req.Spec.Env...), id)...)
+	b, err := l.launch(run, logger, jail, termJail, identityEnv(backends.AgentEnv(), id))
 	if err != nil && jail != nil {
 		_ = jail.Release()
 	}
@@ -82,7 +93,8 @@ func (l Launcher) refused(req pool.LaunchRequest, logger *slog.Logger, res *sand
 	}
 }
 
-func (l Launcher) launch(req pool.LaunchRequest, logger *slog.Logger, jail backends.Jail, termJail func(string) (*sandbox.Jail, error)) (backends.Backend, error) {
+// launch builds the backend; termEnv is added to its terminals' environment.
+func (l Launcher) launch(req pool.LaunchRequest, logger *slog.Logger, jail backends.Jail, termJail func(string) (*sandbox.Jail, error), termEnv []string) (backends.Backend, error) {
 	agent := req.Spec.Provider
 	var newJail func(string) (acpfs.Jail, error)
 	if termJail != nil {
@@ -96,7 +108,7 @@ func (l Launcher) launch(req pool.LaunchRequest, logger *slog.Logger, jail backe
 			return nil, fmt.Errorf("fs bridge: %w", err)
 		}
 		terms, err := acpfs.NewTerminals(acpfs.TerminalsConfig{Root: req.Spec.Dir, Guard: fs.Guard(), Logger: logger,
-			Env: backends.AgentEnv(), NewJail: newJail,
+			Env: backends.AgentEnv(termEnv...), NewJail: newJail,
 			OnEvent: func(ev acpfs.TerminalEvent) { req.Emit(backends.NewEvent(backends.EventType(ev.Type), agent, ev)) }})
 		if err != nil {
 			_ = fs.Close()
