@@ -41,7 +41,8 @@ func newTempIndex(dir, admin string) (*tempIndex, error) {
 		return nil, fmt.Errorf("temporary index: %w", err)
 	}
 	defer src.Close()
-	if fi, err := src.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := src.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		t.remove()
 		return nil, fmt.Errorf("temporary index: %s is not a regular file", src.Name())
@@ -52,6 +53,14 @@ func newTempIndex(dir, admin string) (*tempIndex, error) {
 		return nil, fmt.Errorf("temporary index: %w", err)
 	}
 	if err := f.Close(); err != nil {
+		t.remove()
+		return nil, fmt.Errorf("temporary index: %w", err)
+	}
+	// The copy keeps the index's time: git trusts the recorded stat of a
+	// file only when the file is older than the index that recorded it
+	// ("racily clean" entries are compared by content), so a copy dated
+	// now would hide a same-size change made in the second of checkout.
+	if err := os.Chtimes(t.path, fi.ModTime(), fi.ModTime()); err != nil {
 		t.remove()
 		return nil, fmt.Errorf("temporary index: %w", err)
 	}

@@ -277,3 +277,36 @@ func mustRemove(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestSnapshotSeesRacilyCleanChange: a file changed without changing its
+// size, in the same second as the index that recorded it was written, is
+// in the snapshot: the copy of the index keeps the index's time, so git
+// compares such an entry by content instead of trusting its stat.
+func TestSnapshotSeesRacilyCleanChange(t *testing.T) {
+	m := newManager(t)
+	repo := newRepo(t, "repo", map[string]string{"README.md": "hello\n"})
+	// ctime cannot be set back: make git ignore it, as it does on file
+	// systems where it is unreliable, so that the test can place the
+	// change in the index's second without racing the clock.
+	gitT(t, repo, "config", "core.trustctime", "false")
+	wt := create(t, m, "s", repo)
+	before := truth(t, m, wt)
+	file := filepath.Join(wt.Path, "README.md")
+	index := filepath.Join(gitPathsT(t, wt).AdminDir, "index")
+	// The index records the file at a time a minute ago, and is itself
+	// of that second, as a checkout then would have left them.
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	if err := os.Chtimes(file, at, at); err != nil {
+		t.Fatal(err)
+	}
+	gitT(t, wt.Path, "update-index", "--refresh")
+	writeFile(t, wt.Path, "README.md", "HELLO\n")
+	for _, p := range []string{file, index} {
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := truth(t, m, wt); got == before {
+		t.Fatalf("snapshot after a same-size change = %s, the tree before it", got)
+	}
+}
