@@ -82,6 +82,24 @@ type Mode struct {
 	Description string `json:"description,omitempty"`
 }
 
+// SessionCaps says which of the session methods beyond session/new and
+// session/load an agent offers.
+type SessionCaps struct {
+	Resume bool `json:"resume,omitempty"`
+	Close  bool `json:"close,omitempty"`
+	List   bool `json:"list,omitempty"`
+}
+
+// SessionCloser is a Backend whose agent can end its own session (ACP
+// session/close). The pool calls it only when the pooled session itself
+// closes, never when an agent is evicted or idles out: those must stay
+// resumable.
+type SessionCloser interface {
+	// CloseSession ends the agent's session. It returns an error wrapping
+	// ErrUnsupported when the agent does not offer it.
+	CloseSession(ctx context.Context) error
+}
+
 // Info describes a started backend.
 type Info struct {
 	Provider string `json:"provider"`
@@ -93,8 +111,13 @@ type Info struct {
 	StartTicks uint64 `json:"start_ticks,omitempty"`
 	// AgentSessionID is the agent's own session id, the resume token.
 	AgentSessionID string `json:"agent_session_id,omitempty"`
-	// Resumed is true when the agent loaded the previous session.
+	// Resumed is true when the agent took up the previous session again.
 	Resumed bool `json:"resumed,omitempty"`
+	// ResumedBy says how: "resume" (session/resume, no history replayed)
+	// or "load" (session/load, which replays the history).
+	ResumedBy string `json:"resumed_by,omitempty"`
+	// Sessions is what the agent can do with its own sessions.
+	Sessions SessionCaps `json:"sessions,omitzero"`
 	// ContextLost is true when a resume was asked for but a new session started.
 	ContextLost     bool            `json:"context_lost,omitempty"`
 	AgentName       string          `json:"agent_name,omitempty"`

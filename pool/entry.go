@@ -427,10 +427,27 @@ func (p *Pool) stopEntry(ctx context.Context, e *entry, reason string) {
 		return
 	}
 	p.logger.Info("stopping agent", "session", e.key.session, "agent", e.key.agent, "reason", reason)
+	if sc, ok := b.(backends.SessionCloser); ok && reason == reasonSessionClosed {
+		// Only a closing session ends the agent's own: an evicted or idle
+		// agent keeps it, to be resumed.
+		cctx, ccancel := context.WithTimeout(ctx, sessionCloseTimeout)
+		err := sc.CloseSession(cctx)
+		ccancel()
+		if err != nil && !errors.Is(err, backends.ErrUnsupported) {
+			p.logger.Info("agent did not close its session", "session", e.key.session, "agent", e.key.agent, "err", err)
+		}
+	}
 	if err := b.Stop(ctx); err != nil {
 		p.logger.Warn("stop agent", "session", e.key.session, "agent", e.key.agent, "err", err)
 	}
 }
+
+// reasonSessionClosed is the stop reason of the agents of a session that
+// closes: the one stop that ends the agent's own session too.
+const reasonSessionClosed = "session closed"
+
+// sessionCloseTimeout bounds an agent's session/close before it is stopped.
+const sessionCloseTimeout = 3 * time.Second
 
 // stopEntries stops, in parallel, the entries that match.
 func (p *Pool) stopEntries(ctx context.Context, match func(*entry) bool, reason string) {

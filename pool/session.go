@@ -364,7 +364,7 @@ func (p *Pool) Close(ctx context.Context, id string, discard bool) (CloseResult,
 		cancelTurns(ctx, []*turnRun{tr}, closeTurnGrace)
 	}
 	// The stops finish even if the caller goes away.
-	p.stopEntries(context.WithoutCancel(ctx), func(e *entry) bool { return e.key.session == id }, "session closed")
+	p.stopEntries(context.WithoutCancel(ctx), func(e *entry) bool { return e.key.session == id }, reasonSessionClosed)
 	if tr != nil {
 		select {
 		case <-tr.done:

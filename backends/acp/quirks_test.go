@@ -212,7 +212,7 @@ func TestLoadFallsBackToNewSession(t *testing.T) {
 		reason string
 	}{
 		{"load fails", agenttest.Script{LoadSession: true, LoadFails: true}, "Session not found"},
-		{"no capability", agenttest.Script{}, "cannot load sessions"},
+		{"no capability", agenttest.Script{}, "cannot resume or load sessions"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newBackend(t, tc.script, acp.Config{})

@@ -167,10 +167,31 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		b.info.AgentName, b.info.AgentVersion = initResp.AgentInfo.Name, initResp.AgentInfo.Version
 	}
 	b.info.AuthMethods = authMethodIDs(initResp.AuthMethods)
+	sc := initResp.AgentCapabilities.SessionCapabilities
+	b.info.Sessions = backends.SessionCaps{Resume: sc.Resume != nil, Close: sc.Close != nil, List: sc.List != nil}
 	b.mu.Unlock()
 
 	mcp := []acpsdk.McpServer{} // never null: the schema rejects it
 	lost := ""
+	if resume != "" && sc.Resume != nil {
+		// session/resume takes the session up again without replaying its
+		// history: no replay window.
+		resp, err := conn.ResumeSession(ctx, acpsdk.ResumeSessionRequest{Cwd: spec.Dir, McpServers: mcp, SessionId: acpsdk.SessionId(resume)})
+		if err == nil {
+			b.mu.Lock()
+			b.sessionID = resume
+			b.info.AgentSessionID, b.info.Resumed, b.info.ResumedBy = resume, true, resumedByResume
+			b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
+			info := b.info
+			b.mu.Unlock()
+			return info, nil
+		}
+		if ctx.Err() != nil || b.exited() {
+			return backends.Info{}, stageErr(ctx, "session/resume", err)
+		}
+		lost = "session/resume failed: " + err.Error()
+		b.logger.Info("session/resume refused; trying session/load", "resume", resume, "err", err)
+	}
 	if resume != "" && initResp.AgentCapabilities.LoadSession {
 		// The replay window opens here and stays open after the answer,
 		// until the first prompt is written (replay.go).
@@ -181,7 +202,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		b.mu.Lock()
 		b.replayLast = time.Now()
 		if err == nil {
-			b.info.AgentSessionID, b.info.Resumed = resume, true
+			b.info.AgentSessionID, b.info.Resumed, b.info.ResumedBy = resume, true, resumedByLoad
 			b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
 			info := b.info
 			b.mu.Unlock()
@@ -192,9 +213,9 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		if ctx.Err() != nil || b.exited() {
 			return backends.Info{}, stageErr(ctx, "session/load", err)
 		}
-		lost = "session/load failed: " + err.Error()
-	} else if resume != "" {
-		lost = "the agent cannot load sessions (no loadSession capability)"
+		lost = joinLost(lost, "session/load failed: "+err.Error())
+	} else if resume != "" && lost == "" {
+		lost = "the agent cannot resume or load sessions (no session/resume or loadSession capability)"
 	}
 	resp, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: spec.Dir, McpServers: mcp})
 	if err != nil {
@@ -217,6 +238,42 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	}
 	return info, nil
 }
+
+// How a session was taken up again, in Info.ResumedBy.
+const (
+	resumedByResume = "resume"
+	resumedByLoad   = "load"
+)
+
+// joinLost joins the reasons a resume failed.
+func joinLost(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// CloseSession ends the agent's session with session/close, when the agent
+// offers it (see backends.SessionCloser).
+func (b *Backend) CloseSession(ctx context.Context) error {
+	b.mu.Lock()
+	can, sid := b.info.Sessions.Close, b.sessionID
+	b.mu.Unlock()
+	if !can || sid == "" {
+		return fmt.Errorf("session/close: %w", backends.ErrUnsupported)
+	}
+	conn, release, err := b.acquire()
+	if err != nil {
+		return fmt.Errorf("session/close: %w", err)
+	}
+	defer release()
+	if _, err := conn.CloseSession(ctx, acpsdk.CloseSessionRequest{SessionId: acpsdk.SessionId(sid)}); err != nil {
+		return fmt.Errorf("session/close: %w", err)
+	}
+	return nil
+}
+
+var _ backends.SessionCloser = (*Backend)(nil)
 
 func (b *Backend) applySessionStateLocked(modes *acpsdk.SessionModeState, opts []acpsdk.SessionConfigOption) {
 	if modes != nil {

@@ -220,9 +220,16 @@ func (a *agent) handleRequest(m message) {
 		fmt.Fprintln(a.stderr, "fake agent: not answering", m.Method, "as scripted")
 		return
 	}
+	a.logCall(m)
 	switch m.Method {
 	case "initialize":
 		a.initialize(m)
+	case "session/resume":
+		a.resumeSession(m)
+	case "session/close":
+		a.respond(m.ID, map[string]any{})
+	case "session/list":
+		a.listSessions(m)
 	case "session/new":
 		a.newSession(m)
 	case "session/load":
@@ -264,8 +271,9 @@ func (a *agent) initialize(m message) {
 	a.respond(m.ID, map[string]any{
 		"protocolVersion": pv,
 		"agentCapabilities": map[string]any{
-			"loadSession":        a.script.LoadSession,
-			"promptCapabilities": map[string]any{"image": false, "audio": false, "embeddedContext": false},
+			"loadSession":         a.script.LoadSession,
+			"sessionCapabilities": a.sessionCapabilities(),
+			"promptCapabilities":  map[string]any{"image": false, "audio": false, "embeddedContext": false},
 		},
 		"authMethods": []any{},
 		"agentInfo":   map[string]any{"name": name, "version": "0.0.1"},

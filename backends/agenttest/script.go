@@ -13,6 +13,20 @@ type Script struct {
 	LoadSession bool `json:"load_session,omitempty"`
 	// LoadFails makes session/load answer "Session not found".
 	LoadFails bool `json:"load_fails,omitempty"`
+	// ResumeSession advertises session/resume (sessionCapabilities.resume).
+	ResumeSession bool `json:"resume_session,omitempty"`
+	// ResumeFails makes session/resume answer "Session not found".
+	ResumeFails bool `json:"resume_fails,omitempty"`
+	// CloseSession advertises session/close.
+	CloseSession bool `json:"close_session,omitempty"`
+	// ListSessions advertises session/list, which answers Sessions (those
+	// of the cwd asked for, when one is).
+	ListSessions bool          `json:"list_sessions,omitempty"`
+	Sessions     []SessionInfo `json:"sessions,omitempty"`
+	// CallLog, when set, is a file to which the agent appends one line per
+	// session request it gets: "METHOD SESSION-ID CWD", so a test can see
+	// what reached the agent after it is gone.
+	CallLog string `json:"call_log,omitempty"`
 	// Modes offered by session/new, the first is current.
 	Modes []Mode `json:"modes,omitempty"`
 	// ConfigOptions returned raw by session/new.
@@ -61,6 +75,14 @@ type Script struct {
 	// only steps that do not talk to the client belong here (Sys, Stderr,
 	// SleepMs, Crash); Sys results go to stderr only.
 	StartSteps []Step `json:"start_steps,omitempty"`
+}
+
+// SessionInfo is a session that session/list reports.
+type SessionInfo struct {
+	SessionID string `json:"sessionId"`
+	Cwd       string `json:"cwd"`
+	Title     string `json:"title,omitempty"`
+	UpdatedAt string `json:"updatedAt,omitempty"`
 }
 
 // Mode is a session mode offered by the fake.

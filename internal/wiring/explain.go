@@ -94,3 +94,12 @@ func (d *deniedError) Error() string {
 }
 
 func (d *deniedError) Unwrap() error { return d.err }
+
+// CloseSession ends the agent's own session when its backend can (see
+// backends.SessionCloser).
+func (e explained) CloseSession(ctx context.Context) error {
+	if sc, ok := e.Backend.(backends.SessionCloser); ok {
+		return sc.CloseSession(ctx)
+	}
+	return fmt.Errorf("session/close: %w", backends.ErrUnsupported)
+}

@@ -1,0 +1,104 @@
+package acp_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/acp"
+	"github.com/agentpool/agentpool/backends/agenttest"
+)
+
+// calls reads a fake agent's call log: the session methods it got.
+func calls(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if m, _, _ := strings.Cut(line, " "); m != "" && m != "session/prompt" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestResumePreferredOverLoad: an agent that offers session/resume gets it
+// (no history replayed) rather than session/load; one whose resume fails
+// is loaded; one that can do neither starts a new session and the context
+// loss says why.
+func TestResumePreferredOverLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		script  agenttest.Script
+		calls   string
+		by      string
+		lost    string
+		history bool
+	}{
+		{"resume", agenttest.Script{ResumeSession: true, LoadSession: true}, "session/resume", "resume", "", false},
+		{"resume fails, load", agenttest.Script{ResumeSession: true, ResumeFails: true, LoadSession: true}, "session/resume session/load", "load", "", true},
+		{"both fail", agenttest.Script{ResumeSession: true, ResumeFails: true, LoadSession: true, LoadFails: true},
+			"session/resume session/load session/new", "", "session/resume failed", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.script
+			s.CallLog = filepath.Join(t.TempDir(), "calls")
+			s.Replay = []agenttest.Step{{Chunk: "old history"}}
+			h := newBackend(t, s, acp.Config{})
+			info := h.start(t, "sess-1")
+			if got := strings.Join(calls(t, s.CallLog), " "); got != tc.calls {
+				t.Errorf("agent got %q; want %q", got, tc.calls)
+			}
+			if tc.by != "" && (!info.Resumed || info.ResumedBy != tc.by || info.AgentSessionID != "sess-1") {
+				t.Errorf("Info = %+v; want resumed by %s", info, tc.by)
+			}
+			if !info.Sessions.Resume {
+				t.Errorf("Info.Sessions = %+v; want resume", info.Sessions)
+			}
+			if tc.lost != "" {
+				ev := h.outside.waitType(t, backends.EventAgentContextLost)
+				if !strings.Contains(string(ev.Data), tc.lost) || !strings.Contains(string(ev.Data), "session/load failed") {
+					t.Errorf("context_lost = %s; want both refusals", ev.Data)
+				}
+			}
+			if _, err := h.prompt(t, "x"); err != nil {
+				t.Fatal(err)
+			}
+			// The prompt closes the replay window: what was replayed is in.
+			if got := len(history(t, h.outside.all())) > 0; got != tc.history {
+				t.Errorf("history replayed = %v; want %v", got, tc.history)
+			}
+		})
+	}
+}
+
+// TestCloseSession: session/close reaches an agent that offers it; one
+// that does not gets nothing and the caller learns it is unsupported.
+func TestCloseSession(t *testing.T) {
+	for _, offer := range []bool{true, false} {
+		s := agenttest.Script{CloseSession: offer, CallLog: filepath.Join(t.TempDir(), "calls")}
+		h := newBackend(t, s, acp.Config{})
+		info := h.start(t, "")
+		if info.Sessions.Close != offer {
+			t.Errorf("Info.Sessions = %+v; want close %v", info.Sessions, offer)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := h.b.CloseSession(ctx)
+		cancel()
+		got := strings.Join(calls(t, s.CallLog), " ")
+		if offer && (err != nil || got != "session/new session/close") {
+			t.Errorf("CloseSession() = %v, agent got %q; want nil and session/close", err, got)
+		}
+		if !offer && (!errors.Is(err, backends.ErrUnsupported) || got != "session/new") {
+			t.Errorf("CloseSession() = %v, agent got %q; want ErrUnsupported and nothing sent", err, got)
+		}
+	}
+}
