@@ -90,6 +90,15 @@ type SessionCaps struct {
 	List   bool `json:"list,omitempty"`
 }
 
+// AgentSession is one of an agent's own sessions, as it lists them
+// (ACP session/list).
+type AgentSession struct {
+	ID        string `json:"id"`
+	Cwd       string `json:"cwd"`
+	Title     string `json:"title,omitempty"`
+	UpdatedAt string `json:"updated_at,omitempty"`
+}
+
 // SessionCloser is a Backend whose agent can end its own session (ACP
 // session/close). The pool calls it only when the pooled session itself
 // closes, never when an agent is evicted or idles out: those must stay

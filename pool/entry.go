@@ -331,7 +331,7 @@ func (p *Pool) putAgent(e *entry, info backends.Info, status string, prev AgentR
 	if info.PID != 0 {
 		r.PID, r.PGID, r.StartTicks = info.PID, info.PGID, info.StartTicks
 		r.AgentSessionID = info.AgentSessionID
-		r.ResumeSupported = info.LoadSession
+		r.ResumeSupported = info.LoadSession || info.Sessions.Resume
 	}
 	// The record must be written even when the pool is shutting down: it
 	// holds the agent session id a later daemon resumes.

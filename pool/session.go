@@ -220,8 +220,12 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	if req.Agent == "" {
 		return Session{}, fmt.Errorf("%w: agent is required", ErrInvalid)
 	}
-	if _, err := p.cfg.Resolver.Resolve(req.Agent); err != nil {
+	spec, err := p.cfg.Resolver.Resolve(req.Agent)
+	if err != nil {
 		return Session{}, fmt.Errorf("agent %q: %w", req.Agent, err)
+	}
+	if err := validAgentSession(req.AgentSession); err != nil {
+		return Session{}, err
 	}
 	p.mu.Lock()
 	closing := p.closing
@@ -252,11 +256,23 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	if err := p.cfg.Store.PutWorktree(ctx, wt); err != nil {
 		return Session{}, fmt.Errorf("store worktree: %w", err)
 	}
+	if req.AgentSession != "" {
+		// The agent's first start takes this session up (see start).
+		a := AgentRecord{Session: id, Agent: req.Agent, Kind: spec.Kind, AgentSessionID: req.AgentSession,
+			Status: AgentIdle, LastActiveAt: now, CreatedAt: now}
+		if err := p.cfg.Store.UpsertAgent(ctx, a); err != nil {
+			return Session{}, fmt.Errorf("store the agent session to take up: %w", err)
+		}
+	}
 	s, err := p.loadSession(ctx, id)
 	if err != nil {
 		return Session{}, err
 	}
-	p.emit(s, backends.EventSessionCreated, req.Agent, map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": req.warmOn()})
+	created := map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": req.warmOn()}
+	if req.AgentSession != "" {
+		created["agent_session"] = req.AgentSession
+	}
+	p.emit(s, backends.EventSessionCreated, req.Agent, created)
 	p.startSetup(s) // setup.go
 	if req.warmOn() {
 		p.startWarmUp(s, req.Agent) // warmup.go
@@ -424,4 +440,23 @@ func (p *Pool) Subscribe(ctx context.Context, id string, after int64) (*Subscrip
 // ErrSlowSubscriber.
 func (p *Pool) SubscribeAll() *Subscription {
 	return p.global.subscribeNow()
+}
+
+// maxAgentSessionID bounds the length of an agent session id a client
+// names.
+const maxAgentSessionID = 512
+
+// validAgentSession checks the agent session id a create request names:
+// it goes to the agent as it is, so it must be printable text of a
+// reasonable length.
+func validAgentSession(id string) error {
+	if len(id) > maxAgentSessionID {
+		return fmt.Errorf("%w: agent_session is longer than %d bytes", ErrInvalid, maxAgentSessionID)
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: agent_session %q holds a control character", ErrInvalid, id)
+		}
+	}
+	return nil
 }

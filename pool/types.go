@@ -54,6 +54,13 @@ type CreateRequest struct {
 	Agent string `json:"agent"`
 	// Title is free text.
 	Title string `json:"title,omitempty"`
+	// AgentSession, when set, is one of the agent's own sessions (see
+	// `agentpool session list --from-agent`) for the session to take up:
+	// the agent is asked to resume or load it, with the session's worktree
+	// as its working directory. An agent that refuses (agents key their
+	// history by directory) starts a new one, and agent.context_lost says
+	// why.
+	AgentSession string `json:"agent_session,omitempty"`
 	// Warm starts the agent in the background as soon as the session
 	// exists (after its worktree's setup), so that the first prompt finds
 	// it ready; nil means true, false leaves the start to the first

@@ -106,6 +106,9 @@ type Config struct {
 	Jail backends.Jail
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
+	// NoSession makes Start stop after initialize, with no session made
+	// or taken up: for asking the agent about its sessions (ListSessions).
+	NoSession bool
 }
 
 // Errors returned by the backend.

@@ -102,3 +102,32 @@ func TestCloseSession(t *testing.T) {
 		}
 	}
 }
+
+// TestProberListSessions: the agent is asked for its sessions of one
+// directory without a session of the daemon's being made; an agent that
+// cannot list says so.
+func TestProberListSessions(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "calls")
+	s := agenttest.Script{ListSessions: true, CallLog: log, Sessions: []agenttest.SessionInfo{
+		{SessionID: "a1", Cwd: "/src/app", Title: "fix the parser", UpdatedAt: "2026-11-20T10:00:00Z"},
+		{SessionID: "b2", Cwd: "/src/other"},
+		{SessionID: "a3", Cwd: "/src/app"},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got, err := acp.Prober{}.ListSessions(ctx, agenttest.Spec("fake", s), "/src/app")
+	if err != nil {
+		t.Fatalf("ListSessions: %v", err)
+	}
+	want := []backends.AgentSession{{ID: "a1", Cwd: "/src/app", Title: "fix the parser", UpdatedAt: "2026-11-20T10:00:00Z"}, {ID: "a3", Cwd: "/src/app"}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("ListSessions = %+v; want %+v", got, want)
+	}
+	if c := calls(t, log); strings.Join(c, " ") != "session/list" {
+		t.Errorf("the agent got %q; want only session/list", c)
+	}
+	_, err = acp.Prober{}.ListSessions(ctx, agenttest.Spec("fake", agenttest.Script{}), "/src/app")
+	if !errors.Is(err, backends.ErrUnsupported) {
+		t.Errorf("ListSessions of an agent without session/list = %v; want ErrUnsupported", err)
+	}
+}

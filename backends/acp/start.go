@@ -169,6 +169,11 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	b.info.AuthMethods = authMethodIDs(initResp.AuthMethods)
 	sc := initResp.AgentCapabilities.SessionCapabilities
 	b.info.Sessions = backends.SessionCaps{Resume: sc.Resume != nil, Close: sc.Close != nil, List: sc.List != nil}
+	if b.cfg.NoSession {
+		info := b.info
+		b.mu.Unlock()
+		return info, nil
+	}
 	b.mu.Unlock()
 
 	mcp := []acpsdk.McpServer{} // never null: the schema rejects it
