@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/permission"
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 )
@@ -221,6 +222,17 @@ func (c *Client) RefreshProviders(ctx context.Context) (registry.Snapshot, error
 func (c *Client) ProbeProvider(ctx context.Context, id string) (registry.ProbeInfo, error) {
 	var p registry.ProbeInfo
 	return p, c.call(ctx, http.MethodPost, "/v1/providers/"+url.PathEscape(id)+"/probe", nil, &p)
+}
+
+// AgentSessions lists provider's own sessions whose working directory is
+// repo ("" for all of them).
+func (c *Client) AgentSessions(ctx context.Context, provider, repo string) ([]backends.AgentSession, error) {
+	var r agentSessionsResponse
+	path := "/v1/providers/" + url.PathEscape(provider) + "/sessions"
+	if repo != "" {
+		path += "?repo=" + url.QueryEscape(repo)
+	}
+	return r.Sessions, c.call(ctx, http.MethodGet, path, nil, &r)
 }
 
 // CreateSession opens a session (and its worktree).

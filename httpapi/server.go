@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentpool/agentpool/backends"
 )
 
 // Defaults of Config.
@@ -64,6 +66,11 @@ type Config struct {
 	PageSessionsFile string
 	// Conns bounds connections and request reading (see HTTPServer).
 	Conns ConnLimits
+	// AgentSessions, if set, lists a provider's own sessions whose working
+	// directory is repo ("" for all), starting the agent without a session
+	// of ours (GET /v1/providers/{id}/sessions); nil answers 409
+	// unsupported.
+	AgentSessions func(ctx context.Context, provider, repo string) ([]backends.AgentSession, error)
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -145,6 +152,7 @@ func (s *Server) routes() {
 	s.route("PATCH /v1/providers/{id}", s.patchProvider, false)
 	s.route("POST /v1/providers/refresh", s.refreshProviders, false)
 	s.route("POST /v1/providers/{id}/probe", s.probeProvider, false)
+	s.route("GET /v1/providers/{id}/sessions", s.agentSessions, false)
 	s.route("POST /v1/sessions", s.createSession, false)
 	s.route("GET /v1/sessions", s.listSessions, false)
 	s.route("GET /v1/sessions/{id}", s.getSession, false)

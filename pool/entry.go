@@ -290,7 +290,7 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 	p.mu.Unlock()
 	p.putAgent(e, info, AgentActive, rec)
 	p.emit(s, backends.EventAgentReady, agent, map[string]any{
-		"pid": info.PID, "agent_session_id": info.AgentSessionID, "resumed": info.Resumed, "context_lost": info.ContextLost,
+		"pid": info.PID, "agent_session_id": info.AgentSessionID, "resumed": info.Resumed, "resumed_by": info.ResumedBy, "context_lost": info.ContextLost,
 		"agent_name": info.AgentName, "agent_version": info.AgentVersion, "modes": info.Modes, "current_mode": info.CurrentMode,
 		"confinement": info.Confinement,
 	})

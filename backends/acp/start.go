@@ -194,7 +194,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		if ctx.Err() != nil || b.exited() {
 			return backends.Info{}, stageErr(ctx, "session/resume", err)
 		}
-		lost = "session/resume failed: " + err.Error()
+		lost = "session/resume failed: " + refusal(err)
 		b.logger.Info("session/resume refused; trying session/load", "resume", resume, "err", err)
 	}
 	if resume != "" && initResp.AgentCapabilities.LoadSession {
@@ -218,7 +218,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		if ctx.Err() != nil || b.exited() {
 			return backends.Info{}, stageErr(ctx, "session/load", err)
 		}
-		lost = joinLost(lost, "session/load failed: "+err.Error())
+		lost = joinLost(lost, "session/load failed: "+refusal(err))
 	} else if resume != "" && lost == "" {
 		lost = "the agent cannot resume or load sessions (no session/resume or loadSession capability)"
 	}
@@ -330,4 +330,21 @@ func stageErr(ctx context.Context, stage string, err error) error {
 		return fmt.Errorf("%s: %w", stage, context.Cause(ctx))
 	}
 	return fmt.Errorf("%s: %w", stage, err)
+}
+
+// refusal words an agent's error answer for a person: its message and,
+// when the agent gave them, its details ("Resource not found: Session not
+// found"); other errors as they are.
+func refusal(err error) string {
+	var re *acpsdk.RequestError
+	if !errors.As(err, &re) {
+		return err.Error()
+	}
+	msg := re.Message
+	if d, ok := re.Data.(map[string]any); ok {
+		if s, ok := d["details"].(string); ok && s != "" && s != msg {
+			msg += ": " + s
+		}
+	}
+	return msg
 }

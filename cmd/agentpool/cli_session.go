@@ -15,6 +15,7 @@ import (
 
 const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a session in its own git worktree; its agent starts now
   list [--all]                                list the open sessions (--all: closed ones too)
+  list --from-agent ID [--repo DIR]           list an agent's own sessions of the repository
   show SESSION                                show a session, its agents and turns
   close SESSION [--discard]                   close a session; its work is committed to its branch
   merge SESSION [--into B] [--squash|--rebase] merge its branch into its base (or B), or --rebase onto it
@@ -63,13 +64,14 @@ func gitTopLevel(ctx context.Context, dir string) (string, error) {
 }
 
 func (c *cli) sessionNew(ctx context.Context, args []string) error {
-	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--no-warm] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).")
+	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.")
 	repo := fs.String("repo", "", "the git repository (default: the one holding the current directory)")
 	agent := fs.String("agent", defaultAgent, "the session's first agent (a provider id)")
 	title := fs.String("title", "", "a title for the session")
 	base := fs.String("base", "", "the commit-ish the worktree starts from (default HEAD)")
 	id := fs.String("id", "", "the session id (default: a random one)")
 	noWarm := fs.Bool("no-warm", false, "do not start the agent until the first prompt")
+	agentSession := fs.String("agent-session", "", "one of the agent's own sessions for this one to take up")
 	asJSON := fs.Bool("json", false, "print the session as JSON")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
 		return err
@@ -101,7 +103,7 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 		c.progress("creating the session's worktree of %s… ", dir)
 	}
 	start := time.Now()
-	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm})
+	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm, AgentSession: *agentSession})
 	if err != nil {
 		if isNotInstalled(err) {
 			if !notInstalled {
@@ -124,6 +126,9 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  repo\t%s\n  worktree\t%s\n  branch\t%s\n  agent\t%s\n", s.Repo, s.Worktree.Path, s.Worktree.Branch, s.ActiveAgent)
 	_ = tw.Flush()
+	if *agentSession != "" {
+		c.reportTakeUp(ctx, api, s, *agentSession, warm) // cli_agentsessions.go
+	}
 	c.noteUncommitted(ctx, c.stdout, s.Repo, *base, s.Worktree.BaseCommit) // cli_dirty.go
 	c.noteSetup(ctx, api, c.stdout, s.Repo, s.ID)                          // cli_trust.go
 	fmt.Fprintf(c.stdout, "\nNext: %s prompt %s \"describe what you want\"\n", c.self(), s.ID)
@@ -131,11 +136,19 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 }
 
 func (c *cli) sessionList(ctx context.Context, args []string) error {
-	fs := c.flagSet("session list", "session list [--all] [--json]\n\nLists the open sessions, or with --all the closed ones too (prune forgets\nthose closed long ago).")
+	fs := c.flagSet("session list", "session list [--all] [--json]\nsession list --from-agent ID [--repo DIR] [--json]\n\nLists the open sessions, or with --all the closed ones too (prune forgets\nthose closed long ago). With --from-agent, lists that agent's own sessions\nof the repository (default: the one holding the current directory), which\nsession new --agent-session takes up.")
 	all := fs.Bool("all", false, "list the closed sessions too")
 	asJSON := fs.Bool("json", false, "print the sessions as JSON")
+	fromAgent := fs.String("from-agent", "", "list this agent's own sessions instead")
+	repo := fs.String("repo", "", "with --from-agent: the repository (default: the one holding the current directory)")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
 		return err
+	}
+	if *fromAgent != "" {
+		return c.agentSessionList(ctx, *fromAgent, *repo, *asJSON) // cli_agentsessions.go
+	}
+	if *repo != "" {
+		return fmt.Errorf("session list: --repo goes with --from-agent")
 	}
 	api, err := c.client()
 	if err != nil {

@@ -190,7 +190,8 @@ func (m *Main) Open(ctx context.Context) error {
 	m.reconcile(ctx, wt)
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Token: token, Logger: m.Logger, Version: version,
 		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile),
-		Conns: httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)}})
+		Conns:         httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)},
+		AgentSessions: wiring.NewAgentSessions(m.reg.Resolve, acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, filepath.Join(home, tmpDir)).List})
 	if err != nil {
 		m.shutdownParts()
 		return err
