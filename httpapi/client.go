@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentpool/agentpool/permission"
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/permission"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 )
