@@ -73,6 +73,9 @@ type TurnResult struct {
 	Duration time.Duration `json:"duration"`
 	// Usage is the agent's usage report, if any.
 	Usage json.RawMessage `json:"usage,omitempty"`
+	// UserMessageID is the id the agent gave the prompt's message
+	// (userMessageId), when it gives one.
+	UserMessageID string `json:"user_message_id,omitempty"`
 }
 
 // Mode is one session mode the agent offers.

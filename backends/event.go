@@ -95,6 +95,10 @@ type ChunkData struct {
 	Text string `json:"text,omitempty"`
 	// Content is the raw ACP content block when it is not plain text.
 	Content json.RawMessage `json:"content,omitempty"`
+	// MessageID is the id of the message the chunk belongs to, when the
+	// agent gives one: chunks of one message share it, and a new id
+	// starts a new message.
+	MessageID string `json:"message_id,omitempty"`
 }
 
 // Chunk roles.

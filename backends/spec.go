@@ -32,6 +32,10 @@ type Compat struct {
 	// MissingFileEmpty answers a read of a missing file with empty content
 	// instead of the spec's -32002 "resource not found" (ACP-NOTES item 6).
 	MissingFileEmpty bool `json:"missing_file_empty,omitempty"`
+	// NoCancelRequest never sends the agent $/cancel_request (the JSON-RPC
+	// notification that a request to it was abandoned): it does not take
+	// it, and says so on its stderr (ACP-NOTES item 18).
+	NoCancelRequest bool `json:"no_cancel_request,omitempty"`
 }
 
 // PTYSpec holds the settings of a terminal-driven provider.

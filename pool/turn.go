@@ -235,6 +235,9 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	if len(res.Usage) > 0 {
 		data["usage"] = res.Usage
 	}
+	if res.UserMessageID != "" {
+		data["user_message_id"] = res.UserMessageID
+	}
 	if after != "" && after != t.CheckpointBefore {
 		if d, err := p.cfg.Worktrees.Diff(ctx, wt, t.CheckpointBefore, after); err == nil {
 			data["changes"] = d.Stat

@@ -102,9 +102,12 @@ func builtins(selfPath string) []*definition {
 		[]string{"gemini", "--acp"}, map[string]string{"GEMINI_CLI_NO_RELAUNCH": "true"})
 	// Gemini cannot create a file after a read answered "not found".
 	gemini.compat.MissingFileEmpty = true
+	claude := acp(ProviderClaude, "Claude Code", "Claude Code through the claude-agent-acp adapter",
+		[]string{"claude-agent-acp"}, nil)
+	// claude-agent-acp does not take $/cancel_request (ACP-NOTES item 18).
+	claude.compat.NoCancelRequest = true
 	defs := []*definition{
-		acp(ProviderClaude, "Claude Code", "Claude Code through the claude-agent-acp adapter",
-			[]string{"claude-agent-acp"}, nil),
+		claude,
 		acp(ProviderCodex, "Codex", "OpenAI Codex through the codex-acp adapter",
 			[]string{"codex-acp"}, nil),
 		gemini,

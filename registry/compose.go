@@ -182,6 +182,9 @@ func (c *checker) apply(d *definition, e *entry, path string) {
 	if only("compat", backends.KindACP) && e.missingFileEmpty != nil {
 		d.compat.MissingFileEmpty = *e.missingFileEmpty
 	}
+	if only("compat", backends.KindACP) && e.noCancelRequest != nil {
+		d.compat.NoCancelRequest = *e.noCancelRequest
+	}
 	if only("ready_pattern", backends.KindPTY) && e.readyPattern != nil {
 		d.pty.ReadyPattern = *e.readyPattern
 	}

@@ -49,6 +49,7 @@ type entry struct {
 	idleTimeout      *time.Duration
 	turnTimeout      *time.Duration
 	missingFileEmpty *bool
+	noCancelRequest  *bool
 	readyPattern     *string
 	busyPattern      *string
 	quietWindow      *time.Duration
@@ -133,7 +134,7 @@ func entryFields() []string {
 }
 
 // compatFields lists the fields of an entry's "compat" object.
-func compatFields() []string { return []string{"missing_file_empty"} }
+func compatFields() []string { return []string{"missing_file_empty", "no_cancel_request"} }
 
 // entry decodes one provider entry.
 func (c *checker) entry(m member, path string) *entry {
@@ -194,7 +195,7 @@ func (c *checker) entry(m member, path string) *entry {
 		case "quiet_window":
 			e.quietWindow = c.duration(n, fp, maxQuietWindow)
 		case "compat":
-			e.missingFileEmpty = c.compat(n, fp)
+			e.missingFileEmpty, e.noCancelRequest = c.compat(n, fp)
 		case "ready_pattern":
 			if s, ok := c.str(n, fp); ok {
 				if _, err := regexp.Compile(s); err != nil {
@@ -240,22 +241,29 @@ func (c *checker) entry(m member, path string) *entry {
 	return e
 }
 
-func (c *checker) compat(n *node, path string) *bool {
+// compat decodes an entry's "compat" object: its switches, nil where
+// not set.
+func (c *checker) compat(n *node, path string) (missingFileEmpty, noCancelRequest *bool) {
 	if !c.want(n, kindObject, path) {
-		return nil
+		return nil, nil
 	}
-	var out *bool
 	for _, m := range n.members {
 		fp := joinPath(path, m.key)
-		if m.key != "missing_file_empty" {
+		var dst **bool
+		switch m.key {
+		case "missing_file_empty":
+			dst = &missingFileEmpty
+		case "no_cancel_request":
+			dst = &noCancelRequest
+		default:
 			c.unknown(m, fp, compatFields())
 			continue
 		}
 		if b, ok := c.boolean(m.val, fp); ok {
-			out = &b
+			*dst = &b
 		}
 	}
-	return out
+	return missingFileEmpty, noCancelRequest
 }
 
 func (c *checker) env(n *node, path string) map[string]string {

@@ -39,8 +39,8 @@ func TestResolveSpecs(t *testing.T) {
 	bin := func(n string) string { return filepath.Join(f.bin, n) }
 	claude := backends.Spec{Provider: "claude", Kind: backends.KindACP, Path: bin("claude-agent-acp"),
 		TurnTimeout: 45 * time.Minute, IdleTimeout: 5 * time.Minute,
-		Permissions: map[string]string{"edit": "ask", "read": "allow"},
-		Sandbox:     sandboxOf(f.home, "~/.claude", "~/.claude.json", "~/.cache/claude-cli-nodejs")}
+		Permissions: map[string]string{"edit": "ask", "read": "allow"}, Compat: backends.Compat{NoCancelRequest: true},
+		Sandbox: sandboxOf(f.home, "~/.claude", "~/.claude.json", "~/.cache/claude-cli-nodejs")}
 	root := claude
 	root.Provider, root.Env, root.Mode = "claude-root", []string{"IS_SANDBOX=1"}, "full"
 	root.Permissions = map[string]string{"edit": "ask", "read": "allow", "execute": "deny"}

@@ -58,7 +58,7 @@ func builtinsDocument(selfPath string) []byte {
 		}
 		switch d.kind {
 		case backends.KindACP:
-			e["compat"] = map[string]any{"missing_file_empty": d.compat.MissingFileEmpty}
+			e["compat"] = map[string]any{"missing_file_empty": d.compat.MissingFileEmpty, "no_cancel_request": d.compat.NoCancelRequest}
 		case backends.KindPTY:
 			p := d.pty
 			for k, v := range map[string]any{"ready_pattern": p.ReadyPattern, "busy_pattern": p.BusyPattern, "cancel_keys": p.CancelKeys, "clear_keys": p.ClearKeys} {

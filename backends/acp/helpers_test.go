@@ -97,7 +97,7 @@ func newBackend(t *testing.T, s agenttest.Script, cfg acp.Config) *harness {
 	spec := agenttest.Spec("fake", s)
 	spec.Dir = dir
 	spec.TurnTimeout = cfg.Spec.TurnTimeout
-	spec.Permissions, spec.Mode = cfg.Spec.Permissions, cfg.Spec.Mode
+	spec.Permissions, spec.Mode, spec.Compat = cfg.Spec.Permissions, cfg.Spec.Mode, cfg.Spec.Compat
 	cfg.Spec = spec
 	if cfg.StopGrace == 0 {
 		cfg.StopGrace = 200 * time.Millisecond

@@ -2,6 +2,7 @@ package acp_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -129,5 +130,65 @@ func TestProberListSessions(t *testing.T) {
 	_, err = acp.Prober{}.ListSessions(ctx, agenttest.Spec("fake", agenttest.Script{}), "/src/app")
 	if !errors.Is(err, backends.ErrUnsupported) {
 		t.Errorf("ListSessions of an agent without session/list = %v; want ErrUnsupported", err)
+	}
+}
+
+// TestCancelRequestOnlyToAgentsThatTakeIt: a request the daemon abandons
+// (its context ends before the agent answers) is followed by
+// $/cancel_request, except to an agent whose compat says it does not take
+// it.
+func TestCancelRequestOnlyToAgentsThatTakeIt(t *testing.T) {
+	for _, drop := range []bool{false, true} {
+		log := filepath.Join(t.TempDir(), "calls")
+		s := agenttest.Script{Unanswered: []string{"session/set_mode"}, CallLog: log}
+		h := newBackend(t, s, acp.Config{Spec: backends.Spec{Compat: backends.Compat{NoCancelRequest: drop}}})
+		h.start(t, "")
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		if err := h.b.SetMode(ctx, "plan"); err == nil {
+			t.Fatal("SetMode of an agent that never answers succeeded")
+		}
+		cancel()
+		// The SDK sends the notification from a goroutine of its own; a
+		// prompt after it is written after it.
+		if _, err := h.prompt(t, "x"); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(calls(t, log), " ")
+		for deadline := time.Now().Add(5 * time.Second); !drop && !strings.Contains(got, "$/cancel_request") && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			got = strings.Join(calls(t, log), " ")
+		}
+		if sent := strings.Contains(got, "$/cancel_request"); sent == drop {
+			t.Errorf("NoCancelRequest %v: the agent got %q", drop, got)
+		}
+	}
+}
+
+// TestMessageIDsKept: the message id of each chunk and the id the agent
+// gives the prompt's message are kept.
+func TestMessageIDsKept(t *testing.T) {
+	s := agenttest.Script{Turns: []agenttest.Turn{{UserMessageID: "u-1", Steps: []agenttest.Step{
+		{Update: []byte(`{"sessionUpdate":"agent_message_chunk","messageId":"m-1","content":{"type":"text","text":"one"}}`)},
+		{Update: []byte(`{"sessionUpdate":"agent_message_chunk","messageId":"m-2","content":{"type":"text","text":"two"}}`)},
+		{Chunk: "no id"},
+	}}}}
+	h := newBackend(t, s, acp.Config{})
+	h.start(t, "")
+	res, err := h.prompt(t, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.UserMessageID != "u-1" {
+		t.Errorf("TurnResult.UserMessageID = %q; want u-1", res.UserMessageID)
+	}
+	var ids []string
+	for _, ev := range h.turn.all() {
+		var c backends.ChunkData
+		if ev.Type == backends.EventMessageChunk && json.Unmarshal(ev.Data, &c) == nil {
+			ids = append(ids, c.Text+"="+c.MessageID)
+		}
+	}
+	if got := strings.Join(ids, " "); got != "one=m-1 two=m-2 no id=" {
+		t.Errorf("chunks = %q; want their message ids", got)
 	}
 }

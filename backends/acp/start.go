@@ -47,7 +47,7 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 		b.info.Confinement = b.cfg.Jail.Describe()
 	}
 	b.mu.Unlock()
-	b.out = &guardedWriter{f: proc.Stdin(), timeout: b.cfg.WriteTimeout, wire: b.cfg.Wire, fail: b.fail}
+	b.out = &guardedWriter{f: proc.Stdin(), timeout: b.cfg.WriteTimeout, wire: b.cfg.Wire, fail: b.fail, dropCancel: spec.Compat.NoCancelRequest}
 	b.wg.Add(2)
 	go func() { defer close(b.outputDone); b.filter(proc.Stdout()) }()
 	go b.deliver()

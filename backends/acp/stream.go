@@ -32,11 +32,19 @@ type guardedWriter struct {
 	timeout time.Duration
 	wire    func(bool, []byte)
 	fail    func(error)
+	// dropCancel keeps $/cancel_request notifications from an agent that
+	// does not take them (Compat.NoCancelRequest).
+	dropCancel bool
 }
 
+// Write writes one message (the SDK and the prompt path write a whole
+// line at a time).
 func (w *guardedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.dropCancel && isCancelRequest(p) {
+		return len(p), nil
+	}
 	if w.wire != nil {
 		w.wire(false, bytes.TrimRight(p, "\n"))
 	}
@@ -192,13 +200,14 @@ func (b *Backend) takeAnswer(id, result, rerr json.RawMessage) bool {
 		}
 	default:
 		var resp struct {
-			StopReason string          `json:"stopReason"`
-			Usage      json.RawMessage `json:"usage"`
+			StopReason    string          `json:"stopReason"`
+			Usage         json.RawMessage `json:"usage"`
+			UserMessageID string          `json:"userMessageId"`
 		}
 		if err := json.Unmarshal(result, &resp); err != nil {
 			r.err = fmt.Errorf("%w: session/prompt result: %v", ErrProtocol, err)
 		}
-		r.stopReason = resp.StopReason
+		r.stopReason, r.userMessageID = resp.StopReason, resp.UserMessageID
 		if len(resp.Usage) > 0 && string(resp.Usage) != "null" {
 			r.usage = resp.Usage
 		}
@@ -320,4 +329,20 @@ func (b *Backend) answerEmptyWrite(id json.RawMessage, path string) {
 	}
 	raw, _ := json.Marshal(resp)
 	_, _ = b.out.Write(append(raw, '\n'))
+}
+
+// cancelRequestMethod is the JSON-RPC notification that a request was
+// abandoned.
+const cancelRequestMethod = "$/cancel_request"
+
+// isCancelRequest reports whether line is a $/cancel_request notification.
+func isCancelRequest(line []byte) bool {
+	if !bytes.Contains(line, []byte(cancelRequestMethod)) {
+		return false
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	return json.Unmarshal(line, &m) == nil && m.Method == cancelRequestMethod && len(m.ID) == 0
 }

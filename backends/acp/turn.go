@@ -28,7 +28,9 @@ type turnState struct {
 type promptResult struct {
 	stopReason string
 	usage      json.RawMessage // verbatim, nil when absent
-	err        error
+	// userMessageID is the id the agent gave the prompt, if it did.
+	userMessageID string
+	err           error
 }
 
 // promptIDBase is where the ids of session/prompt requests start: the SDK
@@ -105,7 +107,7 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 	b.holdForTurn(false)
 	close(t.ended)
 
-	res := backends.TurnResult{StopReason: backends.StopReason(r.stopReason), Duration: time.Since(start), Usage: r.usage}
+	res := backends.TurnResult{StopReason: backends.StopReason(r.stopReason), Duration: time.Since(start), Usage: r.usage, UserMessageID: r.userMessageID}
 	if r.err != nil {
 		res.StopReason = backends.StopError
 		err := b.turnError(r.err)

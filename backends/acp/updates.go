@@ -22,6 +22,7 @@ type update struct {
 	CurrentModeID string          `json:"currentModeId"`
 	Commands      json.RawMessage `json:"availableCommands"`
 	ConfigOptions json.RawMessage `json:"configOptions"`
+	MessageID     string          `json:"messageId"`
 }
 
 type textContent struct {
@@ -106,7 +107,7 @@ func (b *Backend) eventForLocked(u update, raw json.RawMessage, replaying bool) 
 func (b *Backend) mapUpdateLocked(u update, raw json.RawMessage, replaying bool) (t backends.EventType, data json.RawMessage, state bool) {
 	switch u.Kind {
 	case "agent_message_chunk", "agent_thought_chunk", "user_message_chunk":
-		cd := backends.ChunkData{Role: chunkRole(u.Kind)}
+		cd := backends.ChunkData{Role: chunkRole(u.Kind), MessageID: u.MessageID}
 		var tc textContent
 		if json.Unmarshal(u.Content, &tc) == nil && tc.Type == "text" {
 			cd.Text = tc.Text

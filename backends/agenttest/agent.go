@@ -199,6 +199,7 @@ func (a *agent) update(u any) {
 }
 
 func (a *agent) handleNotification(m message) {
+	a.logCall(m)
 	switch m.Method {
 	case "session/cancel":
 		a.mu.Lock()
@@ -394,7 +395,11 @@ func (a *agent) prompt(m message, cancel chan struct{}) {
 	if cancelled {
 		stop = "cancelled"
 	}
-	a.respond(m.ID, map[string]any{"stopReason": stop})
+	answer := map[string]any{"stopReason": stop}
+	if t.UserMessageID != "" {
+		answer["userMessageId"] = t.UserMessageID
+	}
+	a.respond(m.ID, answer)
 	a.runSteps(t.After, text.String(), nil)
 }
 

@@ -24,7 +24,8 @@ type Script struct {
 	ListSessions bool          `json:"list_sessions,omitempty"`
 	Sessions     []SessionInfo `json:"sessions,omitempty"`
 	// CallLog, when set, is a file to which the agent appends one line per
-	// session request it gets: "METHOD SESSION-ID CWD", so a test can see
+	// session request or notification it gets (and each $/cancel_request):
+	// "METHOD SESSION-ID CWD", so a test can see
 	// what reached the agent after it is gone.
 	CallLog string `json:"call_log,omitempty"`
 	// Modes offered by session/new, the first is current.
@@ -101,6 +102,8 @@ type Turn struct {
 	After []Step `json:"after,omitempty"`
 	// IgnoreCancel keeps running (and never answers) after session/cancel.
 	IgnoreCancel bool `json:"ignore_cancel,omitempty"`
+	// UserMessageID, when set, is the userMessageId of the answer.
+	UserMessageID string `json:"user_message_id,omitempty"`
 	// Echo adds a chunk repeating the prompt text before the steps.
 	Echo bool `json:"echo,omitempty"`
 }

@@ -65,9 +65,10 @@ func (a *agent) listSessions(m message) {
 	a.respond(m.ID, map[string]any{"sessions": out})
 }
 
-// logCall appends a session request to the script's CallLog.
+// logCall appends a session request or notification, or a
+// $/cancel_request, to the script's CallLog.
 func (a *agent) logCall(m message) {
-	if a.script.CallLog == "" || !strings.HasPrefix(m.Method, "session/") {
+	if a.script.CallLog == "" || !strings.HasPrefix(m.Method, "session/") && m.Method != "$/cancel_request" {
 		return
 	}
 	var p struct {
