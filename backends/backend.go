@@ -40,7 +40,39 @@ var (
 	ErrExited = errors.New("agent process has exited")
 	// ErrNotStarted is returned for calls made before Start succeeded.
 	ErrNotStarted = errors.New("agent not started")
+	// ErrAuthRequired means the agent needs the user to log in first (ACP
+	// error -32000, "Authentication required"); Info.Auth lists the ways.
+	ErrAuthRequired = errors.New("the agent needs you to log in")
 )
+
+// Ways an agent offers to log in, in AuthMethod.Type.
+const (
+	// AuthAgent: the client asks the agent to log in (ACP authenticate);
+	// the agent does it its own way (a browser, a device code).
+	AuthAgent = "agent"
+	// AuthEnvVar: the agent reads credentials from environment variables.
+	AuthEnvVar = "env_var"
+	// AuthTerminal: the user logs in by running the agent's own program
+	// with Args and Env in a terminal.
+	AuthTerminal = "terminal"
+)
+
+// AuthMethod is one way an agent offers to log in (ACP authMethods).
+type AuthMethod struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Type is AuthAgent, AuthEnvVar or AuthTerminal.
+	Type string `json:"type"`
+	// Vars are the environment variables of an AuthEnvVar method.
+	Vars []string `json:"vars,omitempty"`
+	// Link is where to get the credentials of an AuthEnvVar method.
+	Link string `json:"link,omitempty"`
+	// Args and Env are added to the agent's command for an AuthTerminal
+	// method.
+	Args []string          `json:"args,omitempty"`
+	Env  map[string]string `json:"env,omitempty"`
+}
 
 // StopReason says why a turn ended, with the ACP values.
 type StopReason string
@@ -137,6 +169,8 @@ type Info struct {
 	ProtocolVersion int             `json:"protocol_version,omitempty"`
 	LoadSession     bool            `json:"load_session,omitempty"`
 	AuthMethods     []string        `json:"auth_methods,omitempty"`
+	// Auth describes each of AuthMethods.
+	Auth []AuthMethod `json:"auth,omitempty"`
 	Modes           []Mode          `json:"modes,omitempty"`
 	CurrentMode     string          `json:"current_mode,omitempty"`
 	ConfigOptions   json.RawMessage `json:"config_options,omitempty"`

@@ -235,6 +235,14 @@ func (c *Client) AgentSessions(ctx context.Context, provider, repo string) ([]ba
 	return r.Sessions, c.call(ctx, http.MethodGet, path, nil, &r)
 }
 
+// LoginAgent asks provider's agent to log in with one of its "agent"
+// login methods (method "" picks its only one), and returns the
+// provider's status afterwards.
+func (c *Client) LoginAgent(ctx context.Context, provider, method string) (registry.ProviderStatus, error) {
+	var r loginResponse
+	return r.Status, c.call(ctx, http.MethodPost, "/v1/providers/"+url.PathEscape(provider)+"/login", loginRequest{Method: method}, &r)
+}
+
 // CreateSession opens a session (and its worktree).
 func (c *Client) CreateSession(ctx context.Context, req pool.CreateRequest) (pool.Session, error) {
 	var s pool.Session

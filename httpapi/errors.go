@@ -31,6 +31,7 @@ const (
 	CodeProviderDisabled   = "provider_disabled"      // 409
 	CodeNotInstalled       = "provider_not_installed" // 409
 	CodeUnsupported        = "unsupported"            // 409: not possible with this agent or setup
+	CodeNeedsAuth          = "needs_auth"             // 409: the agent needs the user to log in (agentpool login)
 	CodeRequestTimeout     = "request_timeout"        // 408: the request body did not arrive in time
 	CodePreconditionFailed = "precondition_failed"    // 412: stale If-Match
 	CodeTooLarge           = "too_large"              // 413: request body over the limit
@@ -150,6 +151,8 @@ func errorFor(err error) *Error {
 		return e
 	case errors.Is(err, pool.ErrBusy):
 		return mk(http.StatusConflict, CodeBusy)
+	case errors.Is(err, backends.ErrAuthRequired):
+		return mk(http.StatusConflict, CodeNeedsAuth)
 	case errors.Is(err, pool.ErrAgentFailing):
 		return mk(http.StatusConflict, CodeAgentFailing)
 	case errors.Is(err, pool.ErrClosed):

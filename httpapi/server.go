@@ -71,6 +71,10 @@ type Config struct {
 	// of ours (GET /v1/providers/{id}/sessions); nil answers 409
 	// unsupported.
 	AgentSessions func(ctx context.Context, provider, repo string) ([]backends.AgentSession, error)
+	// Login, if set, asks provider's agent to log in with one of its
+	// "agent" methods (POST /v1/providers/{id}/login); nil answers 409
+	// unsupported.
+	Login func(ctx context.Context, provider, method string) error
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -153,6 +157,7 @@ func (s *Server) routes() {
 	s.route("POST /v1/providers/refresh", s.refreshProviders, false)
 	s.route("POST /v1/providers/{id}/probe", s.probeProvider, false)
 	s.route("GET /v1/providers/{id}/sessions", s.agentSessions, false)
+	s.route("POST /v1/providers/{id}/login", s.loginAgent, false)
 	s.route("POST /v1/sessions", s.createSession, false)
 	s.route("GET /v1/sessions", s.listSessions, false)
 	s.route("GET /v1/sessions/{id}", s.getSession, false)

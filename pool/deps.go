@@ -265,6 +265,12 @@ type LaunchRequest struct {
 	Permission backends.PermissionFunc
 }
 
+// AuthNoter is what a Resolver may also be: told when an agent refused to
+// start until the user logs in, so that its provider's status can say so.
+type AuthNoter interface {
+	AuthRequired(provider string)
+}
+
 // Launcher builds an unstarted backend for a spec: the ACP backend with the
 // worktree's fs bridge and terminals, or the PTY backend.
 type Launcher interface {

@@ -269,14 +269,29 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 			close(e.started)
 			return
 		}
-		err = fmt.Errorf("start agent %q: %w", agent, err)
+		stage := "start"
+		needsAuth := errors.Is(err, backends.ErrAuthRequired)
+		if needsAuth {
+			// Not a crash: it starts once the user has logged in.
+			err = fmt.Errorf("start agent %q: %w; log in with: agentpool login %s", agent, err, agent)
+			stage = "auth"
+			if n, ok := p.cfg.Resolver.(AuthNoter); ok {
+				n.AuthRequired(agent)
+			}
+		} else {
+			err = fmt.Errorf("start agent %q: %w", agent, err)
+		}
 		p.mu.Lock()
 		e.err = err
 		e.state = StateCrashed
-		e.crashes = append(e.crashes, now)
+		if !needsAuth {
+			e.crashes = append(e.crashes, now)
+		}
 		p.mu.Unlock()
-		p.crashes.Add(1)
-		p.emit(s, backends.EventError, agent, map[string]string{"error": err.Error(), "stage": "start"})
+		if !needsAuth {
+			p.crashes.Add(1)
+		}
+		p.emit(s, backends.EventError, agent, map[string]string{"error": err.Error(), "stage": stage})
 		p.putAgent(e, backends.Info{}, AgentCrashed, rec)
 		close(e.started)
 		return

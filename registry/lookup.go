@@ -23,6 +23,9 @@ const (
 	StatusError = "error"
 	// StatusProbing: a probe of the provider is running.
 	StatusProbing = "probing"
+	// StatusNeedsAuth: the agent refuses to work until the user logs in
+	// (agentpool login); the last probe's Auth lists the ways.
+	StatusNeedsAuth = "needs_auth"
 )
 
 // lookup is where a provider's program was found, or why not.

@@ -14,16 +14,21 @@ import (
 // ProbeInfo is what a tier-2 probe learnt of an agent: what it says it is
 // and offers right after session/new.
 type ProbeInfo struct {
-	AgentName       string          `json:"agent_name,omitempty"`
-	AgentVersion    string          `json:"agent_version,omitempty"`
-	ProtocolVersion int             `json:"protocol_version,omitempty"`
-	AuthMethods     []string        `json:"auth_methods,omitempty"`
-	LoadSession     bool            `json:"load_session"`
-	Modes           []backends.Mode `json:"modes,omitempty"`
-	CurrentMode     string          `json:"current_mode,omitempty"`
-	ConfigOptions   json.RawMessage `json:"config_options,omitempty"`
-	Models          json.RawMessage `json:"models,omitempty"`
-	Commands        json.RawMessage `json:"commands,omitempty"`
+	AgentName       string   `json:"agent_name,omitempty"`
+	AgentVersion    string   `json:"agent_version,omitempty"`
+	ProtocolVersion int      `json:"protocol_version,omitempty"`
+	AuthMethods     []string `json:"auth_methods,omitempty"`
+	// Auth describes the ways the agent offers to log in.
+	Auth []backends.AuthMethod `json:"auth,omitempty"`
+	// NeedsAuth is set when the probe failed because the agent needs the
+	// user to log in (agentpool login).
+	NeedsAuth     bool            `json:"needs_auth,omitempty"`
+	LoadSession   bool            `json:"load_session"`
+	Modes         []backends.Mode `json:"modes,omitempty"`
+	CurrentMode   string          `json:"current_mode,omitempty"`
+	ConfigOptions json.RawMessage `json:"config_options,omitempty"`
+	Models        json.RawMessage `json:"models,omitempty"`
+	Commands      json.RawMessage `json:"commands,omitempty"`
 	// ProbedAt is when the probe ended; Duration how long it took.
 	ProbedAt time.Time     `json:"probed_at"`
 	Duration time.Duration `json:"duration"`
@@ -40,14 +45,17 @@ type probeRecord struct {
 
 // probeCall is a probe in flight; callers wait on done.
 type probeCall struct {
-	done chan struct{}
-	info ProbeInfo
-	err  error
+	done  chan struct{}
+	begun time.Time
+	info  ProbeInfo
+	err   error
 }
 
 // Probe runs a tier-2 probe of provider id now (or joins the one in
 // flight) and returns its result, which is also cached and shown in the
-// snapshot. The probe belongs to the registry, not to ctx: if ctx ends
+// snapshot. A probe in flight that began before the call is not its
+// answer: Probe waits for it and probes again (callers arriving together
+// share one probe). The probe belongs to the registry, not to ctx: if ctx ends
 // first, Probe returns ctx's error and the probe goes on, bounded by
 // Config.ProbeTimeout. Errors: those of Resolve, ErrNoProber,
 // backends.ErrUnsupported for a PTY provider, ErrClosed, or the probe's own
@@ -63,17 +71,29 @@ func (r *Registry) Probe(ctx context.Context, id string) (ProbeInfo, error) {
 	if r.cfg.Prober == nil {
 		return ProbeInfo{}, fmt.Errorf("probe %q: %w", id, ErrNoProber)
 	}
-	r.mu.Lock()
-	call, err := r.startProbeLocked(id, spec)
-	r.mu.Unlock()
-	if err != nil {
-		return ProbeInfo{}, err
-	}
-	select {
-	case <-call.done:
-		return call.info, call.err
-	case <-ctx.Done():
-		return ProbeInfo{}, fmt.Errorf("probe %q: %w", id, context.Cause(ctx))
+	// The answer must be taken after the call: a probe in flight that
+	// began before it (say, before the agent was logged in) is waited
+	// for, and another one started.
+	asked := r.cfg.Now()
+	for {
+		r.mu.Lock()
+		call := r.inflight[id]
+		if call == nil || !call.begun.Before(asked) {
+			call, err = r.startProbeLocked(id, spec)
+		}
+		r.mu.Unlock()
+		if err != nil {
+			return ProbeInfo{}, err
+		}
+		select {
+		case <-call.done:
+			if call.begun.Before(asked) {
+				continue
+			}
+			return call.info, call.err
+		case <-ctx.Done():
+			return ProbeInfo{}, fmt.Errorf("probe %q: %w", id, context.Cause(ctx))
+		}
 	}
 }
 
@@ -86,7 +106,7 @@ func (r *Registry) startProbeLocked(id string, spec backends.Spec) (*probeCall, 
 	if call := r.inflight[id]; call != nil {
 		return call, nil
 	}
-	call := &probeCall{done: make(chan struct{})}
+	call := &probeCall{done: make(chan struct{}), begun: r.cfg.Now()}
 	r.inflight[id] = call
 	r.commitLocked()
 	r.wg.Add(1)
@@ -122,7 +142,7 @@ func (r *Registry) runProbe(id string, spec backends.Spec) (ProbeInfo, error) {
 	info, err := r.probeIn(id, spec)
 	pi := ProbeInfo{
 		AgentName: info.AgentName, AgentVersion: info.AgentVersion, ProtocolVersion: info.ProtocolVersion,
-		AuthMethods: info.AuthMethods, LoadSession: info.LoadSession, Modes: info.Modes,
+		AuthMethods: info.AuthMethods, Auth: info.Auth, LoadSession: info.LoadSession, Modes: info.Modes,
 		CurrentMode: info.CurrentMode, ConfigOptions: info.ConfigOptions, Models: info.Models,
 		Commands: info.Commands,
 	}
@@ -131,6 +151,9 @@ func (r *Registry) runProbe(id string, spec backends.Spec) (ProbeInfo, error) {
 	switch {
 	case err != nil && r.ctx.Err() != nil:
 		return pi, fmt.Errorf("probe %q: %w", id, ErrClosed)
+	case errors.Is(err, backends.ErrAuthRequired):
+		pi.Error, pi.NeedsAuth = err.Error(), true
+		log.Info("probe: the agent needs a login", logDuration, pi.Duration)
 	case err != nil:
 		pi.Error = err.Error()
 		log.Warn("probe failed", logError, err, logDuration, pi.Duration)
@@ -186,5 +209,21 @@ func (r *Registry) probeStale() {
 		if _, err := r.startProbeLocked(p.status.ID, p.spec); err != nil {
 			return
 		}
+	}
+}
+
+// AuthRequired tells the registry that an agent of provider id refused to
+// work until the user logs in: it probes the provider again (in the
+// background), so that its status says so (StatusNeedsAuth) and lists the
+// ways to log in. It does nothing for a provider it cannot probe.
+func (r *Registry) AuthRequired(id string) {
+	spec, err := r.Resolve(id)
+	if err != nil || spec.Kind != backends.KindACP || r.cfg.Prober == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := r.startProbeLocked(id, spec); err != nil {
+		r.log.Debug("probe after a login refusal", logProvider, id, logError, err)
 	}
 }

@@ -73,7 +73,7 @@ type ProviderStatus struct {
 	Kind        backends.Kind `json:"kind"`
 	Enabled     bool          `json:"enabled"`
 	// Status is one of StatusReady, StatusDisabled, StatusNotInstalled,
-	// StatusError or StatusProbing.
+	// StatusError, StatusProbing or StatusNeedsAuth.
 	Status string `json:"status"`
 	// Diagnostic explains a status other than ready.
 	Diagnostic string `json:"diagnostic,omitempty"`

@@ -98,6 +98,8 @@ func (r *Registry) buildLocked() *state {
 			p.err = fmt.Errorf("provider %q cannot run: %s: %w", id, l.diag, ErrConfig)
 		case r.inflight[id] != nil:
 			s.Status = StatusProbing
+		case rec != nil && rec.info.NeedsAuth:
+			s.Status, s.Diagnostic = StatusNeedsAuth, fmt.Sprintf("the agent needs you to log in: agentpool login %s", id)
 		case rec != nil && rec.info.Error != "":
 			// A failed probe is shown, but does not block launching: a
 			// real session may well succeed where the probe did not.

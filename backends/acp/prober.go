@@ -82,7 +82,9 @@ func (p Prober) Probe(ctx context.Context, spec backends.Spec) (backends.Info, e
 		if pj.Explain != nil {
 			err = pj.Explain(err)
 		}
-		return backends.Info{}, fmt.Errorf("probe: %w", err)
+		// What the agent said of itself before it failed (its login
+		// methods, when it needs a login) is the caller's too.
+		return b.Info(), fmt.Errorf("probe: %w", err)
 	}
 	// Updates sent right after session/new (commands, modes) are part of
 	// what a probe should report: give them a moment to arrive.

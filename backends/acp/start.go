@@ -130,6 +130,9 @@ func (b *Backend) startFailed(err error) error {
 		return fmt.Errorf("start agent %q: %w", provider, fatal)
 	}
 	if ee != nil {
+		if errors.Is(err, backends.ErrAuthRequired) {
+			return fmt.Errorf("start agent %q: %w: %w", provider, err, ee)
+		}
 		return fmt.Errorf("start agent %q: %v: %w", provider, err, ee)
 	}
 	tail := b.proc.Tail()
@@ -167,6 +170,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		b.info.AgentName, b.info.AgentVersion = initResp.AgentInfo.Name, initResp.AgentInfo.Version
 	}
 	b.info.AuthMethods = authMethodIDs(initResp.AuthMethods)
+	b.info.Auth = authMethods(initResp.AuthMethods)
 	sc := initResp.AgentCapabilities.SessionCapabilities
 	b.info.Sessions = backends.SessionCaps{Resume: sc.Resume != nil, Close: sc.Close != nil, List: sc.List != nil}
 	if b.cfg.NoSession {
@@ -324,10 +328,15 @@ func (b *Backend) exited() bool {
 }
 
 // stageErr names the handshake stage that failed; when the start context
-// ended, that is the error (the SDK reports it only as text).
+// ended, that is the error (the SDK reports it only as text). An agent
+// that answers "Authentication required" gives an error wrapping
+// backends.ErrAuthRequired.
 func stageErr(ctx context.Context, stage string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", stage, context.Cause(ctx))
+	}
+	if isAuthRequired(err) {
+		return fmt.Errorf("%s: %w (%s)", stage, backends.ErrAuthRequired, refusal(err))
 	}
 	return fmt.Errorf("%s: %w", stage, err)
 }

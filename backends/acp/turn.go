@@ -222,6 +222,9 @@ func (b *Backend) turnError(err error) error {
 		return fmt.Errorf("turn failed: %w", backends.ErrExited)
 	}
 	var re *acpsdk.RequestError
+	if errors.As(err, &re) && re.Code == codeAuthRequired {
+		return fmt.Errorf("turn failed: %w (%s)", backends.ErrAuthRequired, refusal(err))
+	}
 	if errors.As(err, &re) {
 		return fmt.Errorf("turn failed: agent error %d %s: %w", re.Code, re.Message, err)
 	}

@@ -222,9 +222,15 @@ func (a *agent) handleRequest(m message) {
 		return
 	}
 	a.logCall(m)
+	if a.needsLogin(m.Method) {
+		a.respondErr(m.ID, -32000, "Authentication required", nil)
+		return
+	}
 	switch m.Method {
 	case "initialize":
 		a.initialize(m)
+	case "authenticate":
+		a.authenticate(m)
 	case "session/resume":
 		a.resumeSession(m)
 	case "session/close":
@@ -276,7 +282,7 @@ func (a *agent) initialize(m message) {
 			"sessionCapabilities": a.sessionCapabilities(),
 			"promptCapabilities":  map[string]any{"image": false, "audio": false, "embeddedContext": false},
 		},
-		"authMethods": []any{},
+		"authMethods": a.authMethods(),
 		"agentInfo":   map[string]any{"name": name, "version": "0.0.1"},
 	})
 }

@@ -28,6 +28,13 @@ type Script struct {
 	// "METHOD SESSION-ID CWD", so a test can see
 	// what reached the agent after it is gone.
 	CallLog string `json:"call_log,omitempty"`
+	// AuthMethods is answered raw as initialize's authMethods (default []).
+	AuthMethods json.RawMessage `json:"auth_methods,omitempty"`
+	// LoginFile, when set, makes the agent need a login: until the file
+	// exists, session/new, session/load, session/resume and session/prompt
+	// answer "Authentication required"; authenticate with a method of type
+	// "agent" creates it (the agent keeping its own credentials).
+	LoginFile string `json:"login_file,omitempty"`
 	// Modes offered by session/new, the first is current.
 	Modes []Mode `json:"modes,omitempty"`
 	// ConfigOptions returned raw by session/new.

@@ -49,6 +49,7 @@ const clientUsage = `  providers    list, enable, disable and refresh the agent 
   open         print a one-time login link to the web page (--browser opens it)
   trust        show a repository's .agentpool.json and trust it to run (--list, --revoke)
   logins       list the web pages logged in; revoke ID|--all logs them out
+  login        log an agent in (the agent keeps its credentials; the daemon never sees them)
 `
 
 // ClientEnv says where the client finds the daemon.
@@ -213,6 +214,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.trust(ctx, args) // cli_trust.go
 	case "logins":
 		err = c.logins(ctx, args) // cli_logins.go
+	case "login":
+		err = c.loginAgent(ctx, args) // cli_login.go
 	default:
 		return false, nil
 	}

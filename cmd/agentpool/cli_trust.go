@@ -115,13 +115,18 @@ func (c *cli) trust(ctx context.Context, args []string) error {
 
 // confirm asks a y/N question on stdout and reads the answer.
 func (c *cli) confirm(q string) bool {
+	a := strings.ToLower(strings.TrimSpace(c.ask(q)))
+	return a == "y" || a == "yes"
+}
+
+// ask prints q on stdout and reads a line of answer.
+func (c *cli) ask(q string) string {
 	if c.in == nil {
 		c.in = bufio.NewReader(c.stdin)
 	}
 	fmt.Fprint(c.stdout, q)
 	line, _ := c.in.ReadString('\n')
-	a := strings.ToLower(strings.TrimSpace(line))
-	return a == "y" || a == "yes"
+	return line
 }
 
 // showSetupFile prints a setup file: its content, as the repository's

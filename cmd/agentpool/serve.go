@@ -188,10 +188,12 @@ func (m *Main) Open(ctx context.Context) error {
 		m.Logger.Warn("recover from the previous daemon", "err", err)
 	}
 	m.reconcile(ctx, wt)
+	// Agents run outside any session: to list theirs, or to log in.
+	outside := wiring.NewAgentSessions(m.reg.Resolve, acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, filepath.Join(home, tmpDir))
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Token: token, Logger: m.Logger, Version: version,
 		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile),
 		Conns:         httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)},
-		AgentSessions: wiring.NewAgentSessions(m.reg.Resolve, acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, filepath.Join(home, tmpDir)).List})
+		AgentSessions: outside.List, Login: outside.Login})
 	if err != nil {
 		m.shutdownParts()
 		return err

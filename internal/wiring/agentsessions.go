@@ -13,9 +13,9 @@ import (
 // each request starts one.
 const maxListings = 2
 
-// AgentSessions lists a provider's own sessions: its agent is started as a
-// probe is (confined, in a private empty directory), asked for its
-// sessions of a repository, and stopped.
+// AgentSessions runs a provider's agent outside any session of ours, as a
+// probe is (confined, in a private empty directory), to list its own
+// sessions of a repository or to have it log in, and stops it.
 type AgentSessions struct {
 	resolve func(id string) (backends.Spec, error)
 	prober  acp.Prober
@@ -34,27 +34,47 @@ func NewAgentSessions(resolve func(id string) (backends.Spec, error), prober acp
 // them when repo is ""). It waits for one of maxListings slots, within
 // ctx.
 func (a *AgentSessions) List(ctx context.Context, provider, repo string) ([]backends.AgentSession, error) {
+	var out []backends.AgentSession
+	err := a.run(ctx, provider, "list sessions of", func(spec backends.Spec) error {
+		var err error
+		out, err = a.prober.ListSessions(ctx, spec, repo)
+		return err
+	})
+	return out, err
+}
+
+// Login has provider's agent log in with its login method methodID (of
+// type "agent"): the agent keeps the credentials where it keeps them.
+func (a *AgentSessions) Login(ctx context.Context, provider, methodID string) error {
+	return a.run(ctx, provider, "log in to", func(spec backends.Spec) error {
+		return a.prober.Login(ctx, spec, methodID)
+	})
+}
+
+// run resolves provider and calls fn with its spec in a fresh private
+// directory, once one of maxListings slots is free (within ctx).
+func (a *AgentSessions) run(ctx context.Context, provider, what string, fn func(backends.Spec) error) error {
 	spec, err := a.resolve(provider)
 	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
+		return fmt.Errorf("%s %q: %w", what, provider, err)
 	}
 	if spec.Kind != backends.KindACP {
-		return nil, fmt.Errorf("list sessions of %q: only ACP agents list their sessions: %w", provider, backends.ErrUnsupported)
+		return fmt.Errorf("%s %q: only ACP agents can: %w", what, provider, backends.ErrUnsupported)
 	}
 	select {
 	case a.slots <- struct{}{}:
 		defer func() { <-a.slots }()
 	case <-ctx.Done():
-		return nil, fmt.Errorf("list sessions of %q: %w", provider, context.Cause(ctx))
+		return fmt.Errorf("%s %q: %w", what, provider, context.Cause(ctx))
 	}
 	if err := os.MkdirAll(a.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("list sessions of %q: %w", provider, err)
+		return fmt.Errorf("%s %q: %w", what, provider, err)
 	}
-	dir, err := os.MkdirTemp(a.dir, ".list-"+provider+"-*")
+	dir, err := os.MkdirTemp(a.dir, ".agent-"+provider+"-*")
 	if err != nil {
-		return nil, fmt.Errorf("list sessions of %q: %w", provider, err)
+		return fmt.Errorf("%s %q: %w", what, provider, err)
 	}
 	defer os.RemoveAll(dir)
 	spec.Dir = dir
-	return a.prober.ListSessions(ctx, spec, repo)
+	return fn(spec)
 }

@@ -155,3 +155,4 @@ func clip(b []byte) string {
 	}
 	return string(b)
 }
+var _ pool.AuthNoter = (*registry.Registry)(nil)

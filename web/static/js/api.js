@@ -68,6 +68,7 @@ export const providers = () => api('GET', '/v1/providers');
 export const patchProvider = (id, patch) => api('PATCH', `/v1/providers/${enc(id)}`, patch, { contentType: 'application/merge-patch+json' });
 export const reloadProviders = () => api('POST', '/v1/providers/refresh');
 export const probeProvider = id => api('POST', `/v1/providers/${enc(id)}/probe`);
+export const loginAgent = (id, method) => api('POST', `/v1/providers/${enc(id)}/login`, { method });
 export const poolStatus = () => api('GET', '/v1/pool');
 export const evict = (session, agent) => api('DELETE', `/v1/pool/${enc(session)}/${enc(agent)}`);
 export const health = () => api('GET', '/v1/health');

@@ -14,6 +14,7 @@ const STATUS = {
   not_installed: ['Not installed', 'warn'],
   error: ['Error', 'bad'],
   probing: ['Loading', 'info run'],
+  needs_auth: ['Needs login', 'warn'],
 };
 
 /** statusBadge is a provider's status as a badge. */
@@ -115,8 +116,39 @@ export function providersView(main) {
       h('div.controls', probe, h('label.switch', toggle, h('span', p.enabled ? 'Enabled' : 'Disabled'))),
       p.description ? h('div.desc', p.description) : null,
       p.diagnostic && p.status !== 'disabled' ? h('div.diag', p.diagnostic) : null,
+      p.status === 'needs_auth' ? loginControls(p) : null,
       sandboxNotes(p),
       h('div.cmd', (p.path || (p.command || []).join(' ')) + (probeInfo ? `  ·  ${probeInfo}` : '')));
+  }
+
+  // loginControls offers the agent's ways to log in: the daemon asks the
+  // agent itself for an "agent" method; the others are the user's to do,
+  // in a terminal or the daemon's environment, and are shown as such.
+  function loginControls(p) {
+    const methods = (p.probe && p.probe.auth) || [];
+    const items = methods.map(m => {
+      if (m.type === 'agent') {
+        const b = h('button.small.primary', { type: 'button', onclick: async () => {
+          b.disabled = true;
+          b.textContent = 'Logging in… (finish it where the agent sends you)';
+          try {
+            const st = await API.loginAgent(p.id, m.id);
+            toast(st.status === 'needs_auth' ? `${p.label || p.id} still needs a login.` : `${p.label || p.id} is logged in.`, st.status === 'needs_auth');
+          } catch (e) {
+            toast(`${p.label || p.id}: ${e.message}`, true);
+          }
+          await refreshProviders().catch(() => {});
+        } }, `Log in: ${m.name}`);
+        return h('li', b, m.description ? h('div.muted', m.description) : null);
+      }
+      if (m.type === 'terminal') {
+        return h('li', h('strong', `${m.name}: `), 'in a terminal, run ', h('code', `agentpool login ${p.id} --method ${m.id}`));
+      }
+      return h('li', h('strong', `${m.name}: `), 'set ', h('code', (m.vars || []).join(', ')), ' in the daemon\'s environment or the provider\'s env',
+        // The agent's words: a link only when it is http(s).
+        /^https?:\/\//i.test(m.link || '') ? [' (', h('a', { href: m.link, target: '_blank', rel: 'noopener noreferrer' }, 'get them'), ')'] : null);
+    });
+    return h('div.diag', { 'data-login': '' }, items.length ? h('ul', ...items) : h('span', `Run: agentpool login ${p.id}`));
   }
 
   // sandboxNotes shows the grants the sandbox refuses and the paths it

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/registry"
+)
+
+const loginUsage = `login AGENT [--method ID]
+
+Logs an agent in, with one of the ways it offers (see providers list):
+  agent      the daemon asks the agent to log in, its own way (it may open
+             a browser); the agent keeps the credentials
+  terminal   the agent's own program runs here, in your terminal, as you
+  env_var    says which environment variables the agent reads
+The daemon never stores the agent's credentials.`
+
+func (c *cli) loginAgent(ctx context.Context, args []string) error {
+	fs := c.flagSet("login", loginUsage)
+	method := fs.String("method", "", "the login method's id (default: the agent's only one, or ask)")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	snap, err := api.Providers(ctx)
+	if err != nil {
+		return err
+	}
+	p, ok := snap.Provider(id)
+	if !ok {
+		return fmt.Errorf("no provider %q (see: %s providers list)", id, c.self())
+	}
+	if p.Probe == nil {
+		c.progress("asking %s how it logs in… ", id)
+		info, err := api.ProbeProvider(ctx, id)
+		c.progress("done\n")
+		if err != nil && len(info.Auth) == 0 {
+			if p2, ok := providerOf(ctx, api, id); ok && p2.Probe != nil {
+				p = p2
+			}
+		} else {
+			p.Probe = &info
+		}
+	}
+	if p.Probe == nil || len(p.Probe.Auth) == 0 {
+		return fmt.Errorf("agent %q offers no login method: it needs none, or logs in on its own (its status: %s)", id, p.Status)
+	}
+	m, err := c.chooseAuth(id, p.Probe.Auth, *method)
+	if err != nil {
+		return err
+	}
+	switch m.Type {
+	case backends.AuthAgent:
+		c.progress("asking %s to log in with %q (it may open a browser; up to 5 minutes)… ", id, m.Name)
+		st, err := api.LoginAgent(ctx, id, m.ID)
+		if err != nil {
+			c.progress("failed\n")
+			return err
+		}
+		c.progress("done\n")
+		return c.loginOutcome(id, st)
+	case backends.AuthTerminal:
+		return c.loginInTerminal(ctx, api, p, m)
+	case backends.AuthEnvVar:
+		fmt.Fprintf(c.stdout, "%s reads its credentials from %s.\n", id, strings.Join(m.Vars, ", "))
+		if m.Link != "" {
+			fmt.Fprintf(c.stdout, "Get them at %s.\n", m.Link)
+		}
+		fmt.Fprintf(c.stdout, "Set them in the daemon's environment (then restart it), or in the provider's \"env\" in providers.json; then: %s providers refresh %s\n", c.self(), id)
+		return nil
+	}
+	return fmt.Errorf("login method %q of agent %q is of a type this client does not know (%q)", m.ID, id, m.Type)
+}
+
+// providerOf returns the current status of provider id.
+func providerOf(ctx context.Context, api *httpapi.Client, id string) (registry.ProviderStatus, bool) {
+	snap, err := api.Providers(ctx)
+	if err != nil {
+		return registry.ProviderStatus{}, false
+	}
+	return snap.Provider(id)
+}
+
+// chooseAuth picks the login method: the one named, the only one, or one
+// the user chooses on a terminal.
+func (c *cli) chooseAuth(id string, methods []backends.AuthMethod, name string) (backends.AuthMethod, error) {
+	list := make([]string, len(methods))
+	for i, m := range methods {
+		list[i] = fmt.Sprintf("%s (%s: %s)", m.ID, m.Type, m.Name)
+		if name != "" && m.ID == name {
+			return m, nil
+		}
+	}
+	switch {
+	case name != "":
+		return backends.AuthMethod{}, fmt.Errorf("agent %q offers no login method %q; it offers: %s", id, name, strings.Join(list, ", "))
+	case len(methods) == 1:
+		return methods[0], nil
+	case !c.inTTY:
+		return backends.AuthMethod{}, fmt.Errorf("agent %q offers several ways to log in; choose one with --method: %s", id, strings.Join(list, ", "))
+	}
+	fmt.Fprintf(c.stdout, "%s offers these ways to log in:\n", id)
+	for i, m := range methods {
+		fmt.Fprintf(c.stdout, "  %d. %s", i+1, list[i])
+		if m.Description != "" {
+			fmt.Fprintf(c.stdout, " — %s", m.Description)
+		}
+		fmt.Fprintln(c.stdout)
+	}
+	answer := strings.TrimSpace(c.ask("Which one? "))
+	if n, err := strconv.Atoi(answer); err == nil && n >= 1 && n <= len(methods) {
+		return methods[n-1], nil
+	}
+	for _, m := range methods {
+		if m.ID == answer {
+			return m, nil
+		}
+	}
+	return backends.AuthMethod{}, fmt.Errorf("no login method %q", answer)
+}
+
+// loginInTerminal runs the agent's own program with the method's
+// arguments and environment here, in the user's terminal and as the user
+// (as they would by hand), then has the daemon probe the agent again.
+func (c *cli) loginInTerminal(ctx context.Context, api *httpapi.Client, p registry.ProviderStatus, m backends.AuthMethod) error {
+	if p.Path == "" || len(p.Command) == 0 {
+		return fmt.Errorf("agent %q is not installed here: %s", p.ID, p.Diagnostic)
+	}
+	args := append(append([]string{}, p.Command[1:]...), m.Args...)
+	fmt.Fprintf(c.stdout, "running %s in this terminal to log in (%s)\n", quoteArgs(append([]string{p.Path}, args...)), m.Name)
+	cmd := exec.CommandContext(ctx, p.Path, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdin, c.stdout, c.stderr
+	cmd.Env = os.Environ()
+	for k, v := range m.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return fmt.Errorf("the login of %q ended with exit code %d", p.ID, exit.ExitCode())
+		}
+		return fmt.Errorf("log in to %q: %w", p.ID, err)
+	}
+	c.progress("checking %s… ", p.ID)
+	_, _ = api.ProbeProvider(ctx, p.ID)
+	c.progress("done\n")
+	st, _ := providerOf(ctx, api, p.ID)
+	return c.loginOutcome(p.ID, st)
+}
+
+// loginOutcome says whether the agent is logged in now.
+func (c *cli) loginOutcome(id string, st registry.ProviderStatus) error {
+	if st.Status == registry.StatusNeedsAuth {
+		return fmt.Errorf("agent %q still needs a login: %s", id, st.Diagnostic)
+	}
+	fmt.Fprintf(c.stdout, "%s is logged in (status: %s)\n", id, st.Status)
+	return nil
+}
