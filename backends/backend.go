@@ -163,20 +163,20 @@ type Info struct {
 	// Sessions is what the agent can do with its own sessions.
 	Sessions SessionCaps `json:"sessions,omitzero"`
 	// ContextLost is true when a resume was asked for but a new session started.
-	ContextLost     bool            `json:"context_lost,omitempty"`
-	AgentName       string          `json:"agent_name,omitempty"`
-	AgentVersion    string          `json:"agent_version,omitempty"`
-	ProtocolVersion int             `json:"protocol_version,omitempty"`
-	LoadSession     bool            `json:"load_session,omitempty"`
-	AuthMethods     []string        `json:"auth_methods,omitempty"`
+	ContextLost     bool     `json:"context_lost,omitempty"`
+	AgentName       string   `json:"agent_name,omitempty"`
+	AgentVersion    string   `json:"agent_version,omitempty"`
+	ProtocolVersion int      `json:"protocol_version,omitempty"`
+	LoadSession     bool     `json:"load_session,omitempty"`
+	AuthMethods     []string `json:"auth_methods,omitempty"`
 	// Auth describes each of AuthMethods.
-	Auth []AuthMethod `json:"auth,omitempty"`
-	Modes           []Mode          `json:"modes,omitempty"`
-	CurrentMode     string          `json:"current_mode,omitempty"`
-	ConfigOptions   json.RawMessage `json:"config_options,omitempty"`
-	Models          json.RawMessage `json:"models,omitempty"`
-	Commands        json.RawMessage `json:"commands,omitempty"`
-	StartedAt       time.Time       `json:"started_at"`
+	Auth          []AuthMethod    `json:"auth,omitempty"`
+	Modes         []Mode          `json:"modes,omitempty"`
+	CurrentMode   string          `json:"current_mode,omitempty"`
+	ConfigOptions json.RawMessage `json:"config_options,omitempty"`
+	Models        json.RawMessage `json:"models,omitempty"`
+	Commands      json.RawMessage `json:"commands,omitempty"`
+	StartedAt     time.Time       `json:"started_at"`
 	// Confinement says how the agent is confined (cgroup, Landlock).
 	Confinement Confinement `json:"confinement"`
 }

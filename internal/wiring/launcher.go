@@ -155,4 +155,5 @@ func clip(b []byte) string {
 	}
 	return string(b)
 }
+
 var _ pool.AuthNoter = (*registry.Registry)(nil)
