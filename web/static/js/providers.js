@@ -142,7 +142,7 @@ export function providersView(main) {
         return h('li', b, m.description ? h('div.muted', m.description) : null);
       }
       if (m.type === 'terminal') {
-        return h('li', h('strong', `${m.name}: `), 'in a terminal, run ', h('code', `agentpool login ${p.id} --method ${m.id}`));
+        return h('li', h('strong', `${m.name}: `), 'run ', h('code', `agentpool login ${p.id} --method ${m.id}`), ' in your terminal');
       }
       return h('li', h('strong', `${m.name}: `), 'set ', h('code', (m.vars || []).join(', ')), ' in the daemon\'s environment or the provider\'s env',
         // The agent's words: a link only when it is http(s).
