@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // ReadChunk is the size of the pieces a read works in: the file is checked,
@@ -28,6 +29,9 @@ type Content struct {
 	off int64
 	n   int64
 	buf []byte
+	// held is the whole file when it fitted in buf at the check: it is
+	// lent from there, without reading the file again.
+	held []byte
 }
 
 // Len is the length of the content in bytes.
@@ -39,10 +43,14 @@ func (c *Content) Len() int64 { return c.n }
 // not change it. Each stops at fn's first error and returns it, or at the
 // file's. The content was checked to be text when the read began; a file
 // that changes meanwhile gives what it holds now (at most Len bytes, no
-// longer checked), as any read racing a write may.
+// longer checked), as any read racing a write may; a file that came whole
+// in the check's first read is lent from memory, as checked.
 func (c *Content) Each(fn func(piece []byte) error) error {
 	if c.n == 0 {
 		return nil
+	}
+	if c.held != nil {
+		return fn(c.held[c.off : c.off+c.n])
 	}
 	sr := io.NewSectionReader(c.r, c.off, c.n)
 	chunk := len(c.buf) - (utf8.UTFMax - 1)
@@ -74,6 +82,10 @@ func (c *Content) Each(fn func(piece []byte) error) error {
 // String returns the whole content as one string (a copy held by the
 // caller, outside the read budget).
 func (c *Content) String() (string, error) {
+	if c.held != nil && c.n > 0 {
+		// held was read for this read only and is never written again.
+		return unsafe.String(&c.held[c.off], int(c.n)), nil
+	}
 	var sb strings.Builder
 	sb.Grow(int(c.n))
 	err := c.Each(func(p []byte) error { sb.Write(p); return nil })
@@ -162,11 +174,15 @@ func (f *FS) readSlot(ctx context.Context, path string, line, limit *int, weight
 		return nil, rel, fmt.Errorf("read %q: %w", path, err)
 	}
 	*weight = w
-	start, end, err := scanText(fh, buf, f.cfg.MaxFileSize, line, limit)
+	start, end, whole, err := scanText(fh, buf, f.cfg.MaxFileSize, line, limit)
 	if err != nil {
 		return nil, rel, fmt.Errorf("read %q: %w", path, err)
 	}
-	return &Content{r: fh, off: start, n: end - start, buf: buf}, rel, nil
+	c := &Content{r: fh, off: start, n: end - start, buf: buf}
+	if whole {
+		c.held = buf
+	}
+	return c, rel, nil
 }
 
 // notFound turns a missing file, or a missing directory on the way to it,
@@ -186,8 +202,9 @@ func notFound(path string, err error) error {
 // ErrNotText), and returns the offsets of limit lines from the 1-based
 // line, line endings kept. A nil or non-positive line starts at the first
 // line, and a line past the end gives empty content; a nil or non-positive
-// limit runs to the end.
-func scanText(r io.Reader, buf []byte, max int64, line, limit *int) (start, end int64, err error) {
+// limit runs to the end. whole reports that buf still holds the whole file
+// from its start (it came in one read).
+func scanText(r io.Reader, buf []byte, max int64, line, limit *int) (start, end int64, whole bool, err error) {
 	skip, take := 0, 0
 	if line != nil && *line > 1 {
 		skip = *line - 1
@@ -201,19 +218,23 @@ func scanText(r io.Reader, buf []byte, max int64, line, limit *int) (start, end 
 	var pos int64 // bytes read so far
 	lines := 0    // newlines seen so far
 	carry := 0    // bytes of a split character kept at the front of buf
+	reads := 0    // reads that returned bytes
 	for {
 		n, rerr := lr.Read(buf[carry : carry+chunk])
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return 0, 0, rerr
+			return 0, 0, false, rerr
 		}
 		eof := rerr != nil
+		if n > 0 {
+			reads++
+		}
 		fresh, off := buf[carry:carry+n], pos
 		pos += int64(n)
 		if pos > max {
-			return 0, 0, fmt.Errorf("%w (%d)", ErrTooLarge, max)
+			return 0, 0, false, fmt.Errorf("%w (%d)", ErrTooLarge, max)
 		}
 		if i := bytes.IndexByte(fresh, 0); i >= 0 {
-			return 0, 0, fmt.Errorf("NUL byte at offset %d: %w", off+int64(i), ErrNotText)
+			return 0, 0, false, fmt.Errorf("NUL byte at offset %d: %w", off+int64(i), ErrNotText)
 		}
 		for s := fresh; !started || (take > 0 && !ended); {
 			i := bytes.IndexByte(s, '\n')
@@ -236,18 +257,19 @@ func scanText(r io.Reader, buf []byte, max int64, line, limit *int) (start, end 
 			cut = runeCut(text)
 		}
 		if !utf8.Valid(text[:cut]) {
-			return 0, 0, fmt.Errorf("invalid UTF-8: %w", ErrNotText)
+			return 0, 0, false, fmt.Errorf("invalid UTF-8: %w", ErrNotText)
 		}
 		carry = copy(buf, text[cut:])
 		if eof {
 			break
 		}
 	}
+	whole = reads <= 1
 	switch {
 	case !started:
-		return 0, 0, nil
+		return 0, 0, whole, nil
 	case !ended:
 		end = pos
 	}
-	return start, end, nil
+	return start, end, whole, nil
 }
