@@ -305,7 +305,7 @@ func (b *Backend) answerRead(id json.RawMessage, req acpsdk.ReadTextFileRequest)
 		})
 		if err == nil {
 			if werr != nil {
-				b.logger.Warn("fs/read_text_file answer cut short", "path", req.Path, "err", werr)
+				b.logger.Debug("fs/read_text_file answer cut short", "path", req.Path, "err", werr)
 			}
 			return
 		}
