@@ -12,7 +12,15 @@ type budget struct {
 
 	mu      sync.Mutex
 	used    int64
+	peak    int64 // the most used at once, for tests
 	waiters []*budgetWaiter
+}
+
+// peakUsed returns the most of b used at once so far.
+func (b *budget) peakUsed() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.peak
 }
 
 type budgetWaiter struct {
@@ -26,6 +34,7 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 	b.mu.Lock()
 	if len(b.waiters) == 0 && b.used+n <= b.size {
 		b.used += n
+		b.peak = max(b.peak, b.used)
 		b.mu.Unlock()
 		return nil
 	}
@@ -69,6 +78,7 @@ func (b *budget) wakeLocked() {
 		b.waiters[0] = nil
 		b.waiters = b.waiters[1:]
 		b.used += w.n
+		b.peak = max(b.peak, b.used)
 		close(w.ready)
 	}
 }

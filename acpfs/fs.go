@@ -62,10 +62,11 @@ type FSConfig struct {
 	// MaxReads caps the reads running at once; more wait (0 =
 	// DefaultMaxReads).
 	MaxReads int
-	// ReadBudget caps the bytes held by the reads in flight; a read
-	// counts twice its file's size (the content and its encoded answer,
-	// see ReadTextFileFunc), at most the whole budget, and waits until
-	// that fits (0 = DefaultReadBudget).
+	// ReadBudget caps the bytes held by the reads in flight, until their
+	// answers are written; a read holds a buffer of at most ReadChunk
+	// bytes, whatever the file's size, and counts it twice (the piece and
+	// its encoded answer, see ReadChunk), waiting until that fits (0 =
+	// DefaultReadBudget).
 	ReadBudget int64
 }
 
@@ -125,29 +126,36 @@ func (f *FS) Close() error { return f.guard.Close() }
 // the others wait, and a cancelled ctx ends the wait.
 func (f *FS) ReadTextFile(ctx context.Context, path string, line, limit *int) (string, error) {
 	var text string
-	err := f.ReadTextFileFunc(ctx, path, line, limit, func(s string) error { text = s; return nil })
+	err := f.ReadTextFileFunc(ctx, path, line, limit, func(c *Content) error {
+		var err error
+		text, err = c.String()
+		return err
+	})
 	return text, err
 }
 
 // ReadTextFileFunc is ReadTextFile that lends the content to use, on the
-// caller's goroutine, instead of returning it: the read keeps its share of
-// the read budget until use returns, so that what use makes of the content
-// (the encoded answer to the agent) is bounded with it. use must not keep
-// the content; it is not called when the read fails, and its error is
-// returned as it is.
-func (f *FS) ReadTextFileFunc(ctx context.Context, path string, line, limit *int, use func(string) error) error {
+// caller's goroutine, instead of returning it: the content is not held in
+// memory but read again from the file as use consumes it (Content.Each),
+// and the read keeps its slot and its share of the read budget until use
+// returns, so that what use makes of the content (the encoded answer to the
+// agent, written piece by piece) is bounded with it (see ReadChunk). use
+// must not keep the content; it is not called when the read fails, and its
+// error is returned as it is.
+func (f *FS) ReadTextFileFunc(ctx context.Context, path string, line, limit *int, use func(*Content) error) error {
 	start := time.Now()
-	text, rel, release, err := f.read(ctx, path, line, limit)
+	c, rel, release, err := f.read(ctx, path, line, limit)
 	if err != nil && errors.Is(err, ErrNotFound) && f.cfg.MissingFileEmpty {
 		f.audit(OpRead, path, rel, 0, err, start)
-		return use("")
+		return use(&Content{})
 	}
-	f.audit(OpRead, path, rel, int64(len(text)), err, start)
 	if err != nil {
+		f.audit(OpRead, path, rel, 0, err, start)
 		return err
 	}
+	f.audit(OpRead, path, rel, c.Len(), nil, start)
 	defer release()
-	return use(text)
+	return use(c)
 }
 
 // WriteTextFile replaces the file at the absolute agent path with content:

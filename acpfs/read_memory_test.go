@@ -3,6 +3,7 @@ package acpfs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,13 +21,15 @@ func heapLive() uint64 {
 	return ms.HeapAlloc
 }
 
-// Concurrent reads of a big file stay within the read budget: the live heap,
-// sampled while 16 reads of an 8 MiB file run and each holds an encoded copy
-// of the content, never grows by much more than ReadBudget, and nothing is
-// kept once they are done and the FS is closed.
+// Concurrent reads of a big file hold no more than the read budget, until
+// their answers are written: the live heap, sampled while 16 reads of an
+// 8 MiB file run and each encodes its content piece by piece, as a backend
+// does, grows by no more than the budget counted (which stays within
+// ReadBudget, far below one file), and nothing is kept once they are done
+// and the FS is closed.
 func TestConcurrentReadsBoundedMemory(t *testing.T) {
 	const fileSize, readers = 8 << 20, 16
-	const budget = 32 << 20 // two reads at a time: each counts 2 × 8 MiB
+	const budget = 1 << 20
 	root := t.TempDir()
 	p := filepath.Join(root, "big.txt")
 	if err := os.WriteFile(p, []byte(strings.Repeat("0123456789abcde\n", fileSize/16)), 0o644); err != nil {
@@ -53,14 +56,22 @@ func TestConcurrentReadsBoundedMemory(t *testing.T) {
 	var wg sync.WaitGroup
 	for range readers {
 		wg.Go(func() {
-			err := f.ReadTextFileFunc(context.Background(), p, nil, nil, func(s string) error {
-				enc := []byte(s) // the encoded answer a backend would write
-				time.Sleep(20 * time.Millisecond)
+			err := f.ReadTextFileFunc(context.Background(), p, nil, nil, func(c *Content) error {
+				enc := make([]byte, 0, ReadChunk) // a backend's answer buffer
+				n, pieces := 0, 0
+				err := c.Each(func(piece []byte) error {
+					enc = append(enc[:0], piece...)
+					n += len(piece)
+					if pieces++; pieces%32 == 0 {
+						time.Sleep(time.Millisecond)
+					}
+					return nil
+				})
 				runtime.KeepAlive(enc)
-				if len(s) != fileSize {
-					return errors.New("short read")
+				if err == nil && n != fileSize {
+					err = fmt.Errorf("read %d bytes; want %d", n, fileSize)
 				}
-				return nil
+				return err
 			})
 			if err != nil {
 				t.Error(err)
@@ -75,10 +86,14 @@ func TestConcurrentReadsBoundedMemory(t *testing.T) {
 	}
 	after := heapLive()
 	grow := int64(peak) - int64(base)
-	t.Logf("live heap: base %d MiB, peak +%d MiB during %d concurrent %d MiB reads (unbounded: about +%d MiB), after close %+d KiB",
-		base>>20, grow>>20, readers, fileSize>>20, readers*2*fileSize>>20, (int64(after)-int64(base))>>10)
-	if grow > budget+8<<20 {
-		t.Errorf("live heap grew by %d MiB during the reads; want at most the %d MiB budget (+8 MiB)", grow>>20, budget>>20)
+	counted := f.bytes.peakUsed()
+	t.Logf("live heap: base %d MiB, peak %+d KiB during %d concurrent %d MiB reads (budget counted at most %d KiB of %d KiB; whole files: %d MiB), after close %+d KiB",
+		base>>20, grow>>10, readers, fileSize>>20, counted>>10, budget>>10, readers*fileSize>>20, (int64(after)-int64(base))>>10)
+	if counted > budget {
+		t.Errorf("the reads counted %d KiB at once; want at most the %d KiB budget", counted>>10, budget>>10)
+	}
+	if grow > counted+1<<20 {
+		t.Errorf("live heap grew by %d KiB during the reads; want at most the %d KiB the budget counted (+1 MiB)", grow>>10, counted>>10)
 	}
 	if kept := int64(after) - int64(base); kept > 2<<20 {
 		t.Errorf("live heap after the reads and Close is %d KiB above the start; want nothing kept", kept>>10)
@@ -90,7 +105,7 @@ func TestReadWaitCancelled(t *testing.T) {
 	f, tr, _ := newTestFS(t, FSConfig{MaxReads: 1})
 	hold := make(chan struct{})
 	started := make(chan struct{})
-	go f.ReadTextFileFunc(context.Background(), tr.root+"/a.txt", nil, nil, func(string) error {
+	go f.ReadTextFileFunc(context.Background(), tr.root+"/a.txt", nil, nil, func(*Content) error {
 		close(started)
 		<-hold
 		return nil

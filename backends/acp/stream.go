@@ -12,6 +12,8 @@ import (
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agentpool/agentpool/acpfs"
 )
 
 // wireMessage is the envelope of any JSON-RPC message.
@@ -48,6 +50,31 @@ func (w *guardedWriter) Write(p []byte) (int, error) {
 	if w.wire != nil {
 		w.wire(false, bytes.TrimRight(p, "\n"))
 	}
+	return w.writeLocked(p)
+}
+
+// writeParts writes one message that fill makes in parts, each a write of
+// its own under the write timeout, with no other message between them. The
+// Wire, if set, gets the whole line once written (a copy made for it only).
+func (w *guardedWriter) writeParts(fill func(put func([]byte) error) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var line []byte
+	err := fill(func(p []byte) error {
+		if w.wire != nil {
+			line = append(line, p...)
+		}
+		_, err := w.writeLocked(p)
+		return err
+	})
+	if w.wire != nil {
+		w.wire(false, bytes.TrimRight(line, "\n"))
+	}
+	return err
+}
+
+// writeLocked writes p to the agent, with w.mu held.
+func (w *guardedWriter) writeLocked(p []byte) (int, error) {
 	_ = w.f.SetWriteDeadline(time.Now().Add(w.timeout))
 	n, err := w.f.Write(p)
 	if err != nil {
@@ -274,14 +301,21 @@ func (b *Backend) answerRead(id json.RawMessage, req acpsdk.ReadTextFileRequest)
 	}{JSONRPC: "2.0", ID: id}
 	var err error
 	if l, ok := b.cfg.FS.(contentLender); ok {
-		// The answer is encoded and written while the FS still counts
-		// the read against its budget (acpfs.FSConfig.ReadBudget).
+		// The answer is encoded and written piece by piece while the FS
+		// still counts the read against its budget
+		// (acpfs.FSConfig.ReadBudget): no copy of the file is held whole.
 		client{b}.syncEvents()
-		err = l.ReadTextFileFunc(b.withBridgeCheck(b.ctx), req.Path, req.Line, req.Limit, func(content string) error {
-			_, _ = b.out.Write(readAnswer(id, content))
+		var werr error
+		err = l.ReadTextFileFunc(b.withBridgeCheck(b.ctx), req.Path, req.Line, req.Limit, func(c *acpfs.Content) error {
+			werr = b.out.writeParts(func(put func([]byte) error) error {
+				return writeReadAnswer(put, id, c.Each)
+			})
 			return nil
 		})
 		if err == nil {
+			if werr != nil {
+				b.logger.Debug("fs/read_text_file answer cut short", "path", req.Path, "err", werr)
+			}
 			return
 		}
 		msg.Error = toRequestError(err)

@@ -156,6 +156,9 @@ type Step struct {
 	// and reports the result as an agent_message_chunk in the format that
 	// ParseSysResult reads.
 	Sys *SysOp `json:"sys,omitempty"`
+	// Parallel runs its steps at once (e.g. reads in flight together) and
+	// waits for them all.
+	Parallel []Step `json:"parallel,omitempty"`
 }
 
 // ToolCall describes a tool_call or tool_call_update.
@@ -196,6 +199,9 @@ type FileOp struct {
 	Limit   *int   `json:"limit,omitempty"`
 	// Echo sends what was read (or the error) as a chunk.
 	Echo bool `json:"echo,omitempty"`
+	// EchoLen sends the length of what was read, "read N bytes" (or the
+	// error), as a chunk.
+	EchoLen bool `json:"echo_len,omitempty"`
 }
 
 // Terminal is a terminal/create → wait_for_exit → output → release step.

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -109,6 +111,14 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 		a.writeRaw([]byte(s.Garbage))
 	case s.Sys != nil:
 		a.sys(*s.Sys)
+	case len(s.Parallel) > 0:
+		var wg sync.WaitGroup
+		cancelled := make([]bool, len(s.Parallel))
+		for i, p := range s.Parallel {
+			wg.Go(func() { cancelled[i] = a.step(p, prompt, cancel) })
+		}
+		wg.Wait()
+		return slices.Contains(cancelled, true)
 	case s.BigLine > 0:
 		a.update(textUpdate("agent_message_chunk", strings.Repeat("x", s.BigLine)))
 	}
@@ -200,7 +210,7 @@ func (a *agent) read(op FileOp) {
 	}
 	res, err := a.call("fs/read_text_file", params)
 	if err != nil {
-		if op.Echo {
+		if op.Echo || op.EchoLen {
 			a.update(textUpdate("agent_message_chunk", "read error: "+err.Error()))
 		}
 		return
@@ -210,6 +220,13 @@ func (a *agent) read(op FileOp) {
 	a.mu.Unlock()
 	if op.Echo {
 		a.update(textUpdate("agent_message_chunk", "read: "+a.lastReadContent()))
+	}
+	if op.EchoLen {
+		var out struct {
+			Content string `json:"content"`
+		}
+		_ = json.Unmarshal(res, &out)
+		a.update(textUpdate("agent_message_chunk", fmt.Sprintf("read %d bytes", len(out.Content))))
 	}
 }
 
