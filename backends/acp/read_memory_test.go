@@ -79,7 +79,10 @@ func bigReads(tb testing.TB, fileSize, budget int64, readers int) bigReadsResult
 	}
 	spec := agenttest.Spec("fake", agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Parallel: par}}}}})
 	spec.Dir = dir
-	b, err := acp.New(acp.Config{Spec: spec, FS: fsys, StopGrace: 200 * time.Millisecond, KillGrace: 200 * time.Millisecond})
+	// The agent decodes the answers while the daemon collects its heap
+	// in a loop: on a loaded machine it may take long to read them, which
+	// is not what this test is about.
+	b, err := acp.New(acp.Config{Spec: spec, FS: fsys, StopGrace: 200 * time.Millisecond, KillGrace: 200 * time.Millisecond, WriteTimeout: 2 * time.Minute})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -109,7 +112,7 @@ func bigReads(tb testing.TB, fileSize, budget int64, readers int) bigReadsResult
 			select {
 			case <-stop:
 				return
-			default:
+			case <-time.After(time.Millisecond):
 			}
 			peak = max(peak, heapLive())
 		}
