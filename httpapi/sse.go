@@ -106,8 +106,22 @@ func (sw *sseWriter) event(ev backends.Event, withID bool) {
 		sw.line("id: " + seqString(ev.Seq))
 	}
 	sw.line("event: " + string(ev.Type))
-	sw.line("data: " + string(b))
+	sw.data(b)
 	sw.line("")
+}
+
+// data writes the data line of b, a JSON event, without copying it: a big
+// update costs the stream its encoding alone.
+func (sw *sseWriter) data(b []byte) {
+	if sw.err == nil {
+		_, sw.err = sw.w.WriteString("data: ")
+	}
+	if sw.err == nil {
+		_, sw.err = sw.w.Write(b)
+	}
+	if sw.err == nil {
+		sw.err = sw.w.WriteByte('\n')
+	}
 }
 
 // comment writes a comment line, which clients ignore: a heartbeat.

@@ -118,9 +118,10 @@ type Store interface {
 	// NextSeq returns the seq after the last one stored or queued for the
 	// session, without waiting for the store's writer.
 	NextSeq(ctx context.Context, session string) (int64, error)
-	// Events reads stored events; every event ever given to a committed
-	// callback is there.
-	Events(ctx context.Context, session string, afterSeq int64, limit int) ([]backends.Event, error)
+	// EventsPage reads stored events, at most limit of them, and stops
+	// after the one that brings their Data to maxBytes (<= 0: no bound);
+	// every event ever given to a committed callback is there.
+	EventsPage(ctx context.Context, session string, afterSeq int64, limit int, maxBytes int64) ([]backends.Event, error)
 
 	InsertPermission(ctx context.Context, r permission.Record) error
 

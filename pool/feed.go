@@ -19,7 +19,8 @@ const (
 	maxBackingBatch = 512
 	// maxBackingBytes is about the most bytes one Next reads from a feed's
 	// backing source: a reader asks for as many events as fit at the size
-	// of the events it last read from there (or of those in the ring).
+	// of the events it last read from there (or of those in the ring), and
+	// the store's page stops once their Data reaches it (storedEvents).
 	maxBackingBytes = 4 << 20
 	// coldBackingBatch is the batch of a reader that has no size to go by
 	// (an empty ring, no read from the backing source yet).

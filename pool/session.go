@@ -86,8 +86,9 @@ func (p *Pool) loadSession(ctx context.Context, id string) (*session, error) {
 // had, and there is nothing to wait for.
 func (p *Pool) storedEvents(id string) backingSource {
 	return func(ctx context.Context, after int64, limit int) ([]backends.Event, error) {
-		// The store's errors name the session and the seq.
-		return p.cfg.Store.Events(ctx, id, after, limit)
+		// The store's errors name the session and the seq. A page is
+		// bounded by bytes too, whatever the events' mean size said.
+		return p.cfg.Store.EventsPage(ctx, id, after, limit, maxBackingBytes)
 	}
 }
 

@@ -112,29 +112,43 @@ func (s *Store) NextSeq(ctx context.Context, sessionID string) (int64, error) {
 }
 
 type eventRow struct {
-	SessionID string  `db:"session_id"`
-	Seq       int64   `db:"seq"`
-	Turn      *int64  `db:"turn"`
-	Agent     string  `db:"agent"`
-	Type      string  `db:"type"`
-	Data      *string `db:"data"`
-	CreatedAt int64   `db:"created_at"`
+	SessionID string `db:"session_id"`
+	Seq       int64  `db:"seq"`
+	Turn      *int64 `db:"turn"`
+	Agent     string `db:"agent"`
+	Type      string `db:"type"`
+	Data      []byte `db:"data"` // nil: NULL; read once, kept as the event's Data
+	CreatedAt int64  `db:"created_at"`
 }
 
 // Events returns the written events of sessionID with seq > afterSeq in seq
 // order, at most limit of them (limit <= 0: all). Events still queued are
 // not included; Flush first to see them.
 func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]backends.Event, error) {
+	return s.EventsPage(ctx, sessionID, afterSeq, limit, 0)
+}
+
+// EventsPage is Events bounded by bytes too: it stops after the event
+// whose Data brings the page to maxBytes or more (maxBytes <= 0: no
+// bound), so that a page holds less than maxBytes plus one event. Rows are
+// read one at a time, and none past the page.
+func (s *Store) EventsPage(ctx context.Context, sessionID string, afterSeq int64, limit int, maxBytes int64) ([]backends.Event, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	var rows []eventRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT session_id, seq, turn, agent, type, data, created_at
-		FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit); err != nil {
+	rows, err := s.db.QueryxContext(ctx, `SELECT session_id, seq, turn, agent, type, data, created_at
+		FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
+	if err != nil {
 		return nil, fmt.Errorf("events of session %q after %d: %w", sessionID, afterSeq, err)
 	}
-	out := make([]backends.Event, len(rows))
-	for i, r := range rows {
+	defer rows.Close()
+	var out []backends.Event
+	var held int64
+	for rows.Next() {
+		var r eventRow
+		if err := rows.StructScan(&r); err != nil {
+			return nil, fmt.Errorf("events of session %q after %d: %w", sessionID, afterSeq, err)
+		}
 		ev := backends.Event{
 			Seq: r.Seq, Session: r.SessionID, Agent: r.Agent,
 			Time: fromUnix(r.CreatedAt), Type: backends.EventType(r.Type),
@@ -143,9 +157,18 @@ func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, li
 			ev.Turn = *r.Turn
 		}
 		if r.Data != nil {
-			ev.Data = json.RawMessage(*r.Data)
+			ev.Data = json.RawMessage(r.Data)
 		}
-		out[i] = ev
+		out = append(out, ev)
+		if held += int64(len(r.Data)); maxBytes > 0 && held >= maxBytes {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("events of session %q after %d: %w", sessionID, afterSeq, err)
+	}
+	if out == nil {
+		out = []backends.Event{}
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -50,34 +51,55 @@ type write struct {
 	result    int64
 }
 
-// queue holds the writes waiting for the writer. It is bounded, and its
-// memory follows its use: the writer takes the whole slice at once and hands
-// back its previous one for reuse. Every item pushed gets a position, one
-// more than the previous one; the writer settles items in that order.
+// queue holds the writes waiting for the writer. It is bounded by a count
+// of items and by their bytes, and its memory follows its use: the writer
+// takes the whole slice at once and hands back its previous one for reuse.
+// Every item pushed gets a position, one more than the previous one; the
+// writer settles items in that order.
+//
+// The bytes (see itemBytes) count from push until the writer has settled
+// the item, so they cover the items the writer has taken and is writing
+// too: every byte the store holds for an event it has not yet written.
+// There is room while they are below maxBytes (so an event bigger than
+// the budget alone still goes through); push, which a producer that waited
+// for room may find taken by another, admits up to hardBytes.
 type queue struct {
-	limit int
-	batch int
-	ready chan struct{} // cap 1: the queue became non-empty
-	full  chan struct{} // cap 1: the queue reached a batch
+	limit     int
+	batch     int
+	maxBytes  int64
+	hardBytes int64
+	ready     chan struct{} // cap 1: the queue became non-empty
+	full      chan struct{} // cap 1: the queue reached a batch
 
 	mu     sync.Mutex
 	items  []item
 	pushed int64 // position of the last item pushed
 	closed bool
+	bytes  int64         // itemBytes of the items pushed and not yet settled
+	peak   int64         // the most bytes ever held
 	space  chan struct{} // closed when the writer takes the items
 	// seqs holds, per session, the seq of the newest event queued and not
 	// yet settled, so that NextSeq counts it without waiting for it.
 	seqs map[string]int64
 }
 
-func newQueue(limit, batch int) *queue {
+// itemBytes is what an item costs the queue: its slot and its event's
+// Data (a write's arguments are small).
+func itemBytes(it *item) int64 { return itemOverhead + int64(cap(it.ev.Data)) }
+
+// itemOverhead is an item's slot in the queue.
+const itemOverhead = int64(unsafe.Sizeof(item{}))
+
+func newQueue(limit, batch int, maxBytes int64) *queue {
 	return &queue{
-		limit: limit,
-		batch: batch,
-		ready: make(chan struct{}, 1),
-		full:  make(chan struct{}, 1),
-		space: make(chan struct{}),
-		seqs:  map[string]int64{},
+		limit:     limit,
+		batch:     batch,
+		maxBytes:  maxBytes,
+		hardBytes: 2 * maxBytes,
+		ready:     make(chan struct{}, 1),
+		full:      make(chan struct{}, 1),
+		space:     make(chan struct{}),
+		seqs:      map[string]int64{},
 	}
 }
 
@@ -92,9 +114,13 @@ func (q *queue) push(it item, wait time.Duration) (int64, error) {
 			q.mu.Unlock()
 			return 0, errQueueClosed
 		}
-		if len(q.items) < q.limit {
+		// A write without an event's Data (a turn's row) costs only its
+		// slot and is let in by count alone.
+		if len(q.items) < q.limit && (cap(it.ev.Data) == 0 || q.bytes < q.hardBytes) {
 			q.items = append(q.items, it)
 			q.pushed++
+			q.bytes += itemBytes(&it)
+			q.peak = max(q.peak, q.bytes)
 			if it.hasEvent() && it.ev.Seq > q.seqs[it.ev.Session] {
 				q.seqs[it.ev.Session] = it.ev.Seq
 			}
@@ -127,7 +153,7 @@ func (q *queue) push(it item, wait time.Duration) (int64, error) {
 func (q *queue) waitRoom(ctx context.Context) error {
 	for {
 		q.mu.Lock()
-		closed, room, space := q.closed, len(q.items) < q.limit, q.space
+		closed, room, space := q.closed, len(q.items) < q.limit && q.bytes < q.maxBytes, q.space
 		q.mu.Unlock()
 		switch {
 		case closed:
@@ -144,15 +170,29 @@ func (q *queue) waitRoom(ctx context.Context) error {
 }
 
 // settled forgets the queued seqs of the events of batch, which the writer
-// has settled.
+// has settled, and frees their bytes, waking those waiting for room.
 func (q *queue) settled(batch []item) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for i := range batch {
-		if it := &batch[i]; it.hasEvent() && q.seqs[it.ev.Session] == it.ev.Seq {
+		it := &batch[i]
+		q.bytes -= itemBytes(it)
+		if it.hasEvent() && q.seqs[it.ev.Session] == it.ev.Seq {
 			delete(q.seqs, it.ev.Session)
 		}
 	}
+	if len(batch) > 0 && !q.closed {
+		close(q.space)
+		q.space = make(chan struct{})
+	}
+}
+
+// held returns the bytes of the items pushed and not yet settled, and the
+// most they have ever been.
+func (q *queue) held() (now, peak int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.bytes, q.peak
 }
 
 // queuedSeq returns the seq of the newest event of session that is queued

@@ -32,6 +32,16 @@ const (
 	DefaultMaxBackoff = time.Second
 	// DefaultQueueLimit bounds the events waiting for the writer.
 	DefaultQueueLimit = 1 << 16
+	// DefaultQueueBytes bounds the bytes of the events waiting for the
+	// writer or being written: 8 MiB, a few tens of milliseconds of the
+	// writer's work at the speed of a disk, so that it is never starved,
+	// while a flood of big updates holds no more than the size of a
+	// session's ring.
+	DefaultQueueBytes = 8 << 20
+	// DefaultBatchBytes bounds the bytes of the events of one transaction
+	// (one event bigger than that goes alone): half the queue, so that
+	// producers refill it while the writer commits.
+	DefaultBatchBytes = 4 << 20
 	// DefaultAppendWait is how long Append waits for room in a full queue.
 	DefaultAppendWait = 50 * time.Millisecond
 	// DefaultBusyTimeout is SQLite's wait for a lock held elsewhere.
@@ -103,6 +113,14 @@ type Config struct {
 	MaxBackoff time.Duration
 	// QueueLimit bounds the events waiting for the writer.
 	QueueLimit int
+	// QueueBytes bounds the bytes of the events (their Data and slots)
+	// waiting for the writer or being written: WaitRoom waits while they
+	// reach it; Append admits events up to twice it (for producers that
+	// waited for room at the same time) before it waits AppendWait.
+	QueueBytes int64
+	// BatchBytes bounds the bytes of the events committed in one
+	// transaction; an event bigger than that is committed alone.
+	BatchBytes int64
 	// AppendWait is how long Append blocks on a full queue before it drops
 	// the event.
 	AppendWait time.Duration
@@ -125,6 +143,8 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.RetryBackoff, DefaultRetryBackoff)
 	setDefault(&c.MaxBackoff, DefaultMaxBackoff)
 	setDefault(&c.QueueLimit, DefaultQueueLimit)
+	setDefault(&c.QueueBytes, DefaultQueueBytes)
+	setDefault(&c.BatchBytes, DefaultBatchBytes)
 	setDefault(&c.AppendWait, DefaultAppendWait)
 	setDefault(&c.BusyTimeout, DefaultBusyTimeout)
 	setDefault(&c.CloseTimeout, DefaultCloseTimeout)
@@ -134,7 +154,7 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-func setDefault[T int | time.Duration](v *T, def T) {
+func setDefault[T int | int64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
@@ -209,7 +229,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		db:      db,
 		cfg:     cfg,
 		log:     cfg.Logger.With(logKeyPath, cfg.Path),
-		queue:   newQueue(cfg.QueueLimit, cfg.BatchSize),
+		queue:   newQueue(cfg.QueueLimit, cfg.BatchSize, cfg.QueueBytes),
 		nudge:   make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		wctx:    wctx,

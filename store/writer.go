@@ -65,6 +65,7 @@ func (s *Store) run() {
 		}
 		buf = s.queue.take(buf)
 		s.writeAll(buf)
+		clear(buf) // the events written are not the writer's to keep
 		if cap(buf) > 4*s.cfg.BatchSize {
 			buf = nil // do not keep the memory of a burst
 		}
@@ -96,13 +97,27 @@ func drain(c chan struct{}) {
 	}
 }
 
-// writeAll commits items in order, BatchSize per transaction.
+// writeAll commits items in order, in transactions of at most BatchSize
+// items and BatchBytes bytes (at least one item each).
 func (s *Store) writeAll(items []item) {
 	for len(items) > 0 {
-		n := min(len(items), s.cfg.BatchSize)
+		n := batchLen(items, s.cfg.BatchSize, s.cfg.BatchBytes)
 		s.writeBatch(items[:n])
 		items = items[n:]
 	}
+}
+
+// batchLen is how many of items, from the first, make one transaction: at
+// most size of them, and no more bytes than maxBytes unless the first alone.
+func batchLen(items []item, size int, maxBytes int64) int {
+	n := min(len(items), size)
+	var b int64
+	for i := range n {
+		if b += itemBytes(&items[i]); b > maxBytes && i > 0 {
+			return i
+		}
+	}
+	return n
 }
 
 // writeBatch commits batch, retrying with exponential backoff until it

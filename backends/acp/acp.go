@@ -43,7 +43,12 @@ const (
 	// slowed down (its stdout pipe fills) instead of filling memory, and
 	// an update never waits behind more than this many.
 	maxQueuedEvents = 256
-	clientName      = "agentpool"
+	// maxQueuedBytes bounds the bytes (the Data) of the updates queued or
+	// being delivered in the same way: the filter waits while they reach
+	// it, so that 256 big updates are not held at once (one update over
+	// the budget still goes through alone).
+	maxQueuedBytes = 4 << 20
+	clientName     = "agentpool"
 )
 
 // ClientVersion is reported to agents in initialize.

@@ -57,3 +57,50 @@ func TestEventQueueBounded(t *testing.T) {
 	q.close()
 	<-done
 }
+
+// The filter also waits for room once maxQueuedBytes of updates are
+// queued or being delivered: an agent sending 1 MiB updates is held about
+// 4 MiB ahead of a delivery that is stuck (a store waiting for the disk),
+// not 256 updates of 1 MiB, and each update's bytes come back once it is
+// delivered.
+func TestEventQueueBoundedByBytes(t *testing.T) {
+	var q eventQueue
+	q.init()
+	const size, n, budget = 1 << 20, 40, 4 << 20
+	var pushed sync.WaitGroup
+	pushed.Add(1)
+	go func() {
+		defer pushed.Done()
+		for i := range n {
+			q.push(backends.Event{Seq: int64(i + 1), Data: make([]byte, size)}, false)
+		}
+	}()
+	// Nothing is delivered yet: the filter stops at the budget.
+	time.Sleep(50 * time.Millisecond)
+	if got := q.pushedCount(); got*size > budget+size {
+		t.Errorf("%d updates of 1 MiB queued while nothing is delivered; want at most %d MiB and one", got, budget>>20)
+	}
+	next := int64(1)
+	for next <= n {
+		evs, ok := q.take()
+		if !ok {
+			t.Fatal("take() = closed; want events")
+		}
+		for _, it := range evs {
+			if it.ev.Seq != next {
+				t.Fatalf("took seq %d; want %d", it.ev.Seq, next)
+			}
+			next++
+			time.Sleep(time.Millisecond) // a slow delivery
+			q.free(cap(it.ev.Data))
+		}
+		q.markDelivered(len(evs))
+	}
+	pushed.Wait()
+	q.mu.Lock()
+	now, peak := q.bytes, q.peak
+	q.mu.Unlock()
+	if now != 0 || peak > budget+size {
+		t.Errorf("queue bytes: %d now, %d at most; want 0 now and at most %d", now, peak, budget+size)
+	}
+}

@@ -157,6 +157,9 @@ type eventQueue struct {
 	closed    bool
 	pushed    uint64
 	delivered uint64
+	// bytes is the Data of the events pushed and not yet freed by
+	// delivery (see free); peak the most it has been.
+	bytes, peak int64
 }
 
 func (q *eventQueue) init() { q.cond = sync.NewCond(&q.mu) }
@@ -170,15 +173,18 @@ type queued struct {
 	outside bool
 }
 
-// push appends ev (outside: see queued), first waiting while maxQueuedEvents are queued (unless
-// the queue is closed). Only the filter goroutine pushes, and delivery never
-// waits for the filter, so the wait always ends.
+// push appends ev (outside: see queued), first waiting while
+// maxQueuedEvents are queued or maxQueuedBytes are queued or being
+// delivered (unless the queue is closed). Only the filter goroutine
+// pushes, and delivery never waits for the filter, so the wait always ends.
 func (q *eventQueue) push(ev backends.Event, outside bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.items) >= maxQueuedEvents && !q.closed {
+	for (len(q.items) >= maxQueuedEvents || q.bytes >= maxQueuedBytes) && !q.closed {
 		q.cond.Wait()
 	}
+	q.bytes += int64(cap(ev.Data))
+	q.peak = max(q.peak, q.bytes)
 	q.pushed++
 	q.items = append(q.items, queued{q.pushed, ev, outside})
 	q.cond.Broadcast()
@@ -205,6 +211,17 @@ func (q *eventQueue) take() ([]queued, bool) {
 	q.items = nil
 	q.cond.Broadcast() // a filter waiting for room
 	return out, true
+}
+
+// free gives back the bytes of an event delivery is done with.
+func (q *eventQueue) free(n int) {
+	if n == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.bytes -= int64(n)
+	q.cond.Broadcast()
+	q.mu.Unlock()
 }
 
 func (q *eventQueue) markDelivered(n int) {
@@ -239,7 +256,8 @@ func (b *Backend) deliver() {
 		if !ok {
 			return
 		}
-		for _, it := range evs {
+		for i, it := range evs {
+			evs[i] = queued{} // delivered, it is not the queue's to keep
 			ev := it.ev
 			b.mu.Lock()
 			t := b.turn
@@ -256,6 +274,7 @@ func (b *Backend) deliver() {
 			} else {
 				b.cfg.OnEvent(ev)
 			}
+			b.queue.free(cap(ev.Data))
 		}
 		b.queue.markDelivered(len(evs))
 	}

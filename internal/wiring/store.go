@@ -230,9 +230,9 @@ func (a Store) NextSeq(ctx context.Context, session string) (int64, error) {
 	return a.S.NextSeq(ctx, session)
 }
 
-// Events reads a session's events after a seq.
-func (a Store) Events(ctx context.Context, session string, after int64, limit int) ([]backends.Event, error) {
-	return a.S.Events(ctx, session, after, limit)
+// EventsPage reads a session's events after a seq, bounded by count and bytes.
+func (a Store) EventsPage(ctx context.Context, session string, after int64, limit int, maxBytes int64) ([]backends.Event, error) {
+	return a.S.EventsPage(ctx, session, after, limit, maxBytes)
 }
 
 // InsertPermission stores a permission decision.

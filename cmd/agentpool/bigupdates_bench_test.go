@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/pool"
+)
+
+// errSeen stops an event stream once the reader has what it came for.
+var errSeen = errors.New("seen")
+
+// BenchmarkBigUpdates runs the real daemon through a flood of big updates:
+// two sessions whose agent sends 300 updates of 1 MiB each (a turn each),
+// a reader following the first from its first event, then a reader
+// replaying the second (all from the store), while a bystander session
+// prompts a quick agent again and again. The daemon's RSS
+// (/proc/PID/status VmRSS) is sampled every 100 ms. It reports the idle
+// RSS, the peak, peak−idle and the bystander's prompt p50/p99 (prompts
+// that wait for their turn's end).
+//
+//	go test -run '^$' -bench BigUpdates -benchtime 1x ./cmd/agentpool
+func BenchmarkBigUpdates(b *testing.B) {
+	const size, updates = 1 << 20, 300
+	bin := agentpoolBinary(b)
+	for range b.N {
+		home := b.TempDir()
+		steps := make([]agenttest.Step, updates)
+		for i := range steps {
+			steps[i] = agenttest.Step{BigLine: size}
+		}
+		writeBenchProviders(b, home, map[string]agenttest.Script{
+			"flood": {Turns: []agenttest.Turn{{Steps: steps}}},
+			"quick": {Turns: []agenttest.Turn{{Echo: true}}},
+		})
+		repo := benchRepo(b)
+		pid, client, stop := startBenchDaemon(b, bin, home)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		create := func(agent string) string {
+			s, err := client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: agent})
+			if err != nil {
+				b.Fatalf("create session: %v", err)
+			}
+			return s.ID
+		}
+		floods := []string{create("flood"), create("flood")}
+		bystander := create("quick")
+		if _, err := client.Prompt(ctx, bystander, "", "warm up", true); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		idle := vmRSS(b, pid)
+		stopSampler := sampleRSS(b, pid)
+
+		var wg sync.WaitGroup
+		done := make(chan struct{})
+		var lat []time.Duration
+		wg.Add(1)
+		go func() { // the bystander prompts until the floods are read
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				start := time.Now()
+				if _, err := client.Prompt(ctx, bystander, "", "hello", true); err != nil {
+					b.Errorf("bystander prompt: %v", err)
+					return
+				}
+				lat = append(lat, time.Since(start))
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		// readAll reads session id from its first event until its flood's
+		// turn.ended, and returns the updates of size bytes or more.
+		readAll := func(id string) int {
+			n := 0
+			err := client.Events(ctx, id, 0, func(ev backends.Event) error {
+				if len(ev.Data) >= size {
+					n++
+				}
+				if ev.Type == backends.EventTurnEnded {
+					return errSeen
+				}
+				return nil
+			})
+			if !errors.Is(err, errSeen) {
+				b.Errorf("events of %s: %v after %d big updates", id, err, n)
+			}
+			return n
+		}
+		var wf sync.WaitGroup
+		wf.Add(1)
+		go func() {
+			defer wf.Done()
+			if n := readAll(floods[0]); n != updates {
+				b.Errorf("follower read %d big updates; want %d", n, updates)
+			}
+		}()
+		for _, id := range floods {
+			wf.Add(1)
+			go func() {
+				defer wf.Done()
+				if _, err := client.Prompt(ctx, id, "", "flood", true); err != nil {
+					b.Errorf("flood prompt: %v", err)
+				}
+			}()
+		}
+		wf.Wait()
+		if n := readAll(floods[1]); n != updates {
+			b.Errorf("replay read %d big updates; want %d", n, updates)
+		}
+		close(done)
+		wg.Wait()
+		peak := slices.Max(append(stopSampler(), idle))
+		cancel()
+		stop()
+		if len(lat) == 0 {
+			b.Fatal("no bystander prompt completed")
+		}
+		slices.Sort(lat)
+		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond) }
+		const mib = 1 << 20
+		b.ReportMetric(float64(idle)/mib, "idle-MiB")
+		b.ReportMetric(float64(peak)/mib, "peak-MiB")
+		b.ReportMetric(float64(peak-idle)/mib, "growth-MiB")
+		b.ReportMetric(q(0.5), "p50-ms")
+		b.ReportMetric(q(0.99), "p99-ms")
+		b.ReportMetric(float64(lat[len(lat)-1])/float64(time.Millisecond), "max-ms")
+		b.Logf("RSS idle %.0f MiB, peak %.0f MiB (+%.0f); bystander %d prompts p50 %.1f ms p99 %.1f ms max %.1f ms",
+			float64(idle)/mib, float64(peak)/mib, float64(peak-idle)/mib, len(lat), q(0.5), q(0.99),
+			float64(lat[len(lat)-1])/float64(time.Millisecond))
+	}
+}
+
+// vmRSS returns the resident set of process pid, in bytes.
+func vmRSS(tb testing.TB, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatalf("VmRSS %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatalf("no VmRSS for process %d", pid)
+	return 0
+}
+
+// sampleRSS samples the RSS of pid every 100 ms until stop, which returns
+// the samples.
+func sampleRSS(tb testing.TB, pid int) (stop func() []int64) {
+	quit, out := make(chan struct{}), make(chan []int64)
+	go func() {
+		var got []int64
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				out <- got
+				return
+			case <-t.C:
+				got = append(got, vmRSS(tb, pid))
+			}
+		}
+	}()
+	return func() []int64 { close(quit); return <-out }
+}
+
+// writeBenchProviders writes home's providers.json: one ACP provider per
+// script, the test binary as the scripted agent.
+func writeBenchProviders(tb testing.TB, home string, scripts map[string]agenttest.Script) {
+	exe, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	provs := map[string]any{}
+	for id, s := range scripts {
+		raw, err := json.Marshal(s)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		provs[id] = map[string]any{"extends": "acp", "command": []string{exe}, "env": map[string]string{
+			agenttest.EnvHelper: agenttest.HelperACP, agenttest.EnvScript: string(raw),
+			"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}}
+	}
+	b, _ := json.MarshalIndent(map[string]any{"version": 1, "providers": provs}, "", "  ")
+	if err := os.WriteFile(filepath.Join(home, providersFile), b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// benchRepo makes a git repository with one commit.
+func benchRepo(tb testing.TB) string {
+	dir := filepath.Join(tb.TempDir(), "repo")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("# r\n"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."},
+		{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "init"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			tb.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// startBenchDaemon starts `agentpool serve` on home and returns its pid,
+// a client, and the function that stops it (SIGTERM, then wait).
+func startBenchDaemon(tb testing.TB, bin, home string) (int, *httpapi.Client, func()) {
+	_ = os.Remove(filepath.Join(home, daemonFileName))
+	out := &bytes.Buffer{}
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home, "XDG_STATE_HOME="+tb.TempDir())
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		removeCgroupTree(home)
+	}
+	tb.Cleanup(stop)
+	deadline := time.Now().Add(20 * time.Second)
+	var info daemonInfo
+	for {
+		b, err := os.ReadFile(filepath.Join(home, daemonFileName))
+		if err == nil && json.Unmarshal(b, &info) == nil && info.PID == cmd.Process.Pid {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("daemon did not start:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	token, err := os.ReadFile(filepath.Join(home, tokenFileName))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cmd.Process.Pid, &httpapi.Client{BaseURL: "http://" + info.Addr, Token: strings.TrimSpace(string(token))}, stop
+}
