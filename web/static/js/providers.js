@@ -7,6 +7,31 @@
 import { h, toast, put } from './dom.js';
 import * as API from './api.js';
 import { store, on, refreshProviders } from './store.js';
+import { CATALOG } from './catalog.js';
+
+/** installHint is how to install provider p, from the catalog: the entry
+ * of the same id, or else the one whose command p runs. */
+function installHint(p) {
+  const cmd = (p.command || [])[0] || '';
+  const c = CATALOG.find(x => x.id === p.id) || CATALOG.find(x => cmd && x.command[0] === cmd);
+  return c ? c.install : '';
+}
+
+/** copyText puts text on the clipboard; where the page may not (no
+ * clipboard API), it selects el's text for a manual copy. */
+async function copyText(text, el) {
+  try {
+    await navigator.clipboard.writeText(text);
+    toast('Install command copied.');
+  } catch {
+    const r = document.createRange();
+    r.selectNodeContents(el);
+    const sel = getSelection();
+    sel.removeAllRanges();
+    sel.addRange(r);
+    toast('Select and copy the command: the browser refused the clipboard.');
+  }
+}
 
 const STATUS = {
   ready: ['Available', 'ok'],
@@ -98,7 +123,8 @@ export function providersView(main) {
         toggle.disabled = false;
       }
     } });
-    const probe = h('button.small', { type: 'button', disabled: !p.enabled || p.status === 'not_installed', title: 'Start the agent, ask what it offers, stop it', onclick: async () => {
+    const probe = h('button.small', { type: 'button', disabled: !p.enabled,
+      title: p.status === 'not_installed' ? 'Look for the command again (after installing it) and ask the agent what it offers' : 'Start the agent, ask what it offers, stop it', onclick: async () => {
       probe.disabled = true;
       probe.textContent = 'Refreshing…';
       try {
@@ -115,8 +141,19 @@ export function providersView(main) {
       h('div.controls', probe, h('label.switch', toggle, h('span', p.enabled ? 'Enabled' : 'Disabled'))),
       p.description ? h('div.desc', p.description) : null,
       p.diagnostic && p.status !== 'disabled' ? h('div.diag', p.diagnostic) : null,
+      p.status === 'not_installed' ? installLine(p) : null,
       sandboxNotes(p),
       h('div.cmd', (p.path || (p.command || []).join(' ')) + (probeInfo ? `  ·  ${probeInfo}` : '')));
+  }
+
+  // installLine shows the catalog's install command of a provider that is
+  // not installed, with a Copy button.
+  function installLine(p) {
+    const cmd = installHint(p);
+    if (!cmd) return null;
+    const code = h('code', cmd);
+    return h('div.prov-install', { 'data-install': '' }, h('span.muted', 'Install: '), code,
+      h('button.small', { type: 'button', 'aria-label': `Copy the install command of ${p.label || p.id}`, onclick: () => copyText(cmd, code) }, 'Copy'));
   }
 
   // sandboxNotes shows the grants the sandbox refuses and the paths it
