@@ -136,6 +136,35 @@ func TestBrowserRoughEdges(t *testing.T) {
 	}
 	fits("audit")
 
+	// Merge, confirmed in a dialog: into a branch that does not exist, the
+	// error shows; into the base, what it did.
+	merge := func(into string) {
+		t.Helper()
+		b.run("click Merge", js(`document.querySelector('[data-merge-open]').click()`))
+		b.waitJS("the merge dialog", `document.querySelector('dialog#confirm').open && document.querySelector('dialog#confirm input[name=into]')`)
+		b.run("choose the target", js(`document.querySelector('dialog#confirm input[name=into]').value = `+jsString(into)))
+		fits("merge dialog")
+		b.run("confirm", js(`[...document.querySelectorAll('dialog#confirm .dlg-foot button')].find(x => x.textContent === 'Merge').click()`))
+		b.waitJS("the merge's outcome", `document.querySelector('.merge-box [data-merge]') && document.querySelector('.merge-box [data-merge]').dataset.merge !== 'running'`)
+	}
+	b.run("the conversation", js(`[...document.querySelectorAll('.tabs button')].find(x => x.textContent === 'Conversation').click()`))
+	merge("no-such-branch")
+	if got := evalJS[string](b, `document.querySelector('.merge-box [data-merge]').dataset.merge + ': ' + document.querySelector('.merge-box [data-merge]').textContent`); !strings.HasPrefix(got, "failed: DismissMerge failed.") || !strings.Contains(got, "no-such-branch") {
+		t.Errorf("merge into a missing branch shows %q", got)
+	}
+	fits("merge refused")
+	merge("")
+	if got := evalJS[string](b, `document.querySelector('.merge-box [data-merge]').dataset.merge + ': ' + document.querySelector('.merge-box [data-merge]').textContent`); !strings.HasPrefix(got, "fast-forward: DismissMerged agentpool/"+sess.ID+" into main (fast-forward)") || !strings.Contains(got, "Files updated in "+repo) {
+		t.Errorf("merge shows %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "AGENTPOOL_DEMO.md")); err != nil {
+		t.Errorf("after the merge, the main checkout: %v", err)
+	}
+	fits("merged")
+	b.run("desktop size", chromedp.EmulateViewport(1280, 860))
+	b.shot("rough-merged-desktop")
+	b.run("phone size again", chromedp.EmulateViewport(390, 844))
+
 	if _, err := d.client.CloseSession(ctx, sess.ID, true); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@
 // each turn with restore, the permission and file audit, and the
 // terminal of a terminal agent.
 import { h, ago, toast, confirmDialog, put } from './dom.js';
+import { mergeFlow } from './merge.js';
 import * as API from './api.js';
 import { store, on, sessionStatus, pendingOf, addPending, removePending, permFromEvent, refreshSessions } from './store.js';
 import { TurnStream } from './stream.js';
@@ -31,6 +32,10 @@ export function sessionView(main, id) {
   const closeBtn = h('button.danger', { type: 'button', onclick: async () => {
     if (sess && await closeSessionFlow(sess)) location.hash = '#/';
   } }, 'Close session');
+  const mergeBox = h('div.merge-box');
+  const mergeBtn = h('button', { type: 'button', 'data-merge-open': '', title: 'Merge the session\'s branch into its base (asks first)', onclick: () => {
+    if (sess) mergeFlow(sess, mergeBox, () => { refreshSoon(); changes.reload(); });
+  } }, 'Merge');
   const tabs = {
     conversation: h('button', { type: 'button', onclick: () => show('conversation') }, 'Conversation'),
     changes: h('button', { type: 'button', onclick: () => show('changes') }, 'Changes'),
@@ -65,9 +70,9 @@ export function sessionView(main, id) {
   let term = null;
 
   const head = h('div.session-head',
-    h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), closeBtn),
+    h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), mergeBtn, closeBtn),
     h('div.row', title, status),
-    meta, agents, trustNotice(id),
+    meta, agents, mergeBox, trustNotice(id),
     h('div.tabs', { role: 'tablist' }, Object.values(tabs)));
   put(main, h('div.session', head, convo, changes.el, auditEl, termEl));
 
@@ -112,6 +117,7 @@ export function sessionView(main, id) {
       sess.title ? h('span', 'id ', h('span.mono', sess.id)) : null);
     put(agents, agentChips(sess));
     closeBtn.hidden = closed;
+    mergeBtn.hidden = closed;
     composer.hidden = closed;
     tabs.terminal.hidden = !ptyAgent();
     fillPicker(picker, sess.active_agent);
