@@ -26,7 +26,8 @@ const toastClear = `(() => { const ts = [...document.querySelectorAll('#toasts .
 // shows its install command and can be refreshed; a toast covers no
 // header or head button; the pool, the approval dialog and the audit
 // name the session and the request by their titles, memory in MiB; a
-// long title fits the screen; a session closed with its work discarded
+// long title fits the screen; a custom provider can be removed; Merge
+// shows what it did or why not; a session closed with its work discarded
 // shows its branch deleted and its worktree removed. Nothing is wider
 // than the screen.
 func TestBrowserRoughEdges(t *testing.T) {
@@ -90,6 +91,20 @@ func TestBrowserRoughEdges(t *testing.T) {
 	b.run("desktop size", chromedp.EmulateViewport(1280, 860))
 	toastCovers("desktop")
 	b.run("phone size again", chromedp.EmulateViewport(390, 844))
+
+	// A custom provider has a Remove button, confirmed first; a built-in
+	// has none (it can only be disabled).
+	if evalJS[bool](b, `!!document.querySelector('[data-provider=claude] button[data-remove]')`) {
+		t.Error("the built-in claude has a Remove button")
+	}
+	b.run("click Remove of flood", js(`document.querySelector('[data-provider=flood] button[data-remove]').click()`))
+	b.waitJS("the remove dialog", `document.querySelector('dialog#confirm').open`)
+	fits("remove provider dialog")
+	b.run("confirm", js(`[...document.querySelectorAll('dialog#confirm .dlg-foot button')].find(x => x.textContent === 'Remove').click()`))
+	b.waitJS("the flood card gone", `!document.querySelector('[data-provider=flood]') && document.querySelector('[data-provider=xss]')`)
+	if data, err := os.ReadFile(filepath.Join(home, providersFile)); err != nil || strings.Contains(string(data), `"flood"`) || !strings.Contains(string(data), `"xss"`) {
+		t.Errorf("providers.json after removing flood (%v):\n%s", err, data)
+	}
 
 	const title = "Teach the_supervisor_to_restart_crashed_agents_without_losing_their_conversation"
 	req := createReq(repo, "demo")

@@ -4,7 +4,7 @@
 // provider dialog (addprovider.js, loaded when first opened). Edits made
 // to the file on disk show here within a second, through the daemon-wide
 // stream's provider.changed events.
-import { h, toast, put } from './dom.js';
+import { h, toast, put, confirmDialog } from './dom.js';
 import * as API from './api.js';
 import { store, on, refreshProviders } from './store.js';
 import { CATALOG } from './catalog.js';
@@ -135,10 +135,26 @@ export function providersView(main) {
       }
       await refreshProviders().catch(() => {});
     } }, 'Refresh');
+    const remove = p.built_in ? null : h('button.small.danger', { type: 'button', 'data-remove': '', 'aria-label': `Remove ${p.label || p.id}`, onclick: async () => {
+      const name = p.label || p.id;
+      const ok = await confirmDialog(`Remove provider ${name}?`, [
+        h('p.flush', ['Deletes the entry ', h('code', p.id), ' from providers.json.']),
+        h('p.flush.muted', 'Sessions whose agent it is keep an agent that is running, but it cannot start again for them. To keep the entry, disable it instead.'),
+      ], [{ label: 'Remove', class: 'danger solid', value: () => true }]);
+      if (!ok) return;
+      put(patchErr);
+      try {
+        await API.removeProvider(p.id);
+        toast(`Provider ${name} removed.`);
+      } catch (e) {
+        showError(e);
+      }
+      await refreshProviders().catch(() => {});
+    } }, 'Remove');
     const probeInfo = p.probe && !p.probe.error ? `${p.probe.agent_name || ''} ${p.probe.agent_version || ''}`.trim() : '';
     return h('div.panel.prov', { 'data-provider': p.id },
       h('div.name', p.label || p.id, h('span.id', p.id), statusBadge(p), h('span.badge.plain', p.kind), p.built_in ? null : h('span.badge.plain.info', 'custom')),
-      h('div.controls', probe, h('label.switch', toggle, h('span', p.enabled ? 'Enabled' : 'Disabled'))),
+      h('div.controls', probe, remove, h('label.switch', toggle, h('span', p.enabled ? 'Enabled' : 'Disabled'))),
       p.description ? h('div.desc', p.description) : null,
       p.diagnostic && p.status !== 'disabled' ? h('div.diag', p.diagnostic) : null,
       p.status === 'not_installed' ? installLine(p) : null,
