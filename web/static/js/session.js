@@ -85,7 +85,7 @@ export function sessionView(main, id) {
   function branchMeta(branch, closed) {
     if (!closed) return h('span', { 'data-branch': 'present' }, 'branch ', h('span.mono', branch || '—'));
     const res = (closedWith && closedWith.worktree) || null;
-    if (!res) return h('span', { 'data-branch': 'unknown' }, 'branch ', h('span.mono', branch || '—'), ' (kept unless the work was discarded)');
+    if (!res) return h('span', { 'data-branch': 'unknown' }, 'branch ', h('span.mono', branch || '—'), ' (kept, unless closing discarded the work or found none)');
     if (res.discarded || res.branch_deleted) {
       return h('span', { 'data-branch': 'deleted', title: res.discarded ? 'the work was discarded when the session closed' : 'the session left no work, so its branch was deleted' },
         'branch ', h('s.mono', res.branch || branch || '—'), res.discarded ? ' deleted (work discarded)' : ' deleted (no work)');
