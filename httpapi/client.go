@@ -171,6 +171,12 @@ func (c *Client) Providers(ctx context.Context) (registry.Snapshot, error) {
 }
 
 // PatchProvider sends a JSON Merge Patch of provider id's entry, guarded
+// RemoveProvider deletes custom provider id from the providers file
+// (DELETE /v1/providers/{id}); a built-in is refused (409 built_in).
+func (c *Client) RemoveProvider(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/providers/"+url.PathEscape(id), nil, nil)
+}
+
 // by ifMatch ("" for none).
 func (c *Client) PatchProvider(ctx context.Context, id string, patch json.RawMessage, ifMatch string) (PatchResult, error) {
 	req, err := c.request(ctx, http.MethodPatch, "/v1/providers/"+url.PathEscape(id), patch)

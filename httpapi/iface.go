@@ -54,6 +54,9 @@ type Registry interface {
 	// Patch applies a JSON Merge Patch to one provider's entry; ifMatch ""
 	// means unconditionally. It returns the new ETag of the file.
 	Patch(ctx context.Context, id string, mergePatch []byte, ifMatch string) (string, error)
+	// Remove deletes a custom provider's entry (ErrBuiltIn for a
+	// built-in); it returns the new ETag of the file.
+	Remove(ctx context.Context, id string, ifMatch string) (string, error)
 	Reload() error
 	Probe(ctx context.Context, id string) (registry.ProbeInfo, error)
 	Subscribe() (registry.Snapshot, <-chan registry.Change, func())

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 
 	"github.com/agentpool/agentpool/registry"
@@ -54,6 +55,26 @@ func (s *Server) patchProvider(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("ETag", etag)
 	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// CodeBuiltIn (409): DELETE of a built-in provider, which can only be
+// disabled.
+const CodeBuiltIn = "built_in"
+
+// removeProvider: DELETE /v1/providers/{id} deletes a custom provider's
+// entry from the providers file (If-Match as for PATCH). A built-in is 409
+// built_in, an unknown id 404; 204 when removed.
+func (s *Server) removeProvider(w http.ResponseWriter, r *http.Request) error {
+	etag, err := s.reg.Remove(r.Context(), r.PathValue("id"), r.Header.Get("If-Match"))
+	if errors.Is(err, registry.ErrBuiltIn) {
+		return &Error{Status: http.StatusConflict, Code: CodeBuiltIn, Message: err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", etag)
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

@@ -154,6 +154,7 @@ func (s *Server) routes() {
 	s.route("GET /v1/health", s.health, true)
 	s.route("GET /v1/providers", s.providers, false)
 	s.route("PATCH /v1/providers/{id}", s.patchProvider, false)
+	s.route("DELETE /v1/providers/{id}", s.removeProvider, false)
 	s.route("POST /v1/providers/refresh", s.refreshProviders, false)
 	s.route("POST /v1/providers/{id}/probe", s.probeProvider, false)
 	s.route("GET /v1/providers/{id}/sessions", s.agentSessions, false)

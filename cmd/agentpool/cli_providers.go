@@ -19,6 +19,7 @@ import (
 const providersUsage = `  list                  list the providers and their status
   enable ID...          enable providers (a merge patch of providers.json)
   disable ID...         disable providers
+  remove ID...          remove custom providers from providers.json
   refresh [--probe] [ID...]  read providers.json again; probe the given agents
 `
 
@@ -34,8 +35,10 @@ func (c *cli) providers(ctx context.Context, args []string) error {
 		return c.providersEnable(ctx, sub, args)
 	case "refresh":
 		return c.providersRefresh(ctx, args)
+	case "remove", "rm":
+		return c.providersRemove(ctx, args)
 	}
-	return fmt.Errorf("providers: unknown command %q (want list, enable, disable or refresh)", sub)
+	return fmt.Errorf("providers: unknown command %q (want list, enable, disable, remove or refresh)", sub)
 }
 
 func (c *cli) providersList(ctx context.Context, args []string) error {
@@ -208,6 +211,25 @@ func (c *cli) providersEnable(ctx context.Context, verb string, args []string) e
 			}
 		}
 		fmt.Fprintln(c.stdout)
+	}
+	return nil
+}
+
+func (c *cli) providersRemove(ctx context.Context, args []string) error {
+	fs := c.flagSet("providers remove", "providers remove ID...\n\nDeletes each custom provider's entry from providers.json through the API;\nthe daemon applies the change at once. Built-in providers cannot be removed,\nonly disabled. Sessions whose agent it was keep a running agent, but the\nprovider cannot start again for them.")
+	ids, err := c.parse(fs, args, 1, -1)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := api.RemoveProvider(ctx, id); err != nil {
+			return fmt.Errorf("remove %s: %w", id, err)
+		}
+		fmt.Fprintf(c.stdout, "%s removed\n", id)
 	}
 	return nil
 }

@@ -74,3 +74,5 @@ export const evict = (session, agent) => api('DELETE', `/v1/pool/${enc(session)}
 export const health = () => api('GET', '/v1/health');
 export const attachTicket = id => api('POST', `/v1/sessions/${enc(id)}/attach-ticket`);
 export const logout = () => api('POST', '/v1/logout');
+export const mergeSession = (id, req) => api('POST', `/v1/sessions/${enc(id)}/merge`, req);
+export const removeProvider = id => api('DELETE', `/v1/providers/${enc(id)}`);

@@ -75,7 +75,7 @@ export function openApproval(p) {
   if (p.deadline) rows.push(['Answer by', new Date(p.deadline).toLocaleTimeString() + ' (then it is rejected)']);
   put(dlg, 
     h('div.dlg-head', h('h2#approval-title', `${p.agent || 'The agent'} wants to: ${p.title || p.action || p.kind || 'do something'}`),
-      h('div.muted', `Session ${p.session}`)),
+      h('div.muted', { title: `session ${p.session}`, 'data-approval-session': '' }, `Session ${(s && s.title) || p.session}`)),
     h('div.dlg-body',
       h('dl.kv', rows.map(([k, v]) => [h('dt', k), h('dd', v)])),
       raw ? h('div', h('div.muted', 'Raw input'), h('pre.raw', raw)) : null),

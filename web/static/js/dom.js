@@ -71,10 +71,10 @@ export function dur(ns) {
   return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
 }
 
-/** bytes formats a byte count. */
+/** bytes formats a byte count in binary units (KiB, MiB, GiB), as the CLI does. */
 export function bytes(n) {
   if (!n) return '—';
-  const u = ['B', 'KB', 'MB', 'GB'];
+  const u = ['B', 'KiB', 'MiB', 'GiB'];
   let i = 0;
   while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
   return (i ? n.toFixed(n < 10 ? 1 : 0) : n) + ' ' + u[i];

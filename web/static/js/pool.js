@@ -13,20 +13,36 @@ const NO_EVICT = {
   crashed: 'Not running: it crashed',
 };
 
+/** sessionName is the title of session id when it has one, else its id. */
+function sessionName(id) {
+  const s = store.sessions.get(id);
+  return (s && s.title) || id;
+}
+
 /** evictFlow asks to confirm, then evicts agent b (a pool backend). */
 async function evictFlow(b) {
-  const ok = await confirmDialog(`Evict ${b.agent} from session ${b.session}?`, [
-    h('p.flush', `Stops agent ${b.agent}${b.pid ? ` (pid ${b.pid})` : ''} of session ${b.session} now and frees its memory and its slot in the pool.`),
+  const name = sessionName(b.session);
+  const ok = await confirmDialog(`Evict ${b.agent} from session ${name}?`, [
+    h('p.flush', `Stops agent ${b.agent}${b.pid ? ` (pid ${b.pid})` : ''} of session ${name} now and frees its memory and its slot in the pool.`),
     h('p.flush.muted', 'The session stays open and keeps its work: the agent starts again, resuming its conversation when it can, on the next prompt to it.'),
   ], [{ label: `Evict ${b.agent}`, class: 'danger solid', value: () => true }]);
   if (!ok) return;
   try {
     await API.evict(b.session, b.agent);
-    toast(`${b.agent} of session ${b.session} evicted.`);
+    toast(`${b.agent} of session ${name} evicted.`);
   } catch (e) {
     toast(`Evict failed: ${e.message}`, true);
   }
   await refreshPool().catch(() => {});
+}
+
+/** sessionLink links to session id by its title, the id as its tooltip
+ * (the id itself, in mono, when the session has no title). */
+function sessionLink(id) {
+  const s = store.sessions.get(id);
+  const href = `#/s/${encodeURIComponent(id)}`;
+  if (!s || !s.title) return h('a.mono.truncate', { href, title: id }, id);
+  return h('a.truncate', { href, title: `${s.title} (${id})`, 'data-session-title': '' }, s.title);
 }
 
 function confinement(c) {
@@ -49,12 +65,12 @@ export function poolView(main) {
     const s = p.stats || {};
     stats.textContent = `${s.sessions || 0} sessions · ${s.spawns || 0} spawns · ${s.crashes || 0} crashes · ${s.evictions || 0} evictions · ${s.turns || 0} turns${s.queued ? ` · ${s.queued} queued` : ''}`;
     const list = (p.backends || []).slice().sort((a, b) => (a.session + a.agent).localeCompare(b.session + b.agent));
-    if (!list.length) { put(table, h('div.empty', 'No agent is running. Agents start with a session\'s first prompt and stop when idle.')); return; }
+    if (!list.length) { put(table, h('div.empty', 'No agent is running. A session\'s agent starts when the session is created; an idle agent is stopped after a while and starts again with the next prompt.')); return; }
     put(table, h('table.list.cards',
       h('thead', h('tr', h('th', 'Agent'), h('th', 'Session'), h('th', 'State'), h('th', 'PID'), h('th', 'Memory'), h('th.wide', 'Idle'), h('th.wide', 'Restarts'), h('th', 'Confinement'), h('th', h('span.sr-only', 'Actions')))),
       h('tbody', list.map(b => h('tr', { 'data-agent': b.agent },
         h('td', h('strong', b.agent), h('div.muted', b.kind)),
-        h('td', { 'data-label': 'session' }, h('a.mono', { href: `#/s/${encodeURIComponent(b.session)}` }, b.session)),
+        h('td', { 'data-label': 'session' }, sessionLink(b.session)),
         h('td', h('span.badge', { class: b.state === 'busy' ? 'info run' : b.state === 'crashed' ? 'bad' : b.state === 'idle' ? 'ok' : '' }, b.state),
           b.error ? h('div.muted', b.error) : null),
         h('td.mono', { 'data-label': 'pid' }, b.pid ? String(b.pid) : '—'),
@@ -64,11 +80,11 @@ export function poolView(main) {
         h('td', confinement(b.confinement)),
         h('td.actions', h('button.small.danger', { type: 'button', 'data-evict': '', disabled: b.state !== 'idle',
           title: NO_EVICT[b.state] || `Stop ${b.agent} now; it starts again on the session's next prompt to it`,
-          'aria-label': `Evict ${b.agent} of session ${b.session}`, onclick: () => evictFlow(b) }, 'Evict')))))));
+          'aria-label': `Evict ${b.agent} of session ${sessionName(b.session)}`, onclick: () => evictFlow(b) }, 'Evict')))))));
   }
   render();
   refreshPool().catch(() => {});
   const tick = setInterval(() => { if (!document.hidden) refreshPool().catch(() => {}); }, 3000);
-  const off = on(topic => { if (topic === 'pool') render(); });
+  const off = on(topic => { if (topic === 'pool' || topic === 'sessions') render(); });
   return () => { clearInterval(tick); off(); };
 }

@@ -4,9 +4,34 @@
 // provider dialog (addprovider.js, loaded when first opened). Edits made
 // to the file on disk show here within a second, through the daemon-wide
 // stream's provider.changed events.
-import { h, toast, put } from './dom.js';
+import { h, toast, put, confirmDialog } from './dom.js';
 import * as API from './api.js';
 import { store, on, refreshProviders } from './store.js';
+import { CATALOG } from './catalog.js';
+
+/** installHint is how to install provider p, from the catalog: the entry
+ * of the same id, or else the one whose command p runs. */
+function installHint(p) {
+  const cmd = (p.command || [])[0] || '';
+  const c = CATALOG.find(x => x.id === p.id) || CATALOG.find(x => cmd && x.command[0] === cmd);
+  return c ? c.install : '';
+}
+
+/** copyText puts text on the clipboard; where the page may not (no
+ * clipboard API), it selects el's text for a manual copy. */
+async function copyText(text, el) {
+  try {
+    await navigator.clipboard.writeText(text);
+    toast('Install command copied.');
+  } catch {
+    const r = document.createRange();
+    r.selectNodeContents(el);
+    const sel = getSelection();
+    sel.removeAllRanges();
+    sel.addRange(r);
+    toast('Select and copy the command: the browser refused the clipboard.');
+  }
+}
 
 const STATUS = {
   ready: ['Available', 'ok'],
@@ -99,7 +124,8 @@ export function providersView(main) {
         toggle.disabled = false;
       }
     } });
-    const probe = h('button.small', { type: 'button', disabled: !p.enabled || p.status === 'not_installed', title: 'Start the agent, ask what it offers, stop it', onclick: async () => {
+    const probe = h('button.small', { type: 'button', disabled: !p.enabled,
+      title: p.status === 'not_installed' ? 'Look for the command again (after installing it) and ask the agent what it offers' : 'Start the agent, ask what it offers, stop it', onclick: async () => {
       probe.disabled = true;
       probe.textContent = 'Refreshing…';
       try {
@@ -110,13 +136,30 @@ export function providersView(main) {
       }
       await refreshProviders().catch(() => {});
     } }, 'Refresh');
+    const remove = p.built_in ? null : h('button.small.danger', { type: 'button', 'data-remove': '', 'aria-label': `Remove ${p.label || p.id}`, onclick: async () => {
+      const name = p.label || p.id;
+      const ok = await confirmDialog(`Remove provider ${name}?`, [
+        h('p.flush', ['Deletes the entry ', h('code', p.id), ' from providers.json.']),
+        h('p.flush.muted', 'Sessions whose agent it is keep an agent that is running, but it cannot start again for them. To keep the entry, disable it instead.'),
+      ], [{ label: 'Remove', class: 'danger solid', value: () => true }]);
+      if (!ok) return;
+      put(patchErr);
+      try {
+        await API.removeProvider(p.id);
+        toast(`Provider ${name} removed.`);
+      } catch (e) {
+        showError(e);
+      }
+      await refreshProviders().catch(() => {});
+    } }, 'Remove');
     const probeInfo = p.probe && !p.probe.error ? `${p.probe.agent_name || ''} ${p.probe.agent_version || ''}`.trim() : '';
     return h('div.panel.prov', { 'data-provider': p.id },
       h('div.name', p.label || p.id, h('span.id', p.id), statusBadge(p), h('span.badge.plain', p.kind), p.built_in ? null : h('span.badge.plain.info', 'custom')),
-      h('div.controls', probe, h('label.switch', toggle, h('span', p.enabled ? 'Enabled' : 'Disabled'))),
+      h('div.controls', probe, remove, h('label.switch', toggle, h('span', p.enabled ? 'Enabled' : 'Disabled'))),
       p.description ? h('div.desc', p.description) : null,
       p.diagnostic && p.status !== 'disabled' ? h('div.diag', p.diagnostic) : null,
       p.status === 'needs_auth' ? loginControls(p) : null,
+      p.status === 'not_installed' ? installLine(p) : null,
       sandboxNotes(p),
       h('div.cmd', (p.path || (p.command || []).join(' ')) + (probeInfo ? `  ·  ${probeInfo}` : '')));
   }
@@ -149,6 +192,16 @@ export function providersView(main) {
         /^https?:\/\//i.test(m.link || '') ? [' (', h('a', { href: m.link, target: '_blank', rel: 'noopener noreferrer' }, 'get them'), ')'] : null);
     });
     return h('div.diag', { 'data-login': '' }, items.length ? h('ul', ...items) : h('span', `Run: agentpool login ${p.id}`));
+  }
+
+  // installLine shows the catalog's install command of a provider that is
+  // not installed, with a Copy button.
+  function installLine(p) {
+    const cmd = installHint(p);
+    if (!cmd) return null;
+    const code = h('code', cmd);
+    return h('div.prov-install', { 'data-install': '' }, h('span.muted', 'Install: '), code,
+      h('button.small', { type: 'button', 'aria-label': `Copy the install command of ${p.label || p.id}`, onclick: () => copyText(cmd, code) }, 'Copy'));
   }
 
   // sandboxNotes shows the grants the sandbox refuses and the paths it

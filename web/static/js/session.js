@@ -2,6 +2,7 @@
 // each turn with restore, the permission and file audit, and the
 // terminal of a terminal agent.
 import { h, ago, toast, confirmDialog, put } from './dom.js';
+import { mergeFlow } from './merge.js';
 import * as API from './api.js';
 import { store, on, sessionStatus, pendingOf, addPending, removePending, permFromEvent, refreshSessions } from './store.js';
 import { TurnStream } from './stream.js';
@@ -20,6 +21,7 @@ export function sessionView(main, id) {
   let shownRunning = -1;
   let shownSetup = false;
   const audit = [];
+  const asked = new Map(); // permission request id → its title, for the audit
   const cleanups = [];
 
   // Head
@@ -30,6 +32,10 @@ export function sessionView(main, id) {
   const closeBtn = h('button.danger', { type: 'button', onclick: async () => {
     if (sess && await closeSessionFlow(sess)) location.hash = '#/';
   } }, 'Close session');
+  const mergeBox = h('div.merge-box');
+  const mergeBtn = h('button', { type: 'button', 'data-merge-open': '', title: 'Merge the session\'s branch into its base (asks first)', onclick: () => {
+    if (sess) mergeFlow(sess, mergeBox, () => { refreshSoon(); changes.reload(); });
+  } }, 'Merge');
   const tabs = {
     conversation: h('button', { type: 'button', onclick: () => show('conversation') }, 'Conversation'),
     changes: h('button', { type: 'button', onclick: () => show('changes') }, 'Changes'),
@@ -64,11 +70,29 @@ export function sessionView(main, id) {
   let term = null;
 
   const head = h('div.session-head',
-    h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), closeBtn),
+    h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), mergeBtn, closeBtn),
     h('div.row', title, status),
-    meta, agents, trustNotice(id),
+    meta, agents, mergeBox, trustNotice(id),
     h('div.tabs', { role: 'tablist' }, Object.values(tabs)));
   put(main, h('div.session', head, convo, changes.el, auditEl, termEl));
+
+  // closedWith is what closing the session did with its work (the data of
+  // its session.closed event: worktree, a RemoveResult, and discard).
+  let closedWith = null;
+
+  /** branchMeta is the branch of the head's meta line: of a closed
+   * session, whether it was kept (and at which commit) or deleted. */
+  function branchMeta(branch, closed) {
+    if (!closed) return h('span', { 'data-branch': 'present' }, 'branch ', h('span.mono', branch || '—'));
+    const res = (closedWith && closedWith.worktree) || null;
+    if (!res) return h('span', { 'data-branch': 'unknown' }, 'branch ', h('span.mono', branch || '—'), ' (kept, unless closing discarded the work or found none)');
+    if (res.discarded || res.branch_deleted) {
+      return h('span', { 'data-branch': 'deleted', title: res.discarded ? 'the work was discarded when the session closed' : 'the session left no work, so its branch was deleted' },
+        'branch ', h('s.mono', res.branch || branch || '—'), res.discarded ? ' deleted (work discarded)' : ' deleted (no work)');
+    }
+    return h('span', { 'data-branch': 'kept' }, 'branch ', h('span.mono', res.branch || branch || '—'),
+      res.commit ? ` kept at ${res.commit.slice(0, 10)}` : ' kept');
+  }
 
   function renderHead() {
     if (!sess) {
@@ -83,15 +107,17 @@ export function sessionView(main, id) {
     status.className = 'badge ' + st.cls;
     status.dataset.status = st.key;
     const wt = sess.worktree || {};
+    const closed = sess.status === 'closed';
     put(meta, 
       h('span', 'repo ', h('span.mono', sess.repo)),
-      h('span', 'branch ', h('span.mono', wt.branch || '—')),
+      branchMeta(wt.branch, closed),
       sess.base_ref ? h('span', 'from ', h('span.mono', sess.base_ref)) : null,
-      h('span', { title: wt.path || '' }, 'worktree ', h('span.mono', wt.path || '—')),
+      closed ? h('span', { title: wt.path || '', 'data-worktree': 'removed' }, 'worktree ', h('s.mono', wt.path || '—'), ' removed')
+        : h('span', { title: wt.path || '', 'data-worktree': 'present' }, 'worktree ', h('span.mono', wt.path || '—')),
       sess.title ? h('span', 'id ', h('span.mono', sess.id)) : null);
     put(agents, agentChips(sess));
-    const closed = sess.status === 'closed';
     closeBtn.hidden = closed;
+    mergeBtn.hidden = closed;
     composer.hidden = closed;
     tabs.terminal.hidden = !ptyAgent();
     fillPicker(picker, sess.active_agent);
@@ -183,8 +209,8 @@ export function sessionView(main, id) {
     const d = ev.data || {};
     let row = null;
     switch (ev.type) {
-      case 'permission.requested': row = ['asked', d.kind || d.action || '', d.title || '', d.risk || '', '']; break;
-      case 'permission.resolved': row = [d.cancelled ? 'cancelled' : d.decision || '', d.action || '', `request ${d.request}`, d.risk || '', `${d.decided_by || ''}${d.option_kind ? ' · ' + d.option_kind : ''}`]; break;
+      case 'permission.requested': if (d.title) asked.set(d.request, d.title); row = ['asked', d.kind || d.action || '', d.title || '', d.risk || '', '']; break;
+      case 'permission.resolved': row = [d.cancelled ? 'cancelled' : d.decision || '', d.action || '', asked.get(d.request) || `request ${d.request}`, d.risk || '', `${d.decided_by || ''}${d.option_kind ? ' · ' + d.option_kind : ''}`]; break;
       case 'fs.read': case 'fs.write': row = [ev.type === 'fs.read' ? 'read' : 'write', ev.type, d.path || '', '', `${d.outcome || ''}${d.bytes ? ' · ' + d.bytes + ' B' : ''}${d.error ? ' · ' + d.error : ''}`]; break;
       case 'terminal.created': row = ['terminal', 'execute', [d.command, ...(d.args || [])].filter(Boolean).join(' '), '', '']; break;
       default: return;
@@ -201,10 +227,10 @@ export function sessionView(main, id) {
       put(box, h('div.empty', 'No permission requests, file access or terminals yet.'));
       return;
     }
-    put(box, h('div.panel', h('table.list',
+    put(box, h('div.panel', h('table.list.cards',
       h('thead', h('tr', h('th', 'Time'), h('th', 'Agent'), h('th.wide', 'Turn'), h('th', 'What'), h('th', 'Kind'), h('th', 'Subject'), h('th.wide', 'Risk'), h('th', 'Detail'))),
       h('tbody', audit.map(a => h('tr', h('td.mono', new Date(a.time).toLocaleTimeString()), h('td', a.agent || ''), h('td.wide', a.turn ? String(a.turn) : ''),
-        h('td', h('strong', a.row[0])), h('td.mono', a.row[1]), h('td.mono', a.row[2]), h('td.wide', a.row[3]), h('td.muted', a.row[4])))))));
+        h('td', h('strong', a.row[0])), h('td.mono', a.row[1]), h('td.mono.subject', a.row[2]), h('td.wide', a.row[3]), h('td.muted.subject', a.row[4])))))));
   }
 
   // The session's event stream: from the start, then live; each
@@ -227,6 +253,7 @@ export function sessionView(main, id) {
     if (ev.seq) lastSeq = ev.seq;
     stream.push(ev);
     noteAudit(ev);
+    if (type === 'session.closed') { closedWith = ev.data || {}; renderHead(); }
     if (type.startsWith('agent.') || type === 'turn.ended') refreshSoon();
     if (type === 'permission.requested') addPending(permFromEvent(ev));
     if (type === 'permission.resolved') { removePending(id, ev.data.request); closeApproval(ev.data.request); }

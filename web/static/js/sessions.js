@@ -75,7 +75,7 @@ export function sessionsView(main) {
       const go = () => { location.hash = `#/s/${encodeURIComponent(s.id)}`; };
       return h('tr.click', { 'data-session': s.id, onclick: go, tabindex: 0, onkeydown: e => { if (e.key === 'Enter') go(); } },
         h('td', h('span.badge', { class: st.cls, 'data-status': st.key }, st.label)),
-        h('td', h('a', { href: `#/s/${encodeURIComponent(s.id)}` }, s.title || s.id), s.title ? h('div.muted.mono', s.id) : null),
+        h('td.name', h('a', { href: `#/s/${encodeURIComponent(s.id)}`, title: s.title ? `${s.title} (${s.id})` : s.id }, s.title || s.id), s.title ? h('div.muted.mono', s.id) : null),
         h('td.wide', h('span.truncate.mono', { title: s.repo }, s.repo)),
         h('td.wide', h('span.truncate.mono', { title: s.worktree && s.worktree.branch }, (s.worktree && s.worktree.branch) || '—')),
         h('td', agentChips(s)),
