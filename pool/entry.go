@@ -229,13 +229,10 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 	}
 	p.emit(s, backends.EventAgentStarting, agent, starting)
 	b, err := p.cfg.Launcher.Launch(LaunchRequest{
-		Spec:     e.spec,
-		Session:  s.id,
-		Worktree: s.wt,
-		Emit: func(ev backends.Event) {
-			p.noteAdvertised(e, ev)
-			p.publish(s, ev)
-		},
+		Spec:       e.spec,
+		Session:    s.id,
+		Worktree:   s.wt,
+		Emit:       func(ev backends.Event) { p.noteAdvertised(e, ev); p.publish(s, ev) },
 		Permission: p.permissionFunc(s, agent, e.spec),
 	})
 	var info backends.Info
