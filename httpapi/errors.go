@@ -31,6 +31,7 @@ const (
 	CodeProviderDisabled   = "provider_disabled"      // 409
 	CodeNotInstalled       = "provider_not_installed" // 409
 	CodeUnsupported        = "unsupported"            // 409: not possible with this agent or setup
+	CodeNotAdvertised      = "not_advertised"         // 409: the agent has not said what modes and options it offers yet
 	CodeRequestTimeout     = "request_timeout"        // 408: the request body did not arrive in time
 	CodePreconditionFailed = "precondition_failed"    // 412: stale If-Match
 	CodeTooLarge           = "too_large"              // 413: request body over the limit
@@ -154,6 +155,8 @@ func errorFor(err error) *Error {
 		return mk(http.StatusConflict, CodeAgentFailing)
 	case errors.Is(err, pool.ErrClosed):
 		return mk(http.StatusConflict, CodeClosed)
+	case errors.Is(err, pool.ErrNotAdvertised):
+		return mk(http.StatusConflict, CodeNotAdvertised)
 	case errors.Is(err, registry.ErrDisabled):
 		return mk(http.StatusConflict, CodeProviderDisabled)
 	case errors.Is(err, registry.ErrNotInstalled):
