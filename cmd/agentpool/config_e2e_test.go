@@ -36,8 +36,12 @@ func writeConfigProviders(t *testing.T, home, bin string, defaults map[string]st
 	if err != nil {
 		t.Fatal(err)
 	}
-	provs := map[string]any{"cfg": map[string]any{"extends": "acp", "label": "cfg", "command": []string{bin, "demo-agent"},
-		"env": map[string]string{"AGENTPOOL_DEMO_SCRIPT": string(js)}, "config": defaults}}
+	cfg := map[string]any{"extends": "acp", "label": "cfg", "command": []string{bin, "demo-agent"},
+		"env": map[string]string{"AGENTPOOL_DEMO_SCRIPT": string(js)}}
+	if len(defaults) > 0 {
+		cfg["config"] = defaults
+	}
+	provs := map[string]any{"cfg": cfg}
 	b, err := json.MarshalIndent(map[string]any{"version": 1, "providers": provs}, "", "  ")
 	if err != nil {
 		t.Fatal(err)

@@ -73,3 +73,5 @@ export const evict = (session, agent) => api('DELETE', `/v1/pool/${enc(session)}
 export const health = () => api('GET', '/v1/health');
 export const attachTicket = id => api('POST', `/v1/sessions/${enc(id)}/attach-ticket`);
 export const logout = () => api('POST', '/v1/logout');
+export const agentConfig = (id, agent) => api('GET', `/v1/sessions/${enc(id)}/agents/${enc(agent)}/config`);
+export const setAgentConfig = (id, agent, change) => api('PUT', `/v1/sessions/${enc(id)}/agents/${enc(agent)}/config`, change);
