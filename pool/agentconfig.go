@@ -325,7 +325,7 @@ func (p *Pool) applyConfig(ctx context.Context, s *session, agent string, b back
 		if err := b.SetMode(ctx, mode); err != nil {
 			return fmt.Errorf("set mode %q of agent %q: %w", mode, agent, err)
 		}
-		p.emit(s, backends.EventMode, agent, map[string]string{"mode": mode})
+		p.emit(s, backends.EventMode, agent, map[string]string{"currentModeId": mode})
 	}
 	ids := slices.Sorted(maps.Keys(opts))
 	for _, id := range ids {
