@@ -96,13 +96,10 @@ export function agentControls(id, text, agent) {
     if (!c) return;
     text.value = '/' + c.name + ' ';
     text.setSelectionRange(text.value.length, text.value.length);
-    text.placeholder = c.hint ? `/${c.name} ${c.hint}` : text.placeholder;
     closeMenu();
     text.focus();
   }
-  const placeholder = text.placeholder;
   text.addEventListener('input', () => {
-    if (!text.value) text.placeholder = placeholder;
     sel = 0;
     updateMenu();
   });
