@@ -83,13 +83,24 @@ type advertisedState struct {
 	adv   backends.Advertised
 }
 
-// initAdvertised records what b advertises once it has started.
+// initAdvertised takes what b advertises once it has started, before the
+// entry is ready for use; storeAdvertised writes it once the agent's row
+// exists.
 func (p *Pool) initAdvertised(e *entry, b backends.Backend) {
 	st := &e.adv
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.adv, st.known = backends.AdvertisedFrom(b.Info()), true
-	p.storeAdvertisedLocked(e, st.adv)
+}
+
+// storeAdvertised writes what e's agent advertises to the store.
+func (p *Pool) storeAdvertised(e *entry) {
+	st := &e.adv
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.known {
+		p.storeAdvertisedLocked(e, st.adv)
+	}
 }
 
 // noteAdvertised updates what e's agent advertises from one of its
@@ -119,8 +130,15 @@ func (p *Pool) refreshAdvertised(e *entry, b backends.Backend) {
 	p.storeAdvertisedLocked(e, st.adv)
 }
 
+// storeAdvertisedLocked writes adv, e.adv.mu held. A missing row (an
+// update before the agent's first start is recorded) is left to
+// storeAdvertised, which runs once it is.
 func (p *Pool) storeAdvertisedLocked(e *entry, adv backends.Advertised) {
-	if err := p.cfg.Store.SetAgentAdvertised(context.WithoutCancel(p.ctx), e.key.session, e.key.agent, adv); err != nil {
+	err := p.cfg.Store.SetAgentAdvertised(context.WithoutCancel(p.ctx), e.key.session, e.key.agent, adv)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		p.logger.Debug("what the agent advertises is stored once its row is", "session", e.key.session, "agent", e.key.agent)
+	case err != nil:
 		p.logger.Warn("store what the agent advertises", "session", e.key.session, "agent", e.key.agent, "err", err)
 	}
 }

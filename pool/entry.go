@@ -250,6 +250,7 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 			}
 			p.applyDefaults(ctx, s, agent, b, e.spec.Config, rec)
 			info = b.Info()
+			p.initAdvertised(e, b)
 		}
 		p.mu.Lock()
 		e.launched = nil
@@ -295,7 +296,7 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 	}
 	p.mu.Unlock()
 	p.putAgent(e, info, AgentActive, rec)
-	p.initAdvertised(e, b)
+	p.storeAdvertised(e)
 	p.emit(s, backends.EventAgentReady, agent, map[string]any{
 		"pid": info.PID, "agent_session_id": info.AgentSessionID, "resumed": info.Resumed, "context_lost": info.ContextLost,
 		"agent_name": info.AgentName, "agent_version": info.AgentVersion, "modes": info.Modes, "current_mode": info.CurrentMode,
