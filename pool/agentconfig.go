@@ -253,7 +253,7 @@ func (p *Pool) SetAgentConfig(ctx context.Context, id, agent string, ch ConfigCh
 		return ConfigResult{}, fmt.Errorf("agent %q of session %q: %w; start it (a prompt, or warm it) and try again", agent, id, ErrNotAdvertised)
 	}
 	adv := backends.Advertised{Modes: cur.Modes.Available, CurrentMode: cur.Modes.Current, Options: cur.Options}
-	opts, err := resolveOptions(adv, ch)
+	mode, opts, err := resolveChange(adv, ch)
 	if err != nil {
 		return ConfigResult{}, err
 	}
@@ -266,12 +266,12 @@ func (p *Pool) SetAgentConfig(ctx context.Context, id, agent string, ch ConfigCh
 		p.mu.Unlock()
 	}
 	if b != nil {
-		if err := p.applyConfig(ctx, s, agent, b, ch.Mode, opts); err != nil {
+		if err := p.applyConfig(ctx, s, agent, b, mode, opts); err != nil {
 			return ConfigResult{}, err
 		}
 		p.refreshAdvertised(e, b)
 	}
-	if err := p.storeChoice(ctx, id, agent, ch.Mode, opts); err != nil {
+	if err := p.storeChoice(ctx, id, agent, mode, opts); err != nil {
 		return ConfigResult{}, err
 	}
 	c, err := p.agentConfig(ctx, s, agent)
@@ -307,25 +307,40 @@ func (p *Pool) settledEntry(ctx context.Context, id, agent string) (*entry, erro
 	return e, nil
 }
 
-// resolveOptions checks ch against adv and returns its options keyed by
-// option id.
-func resolveOptions(adv backends.Advertised, ch ConfigChange) (map[string]string, error) {
+// resolveChange checks ch against adv and returns its mode and its
+// options keyed by option id. An agent that offers no session modes but a
+// config option of category "mode" (the protocol's newer form) has ch's
+// mode set through that option.
+func resolveChange(adv backends.Advertised, ch ConfigChange) (string, map[string]string, error) {
+	if _, ok := adv.Option(ModeKey); ok && ch.Mode != "" && len(adv.Modes) == 0 {
+		opts := maps.Clone(ch.Options)
+		if opts == nil {
+			opts = map[string]string{}
+		}
+		opts[ModeKey] = ch.Mode
+		ch = ConfigChange{Options: opts}
+	}
 	if ch.Mode != "" && !adv.HasMode(ch.Mode) {
-		return nil, fmt.Errorf("%w: unknown mode %q (%s)", ErrInvalid, ch.Mode, offered("modes", adv.ModeIDs()))
+		return "", nil, fmt.Errorf("%w: unknown mode %q (%s)", ErrInvalid, ch.Mode, offered("modes", adv.ModeIDs()))
 	}
 	out := make(map[string]string, len(ch.Options))
 	for _, k := range slices.Sorted(maps.Keys(ch.Options)) {
 		v := ch.Options[k]
 		o, ok := adv.Option(k)
 		if !ok {
-			return nil, fmt.Errorf("%w: unknown option %q (%s)", ErrInvalid, k, offered("options", adv.OptionIDs()))
+			return "", nil, fmt.Errorf("%w: unknown option %q (%s)", ErrInvalid, k, offered("options", adv.OptionIDs()))
 		}
 		if !o.Allows(v) {
-			return nil, fmt.Errorf("%w: option %q has no value %q (%s)", ErrInvalid, o.ID, v, offered("values", o.Values()))
+			return "", nil, fmt.Errorf("%w: option %q has no value %q (%s)", ErrInvalid, o.ID, v, offered("values", o.Values()))
 		}
 		out[o.ID] = v
 	}
-	return out, nil
+	return ch.Mode, out, nil
+}
+
+func hasOption(adv backends.Advertised, key string) bool {
+	_, ok := adv.Option(key)
+	return ok
 }
 
 // offered names what the agent offers, for an error message.
@@ -396,7 +411,7 @@ func (p *Pool) applyDefaults(ctx context.Context, s *session, agent string, b ba
 	}
 	for _, k := range keys {
 		v := defaults[k]
-		if k == ModeKey {
+		if k == ModeKey && (len(adv.Modes) > 0 || !hasOption(adv, ModeKey)) {
 			switch {
 			case rec.Mode != "" || adv.CurrentMode == v:
 			case !adv.HasMode(v):

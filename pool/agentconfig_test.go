@@ -185,3 +185,33 @@ func TestAgentConfigBeforeTheAgentStarted(t *testing.T) {
 		t.Errorf("AgentConfig(unknown agent) error = %v; want registry.ErrUnknown", err)
 	}
 }
+
+// TestModeAsConfigOption: an agent that offers its modes as a config
+// option of category "mode" (and no session modes) gets the provider's
+// default mode and a mode set through the pool on that option.
+func TestModeAsConfigOption(t *testing.T) {
+	script := agenttest.Script{
+		ConfigOptions: json.RawMessage(`[{"id":"agent_mode","name":"Mode","category":"mode","type":"select","currentValue":"ask",
+			"options":[{"value":"ask","name":"Ask"},{"value":"code","name":"Code"}]}]`),
+		Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "mode={{config:agent_mode}}"}}}},
+	}
+	entry := providerEntry(script)
+	entry["config"] = map[string]string{"mode": "code"}
+	e := newEnv(t, map[string]any{"fake": entry}, nil)
+	ctx := context.Background()
+	s := e.session("fake")
+	if got := e.turnText(s.ID, e.prompt(s.ID, "", "hi").ID); got != "mode=code" {
+		t.Errorf("first turn says %q; want the provider's default mode=code", got)
+	}
+	r, err := e.p.SetAgentConfig(ctx, s.ID, "", pool.ConfigChange{Mode: "ask"})
+	if err != nil || !r.Applied || r.Chosen.Options["agent_mode"] != "ask" {
+		t.Fatalf("SetAgentConfig(mode ask) = %+v, %v; want applied to option agent_mode", r, err)
+	}
+	if got := e.turnText(s.ID, e.prompt(s.ID, "", "again").ID); got != "mode=ask" {
+		t.Errorf("turn after the change says %q; want mode=ask", got)
+	}
+	if _, err := e.p.SetAgentConfig(ctx, s.ID, "", pool.ConfigChange{Mode: "yolo"}); !errors.Is(err, pool.ErrInvalid) ||
+		!strings.Contains(err.Error(), `option "agent_mode" has no value "yolo" (the agent offers: ask, code)`) {
+		t.Errorf("SetAgentConfig(mode yolo) error = %v; want ErrInvalid naming ask and code", err)
+	}
+}

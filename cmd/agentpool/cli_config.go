@@ -132,15 +132,23 @@ func (c *cli) sessionMode(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.stdout, notKnown(cfg))
 		return nil
 	}
-	if len(cfg.Modes.Available) == 0 {
+	modes, current := cfg.Modes.Available, cfg.Modes.Current
+	if o, ok := (backends.Advertised{Options: cfg.Options}).Option(pool.ModeKey); ok && len(modes) == 0 {
+		// The agent offers its modes as a config option.
+		for _, ch := range o.Choices {
+			modes = append(modes, backends.Mode{ID: ch.Value, Name: ch.Name, Description: ch.Description})
+		}
+		current = o.Current
+	}
+	if len(modes) == 0 {
 		fmt.Fprintf(c.stdout, "agent %s offers no session modes\n", a)
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tMODE\tNAME\tDESCRIPTION")
-	for _, m := range cfg.Modes.Available {
+	for _, m := range modes {
 		mark := ""
-		if m.ID == cfg.Modes.Current {
+		if m.ID == current {
 			mark = "*"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", mark, m.ID, m.Name, oneLine(m.Description, 60))

@@ -28,8 +28,15 @@ var configAgent = agenttest.Script{
 	Turns:    []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "model={{config:model}} mode={{mode}}\n"}}}},
 }
 
+// modeOptionAgent offers its modes as a config option of category "mode".
+var modeOptionAgent = agenttest.Script{
+	ConfigOptions: json.RawMessage(`[{"id":"agent_mode","name":"Mode","category":"mode","type":"select","currentValue":"ask",
+		"options":[{"value":"ask","name":"Ask"},{"value":"code","name":"Code"}]}]`),
+}
+
 // writeConfigProviders writes home's providers.json with provider "cfg",
-// the demo agent playing configAgent, with config defaults.
+// the demo agent playing configAgent, with config defaults, and "cfgmode"
+// playing modeOptionAgent.
 func writeConfigProviders(t *testing.T, home, bin string, defaults map[string]string) {
 	t.Helper()
 	js, err := json.Marshal(configAgent)
@@ -41,7 +48,12 @@ func writeConfigProviders(t *testing.T, home, bin string, defaults map[string]st
 	if len(defaults) > 0 {
 		cfg["config"] = defaults
 	}
-	provs := map[string]any{"cfg": cfg}
+	jm, err := json.Marshal(modeOptionAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provs := map[string]any{"cfg": cfg, "cfgmode": map[string]any{"extends": "acp", "label": "cfgmode", "command": []string{bin, "demo-agent"},
+		"env": map[string]string{"AGENTPOOL_DEMO_SCRIPT": string(jm)}}}
 	b, err := json.MarshalIndent(map[string]any{"version": 1, "providers": provs}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -186,5 +198,26 @@ func TestEndToEndAgentConfig(t *testing.T) {
 	}
 	if out := cli(false, "prompt", s.ID, "after"); !strings.Contains(out, "model=smart mode=plan") {
 		t.Errorf("prompt after the restart says:\n%s", out)
+	}
+
+	// An agent whose modes are a config option: session mode lists and
+	// sets them through it.
+	s2, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: "cfgmode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for c, err := d.client.AgentConfig(ctx, s2.ID, "cfgmode"); err != nil || !c.Known; c, err = d.client.AgentConfig(ctx, s2.ID, "cfgmode") {
+		if time.Now().After(deadline) {
+			t.Fatalf("cfgmode config never known: %+v, %v", c, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out := cli(false, "session", "mode", s2.ID); !strings.Contains(out, "*  ask") || !strings.Contains(out, "code") {
+		t.Errorf("session mode of the mode-option agent says:\n%s", out)
+	}
+	cli(false, "session", "mode", s2.ID, "code")
+	if out := cli(false, "session", "mode", s2.ID); !strings.Contains(out, "*  code") {
+		t.Errorf("session mode after switching to code says:\n%s", out)
 	}
 }

@@ -7,9 +7,13 @@ import * as API from './api.js';
 
 /** modelOption is the agent's model selector: the option of category
  * "model", else the one whose id is "model". */
-function modelOption(cfg) {
-  const opts = (cfg && cfg.options) || [];
-  return opts.find(o => o.category === 'model' && o.type === 'select') || opts.find(o => o.id === 'model' && o.type === 'select') || null;
+function modelOption(cfg) { return selectOption(cfg, 'model'); }
+
+/** selectOption is the agent's select option of category key, else the
+ * one whose id is key. */
+function selectOption(cfg, key) {
+  const opts = ((cfg && cfg.options) || []).filter(o => o.type === 'select');
+  return opts.find(o => o.category === key) || opts.find(o => o.id === key) || null;
 }
 
 /** agentControls returns the pickers (el), the completion list (menu) for
@@ -55,9 +59,17 @@ export function agentControls(id, text, agent) {
       model.dataset.option = m.id;
       fill(model, (m.choices || []).map(c => ({ value: c.value, label: c.group ? `${c.group}: ${c.name || c.value}` : (c.name || c.value), title: c.description })), m.current);
     }
-    const modes = (cfg && cfg.modes && cfg.modes.available) || [];
+    let modes = ((cfg && cfg.modes && cfg.modes.available) || []).map(x => ({ value: x.id, label: x.name || x.id, title: x.description }));
+    let current = (cfg && cfg.modes && cfg.modes.current) || '';
+    const mo = selectOption(cfg, 'mode');
+    if (!modes.length && mo) {
+      // The agent offers its modes as a config option; the pool sets a
+      // mode through it.
+      modes = (mo.choices || []).map(c => ({ value: c.value, label: c.name || c.value, title: c.description }));
+      current = mo.current;
+    }
     modeLabel.hidden = !modes.length;
-    fill(mode, modes.map(x => ({ value: x.id, label: x.name || x.id, title: x.description })), (cfg && cfg.modes && cfg.modes.current) || '');
+    fill(mode, modes, current);
     updateMenu();
   }
 
