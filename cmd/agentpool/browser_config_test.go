@@ -95,6 +95,25 @@ func TestBrowserAgentConfig(t *testing.T) {
 	b.run("send", js(`const t = `+text+`; t.value = ''; t.dispatchEvent(new Event('input'));`), chromedp.KeyEvent("which model?"), chromedp.KeyEvent(kb.Enter, handledKey))
 	b.waitJS("the answer", `document.querySelector('.stream').textContent.includes('model=smart mode=plan')`)
 
+	// An agent whose modes are a config option gets a mode picker too.
+	s2, err := d.client.CreateSession(ctx, createReq(repo, "cfgmode"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run("open the mode-option session", chromedp.Navigate(d.client.BaseURL+"/#/s/"+s2.ID))
+	b.waitJS("its mode picker at ask", `(() => { const s = document.querySelector('.composer select.cfg-mode');
+		return s && !s.closest('label').hidden && s.value === 'ask' && s.options.length === 2; })()`)
+	if !evalJS[bool](b, `document.querySelector('select.cfg-model').closest('label').hidden`) {
+		t.Errorf("a model picker shows for an agent that offers no model")
+	}
+	b.run("pick code", js(`const s = document.querySelector('select.cfg-mode'); s.value = 'code'; s.dispatchEvent(new Event('change'));`))
+	waitFor(t, "the agent in mode code", func() bool {
+		c, err := d.client.AgentConfig(ctx, s2.ID, "cfgmode")
+		return err == nil && len(c.Options) == 1 && c.Options[0].Current == "code"
+	})
+	b.run("back to the first session", chromedp.Navigate(d.client.BaseURL+"/#/s/"+sess.ID))
+	b.waitJS("its model picker", `document.querySelector('select.cfg-model') && document.querySelector('select.cfg-model').value === 'smart'`)
+
 	b.run("phone size", chromedp.EmulateViewport(390, 844))
 	b.run("a slash on the phone", chromedp.Focus(chromedp.CSS(`.composer textarea`)), chromedp.KeyEvent("/"))
 	b.waitJS("the command list on the phone", `!`+menu+`.hidden`)
