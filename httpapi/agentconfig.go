@@ -18,6 +18,10 @@ type AgentConfigurer interface {
 
 var _ AgentConfigurer = (*pool.Pool)(nil)
 
+// CodeNotAdvertised is the code of a 409: the agent has not said yet what
+// modes and options it offers (it never started in the session).
+const CodeNotAdvertised = "not_advertised"
+
 // ConfigChange is the body of PUT /v1/sessions/{id}/agents/{agent}/config:
 // a mode, and config options by id or category ({"model": "..."}), each
 // optional but not both.

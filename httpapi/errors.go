@@ -31,7 +31,6 @@ const (
 	CodeProviderDisabled   = "provider_disabled"      // 409
 	CodeNotInstalled       = "provider_not_installed" // 409
 	CodeUnsupported        = "unsupported"            // 409: not possible with this agent or setup
-	CodeNotAdvertised      = "not_advertised"         // 409: the agent has not said what modes and options it offers yet
 	CodeRequestTimeout     = "request_timeout"        // 408: the request body did not arrive in time
 	CodePreconditionFailed = "precondition_failed"    // 412: stale If-Match
 	CodeTooLarge           = "too_large"              // 413: request body over the limit

@@ -25,9 +25,9 @@ func TestResolveSpecs(t *testing.T) {
 	f.write(t, `{
   "version": 1,
   "providers": {
-    "claude": {"permissions": {"edit": "ask", "read": "allow"}, "turn_timeout": "45m", "idle_timeout": "5m", "mode": "default", "config": {"model": "opus", "mode": "plan"}},
+    "claude": {"permissions": {"edit": "ask", "read": "allow"}, "turn_timeout": "45m", "idle_timeout": "5m", "mode": "default"},
     "gemini": {"env": {"HTTPS_PROXY": "http://127.0.0.1:3128", "A_FIRST": "1"}},
-    "claude-root": {"extends": "claude", "env": {"IS_SANDBOX": "1"}, "permissions": {"execute": "deny"}, "mode": "full", "config": {"model": "sonnet"}},
+    "claude-root": {"extends": "claude", "env": {"IS_SANDBOX": "1"}, "permissions": {"execute": "deny"}, "mode": "full"},
     "claude-root2": {"extends": "claude-root", "label": "Second"},
     "amp": {"extends": "acp", "command": ["amp-acp", "--flag", "x y"]},
     "local": {"extends": "acp", "command": ["./bin/local-agent"]},
@@ -40,12 +40,10 @@ func TestResolveSpecs(t *testing.T) {
 	claude := backends.Spec{Provider: "claude", Kind: backends.KindACP, Path: bin("claude-agent-acp"),
 		TurnTimeout: 45 * time.Minute, IdleTimeout: 5 * time.Minute,
 		Permissions: map[string]string{"edit": "ask", "read": "allow"},
-		Config:      map[string]string{"model": "opus", "mode": "plan"},
 		Sandbox:     sandboxOf(f.home, "~/.claude", "~/.claude.json", "~/.cache/claude-cli-nodejs")}
 	root := claude
 	root.Provider, root.Env, root.Mode = "claude-root", []string{"IS_SANDBOX=1"}, "full"
 	root.Permissions = map[string]string{"edit": "ask", "read": "allow", "execute": "deny"}
-	root.Config = map[string]string{"model": "sonnet", "mode": "plan"} // merged key by key
 	root2 := root
 	root2.Provider = "claude-root2"
 	tests := []struct {
