@@ -187,6 +187,27 @@ func TestEndToEndAgentConfig(t *testing.T) {
 		t.Errorf("PUT config {} error = %v; want 400", err)
 	}
 
+	// A body with a field the endpoint does not know (a model given at
+	// the top level, not under "options") is refused, naming the field.
+	req, err := http.NewRequest(http.MethodPut, d.client.BaseURL+"/v1/sessions/"+s.ID+"/agents/cfg/config", strings.NewReader(`{"model": "fast"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.client.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Error httpapi.Error `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || body.Error.Field != "model" {
+		t.Errorf("PUT config {\"model\"} = %d %+v; want 400 naming the field model", resp.StatusCode, body.Error)
+	}
+
 	// Killed, the agent keeps its choices; one made while it is down
 	// applies when it starts again.
 	d.killAgentOf(s.ID)
