@@ -98,6 +98,11 @@ type Spec struct {
 	Permissions map[string]string `json:"permissions,omitempty"`
 	// Mode "full" allows every action without asking.
 	Mode string `json:"mode,omitempty"`
+	// Config holds the provider's defaults for the session config
+	// options the agent advertises ("model": "...", keyed by option id
+	// or category) and, under "mode", its session mode; the pool applies
+	// them when the agent starts, unless the session chose otherwise.
+	Config map[string]string `json:"config,omitempty"`
 	// Compat holds quirk switches.
 	Compat Compat `json:"compat,omitempty"`
 	// PTY holds the settings of KindPTY providers.

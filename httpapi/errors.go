@@ -157,6 +157,8 @@ func errorFor(err error) *Error {
 		return mk(http.StatusConflict, CodeAgentFailing)
 	case errors.Is(err, pool.ErrClosed):
 		return mk(http.StatusConflict, CodeClosed)
+	case errors.Is(err, pool.ErrNotAdvertised):
+		return mk(http.StatusConflict, CodeNotAdvertised)
 	case errors.Is(err, registry.ErrDisabled):
 		return mk(http.StatusConflict, CodeProviderDisabled)
 	case errors.Is(err, registry.ErrNotInstalled):

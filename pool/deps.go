@@ -69,6 +69,13 @@ type Store interface {
 	UpsertAgent(ctx context.Context, a AgentRecord) error
 	GetAgent(ctx context.Context, session, agent string) (AgentRecord, error)
 	ListAgents(ctx context.Context, session string) ([]AgentRecord, error)
+	// SetAgentAdvertised records what the agent of (session, agent) last
+	// advertised, replacing what was recorded; UpsertAgent never changes
+	// it. An error wraps ErrNotFound when there is no such agent row.
+	SetAgentAdvertised(ctx context.Context, session, agent string, a backends.Advertised) error
+	// AgentAdvertised returns what SetAgentAdvertised recorded; ok is
+	// false when nothing was.
+	AgentAdvertised(ctx context.Context, session, agent string) (a backends.Advertised, ok bool, err error)
 	// MarkStaleAgents turns rows left active/idle by a previous daemon into
 	// crashed/closed and returns them as they were.
 	MarkStaleAgents(ctx context.Context) ([]AgentRecord, error)

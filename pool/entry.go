@@ -40,6 +40,9 @@ type entry struct {
 	// prompt (see warmup.go); set at creation, never changed.
 	warmup bool
 
+	// adv is what the running agent advertises (see agentconfig.go).
+	adv advertisedState
+
 	lastActive time.Time
 	crashes    []time.Time
 	restarts   int
@@ -229,7 +232,7 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 		Spec:       e.spec,
 		Session:    s.id,
 		Worktree:   s.wt,
-		Emit:       func(ev backends.Event) { p.publish(s, ev) },
+		Emit:       func(ev backends.Event) { p.noteAdvertised(e, ev); p.publish(s, ev) },
 		Permission: p.permissionFunc(s, agent, e.spec),
 	})
 	var info backends.Info
@@ -241,9 +244,13 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 		info, err = b.Start(sctx, resume)
 		cancel()
 		p.spawns.Add(1)
-		if err == nil && recErr == nil {
-			p.reapply(ctx, s, agent, b, rec, info)
+		if err == nil {
+			if recErr == nil {
+				p.reapply(ctx, s, agent, b, rec, info)
+			}
+			p.applyDefaults(ctx, s, agent, b, e.spec.Config, rec)
 			info = b.Info()
+			p.initAdvertised(e, b)
 		}
 		p.mu.Lock()
 		e.launched = nil
@@ -304,6 +311,7 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 	}
 	p.mu.Unlock()
 	p.putAgent(e, info, AgentActive, rec)
+	p.storeAdvertised(e)
 	p.emit(s, backends.EventAgentReady, agent, map[string]any{
 		"pid": info.PID, "agent_session_id": info.AgentSessionID, "resumed": info.Resumed, "resumed_by": info.ResumedBy, "context_lost": info.ContextLost,
 		"agent_name": info.AgentName, "agent_version": info.AgentVersion, "modes": info.Modes, "current_mode": info.CurrentMode,

@@ -201,6 +201,7 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 		tr.mu.Unlock()
 		emit := func(ev backends.Event) {
 			ev.Turn = t.ID
+			p.noteAdvertised(e, ev)
 			p.publish(s, ev)
 		}
 		res, err = b.Prompt(tr.ctx, backends.Prompt{Text: t.Prompt, Turn: t.ID}, emit)
@@ -385,32 +386,8 @@ func (p *Pool) Restore(ctx context.Context, id string, turn int64, after bool) e
 }
 
 // SetMode switches an agent's session mode and remembers it, so a restart
-// re-applies it.
+// re-applies it; see SetAgentConfig.
 func (p *Pool) SetMode(ctx context.Context, id, agent, mode string) error {
-	s, err := p.loadSession(ctx, id)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	e := p.entries[key{id, agent}]
-	var b backends.Backend
-	if e != nil && e.state == StateIdle {
-		b = e.backend
-	}
-	p.mu.Unlock()
-	if b != nil {
-		if err := b.SetMode(ctx, mode); err != nil {
-			return err
-		}
-	}
-	r, err := p.cfg.Store.GetAgent(ctx, id, agent)
-	if err != nil {
-		return fmt.Errorf("agent %q of session %q: %w", agent, id, err)
-	}
-	r.Mode = mode
-	if err := p.cfg.Store.UpsertAgent(ctx, r); err != nil {
-		return err
-	}
-	p.emit(s, backends.EventMode, agent, map[string]string{"mode": mode})
-	return nil
+	_, err := p.SetAgentConfig(ctx, id, agent, ConfigChange{Mode: mode})
+	return err
 }

@@ -23,6 +23,8 @@ type definition struct {
 	command     []string
 	env         map[string]string
 	permissions map[string]string
+	// config is the provider's session config defaults (Spec.Config).
+	config      map[string]string
 	mode        string
 	idleTimeout time.Duration
 	turnTimeout time.Duration
@@ -38,6 +40,7 @@ func (d *definition) clone() *definition {
 	c.command = slices.Clone(d.command)
 	c.env = maps.Clone(d.env)
 	c.permissions = maps.Clone(d.permissions)
+	c.config = maps.Clone(d.config)
 	c.pty.ResumeArgs = slices.Clone(d.pty.ResumeArgs)
 	c.sandbox = cloneSandbox(d.sandbox)
 	return &c

@@ -32,7 +32,7 @@ func parseDocument(file string, data []byte, base []*definition) (map[string]*de
 // compose merges the entries of doc over the built-ins: an entry with a
 // built-in id overrides its fields, an entry with "extends" defines a new
 // provider from "acp", "pty" or another provider (after that provider's own
-// overrides). Maps (env, permissions) merge key by key; "sandbox" merges
+// overrides). Maps (env, permissions, config) merge key by key; "sandbox" merges
 // field by field, each field it sets (lists included) replacing the
 // inherited one; every other field replaces. A new provider is enabled
 // unless it says otherwise and does not inherit its base's label,
@@ -172,6 +172,12 @@ func (c *checker) apply(d *definition, e *entry, path string) {
 	}
 	if e.mode != nil {
 		d.mode = *e.mode
+	}
+	if only("config", backends.KindACP) && e.config != nil {
+		if d.config == nil {
+			d.config = make(map[string]string, len(e.config))
+		}
+		maps.Copy(d.config, e.config)
 	}
 	if e.idleTimeout != nil {
 		d.idleTimeout = *e.idleTimeout

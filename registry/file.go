@@ -45,6 +45,7 @@ type entry struct {
 	command          []string
 	env              map[string]string
 	permissions      map[string]string
+	config           map[string]string
 	mode             *string
 	idleTimeout      *time.Duration
 	turnTimeout      *time.Duration
@@ -129,7 +130,7 @@ func decodeDocument(c *checker, root *node) *document {
 // entryFields lists the fields of a provider entry.
 func entryFields() []string {
 	return []string{"extends", "enabled", "label", "description", "command", "env", "permissions",
-		"mode", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "busy_pattern", "quiet_window", "cols",
+		"mode", "config", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "busy_pattern", "quiet_window", "cols",
 		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox"}
 }
 
@@ -188,6 +189,8 @@ func (c *checker) entry(m member, path string) *entry {
 				}
 				e.mode = &s
 			}
+		case "config":
+			e.config = c.configDefaults(n, fp)
 		case "idle_timeout":
 			e.idleTimeout = c.duration(n, fp, maxTimeout)
 		case "turn_timeout":
@@ -281,6 +284,26 @@ func (c *checker) env(n *node, path string) map[string]string {
 				c.add(m.val.off, fp, "value contains a NUL byte")
 			}
 			out[m.key] = s
+		}
+	}
+	return out
+}
+
+// configDefaults decodes a "config" object: session config option (or
+// "mode") to the value the agent should start with.
+func (c *checker) configDefaults(n *node, path string) map[string]string {
+	if !c.want(n, kindObject, path) {
+		return nil
+	}
+	out := make(map[string]string, len(n.members))
+	for _, m := range n.members {
+		fp := joinPath(path, m.key)
+		if strings.TrimSpace(m.key) == "" {
+			c.add(m.keyOff, fp, "empty option name (want \"mode\" or a config option id or category, e.g. \"model\")")
+			continue
+		}
+		if v := c.nonEmpty(m.val, fp); v != nil {
+			out[m.key] = *v
 		}
 	}
 	return out

@@ -50,6 +50,9 @@ func builtinsDocument(selfPath string) []byte {
 		if d.mode != "" {
 			e["mode"] = d.mode
 		}
+		if d.config != nil {
+			e["config"] = d.config
+		}
 		if d.idleTimeout > 0 {
 			e["idle_timeout"] = d.idleTimeout.String()
 		}
@@ -197,6 +200,11 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"extends built-in", `{"version": 1, "providers": {"c2": {"extends": "claude", "mode": "full"}}}`, true},
 		{"all permissions", `{"version": 1, "providers": {"codex": {"permissions": {"fs.read": "allow", "terminal": "deny", "switch_mode": "ask"}}}}`, true},
 		{"durations", `{"version": 1, "providers": {"aider": {"quiet_window": "1.5s", "idle_timeout": "1h30m"}}}`, true},
+		{"config defaults", `{"version": 1, "providers": {"codex": {"config": {"model": "o3", "mode": "plan"}}}}`, true},
+		{"config on a pty provider", `{"version": 1, "providers": {"t": {"extends": "pty", "command": ["t"], "config": {"model": "x"}}}}`, false},
+		{"config value not a string", `{"version": 1, "providers": {"codex": {"config": {"model": 3}}}}`, false},
+		{"config on pty built-in", `{"version": 1, "providers": {"aider": {"config": {"model": "x"}}}}`, false},
+		{"config value empty", `{"version": 1, "providers": {"codex": {"config": {"model": ""}}}}`, false},
 		{"busy pattern", `{"version": 1, "providers": {"t": {"extends": "pty", "command": ["t"], "busy_pattern": "(?i)working"}}}`, true},
 		{"busy pattern on acp", `{"version": 1, "providers": {"claude": {"busy_pattern": "x"}}}`, false},
 		{"busy pattern on new acp", `{"version": 1, "providers": {"amp": {"extends": "acp", "command": ["a"], "busy_pattern": "x"}}}`, false},

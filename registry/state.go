@@ -136,6 +136,9 @@ func specOf(d *definition, l lookup, home string) backends.Spec {
 	if len(d.permissions) > 0 {
 		s.Permissions = maps.Clone(d.permissions)
 	}
+	if len(d.config) > 0 {
+		s.Config = maps.Clone(d.config)
+	}
 	return s
 }
 
@@ -144,6 +147,7 @@ func cloneSpec(s backends.Spec) backends.Spec {
 	s.Args = slices.Clone(s.Args)
 	s.Env = slices.Clone(s.Env)
 	s.Permissions = maps.Clone(s.Permissions)
+	s.Config = maps.Clone(s.Config)
 	s.PTY.ResumeArgs = slices.Clone(s.PTY.ResumeArgs)
 	s.Sandbox = cloneSandbox(s.Sandbox)
 	return s

@@ -302,9 +302,7 @@ func (b *Backend) SetConfigOption(ctx context.Context, id, value string) error {
 		return fmt.Errorf("set config option %q: %w", id, err)
 	}
 	defer release()
-	resp, err := conn.SetSessionConfigOption(ctx, acpsdk.SetSessionConfigOptionRequest{ValueId: &acpsdk.SetSessionConfigOptionValueId{
-		SessionId: acpsdk.SessionId(sid), ConfigId: acpsdk.SessionConfigId(id), Value: acpsdk.SessionConfigValueId(value),
-	}})
+	resp, err := conn.SetSessionConfigOption(ctx, b.configRequest(sid, id, value))
 	if err != nil {
 		return stageErr(ctx, "set config option "+strconv.Quote(id), err)
 	}
@@ -315,6 +313,25 @@ func (b *Backend) SetConfigOption(ctx context.Context, id, value string) error {
 		b.mu.Unlock()
 	}
 	return nil
+}
+
+// configRequest is the session/set_config_option request that sets option
+// id to value: a boolean for an option the agent announced as boolean
+// (value "true" or "false"), a value id otherwise.
+func (b *Backend) configRequest(sid, id, value string) acpsdk.SetSessionConfigOptionRequest {
+	b.mu.Lock()
+	opts, _ := backends.ParseConfigOptions(b.info.ConfigOptions)
+	b.mu.Unlock()
+	for _, o := range opts {
+		if o.ID == id && o.Type == backends.OptionBoolean && (value == "true" || value == "false") {
+			return acpsdk.SetSessionConfigOptionRequest{Boolean: &acpsdk.SetSessionConfigOptionBoolean{
+				SessionId: acpsdk.SessionId(sid), ConfigId: acpsdk.SessionConfigId(id), Type: backends.OptionBoolean, Value: value == "true",
+			}}
+		}
+	}
+	return acpsdk.SetSessionConfigOptionRequest{ValueId: &acpsdk.SetSessionConfigOptionValueId{
+		SessionId: acpsdk.SessionId(sid), ConfigId: acpsdk.SessionConfigId(id), Value: acpsdk.SessionConfigValueId(value),
+	}}
 }
 
 // Stop ends the agent: session/cancel if a turn runs, close stdin, SIGTERM

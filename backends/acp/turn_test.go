@@ -78,7 +78,12 @@ func TestFullTurnEventsInOrder(t *testing.T) {
 }
 
 func TestModeAndConfig(t *testing.T) {
-	h := newBackend(t, agenttest.Script{Modes: []agenttest.Mode{{ID: "ask", Name: "Ask"}, {ID: "code", Name: "Code"}}}, acp.Config{})
+	h := newBackend(t, agenttest.Script{
+		Modes: []agenttest.Mode{{ID: "ask", Name: "Ask"}, {ID: "code", Name: "Code"}},
+		ConfigOptions: json.RawMessage(`[{"id":"model","name":"Model","category":"model","type":"select","currentValue":"slow",
+			"options":[{"group":"g","name":"Group","options":[{"value":"slow","name":"Slow"},{"value":"fast","name":"Fast"}]}]},
+			{"id":"think","name":"Think","type":"boolean","currentValue":false}]`),
+	}, acp.Config{})
 	h.start(t, "")
 	if err := h.b.SetMode(context.Background(), "code"); err != nil {
 		t.Fatalf("SetMode: %v", err)
@@ -87,7 +92,22 @@ func TestModeAndConfig(t *testing.T) {
 		t.Errorf("CurrentMode = %q; want code", m)
 	}
 	if err := h.b.SetConfigOption(context.Background(), "model", "fast"); err != nil {
-		t.Fatalf("SetConfigOption: %v", err)
+		t.Fatalf("SetConfigOption(model, fast): %v", err)
+	}
+	// A boolean option is sent as a boolean (the fake refuses a string).
+	if err := h.b.SetConfigOption(context.Background(), "think", "true"); err != nil {
+		t.Fatalf("SetConfigOption(think, true): %v", err)
+	}
+	// The answer's whole option set becomes the backend's.
+	adv := backends.AdvertisedFrom(h.b.Info())
+	if m, _ := adv.Option("model"); m.Current != "fast" || len(m.Choices) != 2 || m.Choices[0].Group != "Group" {
+		t.Errorf("model after the set = %+v; want fast of 2 grouped choices", m)
+	}
+	if b, _ := adv.Option("think"); b.Type != backends.OptionBoolean || b.Current != "true" {
+		t.Errorf("think after the set = %+v; want boolean true", b)
+	}
+	if err := h.b.SetConfigOption(context.Background(), "model", "huge"); err == nil {
+		t.Errorf("SetConfigOption(model, huge) error = nil; want the agent's refusal")
 	}
 }
 

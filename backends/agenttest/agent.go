@@ -56,6 +56,8 @@ type agent struct {
 	// lastRead is the raw result of the last fs/read_text_file, decoded
 	// only when a step uses it (a 4 KiB answer costs tens of µs to decode).
 	lastRead json.RawMessage
+	// config is the session's mode and config options (config.go).
+	config configState
 }
 
 // Run runs the scripted agent on the given streams until stdin ends. It is
@@ -242,19 +244,9 @@ func (a *agent) handleRequest(m message) {
 	case "session/load":
 		a.loadSession(m)
 	case "session/set_mode":
-		var p struct {
-			ModeID string `json:"modeId"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		a.update(map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": p.ModeID})
-		a.respond(m.ID, map[string]any{})
+		a.setMode(m)
 	case "session/set_config_option":
-		var p struct {
-			ConfigID string `json:"configId"`
-			Value    any    `json:"value"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		a.respond(m.ID, map[string]any{"configOptions": []any{}})
+		a.setConfigOption(m)
 	default:
 		a.respondErr(m.ID, -32601, "Method not found", map[string]any{"method": m.Method})
 	}
@@ -289,15 +281,18 @@ func (a *agent) initialize(m message) {
 
 func (a *agent) sessionResult() map[string]any {
 	res := map[string]any{}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.configLocked()
 	if len(a.script.Modes) > 0 {
 		modes := make([]any, 0, len(a.script.Modes))
 		for _, md := range a.script.Modes {
 			modes = append(modes, map[string]any{"id": md.ID, "name": md.Name})
 		}
-		res["modes"] = map[string]any{"currentModeId": a.script.Modes[0].ID, "availableModes": modes}
+		res["modes"] = map[string]any{"currentModeId": c.mode, "availableModes": modes}
 	}
-	if len(a.script.ConfigOptions) > 0 {
-		res["configOptions"] = a.script.ConfigOptions
+	if len(c.opts) > 0 {
+		res["configOptions"] = slices.Clone(c.opts)
 	}
 	return res
 }
@@ -316,6 +311,7 @@ func (a *agent) newSession(m message) {
 	res := a.sessionResult()
 	res["sessionId"] = sid
 	a.respond(m.ID, res)
+	a.announceCommands()
 	if a.script.StopReadingAfterNew {
 		fmt.Fprintln(a.stderr, "fake agent: no longer reading stdin")
 		// A sleep, not an empty select: with no other goroutine left, the
@@ -340,6 +336,7 @@ func (a *agent) loadSession(m message) {
 	a.mu.Unlock()
 	a.replay(a.script.Replay, nil)
 	a.respond(m.ID, a.sessionResult())
+	a.announceCommands()
 	a.replay(a.script.ReplayAfterAnswer, a.stdinDone)
 }
 
@@ -427,7 +424,7 @@ func (a *agent) expand(s, prompt string) string {
 	if strings.Contains(s, "{{read}}") {
 		last = a.lastReadContent()
 	}
-	return strings.NewReplacer("{{prompt}}", prompt, "{{read}}", last).Replace(s)
+	return a.expandConfig(strings.NewReplacer("{{prompt}}", prompt, "{{read}}", last).Replace(s))
 }
 
 // lastReadContent is the content of the last successful read.

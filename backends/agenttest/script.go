@@ -37,8 +37,13 @@ type Script struct {
 	LoginFile string `json:"login_file,omitempty"`
 	// Modes offered by session/new, the first is current.
 	Modes []Mode `json:"modes,omitempty"`
-	// ConfigOptions returned raw by session/new.
+	// ConfigOptions returned by session/new (ACP configOptions, raw);
+	// session/set_config_option changes their currentValue and answers
+	// the whole set, refusing an unknown option or value.
 	ConfigOptions json.RawMessage `json:"config_options,omitempty"`
+	// Commands are announced in an available_commands_update once
+	// session/new (or session/load) is answered.
+	Commands []Command `json:"commands,omitempty"`
 	// StringIDs makes the agent's own requests use string ids.
 	StringIDs bool `json:"string_ids,omitempty"`
 	// IDStart is the first integer id of the agent's requests (default 0).
@@ -117,6 +122,9 @@ type Turn struct {
 
 // Step is one scripted action. Exactly one field is set.
 type Step struct {
+	// Chunk is sent as agent text; "{{prompt}}" becomes the prompt,
+	// "{{mode}}" the current mode and "{{config:ID}}" the current value
+	// of config option ID.
 	Chunk      string          `json:"chunk,omitempty"`
 	Thought    string          `json:"thought,omitempty"`
 	ToolCall   *ToolCall       `json:"tool_call,omitempty"`

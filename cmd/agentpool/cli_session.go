@@ -26,7 +26,7 @@ const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a sessi
 const defaultAgent = "demo"
 
 func (c *cli) session(ctx context.Context, args []string) error {
-	sub, args, err := c.subcommand("session", sessionUsage, args)
+	sub, args, err := c.subcommand("session", sessionUsage+configUsage, args)
 	if err != nil {
 		return err
 	}
@@ -43,8 +43,14 @@ func (c *cli) session(ctx context.Context, args []string) error {
 		return c.sessionMerge(ctx, args) // cli_merge.go
 	case "setup":
 		return c.sessionSetup(ctx, args) // cli_trust.go
+	case "config":
+		return c.sessionConfig(ctx, args) // cli_config.go
+	case "mode":
+		return c.sessionMode(ctx, args)
+	case "commands":
+		return c.sessionCommands(ctx, args)
 	}
-	return fmt.Errorf("session: unknown command %q (want new, list, show, close, merge or setup)", sub)
+	return fmt.Errorf("session: unknown command %q (want new, list, show, close, merge, setup, config, mode or commands)", sub)
 }
 
 // gitTopLevel returns the top directory of the git repository holding dir.

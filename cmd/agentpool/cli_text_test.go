@@ -62,7 +62,7 @@ func TestTopLevelHelpListsEverySubcommand(t *testing.T) {
 		t.Errorf("the help has no line for %s:\n%s", cmd, help)
 		return ""
 	}
-	for group, sub := range map[string]string{"session": sessionUsage, "providers": providersUsage, "permissions": permissionsUsage} {
+	for group, sub := range map[string]string{"session": sessionUsage + configUsage, "providers": providersUsage, "permissions": permissionsUsage} {
 		l := line(group)
 		for _, s := range strings.Split(strings.TrimRight(sub, "\n"), "\n") {
 			name := strings.Fields(s)[0]

@@ -248,3 +248,25 @@ func (a Store) InsertPermission(ctx context.Context, r permission.Record) error 
 func (a Store) DeleteClosedSession(ctx context.Context, id string) error {
 	return notFound(a.S.DeleteClosedSession(ctx, id))
 }
+
+// SetAgentAdvertised records what an agent last advertised.
+func (a Store) SetAgentAdvertised(ctx context.Context, session, agent string, adv backends.Advertised) error {
+	b, err := json.Marshal(adv)
+	if err != nil {
+		return fmt.Errorf("set advertised of agent %q of session %q: %w", agent, session, err)
+	}
+	return notFound(a.S.SetAgentAdvertised(ctx, session, agent, b))
+}
+
+// AgentAdvertised reads what an agent last advertised; ok is false when
+// nothing was recorded.
+func (a Store) AgentAdvertised(ctx context.Context, session, agent string) (adv backends.Advertised, ok bool, err error) {
+	raw, err := a.S.AgentAdvertised(ctx, session, agent)
+	if err != nil || raw == nil {
+		return backends.Advertised{}, false, notFound(err)
+	}
+	if err := json.Unmarshal(raw, &adv); err != nil {
+		return backends.Advertised{}, false, fmt.Errorf("advertised of agent %q of session %q: %w", agent, session, err)
+	}
+	return adv, true, nil
+}

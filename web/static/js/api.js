@@ -76,3 +76,5 @@ export const attachTicket = id => api('POST', `/v1/sessions/${enc(id)}/attach-ti
 export const logout = () => api('POST', '/v1/logout');
 export const mergeSession = (id, req) => api('POST', `/v1/sessions/${enc(id)}/merge`, req);
 export const removeProvider = id => api('DELETE', `/v1/providers/${enc(id)}`);
+export const agentConfig = (id, agent) => api('GET', `/v1/sessions/${enc(id)}/agents/${enc(agent)}/config`);
+export const setAgentConfig = (id, agent, change) => api('PUT', `/v1/sessions/${enc(id)}/agents/${enc(agent)}/config`, change);

@@ -10,6 +10,7 @@ import { openStream } from './sse.js';
 import { agentChips, agentPicker, fillPicker, closeSessionFlow } from './sessions.js';
 import { openApproval, showing, wasDismissed, closeApproval } from './approval.js';
 import { trustNotice } from './trust.js';
+import { agentControls } from './agentconfig.js';
 
 /** sessionView renders session id into main; it returns its cleanup. */
 export function sessionView(main, id) {
@@ -53,13 +54,18 @@ export function sessionView(main, id) {
   });
   const text = h('textarea', { name: 'prompt', placeholder: 'Ask the agent… (Enter sends, Shift+Enter for a new line)', rows: 2 });
   const picker = agentPicker(sess ? sess.active_agent : '');
+  const ctl = agentControls(id, text, () => picker.value || (sess ? sess.active_agent : ''));
+  let ctlAgent = picker.value;
+  picker.addEventListener('change', () => { ctlAgent = picker.value; ctl.agentChanged(); });
+  cleanups.push(() => ctl.close());
   const send = h('button.primary', { type: 'submit' }, 'Send');
   const cancelBtn = h('button.danger', { type: 'button', onclick: () => doCancel() }, 'Cancel turn');
   const retryBtn = h('button', { type: 'button', onclick: () => doRetry() }, 'Retry last turn');
   const state = h('span.state');
-  const composer = h('form.composer', { onsubmit: e => { e.preventDefault(); doSend(); } }, text,
-    h('div.row', h('label.row.muted', 'Agent', picker), state, h('span.spacer'), retryBtn, cancelBtn, send));
+  const composer = h('form.composer', { onsubmit: e => { e.preventDefault(); doSend(); } }, ctl.menu, text,
+    h('div.row', h('label.row.muted', 'Agent', picker), ctl.el, state, h('span.spacer'), retryBtn, cancelBtn, send));
   text.addEventListener('keydown', e => {
+    if (ctl.handleKey(e)) return;
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); doSend(); }
   });
   const convo = h('div.tab-body', streamEl, composer);
@@ -121,6 +127,7 @@ export function sessionView(main, id) {
     composer.hidden = closed;
     tabs.terminal.hidden = !ptyAgent();
     fillPicker(picker, sess.active_agent);
+    if (picker.value !== ctlAgent) { ctlAgent = picker.value; ctl.agentChanged(); }
     renderComposer();
   }
 
@@ -254,6 +261,7 @@ export function sessionView(main, id) {
     stream.push(ev);
     noteAudit(ev);
     if (type === 'session.closed') { closedWith = ev.data || {}; renderHead(); }
+    ctl.onEvent(ev);
     if (type.startsWith('agent.') || type === 'turn.ended') refreshSoon();
     if (type === 'permission.requested') addPending(permFromEvent(ev));
     if (type === 'permission.resolved') { removePending(id, ev.data.request); closeApproval(ev.data.request); }
