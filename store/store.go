@@ -111,6 +111,9 @@ type Config struct {
 	BusyTimeout time.Duration
 	// CloseTimeout bounds how long Close keeps trying to write pending events.
 	CloseTimeout time.Duration
+
+	// trace, when set (by a benchmark), is told of the writer's steps.
+	trace traceHook
 }
 
 func (c Config) withDefaults() Config {

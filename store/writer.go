@@ -54,6 +54,7 @@ func (s *Store) run() {
 	for {
 		select {
 		case <-s.queue.ready:
+			s.trace(stepWoke, nil)
 			s.linger(timer)
 		case <-s.quit:
 			for {
@@ -64,6 +65,7 @@ func (s *Store) run() {
 			}
 		}
 		buf = s.queue.take(buf)
+		s.trace(stepTook, buf)
 		s.writeAll(buf)
 		if cap(buf) > 4*s.cfg.BatchSize {
 			buf = nil // do not keep the memory of a burst
@@ -218,6 +220,7 @@ var errNoRow = errors.New("no such row")
 // so it is noted and the transaction goes on; any other failure rolls the
 // whole batch back and is returned.
 func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, err error) {
+	s.trace(stepBegin, batch)
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -295,7 +298,12 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 			return nil, err
 		}
 	}
-	return rejected, tx.Commit()
+	s.trace(stepCommit, batch)
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	s.trace(stepCommitted, batch)
+	return rejected, nil
 }
 
 // refusesEvent reports whether err is about the event itself, so that
