@@ -221,6 +221,7 @@ var errNoRow = errors.New("no such row")
 // whole batch back and is returned.
 func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, err error) {
 	s.trace(stepBegin, batch)
+	defer s.ckpt.writing()()
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, err
