@@ -28,6 +28,11 @@ const (
 	// that resets the WAL, for readers to leave it. The writer waits for a
 	// resetting checkpoint, so this bounds that wait too.
 	checkpointBusyTimeout = 50 * time.Millisecond
+	// restartWAL is the WAL size past which the checkpointer restarts the
+	// WAL: SQLite's automatic checkpoint threshold, 1000 pages of 4 KiB.
+	restartWAL = 4 << 20
+	// walFrameHeader is the size of the header of a WAL frame.
+	walFrameHeader = 24
 )
 
 // Log attribute keys of the checkpointer.
@@ -75,12 +80,15 @@ func (c *connector) Driver() driver.Driver { return c.drv }
 // checkpoint, which never blocks the writer, at most every interval while
 // commits come; since such a checkpoint cannot finish while commits keep
 // coming, and the WAL is only reused from its start after one that did,
-// it truncates the WAL (TRUNCATE) once the WAL file holds more than half
-// of limit, and after idle without a commit. A truncating checkpoint needs
-// the writer to stand still: it holds gate, which the writer holds
-// (shared) during each of its transactions, so that the writer waits for
-// it on the gate, and it never loses SQLite's lock to a writer that takes
-// it again as soon as it lets it go. The writer itself truncates the WAL
+// it restarts the WAL (RESTART) right after a PASSIVE one that found more
+// than restartWAL in it (SQLite's own threshold), so that the WAL file is
+// reused from its start rather than grown; it truncates the WAL file
+// (TRUNCATE) once it holds more than half of limit, and after idle
+// without a commit. Those two need the writer to stand still: they hold
+// gate, which the writer holds (shared) during each of its transactions,
+// so that the writer waits for them on the gate, and they never lose
+// SQLite's lock to a writer that takes it again as soon as it lets it go
+// (nor wait in its busy handler's coarse sleeps). The writer itself truncates the WAL
 // before a transaction when the WAL file has reached limit (the
 // checkpointer fell behind), so that the file never holds more than limit
 // and one transaction.
@@ -92,10 +100,12 @@ type checkpointer struct {
 	interval time.Duration
 	idle     time.Duration
 	limit    int64 // bytes of WAL
-	nudge    chan struct{}
-	ctx      context.Context // cancelled by close
-	stop     context.CancelFunc
-	done     chan struct{}
+	// frameBytes is the size of a WAL frame: a page and its header.
+	frameBytes int64
+	nudge      chan struct{}
+	ctx        context.Context // cancelled by close
+	stop       context.CancelFunc
+	done       chan struct{}
 }
 
 // newCheckpointer returns a checkpointer of the database at path, not yet
@@ -118,10 +128,12 @@ func newCheckpointer(path string, cfg Config, log *slog.Logger) (*checkpointer, 
 // start opens the checkpointer's connection and starts it; ctx bounds the
 // opening only. Call close after start, whatever it returns.
 func (c *checkpointer) start(ctx context.Context) error {
-	if err := c.db.PingContext(ctx); err != nil {
+	var page int64
+	if err := c.db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&page); err != nil {
 		close(c.done)
 		return fmt.Errorf("open checkpointer connection: %w", err)
 	}
+	c.frameBytes = page + walFrameHeader
 	go c.run()
 	return nil
 }
@@ -162,9 +174,14 @@ func (c *checkpointer) run() {
 			}
 		}
 		drain(c.nudge) // this checkpoint covers the commits made meanwhile
-		c.checkpoint("PASSIVE")
-		if 2*c.walSize() > c.limit {
+		frames := c.checkpoint("PASSIVE")
+		switch {
+		case 2*c.walSize() > c.limit:
 			c.exclusive("TRUNCATE")
+		case frames*c.frameBytes > min(restartWAL, c.limit/2):
+			// The PASSIVE one copied all but the latest frames: this one
+			// holds the writer for little more than two short fsyncs.
+			c.exclusive("RESTART")
 		}
 		last = time.Now()
 		idle.Reset(c.idle)
@@ -199,18 +216,20 @@ func (c *checkpointer) walSize() int64 {
 	return fi.Size()
 }
 
-// checkpoint runs a checkpoint in mode. One that cannot finish (busy: a
-// reader holds an old snapshot) is left to the next round.
-func (c *checkpointer) checkpoint(mode string) {
-	var busy, frames, checkpointed int64
+// checkpoint runs a checkpoint in mode and returns the frames the WAL held
+// (0 on error). One that cannot finish (busy: a reader holds an old
+// snapshot) is left to the next round.
+func (c *checkpointer) checkpoint(mode string) (frames int64) {
+	var busy, checkpointed int64
 	start := time.Now()
 	err := c.db.QueryRowContext(c.ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &frames, &checkpointed)
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.log.Warn("checkpoint failed", logKeyMode, mode, logKeyErr, err)
 		}
-		return
+		return 0
 	}
 	c.log.Debug("checkpoint", logKeyMode, mode, logKeyFrames, frames, logKeyCopied, checkpointed,
 		logKeyBusy, busy != 0, logKeyTook, time.Since(start))
+	return frames
 }
