@@ -117,9 +117,11 @@ type Config struct {
 	// CheckpointIdle is how long after the last checkpoint the WAL file is
 	// folded into the database and truncated, when no commit came since.
 	CheckpointIdle time.Duration
-	// WALLimit bounds the WAL file, in bytes: once it holds more than half
-	// of it, the writer waits for a checkpoint that lets the WAL restart
-	// from its beginning (readers holding an old snapshot delay that).
+	// WALLimit bounds the WAL file, in bytes: the checkpointer truncates
+	// it once it holds more than half of this, and the writer waits for
+	// that before a transaction that finds it at the limit, so that it
+	// holds at most WALLimit and one transaction (a reader holding an old
+	// snapshot, which no checkpoint can pass, delays that).
 	WALLimit int64
 
 	// trace, when set (by a benchmark), is told of the writer's steps.
