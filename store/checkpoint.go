@@ -76,9 +76,10 @@ func (c *connector) Driver() driver.Driver { return c.drv }
 // checkpointer copies the WAL into the database file off the writer's
 // path: SQLite's automatic checkpoint would run inside the commit that
 // crosses its threshold, holding the writer (and every event waiting to be
-// delivered) for the time of a copy and two fsyncs. It runs a PASSIVE
-// checkpoint, which never blocks the writer, at most every interval while
-// commits come; since such a checkpoint cannot finish while commits keep
+// delivered) for the time of a copy and two fsyncs. Once the WAL file
+// holds restartWAL (SQLite's own threshold), it runs a PASSIVE checkpoint,
+// which never blocks the writer, at most every interval while commits
+// come; since such a checkpoint cannot finish while commits keep
 // coming, and the WAL is only reused from its start after one that did,
 // it restarts the WAL (RESTART) right after a PASSIVE one that found more
 // than restartWAL in it (SQLite's own threshold), so that the WAL file is
@@ -174,6 +175,13 @@ func (c *checkpointer) run() {
 			}
 		}
 		drain(c.nudge) // this checkpoint covers the commits made meanwhile
+		idle.Reset(c.idle)
+		if c.walSize() < min(restartWAL, c.limit/2) {
+			// A small WAL is left to grow, as SQLite's own threshold
+			// does: one copy of many commits' pages costs less than
+			// many, and the idle truncation folds it in anyway.
+			continue
+		}
 		frames := c.checkpoint("PASSIVE")
 		switch {
 		case 2*c.walSize() > c.limit:
