@@ -129,6 +129,21 @@ type Config struct {
 	BusyTimeout time.Duration
 	// CloseTimeout bounds how long Close keeps trying to write pending events.
 	CloseTimeout time.Duration
+	// CheckpointInterval is the least time between two checkpoints, which
+	// copy the WAL into the database file, while commits keep coming.
+	CheckpointInterval time.Duration
+	// CheckpointIdle is how long after the last checkpoint the WAL file is
+	// folded into the database and truncated, when no commit came since.
+	CheckpointIdle time.Duration
+	// WALLimit bounds the WAL file, in bytes: the checkpointer truncates
+	// it once it holds more than half of this, and the writer waits for
+	// that before a transaction that finds it at the limit, so that it
+	// holds at most WALLimit and one transaction (a reader holding an old
+	// snapshot, which no checkpoint can pass, delays that).
+	WALLimit int64
+
+	// trace, when set (by a benchmark), is told of the writer's steps.
+	trace traceHook
 }
 
 func (c Config) withDefaults() Config {
@@ -148,6 +163,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.AppendWait, DefaultAppendWait)
 	setDefault(&c.BusyTimeout, DefaultBusyTimeout)
 	setDefault(&c.CloseTimeout, DefaultCloseTimeout)
+	setDefault(&c.CheckpointInterval, DefaultCheckpointInterval)
+	setDefault(&c.CheckpointIdle, DefaultCheckpointIdle)
+	setDefault(&c.WALLimit, DefaultWALLimit)
 	if c.MaxBackoff < c.RetryBackoff {
 		c.MaxBackoff = c.RetryBackoff
 	}
@@ -167,6 +185,7 @@ type Store struct {
 	cfg Config
 	log *slog.Logger
 
+	ckpt    *checkpointer // copies the WAL into the database off the writer's path
 	queue   *queue
 	prog    progress
 	flushes atomic.Int64  // Flush calls waiting: the writer skips lingering
@@ -203,14 +222,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", cfg.Path, err)
 	}
-	db, err := sqlx.Open("sqlite3", dsn)
+	log := cfg.Logger.With(logKeyPath, cfg.Path)
+	ckpt, err := newCheckpointer(cfg.Path, cfg, log)
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("open store %q: %w", cfg.Path, err)
 	}
+	db := sqlx.NewDb(sql.OpenDB(newConnector(dsn, ckpt.committed)), "sqlite3")
 	db.SetMaxIdleConns(maxIdleConns)
 	fail := func(err error) (*Store, error) {
 		db.Close()
+		ckpt.db.Close()
 		lock.Close()
 		return nil, fmt.Errorf("open store %q: %w", cfg.Path, err)
 	}
@@ -224,11 +246,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := ckpt.start(ctx); err != nil {
+		return fail(err)
+	}
 	wctx, abandon := context.WithCancel(context.Background())
 	s := &Store{
 		db:      db,
 		cfg:     cfg,
-		log:     cfg.Logger.With(logKeyPath, cfg.Path),
+		log:     log,
+		ckpt:    ckpt,
 		queue:   newQueue(cfg.QueueLimit, cfg.BatchSize, cfg.QueueBytes),
 		nudge:   make(chan struct{}, 1),
 		quit:    make(chan struct{}),
@@ -303,6 +329,10 @@ func (s *Store) CloseContext(ctx context.Context) error {
 		if n := s.dropped.Load(); n > 0 {
 			errs = append(errs, fmt.Errorf("close store: %d events dropped since open", n))
 		}
+		if err := s.ckpt.close(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: checkpointer: %w", err))
+		}
+		// The last connection to close folds the WAL into the database.
 		if err := s.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
 		}

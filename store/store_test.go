@@ -28,6 +28,8 @@ func TestPragmasOnEveryConnection(t *testing.T) {
 			{"foreign_keys", "1"},
 			{"synchronous", "1"}, // NORMAL
 			{"busy_timeout", "1234"},
+			// No commit runs a checkpoint: the checkpointer does.
+			{"wal_autocheckpoint", "0"},
 		}
 		for _, c := range checks {
 			var got string

@@ -54,6 +54,7 @@ func (s *Store) run() {
 	for {
 		select {
 		case <-s.queue.ready:
+			s.trace(stepWoke, nil)
 			s.linger(timer)
 		case <-s.quit:
 			for {
@@ -64,6 +65,7 @@ func (s *Store) run() {
 			}
 		}
 		buf = s.queue.take(buf)
+		s.trace(stepTook, buf)
 		s.writeAll(buf)
 		clear(buf) // the events written are not the writer's to keep
 		if cap(buf) > 4*s.cfg.BatchSize {
@@ -233,6 +235,8 @@ var errNoRow = errors.New("no such row")
 // so it is noted and the transaction goes on; any other failure rolls the
 // whole batch back and is returned.
 func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, err error) {
+	s.trace(stepBegin, batch)
+	defer s.ckpt.writing()()
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -310,7 +314,12 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 			return nil, err
 		}
 	}
-	return rejected, tx.Commit()
+	s.trace(stepCommit, batch)
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	s.trace(stepCommitted, batch)
+	return rejected, nil
 }
 
 // refusesEvent reports whether err is about the event itself, so that
