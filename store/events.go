@@ -32,6 +32,7 @@ func (s *Store) AppendNotify(ev backends.Event, committed func(backends.Event)) 
 		return
 	}
 	n := s.dropped.Add(1)
+	s.lost.add(ev)
 	if n&(n-1) == 0 {
 		s.log.Error("event dropped", logKeySession, ev.Session, logKeySeq, ev.Seq, logKeyDropped, n, logKeyErr, err)
 	}

@@ -159,6 +159,8 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	lock      *os.File // flock'ed beside the database while open
+	lossLog   *lossLog // where Close records what it could not write (nil: none)
+	lost      losses   // the events given up since Open
 
 	turnSeq   atomic.Int64 // the last turn row id handed out (turns.id, internal)
 	lastWrite atomic.Int64 // queue position of the newest queued write
@@ -219,6 +221,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.turnSeq.Store(lastTurn)
 	s.prog.changed = make(chan struct{})
+	s.openLossLog(ctx)
 	go s.run()
 	return s, nil
 }
@@ -283,6 +286,9 @@ func (s *Store) CloseContext(ctx context.Context) error {
 		if n := s.dropped.Load(); n > 0 {
 			errs = append(errs, fmt.Errorf("close store: %d events dropped since open", n))
 		}
+		if err := s.recordLosses(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
 		if err := s.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
 		}
@@ -290,6 +296,50 @@ func (s *Store) CloseContext(ctx context.Context) error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// openLossLog opens the loss log beside the database and reports the losses
+// it holds from the last Close in their sessions' histories (see
+// reportLosses), then clears it. A report that cannot be stored now (the
+// disk is still full) is kept for the next Close to record again. Without
+// a loss log (no room to create it) losses at Close are only logged.
+func (s *Store) openLossLog(ctx context.Context) {
+	ll, raw, err := openLossLog(s.cfg.Path + lossSuffix)
+	if err != nil {
+		s.log.Warn("no loss log: events given up at close will only be logged", logKeyErr, err)
+		return
+	}
+	s.lossLog = ll
+	if raw == nil {
+		return
+	}
+	n, err := s.reportLosses(ctx, raw)
+	if err != nil {
+		s.log.Error("report the events lost at the last stop; kept for the next start", logKeyErr, err)
+		s.lost.merge(raw)
+		return
+	}
+	s.log.Warn("reported events lost at the last stop in their sessions' histories", "sessions", n)
+	if err := ll.write(nil); err != nil {
+		s.log.Error("clear the loss log", logKeyErr, err)
+	}
+}
+
+// recordLosses writes the events given up since Open to the loss log and
+// closes it.
+func (s *Store) recordLosses() error {
+	if s.lossLog == nil {
+		return nil
+	}
+	defer s.lossLog.close()
+	rec := s.lost.record(lossLogSize)
+	if rec == nil {
+		return nil
+	}
+	if err := s.lossLog.write(rec); err != nil {
+		return fmt.Errorf("record lost events for the next start: %w", err)
+	}
+	return nil
 }
 
 // lockSuffix names the lock file beside the database.

@@ -125,9 +125,13 @@ func (s *Store) writeBatch(batch []item) {
 		if s.wctx.Err() != nil {
 			n := s.dropped.Add(int64(len(batch)))
 			s.log.Error("writes abandoned at close", logKeyEvents, len(batch), logKeyDropped, n, logKeyErr, err)
-			for _, it := range batch {
+			for i := range batch {
+				it := &batch[i]
 				if it.w != nil && it.w.wait != nil {
 					it.w.wait.set(waitDropped, ErrClosed)
+				}
+				if it.hasEvent() {
+					s.lost.add(it.ev)
 				}
 			}
 			s.queue.settled(batch)
