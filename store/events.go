@@ -38,6 +38,20 @@ func (s *Store) AppendNotify(ev backends.Event, committed func(backends.Event)) 
 	}
 }
 
+// AppendPast is AppendNotify for an event that must be queued even when
+// the queue is full, without waiting and without being dropped: an event of
+// a turn that is ending (its deadline passed, it was cancelled), whose
+// agent must not be held by a disk that stays full. The queue then holds
+// more than QueueLimit, by what such turns send until they end. After
+// Close it drops ev, as Append does.
+func (s *Store) AppendPast(ev backends.Event, committed func(backends.Event)) {
+	if _, err := s.queue.push(item{ev: ev, committed: committed}, -1); err != nil {
+		n := s.dropped.Add(1)
+		s.lost.add(ev)
+		s.log.Error("event dropped", logKeySession, ev.Session, logKeySeq, ev.Seq, logKeyDropped, n, logKeyErr, err)
+	}
+}
+
 // WaitRoom returns once the write queue has room for an event, so that a
 // caller can apply backpressure before it takes a lock and appends (an
 // Append that then finds the queue full again waits only AppendWait). It

@@ -109,3 +109,51 @@ func TestLossRecordFits(t *testing.T) {
 		t.Errorf("record keeps %d sessions with %d events and omits %d; want all counted", len(rec.Sessions), total, rec.Omitted)
 	}
 }
+
+// TestAppendPastNeitherWaitsNorDrops fills the write queue while the
+// database refuses writes and checks that AppendPast and EndTurnEvent
+// still queue at once, past the limit, and that everything is written in
+// order once the database takes writes again.
+func TestAppendPastNeitherWaitsNorDrops(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "agentpool.db")
+	cfg := fastRetry(path)
+	cfg.QueueLimit, cfg.BatchSize, cfg.FlushInterval, cfg.AppendWait = 10, 10, time.Hour, 5*time.Millisecond
+	s, _ := openTest(t, cfg)
+	mustSession(t, s, "s1")
+	n, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := lockDB(t, path)
+	seq := int64(0)
+	for range 20 { // a batch for the writer to retry, and a full queue
+		seq++
+		s.Append(testEvent("s1", seq, time.Now()))
+	}
+	waitFor(t, "the writer to retry", func() bool { return s.Stats().Retries >= 1 })
+	for range 30 {
+		seq++
+		s.AppendPast(testEvent("s1", seq, time.Now()), nil)
+	}
+	seq++
+	end := testEvent("s1", seq, time.Now())
+	end.Type = backends.EventTurnEnded
+	if err := s.EndTurnEvent(ctx, n, TurnEnd{StopReason: "timeout"}, end, nil); err != nil {
+		t.Fatalf("EndTurnEvent() on a full queue error = %v; want it queued", err)
+	}
+	if st := s.Stats(); st.Dropped != 0 {
+		t.Fatalf("Stats() = %+v; want nothing dropped", st)
+	}
+	release()
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Events(ctx, "s1", 0, 0)
+	if err != nil || int64(len(got)) != seq || got[len(got)-1].Type != backends.EventTurnEnded {
+		t.Fatalf("Events(s1) = %d events, %v; want %d ending with turn.ended", len(got), err, seq)
+	}
+	if tn, err := s.GetTurn(ctx, "s1", n); err != nil || tn.EndedAt == nil {
+		t.Errorf("turn %d after the writes = %+v, %v; want it ended", n, tn, err)
+	}
+}

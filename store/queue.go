@@ -82,7 +82,8 @@ func newQueue(limit, batch int) *queue {
 }
 
 // push appends it, waiting at most wait for room when the queue is full,
-// and returns its position. It returns errQueueFull when no room came and
+// and returns its position; a negative wait appends it past the limit
+// without waiting. It returns errQueueFull when no room came and
 // errQueueClosed after close.
 func (q *queue) push(it item, wait time.Duration) (int64, error) {
 	var timer *time.Timer
@@ -92,7 +93,7 @@ func (q *queue) push(it item, wait time.Duration) (int64, error) {
 			q.mu.Unlock()
 			return 0, errQueueClosed
 		}
-		if len(q.items) < q.limit {
+		if len(q.items) < q.limit || wait < 0 {
 			q.items = append(q.items, it)
 			q.pushed++
 			if it.hasEvent() && it.ev.Seq > q.seqs[it.ev.Session] {

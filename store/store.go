@@ -167,6 +167,7 @@ type Store struct {
 
 	appended, batches, retries, dropped, rejected atomic.Int64
 	failing                                       atomic.Bool // the writer's last attempt failed
+	full                                          atomic.Bool // ... because the disk is full
 }
 
 // Open opens (creating if needed) the database at cfg.Path, applies the
@@ -394,6 +395,10 @@ func (s *Store) enqueued(w *write, err error) error {
 	switch {
 	case errors.Is(err, errQueueClosed):
 		return fmt.Errorf("%s: %w", w.what, ErrClosed)
+	case err != nil && s.full.Load():
+		// The queue is full because the writer waits for space.
+		return fmt.Errorf("%s: the disk holding the database %s is full and the writes queued before this one wait for space: %w",
+			w.what, s.cfg.Path, ErrFull)
 	case err != nil:
 		return fmt.Errorf("%s: %w", w.what, ErrBehind)
 	}

@@ -165,14 +165,17 @@ func (s *Store) endTurnWrite(sessionID string, number int64, end TurnEnd) *write
 // ev, the event that reports it, to be committed in one transaction: ev is
 // stored (and committed called with it, as for AppendNotify) only if the
 // turn was still open, so the end is never stored without its event nor
-// reported twice. It returns ErrBehind when the write queue stayed full,
-// ErrClosed after Close.
+// reported twice. It never waits for room: a full queue takes it all the
+// same (see AppendPast). It returns ErrClosed after Close.
 func (s *Store) EndTurnEvent(ctx context.Context, number int64, end TurnEnd, ev backends.Event, committed func(backends.Event)) error {
 	if ev.Session == "" {
 		return fmt.Errorf("end turn %d: event without a session", number)
 	}
 	w := s.endTurnWrite(ev.Session, number, end)
-	_, err := s.queue.push(item{w: w, ev: ev, committed: committed}, s.cfg.AppendWait)
+	// Queued past a full queue: a turn's end must not wait for a disk that
+	// stays full, and is written, after the turn's events, once space
+	// returns. There is one per turn.
+	_, err := s.queue.push(item{w: w, ev: ev, committed: committed}, -1)
 	return s.enqueued(w, err)
 }
 

@@ -118,10 +118,12 @@ func (s *Store) writeBatch(batch []item) {
 		rejected, err := s.insertItems(s.wctx, batch)
 		if err == nil {
 			s.failing.Store(false)
+			s.full.Store(false)
 			s.committed(batch, rejected)
 			return
 		}
 		s.failing.Store(true)
+		s.full.Store(isFull(err))
 		if s.wctx.Err() != nil {
 			n := s.dropped.Add(int64(len(batch)))
 			s.log.Error("writes abandoned at close", logKeyEvents, len(batch), logKeyDropped, n, logKeyErr, err)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -155,4 +158,134 @@ func tail(log []backends.Event, n int) string {
 		b.WriteString("\n" + string(ev.Type) + " " + string(ev.Data))
 	}
 	return b.String()
+}
+
+// envDiskDeadlineNS marks TestDiskFullTurnDeadline re-executed in its own
+// mount namespace.
+const envDiskDeadlineNS = "AGENTPOOL_TEST_DISKDEADLINE_NS"
+
+// writeFakeProviderTimeout is writeFakeProvider with a turn_timeout.
+func writeFakeProviderTimeout(t *testing.T, home string, s agenttest.Script, turnTimeout string) {
+	t.Helper()
+	writeFakeProvider(t, home, s)
+	path := filepath.Join(home, providersFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["providers"].(map[string]any)["fake"].(map[string]any)["turn_timeout"] = turnTimeout
+	b, _ = json.MarshalIndent(doc, "", "  ")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDiskFullTurnDeadline fills the daemon's disk in the middle of a turn
+// that streams events and lets the turn's deadline pass while nothing can
+// be stored: the turn must end all the same (the agent is stopped, the
+// session becomes free), and once space returns, without a restart, its
+// turn.ended must be stored and reach the stream, and every event a reader
+// was given must be stored. Root only: a 16 MiB tmpfs in a private mount
+// namespace.
+func TestDiskFullTurnDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	if !inPrivateMountNS(t, envDiskDeadlineNS, true) {
+		return
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	mountTmpfs(t, home, "16m")
+	writeFakeProviderTimeout(t, home, agenttest.Script{Turns: []agenttest.Turn{{Echo: true,
+		Steps: []agenttest.Step{{Chunks: 10_000_000, ChunksPerSecond: 40000}}}}}, "4s")
+	repo := newE2ERepo(t)
+	d := startDaemon(t, bin, home)
+	d.stopAtCleanup()
+	ctx := context.Background()
+	s, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: "fake"})
+	if err != nil {
+		t.Fatalf("create session: %v\n%s", err, d.out)
+	}
+	rctx, stopReader := context.WithCancel(ctx)
+	defer stopReader()
+	seen := make(chan backends.Event, 1<<20)
+	go func() {
+		_ = d.client.Events(rctx, s.ID, 0, func(ev backends.Event) error {
+			seen <- ev
+			return nil
+		})
+	}()
+	promptAt := time.Now()
+	tn, err := d.client.Prompt(ctx, s.ID, "", "stream", false)
+	if err != nil {
+		t.Fatalf("prompt: %v\n%s", err, d.out)
+	}
+	waitStored(t, d, s.ID, 100)
+	filler := filepath.Join(home, "filler")
+	fill(t, filler)
+	// The deadline passes while the disk is full.
+	time.Sleep(8 * time.Second)
+	// The session is free again, and a prompt is refused for the disk.
+	_, perr := d.client.Prompt(ctx, s.ID, "", "while full", false)
+	var ae *httpapi.Error
+	if !errors.As(perr, &ae) || ae.Status != http.StatusInsufficientStorage || !strings.Contains(ae.Message, "disk") {
+		t.Errorf("prompt while the disk is full, after the deadline: %v; want 507 storage_full naming the disk", perr)
+	}
+	fullFor := time.Since(promptAt)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	var ended *backends.Event
+	got := map[int64]backends.Event{}
+	timeout := time.After(30 * time.Second)
+	for ended == nil {
+		select {
+		case ev := <-seen:
+			got[ev.Seq] = ev
+			if ev.Type == backends.EventTurnEnded && ev.Turn == tn.ID {
+				ended = &ev
+			}
+		case <-timeout:
+			t.Fatalf("no turn.ended on the stream 30 s after space returned (turn deadline 4 s)\n%s", d.out)
+		}
+	}
+	var end struct {
+		StopReason string `json:"stop_reason"`
+		DurationMS int64  `json:"duration_ms"`
+	}
+	if err := json.Unmarshal(ended.Data, &end); err != nil {
+		t.Fatal(err)
+	}
+	if end.StopReason != "timeout" {
+		t.Errorf("turn.ended = %s; want stop reason timeout", ended.Data)
+	}
+	// The turn ended at its deadline, while the disk was full, not when
+	// space returned: its recorded duration is shorter than the time from
+	// the prompt to the freeing of space.
+	if time.Duration(end.DurationMS)*time.Millisecond >= fullFor {
+		t.Errorf("turn.ended after %d ms, once space returned (%v after the prompt); want it ended at its 4 s deadline while the disk was full: %s",
+			end.DurationMS, fullFor, ended.Data)
+	}
+	stored, err := d.client.EventLog(ctx, s.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bySeq := map[int64]backends.Event{}
+	for _, ev := range stored {
+		bySeq[ev.Seq] = ev
+	}
+	for seq, ev := range got {
+		if st, ok := bySeq[seq]; !ok || st.Type != ev.Type || compactJSON(st.Data) != compactJSON(ev.Data) {
+			t.Errorf("seq %d delivered as %s is stored as %+v (present %v)", seq, ev.Type, st, ok)
+		}
+	}
+	if _, err := d.client.Prompt(ctx, s.ID, "", "again", false); err != nil {
+		t.Errorf("prompt after the turn ended: %v", err)
+	}
+	t.Logf("%d events delivered, all stored; turn.ended: %s", len(got), ended.Data)
 }
