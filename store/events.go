@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -78,6 +79,28 @@ func (s *Store) Flush(ctx context.Context) error {
 	default:
 	}
 	return s.waitFor(ctx, s.queue.position())
+}
+
+// fullPoll is how often flushUnlessFull looks at whether the writer is
+// failing for a full disk.
+const fullPoll = 50 * time.Millisecond
+
+// flushUnlessFull is Flush, except that it gives up with an error
+// wrapping ErrFull, naming the database, while the writer's last attempt
+// failed for a full disk: a write that must follow the queued ones (a
+// delete) is refused at once rather than held until space returns.
+func (s *Store) flushUnlessFull(ctx context.Context) error {
+	for {
+		if s.full.Load() {
+			return s.waitingFull()
+		}
+		fctx, cancel := context.WithTimeout(ctx, fullPoll)
+		err := s.Flush(fctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
 }
 
 // waitFor returns once the queued items up to position target have settled.

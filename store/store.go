@@ -397,8 +397,7 @@ func (s *Store) enqueued(w *write, err error) error {
 		return fmt.Errorf("%s: %w", w.what, ErrClosed)
 	case err != nil && s.full.Load():
 		// The queue is full because the writer waits for space.
-		return fmt.Errorf("%s: the disk holding the database %s is full and the writes queued before this one wait for space: %w",
-			w.what, s.cfg.Path, ErrFull)
+		return fmt.Errorf("%s: %w", w.what, s.waitingFull())
 	case err != nil:
 		return fmt.Errorf("%s: %w", w.what, ErrBehind)
 	}
@@ -437,8 +436,28 @@ func (s *Store) fullErr(err error) error {
 	if !isFull(err) || errors.Is(err, ErrFull) {
 		return err
 	}
-	return fmt.Errorf("the disk holding the database %s is full: %w (%w)", s.cfg.Path, ErrFull, err)
+	return &fullError{path: s.cfg.Path, err: fmt.Errorf("the disk holding the database %s is full: %w (%w)", s.cfg.Path, ErrFull, err)}
 }
+
+// waitingFull is the error of a write refused because the writes queued
+// before it wait for space on a full disk.
+func (s *Store) waitingFull() error {
+	return &fullError{path: s.cfg.Path, err: fmt.Errorf("the disk holding the database %s is full and the writes queued before this one wait for space: %w",
+		s.cfg.Path, ErrFull)}
+}
+
+// fullError is a write refused for a full disk; DiskPath names the
+// database file, so that the API can name the file system holding it.
+type fullError struct {
+	path string
+	err  error
+}
+
+func (e *fullError) Error() string { return e.err.Error() }
+func (e *fullError) Unwrap() error { return e.err }
+
+// DiskPath returns the database file the full disk holds.
+func (e *fullError) DiskPath() string { return e.path }
 
 // isFull reports whether err says the disk is full.
 func isFull(err error) bool {
