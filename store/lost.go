@@ -186,7 +186,7 @@ func (l *lossLog) close() error { return l.f.Close() }
 
 // reportLosses stores, for each session of rec (a loss log's content), an
 // error event saying how many events could not be stored, after the
-// session's last stored event. A session that no longer exists, or that
+// session's last stored event and the lost seqs (which stay a gap). A session that no longer exists, or that
 // already has the report (the log was not cleared after it was stored),
 // is skipped. Everything is stored in one transaction.
 func (s *Store) reportLosses(ctx context.Context, raw []byte) (int, error) {
@@ -227,7 +227,9 @@ func (s *Store) reportLosses(ctx context.Context, raw []byte) (int, error) {
 			"stage": "store",
 			"lost":  sl,
 		})
-		if _, err := tx.ExecContext(ctx, insertEventSQL, sl.Session, last+1, nil, "", string(backends.EventError),
+		// After the lost seqs: they were handed out (never to a reader),
+		// and a seq is never reused.
+		if _, err := tx.ExecContext(ctx, insertEventSQL, sl.Session, max(last, sl.ToSeq)+1, nil, "", string(backends.EventError),
 			string(data), now); err != nil {
 			return 0, fmt.Errorf("report lost events: %w", s.fullErr(err))
 		}

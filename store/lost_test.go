@@ -15,8 +15,8 @@ import (
 // TestLossAtCloseReportedAtNextOpen gives up events at Close (the database
 // stays unwritable) and checks that the next Open stores, in each affected
 // session's history, one error event saying how many events could not be
-// stored and which seqs they had, after the session's last stored event,
-// and that a further Open does not report them again.
+// stored and which seqs they had, after those seqs (never reused), and
+// that a further Open does not report them again.
 func TestLossAtCloseReportedAtNextOpen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "agentpool.db")
@@ -53,8 +53,8 @@ func TestLossAtCloseReportedAtNextOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 4 || got[3].Seq != 4 || got[3].Type != backends.EventError {
-			t.Fatalf("open %d: Events(s1) = %+v; want 3 stored events and the loss report as seq 4", open, got)
+		if len(got) != 4 || got[3].Seq != 11 || got[3].Type != backends.EventError {
+			t.Fatalf("open %d: Events(s1) = %+v; want 3 stored events and the loss report as seq 11, after the lost ones", open, got)
 		}
 		var d struct {
 			Error string      `json:"error"`
@@ -71,7 +71,7 @@ func TestLossAtCloseReportedAtNextOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got2) != 1 || !strings.Contains(string(got2[0].Data), "5 events could not be stored") {
+		if len(got2) != 1 || got2[0].Seq != 6 || !strings.Contains(string(got2[0].Data), "5 events could not be stored") {
 			t.Errorf("open %d: Events(s2) = %+v; want only the report of 5 lost events", open, got2)
 		}
 		if err := s2.Close(); err != nil {

@@ -145,6 +145,9 @@ func TestDiskFullStopReportsLoss(t *testing.T) {
 	if rep.Lost.Count <= 0 || rep.Lost.FromSeq <= last || rep.Lost.ToSeq < rep.Lost.FromSeq || len(rep.Lost.Turns) == 0 || rep.Lost.Turns[0] != tn.ID {
 		t.Errorf("loss report = %s; want a count and the seqs after %d, of turn %d", report.Data, last, tn.ID)
 	}
+	if report.Seq <= rep.Lost.ToSeq {
+		t.Errorf("loss report has seq %d; want it after the lost seqs %d-%d, which are never reused", report.Seq, rep.Lost.FromSeq, rep.Lost.ToSeq)
+	}
 	if ended != 1 {
 		t.Errorf("turn %d has %d turn.ended after the restart; want 1", tn.ID, ended)
 	}
