@@ -266,8 +266,9 @@ func (s *Store) Close() error {
 }
 
 // CloseContext writes the events still queued, giving up when ctx ends (a
-// full disk that stays full) with the loss counted in Stats.Dropped, stops
-// the writer and closes the database. Events given up were never delivered
+// full disk that stays full) with the loss counted in Stats.Dropped and
+// recorded in the loss log, which the next Open reports in the affected
+// sessions' histories; it stops the writer and closes the database. Events given up were never delivered
 // (delivery follows the commit), and waiting StartTurn calls get ErrClosed.
 // It returns an error when closing the database fails or when any event was
 // dropped since Open. Appends made after Close are dropped. Calling Close or
