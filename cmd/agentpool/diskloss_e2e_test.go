@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -193,7 +194,8 @@ func writeFakeProviderTimeout(t *testing.T, home string, s agenttest.Script, tur
 // session becomes free), and once space returns, without a restart, its
 // turn.ended must be stored and reach the stream, and every event a reader
 // was given must be stored. Root only: a 16 MiB tmpfs in a private mount
-// namespace.
+// namespace. It runs twice: with an agent fast enough to fill the write
+// queue while the disk is full, and with one that leaves it room.
 func TestDiskFullTurnDeadline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
@@ -202,10 +204,18 @@ func TestDiskFullTurnDeadline(t *testing.T) {
 		return
 	}
 	bin := agentpoolBinary(t)
+	for _, rate := range []int{40000, 2000} {
+		t.Run(fmt.Sprintf("%d chunks per second", rate), func(t *testing.T) { diskFullTurnDeadline(t, bin, rate) })
+	}
+}
+
+// diskFullTurnDeadline is TestDiskFullTurnDeadline with an agent sending
+// rate chunks a second.
+func diskFullTurnDeadline(t *testing.T, bin string, rate int) {
 	home := t.TempDir()
 	mountTmpfs(t, home, "16m")
 	writeFakeProviderTimeout(t, home, agenttest.Script{Turns: []agenttest.Turn{{Echo: true,
-		Steps: []agenttest.Step{{Chunks: 10_000_000, ChunksPerSecond: 40000}}}}}, "4s")
+		Steps: []agenttest.Step{{Chunks: 10_000_000, ChunksPerSecond: rate}}}}}, "4s")
 	repo := newE2ERepo(t)
 	d := startDaemon(t, bin, home)
 	d.stopAtCleanup()
@@ -234,7 +244,9 @@ func TestDiskFullTurnDeadline(t *testing.T) {
 	// The deadline passes while the disk is full.
 	time.Sleep(8 * time.Second)
 	// The session is free again, and a prompt is refused for the disk.
-	_, perr := d.client.Prompt(ctx, s.ID, "", "while full", false)
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	_, perr := d.client.Prompt(pctx, s.ID, "", "while full", false)
+	cancel()
 	var ae *httpapi.Error
 	if !errors.As(perr, &ae) || ae.Status != http.StatusInsufficientStorage || !strings.Contains(ae.Message, "disk") {
 		t.Errorf("prompt while the disk is full, after the deadline: %v; want 507 storage_full naming the disk", perr)
