@@ -127,9 +127,9 @@ func errorFor(err error) *Error {
 		e := mk(http.StatusUnprocessableEntity, CodeInvalidConfig)
 		e.Diagnostics = diagnosticsOf(err)
 		return e
-	case errors.Is(err, pool.ErrStorageFull):
+	case isStorageFull(err):
 		e := mk(http.StatusInsufficientStorage, CodeStorageFull)
-		e.Message = "the disk holding the daemon's data or the session's repository is full; free space and retry (nothing acknowledged was lost): " + msg
+		e.Message = storageFullMessage(err, msg)
 		return e
 	case errors.Is(err, pool.ErrAtCapacity):
 		e := mk(http.StatusServiceUnavailable, CodeAtCapacity)

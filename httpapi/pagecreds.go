@@ -84,6 +84,9 @@ type pageCreds struct {
 
 	mu     sync.Mutex
 	byHash map[string]*pageRecord
+	// unsaved: the last write of the file failed (a full disk), so it may
+	// still hold credentials revoked since.
+	unsaved bool
 }
 
 // loadPageCreds reads path (if any). A missing file means none; a file
@@ -235,9 +238,12 @@ func (p *pageCreds) revoke(id string) (int, error) {
 			n++
 		}
 	}
-	if n == 0 {
+	if n == 0 && !p.unsaved {
 		return 0, nil
 	}
+	// A revoke takes effect at once; when the file cannot be written (a
+	// full disk) the error says so, and a retry writes it even though
+	// there is nothing left to revoke in memory.
 	return n, p.saveLocked()
 }
 
@@ -250,9 +256,17 @@ func (p *pageCreds) dropExpiredLocked(now time.Time) {
 	}
 }
 
-// saveLocked writes the credentials' hashes to the file atomically (a
-// 0600 temporary file in the same directory, synced, renamed over it).
+// saveLocked writes the credentials' hashes to the file (writeLocked)
+// and remembers whether that failed.
 func (p *pageCreds) saveLocked() error {
+	err := p.writeLocked()
+	p.unsaved = err != nil
+	return err
+}
+
+// writeLocked writes the credentials' hashes to the file atomically (a
+// 0600 temporary file in the same directory, synced, renamed over it).
+func (p *pageCreds) writeLocked() error {
 	if p.path == "" {
 		return nil
 	}

@@ -92,9 +92,9 @@ type Store interface {
 	// only if the turn was still open. It may queue them behind the events
 	// appended before and return before they are written; events appended
 	// after are committed with or after them. The turn reads must see a
-	// queued end unless the store is failing to write. An error (the
-	// write queue stayed full, the store is closed) means neither was
-	// queued.
+	// queued end unless the store is failing to write. It does not wait
+	// for room in a full write queue (a turn's end must not wait for a
+	// full disk). An error (the store is closed) means neither was queued.
 	EndTurnEvent(ctx context.Context, t Turn, ev backends.Event, committed func(backends.Event)) error
 	// UnreportedTurnEnds lists the ended turns that have no turn.ended
 	// event (an earlier version could commit a turn's end without it),
@@ -120,6 +120,11 @@ type Store interface {
 	// called before, waits for room for as long as ctx allows. Flush waits
 	// until all queued events are written and their committed calls made.
 	Append(ev backends.Event, committed func(backends.Event))
+	// AppendPast is Append for an event of a turn that is ending (past
+	// its deadline, cancelled): it neither waits for room nor drops ev
+	// while the store is open, so a disk that stays full does not hold the
+	// turn's agent; the queue grows past its bound by what such turns send.
+	AppendPast(ev backends.Event, committed func(backends.Event))
 	WaitRoom(ctx context.Context) error
 	Flush(ctx context.Context) error
 	// NextSeq returns the seq after the last one stored or queued for the

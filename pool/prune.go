@@ -82,7 +82,9 @@ type PruneResult struct {
 // stored about it (turns, events, permission records) from the database.
 // Sessions are handled one by one: one that fails is reported with its
 // error, left as it is, and the others go on. A session still finishing
-// its Close is left for a later Prune. Only a failure to list the
+// its Close is left for a later Prune. A full disk stops it: the error,
+// wrapping ErrStorageFull, says how many sessions were pruned before (the
+// rest are left for a later Prune). Otherwise only a failure to list the
 // sessions is returned as an error.
 func (p *Pool) Prune(ctx context.Context, req PruneRequest) (PruneResult, error) {
 	if req.OlderThan < 0 {
@@ -98,7 +100,15 @@ func (p *Pool) Prune(ctx context.Context, req PruneRequest) (PruneResult, error)
 			continue
 		}
 		ps := PrunedSession{Session: r.ID, Title: r.Title, Repo: r.Repo, ClosedAt: r.UpdatedAt}
-		if err := p.pruneOne(ctx, r, req, &ps); err != nil {
+		if err := p.pruneOne(ctx, r, req, &ps); errors.Is(err, ErrStorageFull) {
+			pruned := 0
+			for _, done := range res.Sessions {
+				if done.Pruned {
+					pruned++
+				}
+			}
+			return res, fmt.Errorf("prune session %q (%d pruned before it, the others left): %w", r.ID, pruned, err)
+		} else if err != nil {
 			ps.Error = err.Error()
 			p.logger.Warn("prune session", "session", r.ID, "err", err)
 		} else {

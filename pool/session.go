@@ -167,6 +167,12 @@ func (p *Pool) publishLocked(s *session, ev backends.Event) {
 // reader, of the session and daemon-wide, sees each session's events in
 // seq order. delivered, if not nil, is closed after the delivery.
 func (p *Pool) queueLocked(s *session, ev backends.Event, delivered chan struct{}) {
+	p.appendLocked(s, ev, delivered, false)
+}
+
+// appendLocked is queueLocked; with past, the event is queued even when
+// the store's queue is full (Store.AppendPast).
+func (p *Pool) appendLocked(s *session, ev backends.Event, delivered chan struct{}, past bool) {
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
@@ -175,6 +181,10 @@ func (p *Pool) queueLocked(s *session, ev backends.Event, delivered chan struct{
 	ev.Session = s.id
 	if ev.Turn == 0 && s.turn != nil {
 		ev.Turn = s.turn.id
+	}
+	if past {
+		p.cfg.Store.AppendPast(ev, p.deliverTo(s, delivered))
+		return
 	}
 	p.cfg.Store.Append(ev, p.deliverTo(s, delivered))
 }

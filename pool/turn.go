@@ -22,6 +22,10 @@ type turnRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// deadline is the turn's timeout (the agent's Spec.TurnDeadline):
+	// past it, the turn's events no longer wait for room in the store.
+	deadline time.Duration
+
 	mu      sync.Mutex
 	backend backends.Backend
 	result  Turn
@@ -93,9 +97,11 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	}
 	// Refuse what can be refused before the turn exists: an unknown or
 	// disabled agent, a closing pool, a full queue.
-	if _, err := p.cfg.Resolver.Resolve(agent); err != nil {
+	spec, err := p.cfg.Resolver.Resolve(agent)
+	if err != nil {
 		return fail(fmt.Errorf("agent %q: %w", agent, err))
 	}
+	tr.deadline = spec.TurnDeadline()
 	p.mu.Lock()
 	err = p.queueFullLocked()
 	if p.closing {
@@ -199,12 +205,14 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 		tr.mu.Lock()
 		tr.backend = b
 		tr.mu.Unlock()
+		ending, stop := turnEnding(tr)
 		emit := func(ev backends.Event) {
 			ev.Turn = t.ID
 			p.noteAdvertised(e, ev)
-			p.publish(s, ev)
+			p.publishTurn(s, ev, ending)
 		}
 		res, err = b.Prompt(tr.ctx, backends.Prompt{Text: t.Prompt, Turn: t.ID}, emit)
+		stop()
 	}
 	if res.StopReason == "" {
 		res.StopReason = backends.StopError

@@ -20,17 +20,16 @@ const endTurnAttempts = 3
 // once committed; delivered, if not nil, is closed then.
 //
 // It reports whether the end was queued. When the store cannot take it
-// (its queue stays full, it is closed), the turn is left open in the
-// store, with no event, and the next start's Recover ends it; the session
-// is freed all the same.
+// (it is closed), the turn is left open in the store, with no event, and
+// the next start's Recover ends it; the session is freed all the same.
 func (p *Pool) endTurn(s *session, t Turn, data map[string]any, delivered chan struct{}) bool {
 	ctx := context.WithoutCancel(p.ctx)
 	ev := backends.Event{Type: backends.EventTurnEnded, Agent: t.Agent, Turn: t.ID, Data: backends.MustJSON(data)}
 	var err error
 	for attempt := 1; ; attempt++ {
-		if werr := p.cfg.Store.WaitRoom(p.ctx); werr != nil {
-			p.logger.Debug("end a turn without waiting for room in the store's queue", "session", s.id, "turn", t.ID, "err", werr)
-		}
+		// No wait for room in the store's queue: the end is queued past a
+		// full one (a full disk must not keep the turn from ending), and
+		// written, after the turn's events, once space returns.
 		s.mu.Lock()
 		s.seq++
 		ev.Seq, ev.Session, ev.Time = s.seq, s.id, p.cfg.Now()
@@ -51,4 +50,31 @@ func (p *Pool) endTurn(s *session, t Turn, data map[string]any, delivered chan s
 	}
 	p.published.Add(1)
 	return true
+}
+
+// turnEnding returns a context that ends when turn tr is ending: cancelled
+// (Cancel, shutdown) or past its deadline, when its backend stops the
+// agent. Its stop function releases the timer.
+func turnEnding(tr *turnRun) (context.Context, context.CancelFunc) {
+	if tr.deadline <= 0 {
+		return context.WithCancel(tr.ctx)
+	}
+	return context.WithTimeout(tr.ctx, tr.deadline)
+}
+
+// publishTurn publishes ev, an event of a running turn, as publish does,
+// waiting for room in the store's queue (backpressure on the agent) until
+// ending ends; then the turn is ending and its events are queued past a
+// full queue (Store.AppendPast), neither waiting for a disk that stays
+// full nor dropped, so that the backend can finish the turn and its
+// turn.ended be queued after them. They are stored when space returns.
+func (p *Pool) publishTurn(s *session, ev backends.Event, ending context.Context) {
+	if ev.Time.IsZero() {
+		ev.Time = p.cfg.Now()
+	}
+	past := p.cfg.Store.WaitRoom(ending) != nil
+	s.mu.Lock()
+	p.appendLocked(s, ev, nil, past)
+	s.mu.Unlock()
+	p.published.Add(1)
 }

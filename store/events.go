@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -32,7 +33,22 @@ func (s *Store) AppendNotify(ev backends.Event, committed func(backends.Event)) 
 		return
 	}
 	n := s.dropped.Add(1)
+	s.lost.add(ev)
 	if n&(n-1) == 0 {
+		s.log.Error("event dropped", logKeySession, ev.Session, logKeySeq, ev.Seq, logKeyDropped, n, logKeyErr, err)
+	}
+}
+
+// AppendPast is AppendNotify for an event that must be queued even when
+// the queue is full, without waiting and without being dropped: an event of
+// a turn that is ending (its deadline passed, it was cancelled), whose
+// agent must not be held by a disk that stays full. The queue then holds
+// more than QueueLimit, by what such turns send until they end. After
+// Close it drops ev, as Append does.
+func (s *Store) AppendPast(ev backends.Event, committed func(backends.Event)) {
+	if _, err := s.queue.push(item{ev: ev, committed: committed}, -1); err != nil {
+		n := s.dropped.Add(1)
+		s.lost.add(ev)
 		s.log.Error("event dropped", logKeySession, ev.Session, logKeySeq, ev.Seq, logKeyDropped, n, logKeyErr, err)
 	}
 }
@@ -63,6 +79,28 @@ func (s *Store) Flush(ctx context.Context) error {
 	default:
 	}
 	return s.waitFor(ctx, s.queue.position())
+}
+
+// fullPoll is how often flushUnlessFull looks at whether the writer is
+// failing for a full disk.
+const fullPoll = 50 * time.Millisecond
+
+// flushUnlessFull is Flush, except that it gives up with an error
+// wrapping ErrFull, naming the database, while the writer's last attempt
+// failed for a full disk: a write that must follow the queued ones (a
+// delete) is refused at once rather than held until space returns.
+func (s *Store) flushUnlessFull(ctx context.Context) error {
+	for {
+		if s.full.Load() {
+			return s.waitingFull()
+		}
+		fctx, cancel := context.WithTimeout(ctx, fullPoll)
+		err := s.Flush(fctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
 }
 
 // waitFor returns once the queued items up to position target have settled.

@@ -104,7 +104,8 @@ func newQueue(limit, batch int, maxBytes int64) *queue {
 }
 
 // push appends it, waiting at most wait for room when the queue is full,
-// and returns its position. It returns errQueueFull when no room came and
+// and returns its position; a negative wait appends it past the limit
+// without waiting. It returns errQueueFull when no room came and
 // errQueueClosed after close.
 func (q *queue) push(it item, wait time.Duration) (int64, error) {
 	var timer *time.Timer
@@ -115,8 +116,9 @@ func (q *queue) push(it item, wait time.Duration) (int64, error) {
 			return 0, errQueueClosed
 		}
 		// A write without an event's Data (a turn's row) costs only its
-		// slot and is let in by count alone.
-		if len(q.items) < q.limit && (cap(it.ev.Data) == 0 || q.bytes < q.hardBytes) {
+		// slot and is let in by count alone; a negative wait goes past
+		// the limits (see AppendPast).
+		if wait < 0 || len(q.items) < q.limit && (cap(it.ev.Data) == 0 || q.bytes < q.hardBytes) {
 			q.items = append(q.items, it)
 			q.pushed++
 			q.bytes += itemBytes(&it)

@@ -111,7 +111,7 @@ func (s *Store) ListSessions(ctx context.Context) ([]Session, error) {
 // queued before it first. It returns ErrNotFound when there is no closed
 // session id.
 func (s *Store) DeleteClosedSession(ctx context.Context, id string) error {
-	if err := s.Flush(ctx); err != nil {
+	if err := s.flushUnlessFull(ctx); err != nil {
 		return fmt.Errorf("delete session %q: %w", id, err)
 	}
 	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id = ? AND status = ?`, id, SessionClosed)

@@ -198,12 +198,15 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 	lock      *os.File // flock'ed beside the database while open
+	lossLog   *lossLog // where Close records what it could not write (nil: none)
+	lost      losses   // the events given up since Open
 
 	turnSeq   atomic.Int64 // the last turn row id handed out (turns.id, internal)
 	lastWrite atomic.Int64 // queue position of the newest queued write
 
 	appended, batches, retries, dropped, rejected atomic.Int64
 	failing                                       atomic.Bool // the writer's last attempt failed
+	full                                          atomic.Bool // ... because the disk is full
 }
 
 // Open opens (creating if needed) the database at cfg.Path, applies the
@@ -265,6 +268,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.turnSeq.Store(lastTurn)
 	s.prog.changed = make(chan struct{})
+	s.openLossLog(ctx)
 	go s.run()
 	return s, nil
 }
@@ -308,8 +312,9 @@ func (s *Store) Close() error {
 }
 
 // CloseContext writes the events still queued, giving up when ctx ends (a
-// full disk that stays full) with the loss counted in Stats.Dropped, stops
-// the writer and closes the database. Events given up were never delivered
+// full disk that stays full) with the loss counted in Stats.Dropped and
+// recorded in the loss log, which the next Open reports in the affected
+// sessions' histories; it stops the writer and closes the database. Events given up were never delivered
 // (delivery follows the commit), and waiting StartTurn calls get ErrClosed.
 // It returns an error when closing the database fails or when any event was
 // dropped since Open. Appends made after Close are dropped. Calling Close or
@@ -329,6 +334,9 @@ func (s *Store) CloseContext(ctx context.Context) error {
 		if n := s.dropped.Load(); n > 0 {
 			errs = append(errs, fmt.Errorf("close store: %d events dropped since open", n))
 		}
+		if err := s.recordLosses(); err != nil {
+			errs = append(errs, fmt.Errorf("close store: %w", err))
+		}
 		if err := s.ckpt.close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: checkpointer: %w", err))
 		}
@@ -340,6 +348,50 @@ func (s *Store) CloseContext(ctx context.Context) error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// openLossLog opens the loss log beside the database and reports the losses
+// it holds from the last Close in their sessions' histories (see
+// reportLosses), then clears it. A report that cannot be stored now (the
+// disk is still full) is kept for the next Close to record again. Without
+// a loss log (no room to create it) losses at Close are only logged.
+func (s *Store) openLossLog(ctx context.Context) {
+	ll, raw, err := openLossLog(s.cfg.Path + lossSuffix)
+	if err != nil {
+		s.log.Warn("no loss log: events given up at close will only be logged", logKeyErr, err)
+		return
+	}
+	s.lossLog = ll
+	if raw == nil {
+		return
+	}
+	n, err := s.reportLosses(ctx, raw)
+	if err != nil {
+		s.log.Error("report the events lost at the last stop; kept for the next start", logKeyErr, err)
+		s.lost.merge(raw)
+		return
+	}
+	s.log.Warn("reported events lost at the last stop in their sessions' histories", "sessions", n)
+	if err := ll.write(nil); err != nil {
+		s.log.Error("clear the loss log", logKeyErr, err)
+	}
+}
+
+// recordLosses writes the events given up since Open to the loss log and
+// closes it.
+func (s *Store) recordLosses() error {
+	if s.lossLog == nil {
+		return nil
+	}
+	defer s.lossLog.close()
+	rec := s.lost.record(lossLogSize)
+	if rec == nil {
+		return nil
+	}
+	if err := s.lossLog.write(rec); err != nil {
+		return fmt.Errorf("record lost events for the next start: %w", err)
+	}
+	return nil
 }
 
 // lockSuffix names the lock file beside the database.
@@ -394,6 +446,9 @@ func (s *Store) enqueued(w *write, err error) error {
 	switch {
 	case errors.Is(err, errQueueClosed):
 		return fmt.Errorf("%s: %w", w.what, ErrClosed)
+	case err != nil && s.full.Load():
+		// The queue is full because the writer waits for space.
+		return fmt.Errorf("%s: %w", w.what, s.waitingFull())
 	case err != nil:
 		return fmt.Errorf("%s: %w", w.what, ErrBehind)
 	}
@@ -432,8 +487,28 @@ func (s *Store) fullErr(err error) error {
 	if !isFull(err) || errors.Is(err, ErrFull) {
 		return err
 	}
-	return fmt.Errorf("the disk holding the database %s is full: %w (%w)", s.cfg.Path, ErrFull, err)
+	return &fullError{path: s.cfg.Path, err: fmt.Errorf("the disk holding the database %s is full: %w (%w)", s.cfg.Path, ErrFull, err)}
 }
+
+// waitingFull is the error of a write refused because the writes queued
+// before it wait for space on a full disk.
+func (s *Store) waitingFull() error {
+	return &fullError{path: s.cfg.Path, err: fmt.Errorf("the disk holding the database %s is full and the writes queued before this one wait for space: %w",
+		s.cfg.Path, ErrFull)}
+}
+
+// fullError is a write refused for a full disk; DiskPath names the
+// database file, so that the API can name the file system holding it.
+type fullError struct {
+	path string
+	err  error
+}
+
+func (e *fullError) Error() string { return e.err.Error() }
+func (e *fullError) Unwrap() error { return e.err }
+
+// DiskPath returns the database file the full disk holds.
+func (e *fullError) DiskPath() string { return e.path }
 
 // isFull reports whether err says the disk is full.
 func isFull(err error) bool {

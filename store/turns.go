@@ -109,12 +109,16 @@ func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
 // awaitWaited waits for the outcome of a queued write that its caller
 // waits for, nudging the writer so that it does not linger. It gives the
 // write up (so that it is never written) when an attempt failed because
-// the disk is full or when ctx ends, unless the write is in an attempt.
+// the disk is full, when the writer is failing for a full disk on the
+// writes queued before it (they would hold it until space returns), or
+// when ctx ends, unless the write is in an attempt.
 func (s *Store) awaitWaited(ctx context.Context, w *waited) error {
 	s.flushes.Add(1)
 	defer s.flushes.Add(-1)
 	poke(s.nudge)
 	ctxDone := ctx.Done()
+	poll := time.NewTicker(fullPoll) // s.full has no channel to wait on
+	defer poll.Stop()
 	for {
 		state, err := w.get()
 		switch state {
@@ -128,12 +132,16 @@ func (s *Store) awaitWaited(ctx context.Context, w *waited) error {
 			if isFull(err) && w.abandon() {
 				return s.fullErr(err)
 			}
+			if s.full.Load() && w.abandon() {
+				return s.waitingFull()
+			}
 			if ctx.Err() != nil && w.abandon() {
 				return context.Cause(ctx)
 			}
 		}
 		select {
 		case <-w.changed:
+		case <-poll.C:
 		case <-ctxDone:
 			ctxDone = nil // from now on, wait only for the attempt to end
 		}
@@ -165,14 +173,17 @@ func (s *Store) endTurnWrite(sessionID string, number int64, end TurnEnd) *write
 // ev, the event that reports it, to be committed in one transaction: ev is
 // stored (and committed called with it, as for AppendNotify) only if the
 // turn was still open, so the end is never stored without its event nor
-// reported twice. It returns ErrBehind when the write queue stayed full,
-// ErrClosed after Close.
+// reported twice. It never waits for room: a full queue takes it all the
+// same (see AppendPast). It returns ErrClosed after Close.
 func (s *Store) EndTurnEvent(ctx context.Context, number int64, end TurnEnd, ev backends.Event, committed func(backends.Event)) error {
 	if ev.Session == "" {
 		return fmt.Errorf("end turn %d: event without a session", number)
 	}
 	w := s.endTurnWrite(ev.Session, number, end)
-	_, err := s.queue.push(item{w: w, ev: ev, committed: committed}, s.cfg.AppendWait)
+	// Queued past a full queue: a turn's end must not wait for a disk that
+	// stays full, and is written, after the turn's events, once space
+	// returns. There is one per turn.
+	_, err := s.queue.push(item{w: w, ev: ev, committed: committed}, -1)
 	return s.enqueued(w, err)
 }
 

@@ -135,16 +135,22 @@ func (s *Store) writeBatch(batch []item) {
 		rejected, err := s.insertItems(s.wctx, batch)
 		if err == nil {
 			s.failing.Store(false)
+			s.full.Store(false)
 			s.committed(batch, rejected)
 			return
 		}
 		s.failing.Store(true)
+		s.full.Store(isFull(err))
 		if s.wctx.Err() != nil {
 			n := s.dropped.Add(int64(len(batch)))
 			s.log.Error("writes abandoned at close", logKeyEvents, len(batch), logKeyDropped, n, logKeyErr, err)
-			for _, it := range batch {
+			for i := range batch {
+				it := &batch[i]
 				if it.w != nil && it.w.wait != nil {
 					it.w.wait.set(waitDropped, ErrClosed)
+				}
+				if it.hasEvent() {
+					s.lost.add(it.ev)
 				}
 			}
 			s.queue.settled(batch)

@@ -219,6 +219,11 @@ func (a Store) Append(ev backends.Event, committed func(backends.Event)) {
 	a.S.AppendNotify(ev, committed)
 }
 
+// AppendPast queues an event of an ending turn past a full queue.
+func (a Store) AppendPast(ev backends.Event, committed func(backends.Event)) {
+	a.S.AppendPast(ev, committed)
+}
+
 // WaitRoom waits for room in the store's write queue.
 func (a Store) WaitRoom(ctx context.Context) error { return a.S.WaitRoom(ctx) }
 
