@@ -30,6 +30,8 @@ type definition struct {
 	pty         backends.PTYSpec
 	// sandbox has its paths as written: "~/" not yet expanded.
 	sandbox backends.SandboxSpec
+	// mcpServers are passed to the agent's sessions (ACP only).
+	mcpServers backends.MCPServers
 }
 
 // clone returns a deep copy of d.
@@ -40,6 +42,7 @@ func (d *definition) clone() *definition {
 	c.permissions = maps.Clone(d.permissions)
 	c.pty.ResumeArgs = slices.Clone(d.pty.ResumeArgs)
 	c.sandbox = cloneSandbox(d.sandbox)
+	c.mcpServers = d.mcpServers.Clone()
 	return &c
 }
 

@@ -56,6 +56,8 @@ type agent struct {
 	// lastRead is the raw result of the last fs/read_text_file, decoded
 	// only when a step uses it (a 4 KiB answer costs tens of µs to decode).
 	lastRead json.RawMessage
+	// mcp is what the last session/new or session/load carried.
+	mcp []MCPReceived
 }
 
 // Run runs the scripted agent on the given streams until stdin ends. It is
@@ -232,14 +234,17 @@ func (a *agent) handleRequest(m message) {
 	case "authenticate":
 		a.authenticate(m)
 	case "session/resume":
+		a.recordMCP(m.Method, m.Params)
 		a.resumeSession(m)
 	case "session/close":
 		a.respond(m.ID, map[string]any{})
 	case "session/list":
 		a.listSessions(m)
 	case "session/new":
+		a.recordMCP(m.Method, m.Params)
 		a.newSession(m)
 	case "session/load":
+		a.recordMCP(m.Method, m.Params)
 		a.loadSession(m)
 	case "session/set_mode":
 		var p struct {
@@ -281,6 +286,7 @@ func (a *agent) initialize(m message) {
 			"loadSession":         a.script.LoadSession,
 			"sessionCapabilities": a.sessionCapabilities(),
 			"promptCapabilities":  map[string]any{"image": false, "audio": false, "embeddedContext": false},
+			"mcpCapabilities":     map[string]any{"http": a.script.MCPHTTP, "sse": a.script.MCPSSE},
 		},
 		"authMethods": a.authMethods(),
 		"agentInfo":   map[string]any{"name": name, "version": "0.0.1"},
