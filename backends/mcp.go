@@ -91,6 +91,9 @@ func (s MCPServer) Problem() (field, msg string) {
 			if strings.ContainsRune(s.Env[k], 0) {
 				return "env." + k, "value contains a NUL byte"
 			}
+			if s.Env[k] == Redacted {
+				return "env." + k, placeholderMsg
+			}
 		}
 	case MCPHTTP, MCPSSE:
 		switch {
@@ -112,12 +115,20 @@ func (s MCPServer) Problem() (field, msg string) {
 			if strings.ContainsAny(s.Headers[k], "\r\n\x00") {
 				return "headers." + k, "value contains a line break or NUL byte"
 			}
+			if s.Headers[k] == Redacted {
+				return "headers." + k, placeholderMsg
+			}
 		}
 	default:
 		return "type", fmt.Sprintf("unknown transport %q (want \"stdio\", \"http\" or \"sse\")", s.Type)
 	}
 	return "", ""
 }
+
+// placeholderMsg refuses Redacted as a value: it is what a client read,
+// not a secret; sending it back would replace the secret with it.
+const placeholderMsg = "\"" + Redacted + "\" is what the API shows in place of a secret: send the real value, " +
+	"or leave this key out (a merge patch keeps what it does not mention)"
 
 // validHeaderName reports whether k is an HTTP header field name (a token).
 func validHeaderName(k string) bool {
