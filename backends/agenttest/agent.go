@@ -56,8 +56,10 @@ type agent struct {
 	// lastRead is the raw result of the last fs/read_text_file, decoded
 	// only when a step uses it (a 4 KiB answer costs tens of µs to decode).
 	lastRead json.RawMessage
-	// mcp is what the last session/new or session/load carried.
-	mcp []MCPReceived
+	// mcp is what the last session/new or session/load carried;
+	// mcpStdio its stdio servers, secrets included.
+	mcp      []MCPReceived
+	mcpStdio []stdioServer
 }
 
 // Run runs the scripted agent on the given streams until stdin ends. It is

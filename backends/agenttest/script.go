@@ -167,6 +167,10 @@ type Step struct {
 	// session/new, session/load or session/resume carried, secrets
 	// digested (see ParseMCPEcho).
 	MCPEcho bool `json:"mcp_echo,omitempty"`
+	// MCPStart runs each stdio MCP server the last session/new or
+	// session/load carried, as a real agent would (its child, in its
+	// confinement), and reports each as a chunk (see ParseMCPStarted).
+	MCPStart bool `json:"mcp_start,omitempty"`
 }
 
 // ToolCall describes a tool_call or tool_call_update.
