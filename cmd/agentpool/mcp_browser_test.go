@@ -24,7 +24,7 @@ func TestBrowserMCPServers(t *testing.T) {
 	script, _ := json.Marshal(agenttest.Script{})
 	cfg, _ := json.Marshal(map[string]any{"version": 1, "providers": map[string]any{
 		"fake": map[string]any{"extends": "acp", "command": []string{bin, "demo-agent"},
-			"env": map[string]string{"AGENTPOOL_DEMO_SCRIPT": string(script)},
+			"env":         map[string]string{"AGENTPOOL_DEMO_SCRIPT": string(script)},
 			"mcp_servers": map[string]any{"files": map[string]any{"command": "mcp-files", "env": map[string]string{"KEY": "prov-secret-AAAA1111"}}}},
 	}})
 	if err := os.WriteFile(filepath.Join(home, providersFile), cfg, 0o600); err != nil {
