@@ -14,7 +14,6 @@ import (
 )
 
 const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a session in its own git worktree; its agent starts now
-      [--mcp NAME=COMMAND...] [--mcp-json FILE] with MCP servers for its agents
   list [--all]                                list the open sessions (--all: closed ones too)
   list --from-agent ID [--repo DIR]           list an agent's own sessions of the repository
   show SESSION                                show a session, its agents and turns
