@@ -178,6 +178,9 @@ func TestEndToEndMCPServers(t *testing.T) {
 	if !slices.Equal(names, []string{"provider@session/load", "remote@session/load", "shared@session/load", "tool@session/load"}) {
 		t.Errorf("after the restart the agent got %v; want the same servers in session/load", names)
 	}
+	// The daemon's output is read once it has ended.
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
 	for i, log := range []string{first, d.out.String()} {
 		noMCPSecret(t, "the daemon's log", log)
 		if !strings.Contains(log, "WIRE") || !strings.Contains(log, `"mcpServers"`) {
