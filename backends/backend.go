@@ -176,7 +176,11 @@ type Info struct {
 	ConfigOptions json.RawMessage `json:"config_options,omitempty"`
 	Models        json.RawMessage `json:"models,omitempty"`
 	Commands      json.RawMessage `json:"commands,omitempty"`
-	StartedAt     time.Time       `json:"started_at"`
+	// MCPServers are the names of the MCP servers the agent was given;
+	// MCPSkipped those it could not take.
+	MCPServers []string     `json:"mcp_servers,omitempty"`
+	MCPSkipped []MCPSkipped `json:"mcp_skipped,omitempty"`
+	StartedAt  time.Time    `json:"started_at"`
 	// Confinement says how the agent is confined (cgroup, Landlock).
 	Confinement Confinement `json:"confinement"`
 }

@@ -37,6 +37,10 @@ const (
 	EventPTYOutput          EventType = "pty.output"
 	EventPTYScreen          EventType = "pty.screen"
 	EventError              EventType = "error"
+	// EventMCP says which MCP servers an ACP agent was given when its
+	// session started (by name only, never a secret value), and which it
+	// could not take. Its Data is an MCPData.
+	EventMCP EventType = "mcp"
 	// EventHistory is an update an agent replayed from an earlier
 	// conversation when the session was loaded: old output, never part of
 	// a turn. Its Data is a HistoryData.

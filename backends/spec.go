@@ -109,6 +109,9 @@ type Spec struct {
 	PTY PTYSpec `json:"pty,omitempty"`
 	// Sandbox is the provider's Landlock policy.
 	Sandbox SandboxSpec `json:"sandbox"`
+	// MCPServers are given to an ACP agent in session/new, session/load
+	// and session/resume. Their Env and Headers values are secrets.
+	MCPServers MCPServers `json:"mcp_servers,omitempty"`
 }
 
 // Validate reports the first field of s that cannot be launched.

@@ -22,7 +22,7 @@ type CancelResult struct {
 }
 
 // createSession: POST /v1/sessions {id?, repo, base_ref?, agent, title?,
-// warm?} → 201. The agent starts in the background once the session exists
+// warm?, mcp_servers?} → 201. The agent starts in the background once the session exists
 // unless warm is false (see pool.Pool.Create); its start, or why it was
 // skipped (agent.warm_skipped), is on the session's stream.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
@@ -35,6 +35,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	if strings.TrimSpace(req.Agent) == "" {
 		return badRequest("agent", "field \"agent\" is required: a provider id")
+	}
+	if err := req.MCPServers.Validate("mcp_servers"); err != nil {
+		return badRequest("mcp_servers", "%v", err)
 	}
 	sess, err := s.pool.Create(r.Context(), req)
 	if err != nil {

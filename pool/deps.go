@@ -13,6 +13,8 @@ import (
 type SessionRecord struct {
 	ID, Repo, BaseRef, Title, ActiveAgent, Status string
 	CreatedAt, UpdatedAt                          time.Time
+	// MCPServers are the session's own MCP servers, secrets included.
+	MCPServers backends.MCPServers
 }
 
 // Session statuses.
@@ -276,6 +278,10 @@ type LaunchRequest struct {
 	Emit func(backends.Event)
 	// Permission decides the agent's permission requests.
 	Permission backends.PermissionFunc
+	// MCPServers are the session's own MCP servers: an ACP agent gets
+	// them besides Spec.MCPServers (the provider's), a server here
+	// replacing the provider's of its name.
+	MCPServers backends.MCPServers
 }
 
 // AuthNoter is what a Resolver may also be: told when an agent refused to

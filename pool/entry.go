@@ -228,10 +228,14 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 		starting["warm_up"] = true
 	}
 	p.emit(s, backends.EventAgentStarting, agent, starting)
+	s.mu.Lock()
+	mcp := s.rec.MCPServers
+	s.mu.Unlock()
 	b, err := p.cfg.Launcher.Launch(LaunchRequest{
 		Spec:       e.spec,
 		Session:    s.id,
 		Worktree:   s.wt,
+		MCPServers: mcp,
 		Emit:       func(ev backends.Event) { p.noteAdvertised(e, ev); p.publish(s, ev) },
 		Permission: p.permissionFunc(s, agent, e.spec),
 	})
@@ -312,11 +316,15 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 	p.mu.Unlock()
 	p.putAgent(e, info, AgentActive, rec)
 	p.storeAdvertised(e)
-	p.emit(s, backends.EventAgentReady, agent, map[string]any{
+	ready := map[string]any{
 		"pid": info.PID, "agent_session_id": info.AgentSessionID, "resumed": info.Resumed, "resumed_by": info.ResumedBy, "context_lost": info.ContextLost,
 		"agent_name": info.AgentName, "agent_version": info.AgentVersion, "modes": info.Modes, "current_mode": info.CurrentMode,
 		"confinement": info.Confinement,
-	})
+	}
+	if len(info.MCPServers) > 0 {
+		ready["mcp_servers"] = info.MCPServers // names only
+	}
+	p.emit(s, backends.EventAgentReady, agent, ready)
 	p.wg.Add(1)
 	go p.watch(e, b)
 	close(e.started)

@@ -183,6 +183,7 @@ func (p *Pool) Backends() []AgentStatus {
 		if st.State == StateIdle {
 			st.IdleFor = now.Sub(e.lastActive).Round(time.Second)
 		}
+		st.MCPServers = e.info.MCPServers
 		if e.info.PID > 0 && e.info.Confinement.Containment != "" {
 			c := e.info.Confinement
 			st.Confinement = &c

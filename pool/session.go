@@ -231,6 +231,9 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	if req.Agent == "" {
 		return Session{}, fmt.Errorf("%w: agent is required", ErrInvalid)
 	}
+	if err := req.MCPServers.Validate("mcp_servers"); err != nil {
+		return Session{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	spec, err := p.cfg.Resolver.Resolve(req.Agent)
 	if err != nil {
 		return Session{}, fmt.Errorf("agent %q: %w", req.Agent, err)
@@ -256,7 +259,8 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 		return Session{}, fmt.Errorf("create worktree: %w", err)
 	}
 	now := p.cfg.Now()
-	rec := SessionRecord{ID: id, Repo: wt.Repo, BaseRef: req.BaseRef, Title: req.Title, ActiveAgent: req.Agent, Status: StatusOpen, CreatedAt: now, UpdatedAt: now}
+	rec := SessionRecord{ID: id, Repo: wt.Repo, BaseRef: req.BaseRef, Title: req.Title, ActiveAgent: req.Agent, Status: StatusOpen, CreatedAt: now, UpdatedAt: now,
+		MCPServers: req.MCPServers.Clone()}
 	if err := p.cfg.Store.CreateSession(ctx, rec); err != nil {
 		// The worktree holds nothing yet: take it back.
 		if _, rerr := p.cfg.Worktrees.Remove(context.WithoutCancel(ctx), wt, true); rerr != nil {
@@ -282,6 +286,9 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	created := map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": req.warmOn()}
 	if req.AgentSession != "" {
 		created["agent_session"] = req.AgentSession
+	}
+	if len(req.MCPServers) > 0 {
+		created["mcp_servers"] = req.MCPServers.Names() // names only: never a secret
 	}
 	p.emit(s, backends.EventSessionCreated, req.Agent, created)
 	p.startSetup(s) // setup.go
@@ -326,6 +333,7 @@ func (p *Pool) describe(ctx context.Context, s *session, running []AgentStatus) 
 	out := Session{
 		ID: s.id, Repo: s.rec.Repo, BaseRef: s.rec.BaseRef, Title: s.rec.Title, ActiveAgent: s.rec.ActiveAgent,
 		Status: s.rec.Status, Worktree: s.wt, CreatedAt: s.rec.CreatedAt, UpdatedAt: s.rec.UpdatedAt, LastSeq: s.seq,
+		MCPServers: s.rec.MCPServers.Redact(),
 	}
 	if s.turn != nil {
 		out.Busy, out.Turn = true, s.turn.id

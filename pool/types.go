@@ -61,6 +61,10 @@ type CreateRequest struct {
 	// history by directory) starts a new one, and agent.context_lost says
 	// why.
 	AgentSession string `json:"agent_session,omitempty"`
+	// MCPServers are given to the session's ACP agents besides their
+	// provider's, a server here replacing the provider's of its name. The
+	// values of their env and headers are secrets: stored, never shown.
+	MCPServers backends.MCPServers `json:"mcp_servers,omitempty"`
 	// Warm starts the agent in the background as soon as the session
 	// exists (after its worktree's setup), so that the first prompt finds
 	// it ready; nil means true, false leaves the start to the first
@@ -83,6 +87,9 @@ type Session struct {
 	Turn        int64         `json:"turn,omitempty"`
 	LastSeq     int64         `json:"last_seq"`
 	Agents      []AgentStatus `json:"agents,omitempty"`
+	// MCPServers are the session's own MCP servers, the values of their
+	// env and headers replaced by backends.Redacted.
+	MCPServers backends.MCPServers `json:"mcp_servers,omitempty"`
 }
 
 // Backend states as shown in AgentStatus.
@@ -109,6 +116,9 @@ type AgentStatus struct {
 	AgentSessionID string        `json:"agent_session_id,omitempty"`
 	Mode           string        `json:"mode,omitempty"`
 	Error          string        `json:"error,omitempty"`
+	// MCPServers names the MCP servers the running agent was given (its
+	// provider's and the session's).
+	MCPServers []string `json:"mcp_servers,omitempty"`
 	// Confinement says how the running agent is confined; nil when it
 	// does not run.
 	Confinement *backends.Confinement `json:"confinement,omitempty"`

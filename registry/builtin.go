@@ -32,6 +32,8 @@ type definition struct {
 	pty         backends.PTYSpec
 	// sandbox has its paths as written: "~/" not yet expanded.
 	sandbox backends.SandboxSpec
+	// mcpServers are passed to the agent's sessions (ACP only).
+	mcpServers backends.MCPServers
 }
 
 // clone returns a deep copy of d.
@@ -43,6 +45,7 @@ func (d *definition) clone() *definition {
 	c.config = maps.Clone(d.config)
 	c.pty.ResumeArgs = slices.Clone(d.pty.ResumeArgs)
 	c.sandbox = cloneSandbox(d.sandbox)
+	c.mcpServers = d.mcpServers.Clone()
 	return &c
 }
 

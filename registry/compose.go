@@ -32,7 +32,8 @@ func parseDocument(file string, data []byte, base []*definition) (map[string]*de
 // compose merges the entries of doc over the built-ins: an entry with a
 // built-in id overrides its fields, an entry with "extends" defines a new
 // provider from "acp", "pty" or another provider (after that provider's own
-// overrides). Maps (env, permissions, config) merge key by key; "sandbox" merges
+// overrides). Maps (env, permissions, config, mcp_servers) merge key by key (a
+// server replacing the inherited one of its name); "sandbox" merges
 // field by field, each field it sets (lists included) replacing the
 // inherited one; every other field replaces. A new provider is enabled
 // unless it says otherwise and does not inherit its base's label,
@@ -220,6 +221,9 @@ func (c *checker) apply(d *definition, e *entry, path string) {
 	}
 	if only("resume_args", backends.KindPTY) && e.resumeArgs != nil {
 		d.pty.ResumeArgs = e.resumeArgs
+	}
+	if only("mcp_servers", backends.KindACP) && e.mcpServers != nil {
+		d.mcpServers = d.mcpServers.Merge(e.mcpServers)
 	}
 	applySandbox(d, e.sandbox)
 }

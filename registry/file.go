@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentpool/agentpool/backends"
 )
 
 // FileVersion is the only providers.json "version" this agentpool reads.
@@ -62,6 +64,7 @@ type entry struct {
 	ignorePatterns   []string
 	resumeArgs       []string
 	sandbox          *sandboxEntry
+	mcpServers       backends.MCPServers
 }
 
 // checker collects the diagnostics of one document.
@@ -131,7 +134,7 @@ func decodeDocument(c *checker, root *node) *document {
 func entryFields() []string {
 	return []string{"extends", "enabled", "label", "description", "command", "env", "permissions",
 		"mode", "config", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "busy_pattern", "quiet_window", "cols",
-		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox"}
+		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox", "mcp_servers"}
 }
 
 // compatFields lists the fields of an entry's "compat" object.
@@ -236,6 +239,8 @@ func (c *checker) entry(m member, path string) *entry {
 			}
 		case "sandbox":
 			e.sandbox = c.sandbox(n, fp)
+		case "mcp_servers":
+			e.mcpServers = c.mcpServers(n, fp)
 		default:
 			delete(e.at, f.key)
 			c.unknown(f, fp, entryFields())

@@ -65,7 +65,8 @@ func (s Snapshot) Lookup(id string) (ProviderStatus, error) {
 }
 
 // ProviderStatus describes one provider. Its environment is left out on
-// purpose: it may hold secrets.
+// purpose, and the values of its MCP servers' env and headers are
+// redacted: they may hold secrets.
 type ProviderStatus struct {
 	ID          string        `json:"id"`
 	Label       string        `json:"label"`
@@ -87,6 +88,9 @@ type ProviderStatus struct {
 	// paths expanded ("$WORKTREE" excepted). Whether the kernel can
 	// apply it is the launcher's to say.
 	Sandbox backends.SandboxSpec `json:"sandbox"`
+	// MCPServers are the MCP servers the provider's agents get, with the
+	// values of their env and headers replaced by backends.Redacted.
+	MCPServers backends.MCPServers `json:"mcp_servers,omitempty"`
 	// Probe is the last probe result, nil before the first probe.
 	Probe *ProbeInfo `json:"probe,omitempty"`
 	// SandboxNotes are the grants of Sandbox that every launch refuses

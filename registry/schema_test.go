@@ -148,7 +148,7 @@ func TestExampleLoads(t *testing.T) {
 	}
 	walk(root)
 	want := slices.Concat([]string{"$schema", "version", "providers", "mode=default", "mode=full"},
-		entryFields(), compatFields(), permissionActions(), sandboxFields())
+		entryFields(), compatFields(), permissionActions(), sandboxFields(), mcpFields())
 	for _, k := range want {
 		if !seen[k] {
 			t.Errorf("%s does not show %q", examplePath, k)
@@ -256,6 +256,30 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"sandbox port 65536", `{"version": 1, "providers": {"codex": {"sandbox": {"network": [65536]}}}}`, false},
 		{"sandbox port fraction", `{"version": 1, "providers": {"codex": {"sandbox": {"network": [1.5]}}}}`, false},
 		{"sandbox null", `{"version": 1, "providers": {"codex": {"sandbox": null}}}`, false},
+		{"mcp stdio", `{"version": 1, "providers": {"codex": {"mcp_servers": {"fs": {"command": "mcp-fs", "args": ["."], "env": {"T": "x"}}}}}}`, true},
+		{"mcp stdio type", `{"version": 1, "providers": {"codex": {"mcp_servers": {"fs": {"type": "stdio", "command": "mcp-fs"}}}}}`, true},
+		{"mcp http", `{"version": 1, "providers": {"codex": {"mcp_servers": {"gh": {"type": "http", "url": "https://x/mcp", "headers": {"Authorization": "Bearer t"}}}}}}`, true},
+		{"mcp sse", `{"version": 1, "providers": {"amp": {"extends": "acp", "command": ["a"], "mcp_servers": {"s": {"type": "sse", "url": "http://127.0.0.1:1/sse"}}}}}`, true},
+		{"mcp empty", `{"version": 1, "providers": {"codex": {"mcp_servers": {}}}}`, true},
+		{"mcp on pty built-in", `{"version": 1, "providers": {"aider": {"mcp_servers": {"fs": {"command": "x"}}}}}`, false},
+		{"mcp on new pty", `{"version": 1, "providers": {"t": {"extends": "pty", "command": ["t"], "mcp_servers": {}}}}`, false},
+		{"mcp no command", `{"version": 1, "providers": {"codex": {"mcp_servers": {"fs": {"args": ["x"]}}}}}`, false},
+		{"mcp blank command", `{"version": 1, "providers": {"codex": {"mcp_servers": {"fs": {"command": "  "}}}}}`, false},
+		{"mcp http no url", `{"version": 1, "providers": {"codex": {"mcp_servers": {"gh": {"type": "http"}}}}}`, false},
+		{"mcp http bad url", `{"version": 1, "providers": {"codex": {"mcp_servers": {"gh": {"type": "http", "url": "ftp://x"}}}}}`, false},
+		{"mcp http with command", `{"version": 1, "providers": {"codex": {"mcp_servers": {"gh": {"type": "http", "url": "https://x", "command": "c"}}}}}`, false},
+		{"mcp http with env", `{"version": 1, "providers": {"codex": {"mcp_servers": {"gh": {"type": "http", "url": "https://x", "env": {}}}}}}`, false},
+		{"mcp stdio with url", `{"version": 1, "providers": {"codex": {"mcp_servers": {"fs": {"command": "c", "url": "https://x"}}}}}`, false},
+		{"mcp stdio with headers", `{"version": 1, "providers": {"codex": {"mcp_servers": {"fs": {"command": "c", "headers": {}}}}}}`, false},
+		{"mcp unknown type", `{"version": 1, "providers": {"codex": {"mcp_servers": {"x": {"type": "ws", "url": "https://x"}}}}}`, false},
+		{"mcp unknown field", `{"version": 1, "providers": {"codex": {"mcp_servers": {"fs": {"command": "c", "cwd": "/"}}}}}`, false},
+		{"mcp env value type", `{"version": 1, "providers": {"codex": {"mcp_servers": {"fs": {"command": "c", "env": {"A": 1}}}}}}`, false},
+		{"mcp env name", `{"version": 1, "providers": {"codex": {"mcp_servers": {"fs": {"command": "c", "env": {"A=B": "x"}}}}}}`, false},
+		{"mcp header name", `{"version": 1, "providers": {"codex": {"mcp_servers": {"gh": {"type": "http", "url": "https://x", "headers": {"Bad Name": "x"}}}}}}`, false},
+		{"mcp header newline", `{"version": 1, "providers": {"codex": {"mcp_servers": {"gh": {"type": "http", "url": "https://x", "headers": {"A": "x\r\nB: y"}}}}}}`, false},
+		{"mcp empty name", `{"version": 1, "providers": {"codex": {"mcp_servers": {"": {"command": "c"}}}}}`, false},
+		{"mcp list", `{"version": 1, "providers": {"codex": {"mcp_servers": [{"name": "fs", "command": "c"}]}}}`, false},
+		{"mcp null server", `{"version": 1, "providers": {"codex": {"mcp_servers": {"fs": null}}}}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -64,7 +64,8 @@ func (r *Registry) buildLocked() *state {
 		d, l := r.defs[id], r.lookups[id]
 		p := &providerState{spec: specOf(d, l, r.cfg.Home)}
 		p.status = ProviderStatus{ID: id, Label: d.label, Description: d.description, Kind: d.kind,
-			Enabled: d.enabled, Path: l.path, Command: d.command, BuiltIn: d.builtIn, Sandbox: p.spec.Sandbox}
+			Enabled: d.enabled, Path: l.path, Command: d.command, BuiltIn: d.builtIn, Sandbox: p.spec.Sandbox,
+			MCPServers: d.mcpServers.Redact()}
 		rec := r.probes[id]
 		if rec != nil && !reflect.DeepEqual(rec.spec, p.spec) {
 			delete(r.probes, id)
@@ -126,6 +127,7 @@ func specOf(d *definition, l lookup, home string) backends.Spec {
 		Compat:      d.compat,
 		PTY:         d.pty,
 		Sandbox:     resolveSandbox(d.sandbox, home),
+		MCPServers:  d.mcpServers.Clone(),
 	}
 	if len(d.command) > 1 {
 		s.Args = slices.Clone(d.command[1:])
@@ -150,6 +152,7 @@ func cloneSpec(s backends.Spec) backends.Spec {
 	s.Config = maps.Clone(s.Config)
 	s.PTY.ResumeArgs = slices.Clone(s.PTY.ResumeArgs)
 	s.Sandbox = cloneSandbox(s.Sandbox)
+	s.MCPServers = s.MCPServers.Clone()
 	return s
 }
 

@@ -26,6 +26,9 @@ type Session struct {
 	Status      string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// MCPServers is the session's own MCP servers as the pool encodes
+	// them (JSON), "" for none. It holds secrets.
+	MCPServers string
 }
 
 type sessionRow struct {
@@ -37,17 +40,18 @@ type sessionRow struct {
 	Status      string `db:"status"`
 	CreatedAt   int64  `db:"created_at"`
 	UpdatedAt   int64  `db:"updated_at"`
+	MCPServers  string `db:"mcp_servers"`
 }
 
 func (r sessionRow) session() Session {
 	return Session{
 		ID: r.ID, Repo: r.Repo, BaseRef: r.BaseRef, Title: r.Title,
 		ActiveAgent: r.ActiveAgent, Status: r.Status,
-		CreatedAt: fromUnix(r.CreatedAt), UpdatedAt: fromUnix(r.UpdatedAt),
+		CreatedAt: fromUnix(r.CreatedAt), UpdatedAt: fromUnix(r.UpdatedAt), MCPServers: r.MCPServers,
 	}
 }
 
-const sessionCols = `id, repo, base_ref, title, active_agent, status, created_at, updated_at`
+const sessionCols = `id, repo, base_ref, title, active_agent, status, created_at, updated_at, mcp_servers`
 
 // CreateSession inserts sess and returns it as stored: Status defaults to
 // SessionOpen, and CreatedAt (when zero) and UpdatedAt come from the clock.
@@ -64,10 +68,10 @@ func (s *Store) CreateSession(ctx context.Context, sess Session) (Session, error
 	row := sessionRow{
 		ID: sess.ID, Repo: sess.Repo, BaseRef: sess.BaseRef, Title: sess.Title,
 		ActiveAgent: sess.ActiveAgent, Status: sess.Status,
-		CreatedAt: toUnix(sess.CreatedAt), UpdatedAt: toUnix(sess.UpdatedAt),
+		CreatedAt: toUnix(sess.CreatedAt), UpdatedAt: toUnix(sess.UpdatedAt), MCPServers: sess.MCPServers,
 	}
 	if _, err := s.db.NamedExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`)
-		VALUES (:id, :repo, :base_ref, :title, :active_agent, :status, :created_at, :updated_at)`, row); err != nil {
+		VALUES (:id, :repo, :base_ref, :title, :active_agent, :status, :created_at, :updated_at, :mcp_servers)`, row); err != nil {
 		return Session{}, fmt.Errorf("create session %q: %w", sess.ID, s.mapWriteErr(err))
 	}
 	return row.session(), nil

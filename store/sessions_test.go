@@ -95,6 +95,22 @@ func TestSessionCRUD(t *testing.T) {
 	}
 }
 
+// A session's MCP servers are kept as given, and read back.
+func TestSessionMCPServers(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t, Config{})
+	s3 := Session{ID: "s3", Repo: "/r", MCPServers: `{"fs":{"command":"mcp-fs","env":{"T":"x"}}}`}
+	if _, err := s.CreateSession(ctx, s3); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetSession(ctx, "s3"); err != nil || got.MCPServers != s3.MCPServers {
+		t.Errorf("GetSession(s3) MCPServers = %q, %v; want %q", got.MCPServers, err, s3.MCPServers)
+	}
+	if l, err := s.ListSessions(ctx); err != nil || len(l) != 1 || l[0].MCPServers != s3.MCPServers {
+		t.Errorf("ListSessions() = %+v, %v", l, err)
+	}
+}
+
 func TestWorktreeCRUD(t *testing.T) {
 	ctx := context.Background()
 	clock := newTestClock()

@@ -96,7 +96,9 @@ type Config struct {
 	// the session is ready or after a turn ended, the history a
 	// session/load replays, a lost context, the exit).
 	OnEvent func(backends.Event)
-	// Wire, if set, receives every line on the wire (inbound = from the agent).
+	// Wire, if set, receives every line on the wire (inbound = from the
+	// agent), with the values of the MCP servers' env and headers
+	// replaced by backends.Redacted.
 	Wire func(inbound bool, line []byte)
 	// CancelGrace is how long a cancelled turn may take to end before the
 	// agent is stopped.
@@ -198,6 +200,9 @@ func New(cfg Config) (*Backend, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	// The wire carries the MCP servers' secrets in session/new and
+	// session/load (and an agent may echo them): never print them.
+	cfg.Wire = redactWire(cfg.Wire, cfg.Spec.MCPServers)
 	b := &Backend{
 		cfg:        cfg,
 		logger:     logger.With("agent", cfg.Spec.Provider),

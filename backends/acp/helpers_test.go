@@ -98,6 +98,7 @@ func newBackend(t *testing.T, s agenttest.Script, cfg acp.Config) *harness {
 	spec.Dir = dir
 	spec.TurnTimeout = cfg.Spec.TurnTimeout
 	spec.Permissions, spec.Mode, spec.Compat = cfg.Spec.Permissions, cfg.Spec.Mode, cfg.Spec.Compat
+	spec.MCPServers = cfg.Spec.MCPServers
 	cfg.Spec = spec
 	if cfg.StopGrace == 0 {
 		cfg.StopGrace = 200 * time.Millisecond

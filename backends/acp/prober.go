@@ -59,6 +59,9 @@ func (p Prober) Probe(ctx context.Context, spec backends.Spec) (backends.Info, e
 		defer os.RemoveAll(dir)
 		spec.Dir = dir
 	}
+	// A probe asks what the agent offers: the provider's MCP servers
+	// would only be started for nothing.
+	spec.MCPServers = nil
 	var pj ProbeJail
 	if p.Jail != nil {
 		if pj, err = p.Jail(spec); err != nil {

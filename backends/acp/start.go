@@ -180,7 +180,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	}
 	b.mu.Unlock()
 
-	mcp := []acpsdk.McpServer{} // never null: the schema rejects it
+	mcp, mcpNames, mcpSkipped := mcpServers(spec.MCPServers, initResp.AgentCapabilities.McpCapabilities)
 	lost := ""
 	if resume != "" && sc.Resume != nil {
 		// session/resume takes the session up again without replaying its
@@ -191,9 +191,9 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 			b.sessionID = resume
 			b.info.AgentSessionID, b.info.Resumed, b.info.ResumedBy = resume, true, resumedByResume
 			b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
-			info := b.info
 			b.mu.Unlock()
-			return info, nil
+			b.setMCP("session/resume", mcpNames, mcpSkipped)
+			return b.Info(), nil
 		}
 		if ctx.Err() != nil || b.exited() {
 			return backends.Info{}, stageErr(ctx, "session/resume", err)
@@ -213,9 +213,9 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		if err == nil {
 			b.info.AgentSessionID, b.info.Resumed, b.info.ResumedBy = resume, true, resumedByLoad
 			b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
-			info := b.info
 			b.mu.Unlock()
-			return info, nil
+			b.setMCP("session/load", mcpNames, mcpSkipped)
+			return b.Info(), nil
 		}
 		b.sessionID, b.replaying = "", false
 		b.mu.Unlock()
@@ -237,8 +237,9 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	if lost != "" {
 		b.info.ContextLost = true
 	}
-	info := b.info
 	b.mu.Unlock()
+	b.setMCP("session/new", mcpNames, mcpSkipped)
+	info := b.Info()
 	if lost != "" {
 		b.logger.Warn("agent context lost", "resume", resume, "reason", lost)
 		b.cfg.OnEvent(backends.NewEvent(backends.EventAgentContextLost, spec.Provider, map[string]string{

@@ -80,7 +80,8 @@ func TestWireTrafficMatchesSchema(t *testing.T) {
 		return acp.PermissionOutcome{OptionID: req.Options[0].ID}, nil
 	}
 	s := agenttest.Script{
-		Modes: []agenttest.Mode{{ID: "ask", Name: "Ask"}, {ID: "code", Name: "Code"}},
+		MCPHTTP: true,
+		Modes:   []agenttest.Mode{{ID: "ask", Name: "Ask"}, {ID: "code", Name: "Code"}},
 		Turns: []agenttest.Turn{{Echo: true, Steps: []agenttest.Step{
 			{Thought: "hmm"},
 			{ToolCall: &agenttest.ToolCall{ID: "t1", Title: "Read", Kind: "read", Status: "pending", Locations: []string{"a.txt"}, RawInput: json.RawMessage(`{"p":1}`)}},
@@ -94,7 +95,11 @@ func TestWireTrafficMatchesSchema(t *testing.T) {
 			{Chunk: "done"},
 		}}},
 	}
-	h := newBackend(t, s, acp.Config{Spec: backends.Spec{Dir: dir}, FS: fs, Terminals: terms, Permissions: allow, Wire: wire})
+	// MCP servers of each transport the agent takes: a stdio one without
+	// arguments or environment (arrays, never null) and an http one.
+	mcp := backends.MCPServers{"bare": {Command: "mcp-bare"}, "tools": {Command: "mcp-tools", Args: []string{"-v"}, Env: map[string]string{"K": "v"}},
+		"remote": {Type: backends.MCPHTTP, URL: "https://mcp.example/", Headers: map[string]string{"Authorization": "Bearer x"}}}
+	h := newBackend(t, s, acp.Config{Spec: backends.Spec{Dir: dir, MCPServers: mcp}, FS: fs, Terminals: terms, Permissions: allow, Wire: wire})
 	h.start(t, "")
 	if err := h.b.SetMode(context.Background(), "code"); err != nil {
 		t.Fatal(err)

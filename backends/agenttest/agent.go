@@ -58,6 +58,10 @@ type agent struct {
 	lastRead json.RawMessage
 	// config is the session's mode and config options (config.go).
 	config configState
+	// mcp is what the last session/new or session/load carried;
+	// mcpStdio its stdio servers, secrets included.
+	mcp      []MCPReceived
+	mcpStdio []stdioServer
 }
 
 // Run runs the scripted agent on the given streams until stdin ends. It is
@@ -234,14 +238,17 @@ func (a *agent) handleRequest(m message) {
 	case "authenticate":
 		a.authenticate(m)
 	case "session/resume":
+		a.recordMCP(m.Method, m.Params)
 		a.resumeSession(m)
 	case "session/close":
 		a.respond(m.ID, map[string]any{})
 	case "session/list":
 		a.listSessions(m)
 	case "session/new":
+		a.recordMCP(m.Method, m.Params)
 		a.newSession(m)
 	case "session/load":
+		a.recordMCP(m.Method, m.Params)
 		a.loadSession(m)
 	case "session/set_mode":
 		a.setMode(m)
@@ -273,6 +280,7 @@ func (a *agent) initialize(m message) {
 			"loadSession":         a.script.LoadSession,
 			"sessionCapabilities": a.sessionCapabilities(),
 			"promptCapabilities":  map[string]any{"image": false, "audio": false, "embeddedContext": false},
+			"mcpCapabilities":     map[string]any{"http": a.script.MCPHTTP, "sse": a.script.MCPSSE},
 		},
 		"authMethods": a.authMethods(),
 		"agentInfo":   map[string]any{"name": name, "version": "0.0.1"},

@@ -44,6 +44,10 @@ type Script struct {
 	// Commands are announced in an available_commands_update once
 	// session/new (or session/load) is answered.
 	Commands []Command `json:"commands,omitempty"`
+	// MCPHTTP and MCPSSE advertise MCP servers over http and sse in
+	// agentCapabilities.mcpCapabilities (stdio is always taken).
+	MCPHTTP bool `json:"mcp_http,omitempty"`
+	MCPSSE  bool `json:"mcp_sse,omitempty"`
 	// StringIDs makes the agent's own requests use string ids.
 	StringIDs bool `json:"string_ids,omitempty"`
 	// IDStart is the first integer id of the agent's requests (default 0).
@@ -167,6 +171,14 @@ type Step struct {
 	// Parallel runs its steps at once (e.g. reads in flight together) and
 	// waits for them all.
 	Parallel []Step `json:"parallel,omitempty"`
+	// MCPEcho sends, as an agent_message_chunk, the MCP servers the last
+	// session/new, session/load or session/resume carried, secrets
+	// digested (see ParseMCPEcho).
+	MCPEcho bool `json:"mcp_echo,omitempty"`
+	// MCPStart runs each stdio MCP server the last session/new or
+	// session/load carried, as a real agent would (its child, in its
+	// confinement), and reports each as a chunk (see ParseMCPStarted).
+	MCPStart bool `json:"mcp_start,omitempty"`
 }
 
 // ToolCall describes a tool_call or tool_call_update.

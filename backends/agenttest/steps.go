@@ -119,6 +119,10 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 		}
 		wg.Wait()
 		return slices.Contains(cancelled, true)
+	case s.MCPEcho:
+		a.mcpEcho()
+	case s.MCPStart:
+		a.mcpStart()
 	case s.BigLine > 0:
 		a.update(textUpdate("agent_message_chunk", strings.Repeat("x", s.BigLine)))
 	}

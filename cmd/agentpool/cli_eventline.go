@@ -190,6 +190,8 @@ func eventSummary(ev backends.Event) string {
 		return oneLine("stopped: "+d.Reason, 100)
 	case backends.EventSandboxRefused:
 		return sandboxSummary(ev)
+	case backends.EventMCP:
+		return mcpSummary(ev) // cli_mcp.go
 	case backends.EventFSRead, backends.EventFSWrite:
 		op, verb := "read", "read"
 		if ev.Type == backends.EventFSWrite {

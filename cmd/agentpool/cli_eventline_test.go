@@ -65,6 +65,7 @@ func TestEventLineEveryType(t *testing.T) {
 		{backends.EventPTYScreen, pty.ScreenData{Text: "> ready", Cols: 80, Rows: 24}, "screen 80x24: > ready"},
 		{backends.EventSandboxRefused, backends.SandboxEventData{Refused: []backends.SandboxNote{{Path: "/root", Entry: "read", Reason: "is your home directory"}}}, "refused"},
 		{backends.EventError, map[string]any{"error": "agent crashed"}, "agent crashed"},
+		{backends.EventMCP, backends.MCPData{Method: "session/new", Servers: []string{"files", "github"}, Skipped: []backends.MCPSkipped{{Name: "docs", Transport: "sse", Reason: "no sse"}}}, "MCP servers files, github; not docs (sse: no sse)"},
 		{backends.EventHistory, map[string]any{"type": "message.chunk", "data": map[string]any{"role": "agent", "text": "earlier"}}, "(replayed) message.chunk agent: earlier"},
 		{pool.EventSetupUntrusted, setup(worktree.SetupEvent{Kind: worktree.SetupUntrusted, File: "/src/app/.agentpool.json", SHA256: "abcdef0123456789", TrustCommand: "agentpool trust /src/app"}), "setup skipped"},
 		{pool.EventSetupCopied, setup(worktree.SetupEvent{Kind: worktree.SetupCopied, File: "/src/app/.agentpool.json", Copied: []string{".env"}, Skipped: []worktree.SkippedCopy{{Path: "go.mod", Reason: "tracked"}}}), "setup copied 1 file from the main checkout (.env); skipped go.mod: tracked"},

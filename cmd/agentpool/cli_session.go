@@ -70,7 +70,7 @@ func gitTopLevel(ctx context.Context, dir string) (string, error) {
 }
 
 func (c *cli) sessionNew(ctx context.Context, args []string) error {
-	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.")
+	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm]\n            [--mcp NAME=COMMAND [ARGS...]]... [--mcp-json FILE] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.\n\nThe session's ACP agents get its MCP servers besides their provider's (a\nsession's server replaces the provider's of its name). --mcp adds a stdio\nserver; --mcp-json reads an object of servers keyed by name, as \"mcp_servers\"\nin providers.json (\"-\": stdin), which may hold env and headers: keep secrets\nthere, never on a command line.")
 	repo := fs.String("repo", "", "the git repository (default: the one holding the current directory)")
 	agent := fs.String("agent", defaultAgent, "the session's first agent (a provider id)")
 	title := fs.String("title", "", "a title for the session")
@@ -79,7 +79,14 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	noWarm := fs.Bool("no-warm", false, "do not start the agent until the first prompt")
 	agentSession := fs.String("agent-session", "", "one of the agent's own sessions for this one to take up")
 	asJSON := fs.Bool("json", false, "print the session as JSON")
+	var mcp mcpFlag
+	fs.Var(&mcp, "mcp", "an MCP server `NAME=COMMAND [ARGS...]` (stdio) for the session's agents; repeatable")
+	mcpJSON := fs.String("mcp-json", "", "a JSON `FILE` of MCP servers keyed by name (\"-\": stdin)")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	servers, err := c.mcpServersOf(*mcpJSON, mcp.servers) // cli_mcp.go
+	if err != nil {
 		return err
 	}
 	warm := !*noWarm
@@ -109,7 +116,8 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 		c.progress("creating the session's worktree of %s… ", dir)
 	}
 	start := time.Now()
-	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm, AgentSession: *agentSession})
+	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm,
+		AgentSession: *agentSession, MCPServers: servers})
 	if err != nil {
 		if isNotInstalled(err) {
 			if !notInstalled {
@@ -131,6 +139,9 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stdout, "session %s created\n", s.ID)
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  repo\t%s\n  worktree\t%s\n  branch\t%s\n  agent\t%s\n", s.Repo, s.Worktree.Path, s.Worktree.Branch, s.ActiveAgent)
+	if len(s.MCPServers) > 0 {
+		fmt.Fprintf(tw, "  mcp servers\t%s\n", strings.Join(s.MCPServers.Names(), ", "))
+	}
 	_ = tw.Flush()
 	if *agentSession != "" {
 		c.reportTakeUp(ctx, api, s, *agentSession, warm) // cli_agentsessions.go
@@ -237,6 +248,7 @@ func (c *cli) sessionShow(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.stdout, "\nagents:")
 		c.renderBackends(s.Agents)
 	}
+	c.renderMCP(s) // cli_mcp.go
 	if len(turns) > 0 {
 		fmt.Fprintln(c.stdout, "\nturns:")
 		tw = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)

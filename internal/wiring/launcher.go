@@ -58,6 +58,8 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	// it with its own); only the process gets the identity.
 	run := req
 	run.Spec.Env = append(slices.Clone(req.Spec.Env), identityEnv(backends.AgentEnv(req.Spec.Env...), id)...)
+	// Likewise the session's own MCP servers, which win by name.
+	run.Spec.MCPServers = req.Spec.MCPServers.Merge(req.MCPServers)
 	b, err := l.launch(run, logger, jail, termJail, identityEnv(backends.AgentEnv(), id))
 	if err != nil && jail != nil {
 		_ = jail.Release()

@@ -26,12 +26,26 @@ func notFound(err error) error {
 
 // CreateSession stores a new session.
 func (a Store) CreateSession(ctx context.Context, s pool.SessionRecord) error {
-	_, err := a.S.CreateSession(ctx, store.Session{ID: s.ID, Repo: s.Repo, BaseRef: s.BaseRef, Title: s.Title, ActiveAgent: s.ActiveAgent, Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt})
+	mcp := ""
+	if len(s.MCPServers) > 0 {
+		raw, err := json.Marshal(s.MCPServers)
+		if err != nil {
+			return fmt.Errorf("create session %q: encode its MCP servers: %w", s.ID, err)
+		}
+		mcp = string(raw)
+	}
+	_, err := a.S.CreateSession(ctx, store.Session{ID: s.ID, Repo: s.Repo, BaseRef: s.BaseRef, Title: s.Title, ActiveAgent: s.ActiveAgent, Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, MCPServers: mcp})
 	return err
 }
 
 func fromSession(s store.Session) pool.SessionRecord {
-	return pool.SessionRecord{ID: s.ID, Repo: s.Repo, BaseRef: s.BaseRef, Title: s.Title, ActiveAgent: s.ActiveAgent, Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	r := pool.SessionRecord{ID: s.ID, Repo: s.Repo, BaseRef: s.BaseRef, Title: s.Title, ActiveAgent: s.ActiveAgent, Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	if s.MCPServers != "" {
+		// Written by CreateSession: a row that does not decode leaves the
+		// session without servers rather than unreadable.
+		_ = json.Unmarshal([]byte(s.MCPServers), &r.MCPServers)
+	}
+	return r
 }
 
 // GetSession reads one session.

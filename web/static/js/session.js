@@ -30,6 +30,7 @@ export function sessionView(main, id) {
   const status = h('span.badge');
   const meta = h('div.meta');
   const agents = h('div.row');
+  const mcp = h('div.meta.mcp');
   const closeBtn = h('button.danger', { type: 'button', onclick: async () => {
     if (sess && await closeSessionFlow(sess)) location.hash = '#/';
   } }, 'Close session');
@@ -78,7 +79,7 @@ export function sessionView(main, id) {
   const head = h('div.session-head',
     h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), mergeBtn, closeBtn),
     h('div.row', title, status),
-    meta, agents, mergeBox, trustNotice(id),
+    meta, agents, mcp, mergeBox, trustNotice(id),
     h('div.tabs', { role: 'tablist' }, Object.values(tabs)));
   put(main, h('div.session', head, convo, changes.el, auditEl, termEl));
 
@@ -122,6 +123,8 @@ export function sessionView(main, id) {
         : h('span', { title: wt.path || '', 'data-worktree': 'present' }, 'worktree ', h('span.mono', wt.path || '—')),
       sess.title ? h('span', 'id ', h('span.mono', sess.id)) : null);
     put(agents, agentChips(sess));
+    put(mcp, mcpView(sess));
+    mcp.hidden = !mcp.firstChild;
     closeBtn.hidden = closed;
     mergeBtn.hidden = closed;
     composer.hidden = closed;
@@ -247,7 +250,7 @@ export function sessionView(main, id) {
     'turn.started', 'turn.ended', 'turn.queued', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
     'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'setup.untrusted', 'setup.copied', 'setup.started',
-    'setup.output', 'setup.ended', 'stream.end'];
+    'setup.output', 'setup.ended', 'mcp', 'stream.end'];
   function onEvent(type, raw) {
     let ev;
     try { ev = JSON.parse(raw); } catch { return; }
@@ -321,6 +324,19 @@ export function sessionView(main, id) {
 
 /** changesPanel is the Changes tab: the turns, and the diff of the one
  * selected, with restore. */
+/** mcpView names the session's own MCP servers (with their transport) and
+ * the servers each running agent got: names only, never a value (the
+ * daemon sends none). */
+function mcpView(s) {
+  const own = s.mcp_servers || {};
+  const names = Object.keys(own).sort();
+  const got = (s.agents || []).filter(a => (a.mcp_servers || []).length);
+  if (!names.length && !got.length) return null;
+  return [h('span.muted', 'MCP servers'),
+    names.length ? h('span', { 'data-mcp': '' }, 'session ', h('span.mono', names.map(n => `${n} (${own[n].type || 'stdio'})`).join(', '))) : null,
+    got.map(a => h('span', { 'data-mcp': a.agent }, `${a.agent} got `, h('span.mono', a.mcp_servers.join(', '))))];
+}
+
 function changesPanel(id, onRestore) {
   const list = h('div.turn-list');
   const view = h('div.grow');

@@ -165,6 +165,11 @@ export class TurnStream {
       case 'agent.ready': this.note(`${ev.agent} ready${d.pid ? ' (pid ' + d.pid + ')' : ''}${d.resumed ? ', resumed its conversation' : ''}`); break;
       case 'agent.exited': this.note(`${ev.agent} exited (${d.status || '?'})${d.stderr_tail ? '\n' + d.stderr_tail : ''}`, !d.expected); break;
       case 'agent.evicted': this.note(`${ev.agent} stopped: ${d.reason || ''}`); break;
+      case 'mcp': {
+        const skipped = (d.skipped || []).map(s => `${s.name} (${s.transport}): ${s.reason}`);
+        this.note(`${ev.agent} got MCP servers: ${(d.servers || []).join(', ') || 'none'}${skipped.length ? '; not ' + skipped.join('; ') : ''}`, skipped.length > 0);
+        break;
+      }
       case 'agent.context_lost': this.note(`${ev.agent} could not resume its conversation and starts a new one`); break;
       case 'session.created': this.note('session created'); break;
       case 'session.closed': this.note('session closed'); break;

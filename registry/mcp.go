@@ -1,0 +1,99 @@
+package registry
+
+import (
+	"strings"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// mcpFields lists the fields of one server of an entry's "mcp_servers".
+func mcpFields() []string {
+	return []string{"type", "command", "args", "env", "url", "headers"}
+}
+
+// mcpServers decodes an entry's "mcp_servers": an object whose keys name
+// the servers, each an object of mcpFields.
+func (c *checker) mcpServers(n *node, path string) backends.MCPServers {
+	if !c.want(n, kindObject, path) {
+		return nil
+	}
+	if len(n.members) > backends.MaxMCPServers {
+		c.add(n.off, path, "%d servers, at most %d", len(n.members), backends.MaxMCPServers)
+		return nil
+	}
+	out := make(backends.MCPServers, len(n.members))
+	for _, m := range n.members {
+		sp := joinPath(path, m.key)
+		if msg := backends.CheckMCPName(m.key); msg != "" {
+			c.add(m.keyOff, sp, "%s", msg)
+			continue
+		}
+		if s, ok := c.mcpServer(m.val, sp); ok {
+			out[m.key] = s
+		}
+	}
+	return out
+}
+
+// mcpServer decodes one server and checks it as a whole.
+func (c *checker) mcpServer(n *node, path string) (backends.MCPServer, bool) {
+	var s backends.MCPServer
+	if !c.want(n, kindObject, path) {
+		return s, false
+	}
+	ok := true
+	at := make(map[string]*node, len(n.members))
+	for _, m := range n.members {
+		fp := joinPath(path, m.key)
+		at[m.key] = m.val
+		good := true
+		switch m.key {
+		case "type":
+			s.Type, good = c.str(m.val, fp)
+		case "command":
+			s.Command, good = c.str(m.val, fp)
+		case "url":
+			s.URL, good = c.str(m.val, fp)
+		case "args":
+			s.Args, good = c.strList(m.val, fp)
+		case "env":
+			s.Env = c.stringMap(m.val, fp)
+			good = s.Env != nil
+		case "headers":
+			s.Headers = c.stringMap(m.val, fp)
+			good = s.Headers != nil
+		default:
+			c.unknown(m, fp, mcpFields())
+			good = false
+		}
+		ok = ok && good
+	}
+	if !ok {
+		return s, false
+	}
+	if field, msg := s.Problem(); msg != "" {
+		key, _, _ := strings.Cut(field, ".")
+		key, _, _ = strings.Cut(key, "[")
+		off := n.off
+		if v := at[key]; v != nil {
+			off = v.off
+		}
+		c.add(off, joinPath(path, key)+strings.TrimPrefix(field, key), "%s", msg)
+		return s, false
+	}
+	return s, true
+}
+
+// stringMap decodes an object of strings; nil when n is not one.
+func (c *checker) stringMap(n *node, path string) map[string]string {
+	if !c.want(n, kindObject, path) {
+		return nil
+	}
+	out := make(map[string]string, len(n.members))
+	for _, m := range n.members {
+		if s, ok := c.str(m.val, joinPath(path, m.key)); ok {
+			out[m.key] = s
+		}
+	}
+	return out
+}
