@@ -35,7 +35,7 @@ const (
 	// HelperEnv) to leave a descendant the terminal's kill must reach.
 	HelperDaemonize = "daemonize"
 	// HelperReplay replays the agent's side of the recorded ACP
-	// transcript named by EnvTranscript (see Replay, TranscriptSpec).
+	// transcript named by EnvTranscript (see ReplayTranscript, TranscriptSpec).
 	HelperReplay = "replay"
 )
 

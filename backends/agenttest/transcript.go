@@ -138,12 +138,12 @@ type rpc struct {
 func (m rpc) isRequest() bool  { return m.Method != "" && len(m.ID) > 0 }
 func (m rpc) isResponse() bool { return m.Method == "" && len(m.ID) > 0 }
 
-// ErrTranscriptUnfinished is returned by Replay when the client went away
-// before the transcript's end.
+// ErrTranscriptUnfinished is returned by ReplayTranscript when the client
+// went away before the transcript's end.
 var ErrTranscriptUnfinished = errors.New("client went away before the transcript's end")
 
-// Replay plays the agent's side of tr to a live client on in and out. The
-// client's recorded messages are the points the replay waits for: a
+// ReplayTranscript plays the agent's side of tr to a live client on in and
+// out. The client's recorded messages are the points the replay waits for: a
 // recorded request waits for the client's next request of the same method
 // (the recorded answer then goes out with the client's id), a recorded
 // notification for one of the same method, a recorded answer to the
@@ -151,9 +151,9 @@ var ErrTranscriptUnfinished = errors.New("client went away before the transcript
 // two such points are written in order, at once, with PlaceholderCwd
 // replaced by cwd. A client message the transcript does not expect is
 // answered with method-not-found if it is a request and otherwise ignored.
-// After the transcript's end Replay keeps answering so until the client
+// After the transcript's end it keeps answering so until the client
 // closes in; it returns ErrTranscriptUnfinished when in ends earlier.
-func Replay(tr Transcript, cwd string, in io.Reader, out io.Writer) error {
+func ReplayTranscript(tr Transcript, cwd string, in io.Reader, out io.Writer) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	w := bufio.NewWriter(out)
@@ -260,7 +260,7 @@ func replayMain() {
 		os.Exit(2)
 	}
 	cwd, _ := os.Getwd()
-	if err := Replay(tr, cwd, os.Stdin, os.Stdout); err != nil {
+	if err := ReplayTranscript(tr, cwd, os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "replay agent:", err)
 		os.Exit(1)
 	}
