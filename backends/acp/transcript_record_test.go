@@ -54,6 +54,9 @@ func recordACP(t *testing.T, rc recording) {
 	if out == "" {
 		out = t.TempDir()
 	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	work := gitRepo(t)
 	var (
 		mu    sync.Mutex
@@ -153,7 +156,8 @@ func recordACP(t *testing.T, rc recording) {
 		repl[p] = "$PREFIX"
 	}
 	if rc.modelURL != "" {
-		repl[rc.modelURL] = "$MODEL_URL"
+		// Agents name the mock by its address in warnings, too.
+		repl[strings.TrimPrefix(rc.modelURL, "http://")] = "$MODEL_HOST"
 	}
 	for _, l := range lines {
 		l.Msg = redact(l.Msg, repl)
@@ -172,7 +176,7 @@ func recordACP(t *testing.T, rc recording) {
 }
 
 // machinePath finds paths a redacted transcript should not name.
-var machinePath = regexp.MustCompile(`(/tmp/|/root/|/home/)[^"\s]*`)
+var machinePath = regexp.MustCompile(`(/tmp/|/root/|/home/|127\.0\.0\.1:)[^"\s]*`)
 
 // redact replaces each key of repl in msg with its value, the longest key
 // first, as the text appears inside a JSON string.

@@ -27,6 +27,14 @@ import (
 //     empty agent_message_chunk, sends usage_update before and after its
 //     text and answers session/prompt with usage. session/new takes about
 //     2 s.
+//   - claude-agent-acp 0.101: other modes (default is now "Manual"; the
+//     session starts in "auto"); an extension notification
+//     _auth/status_update before the session/new answer (ACP-NOTES item
+//     8: ignored); available_commands_update again inside the turn; a
+//     warning about auto mode billing that names the model's address
+//     appended to the turn's text as one more agent_message_chunk (item
+//     13); a session_info_update with a title after the session/prompt
+//     answer (item 7); session/new takes about 7 s.
 //   - codex-acp 0.16: starts in mode "read-only"; mirrors its modes as
 //     the config option "mode" ("Approval Preset") beside "model" and
 //     "reasoning effort" options; sends the config_option_update of a
