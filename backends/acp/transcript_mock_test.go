@@ -189,3 +189,48 @@ func newMockGemini(t *testing.T) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// newMockChatCompletions serves the OpenAI Chat Completions API
+// (/v1/chat/completions, streamed or not) and an empty model list.
+func newMockChatCompletions(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/models"):
+			_, _ = w.Write([]byte(`{"object":"list","data":[]}`))
+			return
+		case !strings.HasSuffix(r.URL.Path, "/chat/completions"):
+			http.NotFound(w, r)
+			return
+		}
+		var req struct {
+			Model  string `json:"model"`
+			Stream bool   `json:"stream"`
+		}
+		_ = json.Unmarshal(body, &req)
+		usage := map[string]int{"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19}
+		if !req.Stream {
+			_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-mock", "object": "chat.completion", "created": 0, "model": req.Model,
+				"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+					"message": map[string]any{"role": "assistant", "content": mockReply}}}, "usage": usage})
+			return
+		}
+		s := newSSE(w)
+		chunk := func(delta map[string]any, finish any) map[string]any {
+			return map[string]any{"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": req.Model,
+				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+		}
+		s.send("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+		for _, p := range pieces(mockReply) {
+			time.Sleep(20 * time.Millisecond)
+			s.send("", chunk(map[string]any{"content": p}, nil))
+		}
+		last := chunk(map[string]any{}, "stop")
+		last["usage"] = usage
+		s.send("", last)
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}

@@ -25,6 +25,9 @@ const (
 	envClaudeACPBin  = "AGENTPOOL_CLAUDE_ACP_BIN" // claude-agent-acp
 	envCodexACPBin   = "AGENTPOOL_CODEX_ACP_BIN"  // codex-acp
 	envGeminiBin     = "AGENTPOOL_GEMINI_BIN"     // gemini (run with --acp)
+	envCopilotBin    = "AGENTPOOL_COPILOT_BIN"    // copilot (run with --acp)
+	envQwenBin       = "AGENTPOOL_QWEN_BIN"       // qwen (run with --acp)
+	envOpencodeBin   = "AGENTPOOL_OPENCODE_BIN"   // opencode (run as opencode acp)
 	envTranscriptDir = "AGENTPOOL_TRANSCRIPT_DIR" // where to write; default a temp dir
 	envNpmPrefix     = "AGENTPOOL_NPM_PREFIX"     // the agents' install prefix, redacted
 )
@@ -136,6 +139,12 @@ func recordACP(t *testing.T, rc recording) {
 			t.Errorf("set mode %q: %v", next, err)
 		}
 		quiet(time.Second)
+	} else if id, value := nextModeOption(b.Info().ConfigOptions); id != "" {
+		// An agent whose modes are only a config option (opencode).
+		if err := b.SetConfigOption(ctx, id, value); err != nil {
+			t.Errorf("set config option %q to %q: %v", id, value, err)
+		}
+		quiet(time.Second)
 	}
 	stop()
 
@@ -173,6 +182,35 @@ func recordACP(t *testing.T, rc recording) {
 		t.Errorf("transcript still names machine paths: %q", left)
 	}
 	t.Logf("recorded %d lines into %s", len(tr.Lines), path)
+}
+
+// nextModeOption returns the config option of category "mode" and the
+// value after its current one, or "" when there is none.
+func nextModeOption(raw json.RawMessage) (id, value string) {
+	var opts []struct {
+		ID       string `json:"id"`
+		Category string `json:"category"`
+		Current  string `json:"currentValue"`
+		Options  []struct {
+			Value string `json:"value"`
+		} `json:"options"`
+	}
+	if json.Unmarshal(raw, &opts) != nil {
+		return "", ""
+	}
+	for _, o := range opts {
+		if o.Category != "mode" || len(o.Options) < 2 {
+			continue
+		}
+		next := o.Options[0].Value
+		for i, v := range o.Options {
+			if v.Value == o.Current {
+				next = o.Options[(i+1)%len(o.Options)].Value
+			}
+		}
+		return o.ID, next
+	}
+	return "", ""
 }
 
 // machinePath finds paths a redacted transcript should not name.
@@ -298,5 +336,80 @@ func TestRecordGeminiACP(t *testing.T) {
 		agent: "gemini", pkg: "@google/gemini-cli", bin: bin, args: []string{"--acp"}, home: home,
 		model: "mock Gemini API", modelURL: api.URL,
 		env: []string{"GEMINI_API_KEY=mock-key", "GOOGLE_GEMINI_BASE_URL=" + api.URL, "GEMINI_CLI_NO_RELAUNCH=true"},
+	})
+}
+
+// TestRecordCopilotACP records copilot --acp in its offline mode with a
+// model provider of the user's own (BYOK): the mock of the Anthropic
+// Messages API on 127.0.0.1. Offline, it needs no GitHub login.
+func TestRecordCopilotACP(t *testing.T) {
+	bin := os.Getenv(envCopilotBin)
+	if bin == "" {
+		t.Skip(envCopilotBin + " is not set (make test-real-acp)")
+	}
+	api := newMockAnthropic(t)
+	home := t.TempDir()
+	recordACP(t, recording{
+		agent: "copilot", pkg: "@github/copilot", bin: bin, args: []string{"--acp"}, home: home,
+		model: "mock Anthropic Messages API (BYOK)", modelURL: api.URL,
+		env: []string{"COPILOT_OFFLINE=true", "COPILOT_AUTO_UPDATE=false", "COPILOT_PROVIDER_TYPE=anthropic",
+			"COPILOT_PROVIDER_BASE_URL=" + api.URL, "COPILOT_PROVIDER_API_KEY=" + mockAnthropicKey,
+			"COPILOT_MODEL=claude-sonnet-4-5"},
+	})
+}
+
+// TestRecordQwenACP records qwen --acp against a mock of the OpenAI Chat
+// Completions API on 127.0.0.1.
+func TestRecordQwenACP(t *testing.T) {
+	bin := os.Getenv(envQwenBin)
+	if bin == "" {
+		t.Skip(envQwenBin + " is not set (make test-real-acp)")
+	}
+	api := newMockChatCompletions(t)
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".qwen"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	settings, _ := json.Marshal(map[string]any{
+		"security": map[string]any{"auth": map[string]any{"selectedType": "openai"},
+			"folderTrust": map[string]any{"enabled": false}},
+		"general":   map[string]any{"disableAutoUpdate": true, "disableUpdateNag": true},
+		"privacy":   map[string]any{"usageStatisticsEnabled": false},
+		"telemetry": map[string]any{"enabled": false},
+	})
+	writeFile(t, filepath.Join(home, ".qwen", "settings.json"), string(settings))
+	recordACP(t, recording{
+		agent: "qwen", pkg: "@qwen-code/qwen-code", bin: bin, args: []string{"--acp"}, home: home,
+		model: "mock OpenAI Chat Completions API", modelURL: api.URL,
+		env: []string{"OPENAI_API_KEY=sk-mock", "OPENAI_BASE_URL=" + api.URL + "/v1", "OPENAI_MODEL=qwen3-coder-plus",
+			"QWEN_CODE_NO_RELAUNCH=true"},
+	})
+}
+
+// TestRecordOpencodeACP records opencode acp with its anthropic provider
+// pointed at the mock of the Anthropic Messages API on 127.0.0.1, and its
+// model catalogue kept to the one it ships.
+func TestRecordOpencodeACP(t *testing.T) {
+	bin := os.Getenv(envOpencodeBin)
+	if bin == "" {
+		t.Skip(envOpencodeBin + " is not set (make test-real-acp)")
+	}
+	api := newMockAnthropic(t)
+	home := t.TempDir()
+	cfgDir := filepath.Join(home, ".config", "opencode")
+	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(map[string]any{
+		"model": "anthropic/claude-sonnet-4-5", "autoupdate": false, "share": "disabled",
+		"provider": map[string]any{"anthropic": map[string]any{"options": map[string]any{
+			"baseURL": api.URL + "/v1", "apiKey": mockAnthropicKey}}},
+	})
+	writeFile(t, filepath.Join(cfgDir, "opencode.json"), string(cfg))
+	recordACP(t, recording{
+		agent: "opencode", pkg: "opencode-ai", bin: bin, args: []string{"acp"}, home: home,
+		model: "mock Anthropic Messages API", modelURL: api.URL,
+		env: []string{"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
+			"ANTHROPIC_API_KEY=" + mockAnthropicKey},
 	})
 }

@@ -15,42 +15,68 @@ import (
 )
 
 // Transcripts of real agents (testdata/transcripts, recorded by
-// make test-real-acp) replayed through the backend. What each recording
-// shows, beside what every agent does (modes in the session/new answer,
-// available_commands_update right after it):
+// make test-real-acp) replayed through the backend. Every agent recorded
+// offers modes in its session/new answer (as "modes", as the config option
+// of category "mode", or both) and sends available_commands_update. What each recording shows beside that, and how the
+// backend takes it:
 //
 //   - claude-agent-acp 0.49: the modes are mirrored as the config option
 //     "mode", and the model and effort choices are config options too
 //     ("model", category "model"; "effort", category "thought_level"):
 //     there is no separate models list. session/set_mode sends a
-//     config_option_update before its answer. The turn starts with an
-//     empty agent_message_chunk, sends usage_update before and after its
-//     text and answers session/prompt with usage. session/new takes about
-//     2 s.
+//     config_option_update before its answer (Info.ConfigOptions follows
+//     it). The turn starts with an empty agent_message_chunk, sends
+//     usage_update before and after its text and answers session/prompt
+//     with usage. session/new takes about 2 s.
 //   - claude-agent-acp 0.101: other modes (default is now "Manual"; the
-//     session starts in "auto"); an extension notification
+//     session starts in "auto") and two more config options ("fast",
+//     "ultracode", category "model_config"); an extension notification
 //     _auth/status_update before the session/new answer (ACP-NOTES item
 //     8: ignored); available_commands_update again inside the turn; a
 //     warning about auto mode billing that names the model's address
 //     appended to the turn's text as one more agent_message_chunk (item
-//     13); a session_info_update with a title after the session/prompt
-//     answer (item 7); session/new takes about 7 s.
+//     13: it is part of the turn's text); a session_info_update with a
+//     title after the session/prompt answer (item 7: delivered outside the
+//     turn); session/new takes about 7 s.
 //   - codex-acp 0.16: starts in mode "read-only"; mirrors its modes as
-//     the config option "mode" ("Approval Preset") beside "model" and
-//     "reasoning effort" options; sends the config_option_update of a
-//     session/set_mode after its answer (ACP-NOTES item 7: updates after
-//     an answer); puts a warning about the model ("Model metadata for ...
-//     not found") into the turn's message text with no separator before
-//     the model's words (item 13). It lists auth methods but needs no
-//     authenticate when its model provider has a key.
+//     the config option "mode" ("Approval Preset") beside "model"; sends
+//     the config_option_update of a session/set_mode after its answer
+//     (item 7: the update still reaches Info); puts a warning about the
+//     model ("Model metadata for ... not found") into the turn's message
+//     text with no separator before the model's words (item 13); writes
+//     "result" before "id" in its answers. It lists auth methods but needs
+//     no authenticate when its model provider has a key.
 //   - gemini --acp 0.61: no config options; a "models" object in the
 //     session/new answer (the unstable model API); session/set_mode is
 //     reported not as current_mode_update but as an agent_message_chunk
-//     "[MODE_UPDATE] <mode>" outside any turn, so the backend's
-//     Info.CurrentMode comes from the set_mode answer alone; in a folder
-//     it does not trust, set_mode of a privileged mode fails with -32603
-//     and data.details "Cannot enable privileged approval modes in an
-//     untrusted folder". initialize takes about 3.5 s.
+//     "[MODE_UPDATE] <mode>" outside any turn, so Info.CurrentMode comes
+//     from the set_mode answer alone; in a folder it does not trust,
+//     set_mode of a privileged mode fails with -32603 and data.details
+//     "Cannot enable privileged approval modes in an untrusted folder"
+//     (the recorder turns folder trust off). Usage comes only in the
+//     session/prompt answer's _meta.quota. initialize takes about 3.5 s.
+//   - copilot --acp 1.0.102 (offline, with a model provider of the
+//     user's own): mode ids are URLs; config options "mode" and
+//     "allow_all" (category "permissions"); available_commands_update
+//     both before and after the session/new answer (item 7: updates
+//     before the answer are kept); a config_option_update with unchanged
+//     values and a session_info_update at the start of the turn;
+//     session/set_mode sends current_mode_update and config_option_update
+//     before its answer. Its auth method names the absolute path of its
+//     own binary. initialize takes about 13 s offline.
+//   - qwen --acp 0.15.10 (the newest for Node 20): config options "mode"
+//     and "model" beside a "models" object whose ids look like
+//     "$runtime|openai|<model>(openai)"; the turn ends with an empty
+//     agent_message_chunk whose _meta carries the usage; session/set_mode
+//     sends no update at all, so Info.CurrentMode comes from the answer.
+//     Auth methods are terminal logins (_meta.type "terminal").
+//   - opencode acp 1.18.33: no "modes" at all: its modes (build, plan)
+//     are only the config option "mode", beside "model" and "effort", so
+//     the recorder switches them with session/set_config_option, which
+//     answers with every option (Info.ConfigOptions takes the answer).
+//     Session ids are not UUIDs ("ses_..."); chunks carry message ids.
+//     initialize takes about 25 s and session/new about 10 s the first
+//     time (it sets up its state and database).
 
 // transcriptWant is what a transcript says the backend must show.
 type transcriptWant struct {
@@ -64,6 +90,11 @@ type transcriptWant struct {
 	setMode     string          // the mode of the recorded session/set_mode
 	configAfter json.RawMessage // a config_option_update after the set_mode
 	textAfter   []string        // agent_message_chunk texts after the set_mode
+	// setOption and setValue are the recorded session/set_config_option;
+	// configSet is the config options after it (its answer's, or those
+	// of an update after it).
+	setOption, setValue string
+	configSet           json.RawMessage
 }
 
 // wantOf reads the expectations out of a transcript.
@@ -97,6 +128,13 @@ func wantOf(t *testing.T, tr agenttest.Transcript) transcriptWant {
 			}
 			_ = json.Unmarshal(m.Params, &p)
 			w.setMode, phase = p.ModeID, "mode"
+		case l.From == agenttest.FromClient && m.Method == "session/set_config_option":
+			var p struct {
+				ConfigID string `json:"configId"`
+				Value    string `json:"value"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			w.setOption, w.setValue, phase = p.ConfigID, p.Value, "option"
 		case l.From == agenttest.FromAgent && m.Method == "session/update":
 			var p struct {
 				Update struct {
@@ -124,6 +162,8 @@ func wantOf(t *testing.T, tr agenttest.Transcript) transcriptWant {
 				w.textAfter = append(w.textAfter, u.Content.Text)
 			case u.Kind == "config_option_update" && phase == "mode":
 				w.configAfter = u.ConfigOptions
+			case u.Kind == "config_option_update" && phase == "option":
+				w.configSet = u.ConfigOptions
 			}
 		}
 		if l.From == agenttest.FromClient && m.Method != "" && len(m.ID) > 0 {
@@ -158,6 +198,14 @@ func wantOf(t *testing.T, tr agenttest.Transcript) transcriptWant {
 			}
 			_ = json.Unmarshal(m.Result, &r)
 			w.stop, phase = r.StopReason, "after"
+		case "session/set_config_option":
+			var r struct {
+				ConfigOptions json.RawMessage `json:"configOptions"`
+			}
+			_ = json.Unmarshal(m.Result, &r)
+			if len(r.ConfigOptions) > 0 {
+				w.configSet = r.ConfigOptions
+			}
 		}
 	}
 	return w
@@ -165,9 +213,11 @@ func wantOf(t *testing.T, tr agenttest.Transcript) transcriptWant {
 
 // TestReplayRealAgentTranscripts replays each recorded transcript as the
 // agent and drives the backend through it as the pool would: Start, the
-// updates after session/new, one prompt, SetMode, Stop. The backend must
-// show the recorded modes, current mode, config options and commands, the
-// turn the recorded text and stop reason, and SetMode the new mode.
+// updates after session/new, one prompt, SetMode (or SetConfigOption of
+// the mode option), Stop. The backend must show the recorded modes,
+// current mode, config options and commands, the turn the recorded text
+// and stop reason, and the mode change. goose is not recorded: it is no
+// npm package (make test-real-acp installs only from npm).
 func TestReplayRealAgentTranscripts(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "transcripts", "*.jsonl"))
 	if err != nil {
@@ -190,7 +240,7 @@ func replayTranscript(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	want := wantOf(t, tr)
-	if len(want.modes) == 0 || len(want.commands) == 0 || want.prompt == "" || want.stop == "" {
+	if (len(want.modes) == 0 && len(want.config) == 0) || len(want.commands) == 0 || want.prompt == "" || want.stop == "" {
 		t.Fatalf("transcript lacks the recorded session: %+v", want)
 	}
 	abs, err := filepath.Abs(path)
@@ -280,12 +330,43 @@ func replayTranscript(t *testing.T, path string) {
 		}
 	}
 
+	if want.setOption != "" {
+		if err := b.SetConfigOption(ctx, want.setOption, want.setValue); err != nil {
+			t.Fatalf("SetConfigOption(%q, %q): %v", want.setOption, want.setValue, err)
+		}
+		if len(want.configSet) > 0 {
+			waitConfig(t, b, want.configSet)
+		}
+	}
+
 	stop()
 	exit := outside.waitType(t, backends.EventAgentExited)
 	var ed backends.ExitData
 	_ = json.Unmarshal(exit.Data, &ed)
 	if strings.Contains(ed.StderrTail, "replay agent:") {
 		t.Errorf("the replay did not reach the transcript's end: %s", ed.StderrTail)
+	}
+}
+
+// waitConfig waits until the backend's config options are want.
+func waitConfig(t *testing.T, b *acp.Backend, want json.RawMessage) {
+	t.Helper()
+	var w any
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := b.Info().ConfigOptions
+		var g any
+		if json.Unmarshal(got, &g) == nil && reflect.DeepEqual(g, w) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("config options after SetConfigOption:\n got %s\nwant %s", got, want)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
