@@ -322,8 +322,7 @@ func replayTranscript(t *testing.T, path string) {
 		}
 		if len(want.configAfter) > 0 {
 			// The update may come after the answer (codex): wait for it.
-			outside.waitType(t, backends.EventConfig)
-			jsonEqual(t, "Info.ConfigOptions after SetMode", b.Info().ConfigOptions, want.configAfter)
+			waitConfig(t, "SetMode", b, want.configAfter)
 		}
 		for _, text := range want.textAfter {
 			waitText(t, outside, text)
@@ -335,7 +334,7 @@ func replayTranscript(t *testing.T, path string) {
 			t.Fatalf("SetConfigOption(%q, %q): %v", want.setOption, want.setValue, err)
 		}
 		if len(want.configSet) > 0 {
-			waitConfig(t, b, want.configSet)
+			waitConfig(t, "SetConfigOption", b, want.configSet)
 		}
 	}
 
@@ -348,8 +347,9 @@ func replayTranscript(t *testing.T, path string) {
 	}
 }
 
-// waitConfig waits until the backend's config options are want.
-func waitConfig(t *testing.T, b *acp.Backend, want json.RawMessage) {
+// waitConfig waits until the backend's config options are want after the
+// call named what.
+func waitConfig(t *testing.T, what string, b *acp.Backend, want json.RawMessage) {
 	t.Helper()
 	var w any
 	if err := json.Unmarshal(want, &w); err != nil {
@@ -363,7 +363,7 @@ func waitConfig(t *testing.T, b *acp.Backend, want json.RawMessage) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("config options after SetConfigOption:\n got %s\nwant %s", got, want)
+			t.Errorf("config options after %s:\n got %s\nwant %s", what, got, want)
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
