@@ -56,6 +56,39 @@ test-real:
 		$(GO) test -count=1 -v -run 'TestRecordClaude' ./backends/pty/; \
 	$(GO) test -race -count=1 -run 'Claude|EmulatorMatchesTmux' ./backends/pty/
 
+# test-real-acp installs real ACP agents from npm into a temporary prefix
+# (claude-agent-acp, codex-acp, gemini-cli, copilot, qwen-code, opencode),
+# records each one's ACP conversation against a mock of its model API on
+# 127.0.0.1 into backends/acp/testdata/transcripts/<agent>-<version>.jsonl,
+# and replays every transcript through the ACP backend. The recorders run in a
+# network namespace of their own with only loopback (unshare), so an agent
+# can reach nothing but the mocks. Opt-in: it needs the npm registry.
+# qwen-code 0.24 and later need Node 22: on an older Node the newest 0.15.
+CLAUDE_ACP_VERSION ?= latest
+CODEX_ACP_VERSION  ?= latest
+GEMINI_CLI_VERSION ?= latest
+COPILOT_VERSION    ?= latest
+OPENCODE_VERSION   ?= latest
+QWEN_CODE_VERSION  ?= $(shell node -e 'process.stdout.write(+process.versions.node.split(".")[0] >= 22 ? "latest" : "0.15")' 2>/dev/null)
+.PHONY: test-real-acp
+test-real-acp:
+	@set -e; prefix=$$(mktemp -d); trap 'rm -rf "$$prefix"' EXIT; \
+	npm install --silent --no-fund --no-audit --prefix "$$prefix" \
+		@agentclientprotocol/claude-agent-acp@$(CLAUDE_ACP_VERSION) \
+		@zed-industries/codex-acp@$(CODEX_ACP_VERSION) \
+		@google/gemini-cli@$(GEMINI_CLI_VERSION) \
+		@github/copilot@$(COPILOT_VERSION) \
+		@qwen-code/qwen-code@$(QWEN_CODE_VERSION) \
+		opencode-ai@$(OPENCODE_VERSION); \
+	$(GO) test -c -o "$$prefix/acp.test" ./backends/acp/; \
+	bin="$$prefix/node_modules/.bin"; cd backends/acp && \
+	AGENTPOOL_CLAUDE_ACP_BIN="$$bin/claude-agent-acp" AGENTPOOL_CODEX_ACP_BIN="$$bin/codex-acp" \
+	AGENTPOOL_GEMINI_BIN="$$bin/gemini" AGENTPOOL_COPILOT_BIN="$$bin/copilot" AGENTPOOL_QWEN_BIN="$$bin/qwen" \
+	AGENTPOOL_OPENCODE_BIN="$$bin/opencode" \
+	AGENTPOOL_NPM_PREFIX="$$prefix" AGENTPOOL_TRANSCRIPT_DIR=$(CURDIR)/backends/acp/testdata/transcripts \
+		unshare --net --map-root-user sh -c 'ip link set lo up && exec "$$0" -test.count=1 -test.v -test.run "TestRecord(Claude|Codex|Gemini|Copilot|Qwen|Opencode)ACP"' "$$prefix/acp.test"; \
+	cd $(CURDIR) && $(GO) test -race -count=1 -run 'TestReplayRealAgentTranscripts|TestReplayTranscript' ./backends/acp/ ./backends/agenttest/
+
 lint:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -34,6 +34,9 @@ const (
 	// exits 0, orphaning the sleeper. Run it as a terminal's command (with
 	// HelperEnv) to leave a descendant the terminal's kill must reach.
 	HelperDaemonize = "daemonize"
+	// HelperReplay replays the agent's side of the recorded ACP
+	// transcript named by EnvTranscript (see ReplayTranscript, TranscriptSpec).
+	HelperReplay = "replay"
 )
 
 // Dispatch runs the helper named by the environment, if any, and exits; it
@@ -71,6 +74,8 @@ func Dispatch() bool {
 		setsidSleeperMain(os.Args[1:])
 	case HelperDaemonize:
 		daemonizeMain(os.Args[1:])
+	case HelperReplay:
+		replayMain()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown test helper", name)
 		os.Exit(2)
