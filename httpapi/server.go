@@ -36,6 +36,9 @@ const (
 type Config struct {
 	Pool     Pool
 	Registry Registry
+	// Catalog is the catalog of agents to add as providers (catalog.go);
+	// nil answers its endpoints 501.
+	Catalog Catalog
 	// Token is the bearer token every request but GET /v1/health must
 	// carry. "" disables authentication (see ListenCheck).
 	Token string
@@ -152,6 +155,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // routes registers every endpoint.
 func (s *Server) routes() {
 	s.route("GET /v1/health", s.health, true)
+	s.catalogRoutes() // catalog.go
 	s.route("GET /v1/providers", s.providers, false)
 	s.route("PATCH /v1/providers/{id}", s.patchProvider, false)
 	s.route("DELETE /v1/providers/{id}", s.removeProvider, false)
