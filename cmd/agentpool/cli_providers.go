@@ -21,6 +21,8 @@ const providersUsage = `  list                  list the providers and their sta
   disable ID...         disable providers
   remove ID...          remove custom providers from providers.json
   refresh [--probe] [ID...]  read providers.json again; probe the given agents
+  catalog [--from FILE|URL] [--json]  list the agents to add (the ACP registry); --from replaces the catalog
+  add [--id PROVIDER] ID  add a catalog agent as a provider and print its install step
 `
 
 func (c *cli) providers(ctx context.Context, args []string) error {
@@ -29,6 +31,10 @@ func (c *cli) providers(ctx context.Context, args []string) error {
 		return err
 	}
 	switch sub {
+	case "catalog": // cli_catalog.go
+		return c.providersCatalog(ctx, args)
+	case "add":
+		return c.providersAdd(ctx, args)
 	case "list", "ls":
 		return c.providersList(ctx, args)
 	case "enable", "disable":

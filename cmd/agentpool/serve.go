@@ -24,6 +24,7 @@ import (
 	"github.com/agentpool/agentpool/internal/wiring"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
+	"github.com/agentpool/agentpool/registry/catalog"
 	"github.com/agentpool/agentpool/store"
 	"github.com/agentpool/agentpool/worktree"
 )
@@ -41,6 +42,9 @@ const (
 	trustFile = "trusted.json"
 	// pageSessionsFile keeps the hashes of the web page's logins.
 	pageSessionsFile = "page-sessions.json"
+	// catalogFile keeps the agent catalog the user gave (providers catalog
+	// --from); without it the built-in snapshot is used.
+	catalogFile = "catalog.json"
 )
 
 // Budgets of the daemon's shutdown (Main.Close). Each step has its own, so
@@ -187,10 +191,11 @@ func (m *Main) Open(ctx context.Context) error {
 	if err := m.pool.Recover(ctx); err != nil {
 		m.Logger.Warn("recover from the previous daemon", "err", err)
 	}
+	agents := catalog.Open(catalog.Config{Path: filepath.Join(home, catalogFile), Logger: m.Logger})
 	m.reconcile(ctx, wt)
 	// Agents run outside any session: to list theirs, or to log in.
 	outside := wiring.NewAgentSessions(m.reg.Resolve, acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, filepath.Join(home, tmpDir))
-	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Token: token, Logger: m.Logger, Version: version,
+	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Catalog: agents, Token: token, Logger: m.Logger, Version: version,
 		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile),
 		Conns:         httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)},
 		AgentSessions: outside.List, Login: outside.Login})
