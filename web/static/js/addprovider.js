@@ -1,13 +1,14 @@
-// Providers → Add provider: the catalog of ACP agents (which are built in,
-// which were added, how to install each) and a form that adds a custom
+// Providers → Add provider: the catalog of ACP agents (GET /v1/catalog:
+// the ACP registry's agents, which are built in, which were added, the
+// version and install step of each) and a form that adds a custom
 // provider to providers.json with PATCH /v1/providers/{id} and "extends".
 // The daemon validates the entry; its diagnostics (JSON path, message) show
 // in the dialog. The dialog is a modal <dialog>: Tab moves through it, Esc
 // closes it, Enter in a field adds the provider.
-import { h, put } from './dom.js';
+import { h, put, toast } from './dom.js';
 import * as API from './api.js';
 import { store, refreshProviders } from './store.js';
-import { CATALOG } from './catalog.js';
+import { CATALOG, catalogSource, loadCatalog } from './catalog.js';
 import { statusBadge } from './providers.js';
 
 /** splitCommand splits a command line into arguments, as a POSIX shell
@@ -63,12 +64,28 @@ export function parseEnv(text) {
 }
 
 /** installedAs is the provider that runs catalog entry c: the built-in of
- * its id, or another provider with the same program. */
+ * its id, the provider of its id, or another with the same command. */
 function installedAs(c, providers) {
-  const byId = providers.find(p => p.id === c.id && p.built_in);
+  const byId = providers.find(p => p.id === c.id);
   if (byId) return byId;
-  const prog = c.command[0];
-  return providers.find(p => p.command && p.command.length && p.command[0].split('/').pop() === prog) || null;
+  const cmd = joinCommand(c.command);
+  return providers.find(p => p.command && p.command.length && joinCommand(p.command) === cmd) || null;
+}
+
+/** copyText puts text on the clipboard; where the page may not, it
+ * selects el's text for a manual copy. */
+async function copyText(text, el) {
+  try {
+    await navigator.clipboard.writeText(text);
+    toast('Install command copied.');
+  } catch {
+    const r = document.createRange();
+    r.selectNodeContents(el);
+    const sel = getSelection();
+    sel.removeAllRanges();
+    sel.addRange(r);
+    toast('Select and copy the command: the browser refused the clipboard.');
+  }
 }
 
 /** openAddProvider opens the dialog. showCard(id) closes it and shows a
@@ -158,19 +175,61 @@ export function openAddProvider({ showCard, added }) {
     }
   }
 
-  const catalog = h('ul.catalog', CATALOG.map(c => {
+  /** entry is one catalog agent: name, version, where it is configured,
+   * its command, install step (with Copy), environment and note. */
+  function entry(c) {
     const p = installedAs(c, providers);
     const action = p
       ? h('button.small', { type: 'button', onclick: () => { dlg.close(); showCard(p.id); } }, 'See its card')
-      : h('button.small', { type: 'button', 'aria-label': `Use ${c.name} for a new provider`, onclick: () => use(c) }, 'Use');
+      : c.unavailable ? null
+        : h('button.small', { type: 'button', 'aria-label': `Use ${c.name} for a new provider`, onclick: () => use(c) }, 'Use');
     const where = p ? [p.built_in ? h('span.badge.plain', 'built-in') : h('span.badge.plain.info', `added as ${p.id}`), statusBadge(p)] : null;
-    return h('li', { 'data-catalog': c.id },
-      h('div.cat-head', h('strong', c.name), where, h('code.cmd', joinCommand(c.command))),
+    const install = c.install ? h('code', c.install) : null;
+    return h('li', { 'data-catalog': c.id, 'data-registry-id': c.registryId },
+      h('div.cat-head', h('strong', c.name), c.version ? h('span.muted.cat-version', `v${c.version}`) : null, where,
+        c.command.length ? h('code.cmd', joinCommand(c.command)) : null),
       h('div.cat-action', action),
-      h('div.cat-install', h('code', c.install)),
+      install ? h('div.cat-install', install, h('button.small.link', { type: 'button', 'aria-label': `Copy the install command of ${c.name}`,
+        onclick: () => copyText(c.install, install) }, 'Copy')) : null,
+      c.unavailable ? h('div.cat-note.warn', c.unavailable) : null,
       c.env ? h('div.cat-env', 'Environment: ', Object.entries(c.env).map(([k, v]) => h('code', `${k}=${v}`))) : null,
-      c.note ? h('div.cat-note', c.note) : null);
-  }));
+      c.note || c.description ? h('div.cat-note', c.note || c.description) : null);
+  }
+
+  const source = h('div.muted.cat-source');
+  const catalog = h('ul.catalog');
+  let shown = '';
+  /** showCatalog renders CATALOG, unless it is what is shown already. */
+  function showCatalog() {
+    const now = JSON.stringify([CATALOG, catalogSource]);
+    if (now === shown) return;
+    shown = now;
+    catalog.removeAttribute('aria-busy');
+    put(source, catalogSource.source === 'file'
+      ? `The ACP registry's agents, from ${catalogSource.file}.`
+      : 'The ACP registry\'s agents, as built into agentpool. agentpool providers catalog --from FILE|URL reads a newer registry.json.');
+    put(catalog, CATALOG.length ? CATALOG.map(entry) : h('li.muted', 'The catalog is empty.'));
+  }
+  // What was loaded with this module shows at once; the daemon's current
+  // catalog replaces it when it differs (it may have been replaced since).
+  if (CATALOG.length) showCatalog();
+  else {
+    catalog.setAttribute('aria-busy', 'true');
+    put(catalog, h('li.muted', 'Loading the catalog…'));
+  }
+  loadCatalog({ force: true }).then(() => {
+    const active = document.activeElement;
+    // The first catalog button gets the focus when the catalog arrives
+    // late, or when a re-render took the focused button away.
+    const focusFirst = catalog.contains(active) || (!shown && !id.value && (active === id || !dlg.contains(active)));
+    showCatalog();
+    if (catalog.contains(document.activeElement)) return;
+    const first = catalog.querySelector('button');
+    if (first && focusFirst) first.focus();
+  }, err => {
+    catalog.removeAttribute('aria-busy');
+    if (!shown) put(catalog, h('li.banner.bad', `The catalog could not be read: ${err.message}`));
+  });
 
   const form = h('form', { onsubmit: onSubmit, novalidate: true },
     h('div.dlg-head', h('h2#addprov-title', 'Add provider'),
@@ -178,6 +237,7 @@ export function openAddProvider({ showCard, added }) {
         'For any other, press Use to fill in the form below, or describe your own there; it is added to providers.json.')),
     h('div.dlg-body',
       h('h3', 'Catalog'),
+      source,
       catalog,
       customHead,
       errors,

@@ -1,34 +1,44 @@
-// The curated catalog of coding agents that speak ACP (the Agent Client
-// Protocol), for Providers → Add provider: how to install each, the
-// command that starts it in ACP mode, and the environment agentpool
-// recommends for it. id is the provider id agentpool gives it: the
-// built-in's, or the one proposed for a new entry in providers.json.
-// Credentials never go here: each agent keeps its own login.
+// The catalog of coding agents that speak ACP (the Agent Client
+// Protocol), for Providers → Add provider and the install hints of the
+// provider cards. The daemon serves it (GET /v1/catalog): the ACP
+// registry's agents, from the snapshot built into agentpool or the
+// document the user gave with `agentpool providers catalog --from`, each
+// with the command a provider for it runs, its install step and the
+// environment agentpool recommends. Credentials never go here: each agent
+// keeps its own login.
+import { api } from './api.js';
 
-/** CATALOG lists the ACP agents the Add provider dialog offers. */
-export const CATALOG = [
-  { id: 'claude', name: 'Claude Code', command: ['claude-agent-acp'],
-    install: 'npm install -g @agentclientprotocol/claude-agent-acp',
-    note: 'The ACP adapter of Claude Code; uses your Claude login or ANTHROPIC_API_KEY.' },
-  { id: 'codex', name: 'Codex', command: ['codex-acp'],
-    install: 'npm install -g @zed-industries/codex-acp',
-    note: 'The ACP adapter of OpenAI Codex; uses your codex login or OPENAI_API_KEY.' },
-  { id: 'gemini', name: 'Gemini CLI', command: ['gemini', '--acp'], env: { GEMINI_CLI_NO_RELAUNCH: 'true' },
-    install: 'npm install -g @google/gemini-cli',
-    note: 'Sign in once by running gemini, or set GEMINI_API_KEY.' },
-  { id: 'qwen', name: 'Qwen Code', command: ['qwen', '--acp'], env: { QWEN_CODE_NO_RELAUNCH: 'true' },
-    install: 'npm install -g @qwen-code/qwen-code',
-    note: 'Needs Node 22 or later. Sign in once by running qwen.' },
-  { id: 'opencode', name: 'OpenCode', command: ['opencode', 'acp'],
-    install: 'npm install -g opencode-ai',
-    note: 'Configure a model once with opencode auth login.' },
-  { id: 'goose', name: 'Goose', command: ['goose', 'acp'],
-    install: 'curl -fsSL https://github.com/block/goose/releases/download/stable/download_cli.sh | bash',
-    note: 'Block\'s agent; choose a model once with goose configure.' },
-  { id: 'copilot', name: 'GitHub Copilot', command: ['copilot', '--acp'],
-    install: 'npm install -g @github/copilot',
-    note: 'Needs a Copilot subscription; sign in once by running copilot.' },
-  { id: 'amp', name: 'Amp', command: ['amp-acp'],
-    install: 'npm install -g amp-acp',
-    note: 'An ACP adapter over Sourcegraph\'s Amp CLI (npm install -g @sourcegraph/amp); sign in with amp login or set AMP_API_KEY.' },
-];
+/** CATALOG lists the catalog's agents, filled in place by loadCatalog:
+ * { id (the provider id: the built-in's, or the one proposed for a new
+ * entry of providers.json), registryId, name, version, description,
+ * command, install, env, note, builtIn, distribution, unavailable }. */
+export const CATALOG = [];
+
+/** catalogSource says where the catalog comes from: { source ('builtin'
+ * or 'file'), file, platform }. */
+export const catalogSource = { source: '', file: '', platform: '' };
+
+let loading = null;
+
+/** loadCatalog reads the catalog from the daemon into CATALOG and returns
+ * CATALOG; it reads it once unless force is set. */
+export function loadCatalog({ force = false } = {}) {
+  if (!loading || force) {
+    loading = api('GET', '/v1/catalog').then(v => {
+      const agents = (v && v.agents) || [];
+      CATALOG.splice(0, CATALOG.length, ...agents.map(e => ({
+        id: e.provider, registryId: e.id, name: e.name, version: e.version, description: e.description || '',
+        command: e.command || [], install: e.install || '', env: e.env || null, note: e.note || '',
+        builtIn: !!e.built_in, distribution: e.distribution || '', unavailable: e.unavailable || '',
+      })));
+      Object.assign(catalogSource, { source: v.source || '', file: v.file || '', platform: v.platform || '' });
+      return CATALOG;
+    }).catch(err => { loading = null; throw err; });
+  }
+  return loading;
+}
+
+// Modules that import this one read CATALOG at once (the provider cards'
+// install hints): it is loaded before they run. A daemon that cannot
+// answer leaves it empty; the Add provider dialog says why.
+await loadCatalog().catch(() => {});
