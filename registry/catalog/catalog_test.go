@@ -157,6 +157,8 @@ func TestParseBad(t *testing.T) {
 		{"no name", agent(`"id": "a", "version": "1.0.0", "description": "d", ` + dist), "agents[0].name"},
 		{"no version of agent", agent(`"id": "a", "name": "N", "description": "d", ` + dist), "agents[0].version"},
 		{"bad version of agent", agent(`"id": "a", "name": "N", "version": "latest", "description": "d", ` + dist), "agents[0].version"},
+		{"version with a path", agent(`"id": "a", "name": "N", "version": "1.0.0/../../../bin", "description": "d", ` + dist), "agents[0].version"},
+		{"version with a shell word", agent(`"id": "a", "name": "N", "version": "1.0.0 $(id)", "description": "d", ` + dist), "agents[0].version"},
 		{"no description", agent(`"id": "a", "name": "N", "version": "1.0.0", ` + dist), "agents[0].description"},
 		{"no distribution", agent(`"id": "a", ` + base), "agents[0].distribution"},
 		{"empty distribution", agent(`"id": "a", ` + base + `, "distribution": {}`), "agents[0].distribution"},

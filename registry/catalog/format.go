@@ -128,6 +128,10 @@ var (
 	agentIDPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 	// versionPattern is the registry's: a semantic version prefix.
 	versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+`)
+	// agentVersionPattern is a whole semantic version: an agent's version
+	// names a directory of its install (AgentsDir/ID/VERSION) and goes into
+	// commands, so it holds no '/' or shell word.
+	agentVersionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$`)
 	// envNamePattern is a portable environment variable name.
 	envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
@@ -229,8 +233,8 @@ func parseAgent(p string, raw json.RawMessage) (*Agent, []error) {
 	}
 	if a.Version == "" {
 		bad(p+".version", "required")
-	} else if !versionPattern.MatchString(a.Version) {
-		bad(p+".version", "%q is not a version (want MAJOR.MINOR.PATCH)", a.Version)
+	} else if !agentVersionPattern.MatchString(a.Version) {
+		bad(p+".version", "%q is not a version (want MAJOR.MINOR.PATCH, with an optional -pre or +build suffix)", a.Version)
 	}
 	if strings.TrimSpace(a.Description) == "" {
 		bad(p+".description", "required")
