@@ -140,6 +140,7 @@ func TestDiskFullWriteEndpoints(t *testing.T) {
 		{"revoke a page session", http.MethodDelete, "/v1/page-sessions/" + page2.ID, nil},
 		{"revoke every page session", http.MethodDelete, "/v1/page-sessions", nil},
 		{"prune closed sessions", http.MethodPost, "/v1/prune", httpapi.PruneRequest{OlderThan: "0"}},
+		{"replace the catalog", http.MethodPut, "/v1/catalog", json.RawMessage(catalogDoc)},
 	}
 	for _, c := range calls {
 		// Topped up before each call: the daemon gives space back by
