@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,18 +16,20 @@ import (
 	"github.com/agentpool/agentpool/registry"
 )
 
-const loginUsage = `login AGENT [--method ID]
+const loginUsage = `login AGENT [--method ID] [--yes]
 
 Logs an agent in, with one of the ways it offers (see providers list):
   agent      the daemon asks the agent to log in, its own way (it may open
              a browser); the agent keeps the credentials
-  terminal   the agent's own program runs here, in your terminal, as you
+  terminal   the agent's own program runs here, in your terminal, as you,
+             once you have seen the command and said yes
   env_var    says which environment variables the agent reads
 The daemon never stores the agent's credentials.`
 
 func (c *cli) loginAgent(ctx context.Context, args []string) error {
 	fs := c.flagSet("login", loginUsage)
 	method := fs.String("method", "", "the login method's id (default: the agent's only one, or ask)")
+	yes := fs.Bool("yes", false, "run a terminal method's command without asking (it is shown first)")
 	pos, err := c.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -73,7 +77,7 @@ func (c *cli) loginAgent(ctx context.Context, args []string) error {
 		c.progress("done\n")
 		return c.loginOutcome(id, st)
 	case backends.AuthTerminal:
-		return c.loginInTerminal(ctx, api, p, m)
+		return c.loginInTerminal(ctx, api, p, m, *yes)
 	case backends.AuthEnvVar:
 		fmt.Fprintf(c.stdout, "%s reads its credentials from %s.\n", id, strings.Join(m.Vars, ", "))
 		if m.Link != "" {
@@ -135,17 +139,37 @@ func (c *cli) chooseAuth(id string, methods []backends.AuthMethod, name string) 
 // loginInTerminal runs the agent's own program with the method's
 // arguments and environment here, in the user's terminal and as the user
 // (as they would by hand), then has the daemon probe the agent again.
-func (c *cli) loginInTerminal(ctx context.Context, api *httpapi.Client, p registry.ProviderStatus, m backends.AuthMethod) error {
+func (c *cli) loginInTerminal(ctx context.Context, api *httpapi.Client, p registry.ProviderStatus, m backends.AuthMethod, yes bool) error {
 	if p.Path == "" || len(p.Command) == 0 {
 		return fmt.Errorf("agent %q is not installed here: %s", p.ID, p.Diagnostic)
 	}
+	// The arguments and environment are the agent's words, and this runs
+	// unconfined, as the user: nothing that makes a program load other
+	// code, and the user sees all of it before it runs.
+	keys := slices.Sorted(maps.Keys(m.Env))
+	for _, k := range keys {
+		if loadsCode(k) {
+			return fmt.Errorf("agent %q asks to log in with %s set, which makes a program run other code; refused (log in by hand instead)", p.ID, k)
+		}
+	}
 	args := append(append([]string{}, p.Command[1:]...), m.Args...)
-	fmt.Fprintf(c.stdout, "running %s in this terminal to log in (%s)\n", quoteArgs(append([]string{p.Path}, args...)), m.Name)
+	line := quoteArgs(append([]string{p.Path}, args...))
+	for i := len(keys) - 1; i >= 0; i-- {
+		line = keys[i] + "=" + quoteArgs([]string{m.Env[keys[i]]}) + " " + line
+	}
+	fmt.Fprintf(c.stdout, "to log in (%s), %s asks to run here, in this terminal, as you:\n  %s\n", m.Name, p.ID, line)
+	switch {
+	case yes:
+	case !c.inTTY:
+		return fmt.Errorf("not run: check the command above, then run it yourself or again with --yes")
+	case !c.confirm("Run it? [y/N] "):
+		return fmt.Errorf("not run")
+	}
 	cmd := exec.CommandContext(ctx, p.Path, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdin, c.stdout, c.stderr
 	cmd.Env = os.Environ()
-	for k, v := range m.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	for _, k := range keys {
+		cmd.Env = append(cmd.Env, k+"="+m.Env[k])
 	}
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError
@@ -168,4 +192,22 @@ func (c *cli) loginOutcome(id string, st registry.ProviderStatus) error {
 	}
 	fmt.Fprintf(c.stdout, "%s is logged in (status: %s)\n", id, st.Status)
 	return nil
+}
+
+// loadsCode reports whether an environment variable makes a program (or
+// the loader, a shell or an interpreter it starts) run code it names: an
+// agent must not get such a variable into a command the user runs
+// unconfined.
+func loadsCode(name string) bool {
+	if strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") {
+		return true
+	}
+	switch name {
+	case "PATH", "BASH_ENV", "ENV", "SHELLOPTS", "PS4", "PROMPT_COMMAND", "IFS",
+		"NODE_OPTIONS", "NODE_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT",
+		"PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
+		"JDK_JAVA_OPTIONS", "GCONV_PATH", "LOCPATH", "GIT_EXEC_PATH", "GIT_CONFIG_PARAMETERS", "EDITOR", "VISUAL", "PAGER":
+		return true
+	}
+	return strings.HasPrefix(name, "GIT_CONFIG")
 }
