@@ -127,7 +127,9 @@ type Store interface {
 	// while the store is open, so a disk that stays full does not hold the
 	// turn's agent; the queue grows past its bound by what such turns send.
 	AppendPast(ev backends.Event, committed func(backends.Event))
-	WaitRoom(ctx context.Context) error
+	// WaitRoom waits for room in the write queue for an event of session
+	// (a session holding little of the queue finds it sooner).
+	WaitRoom(ctx context.Context, session string) error
 	Flush(ctx context.Context) error
 	// NextSeq returns the seq after the last one stored or queued for the
 	// session, without waiting for the store's writer.

@@ -110,7 +110,7 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
-	if err := p.cfg.Store.WaitRoom(p.ctx); err != nil {
+	if err := p.cfg.Store.WaitRoom(p.ctx, s.id); err != nil {
 		p.logger.Debug("publish without waiting for room in the store's queue", "session", s.id, "err", err)
 	}
 	var delivered chan struct{}

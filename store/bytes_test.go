@@ -49,7 +49,7 @@ func TestQueueHoldsAtMostItsBytesUnderAFloodOfBigEvents(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for seq := int64(1); seq <= perSession; seq++ {
-				if err := s.WaitRoom(ctx); err != nil {
+				if err := s.WaitRoom(ctx, id); err != nil {
 					t.Errorf("WaitRoom() = %v", err)
 					return
 				}
@@ -127,7 +127,7 @@ func TestEventsPageIsBoundedByBytes(t *testing.T) {
 	s, _ := openTest(t, Config{})
 	mustSession(t, s, "s1")
 	for seq := int64(1); seq <= n; seq++ {
-		if err := s.WaitRoom(ctx); err != nil {
+		if err := s.WaitRoom(ctx, "s1"); err != nil {
 			t.Fatal(err)
 		}
 		s.Append(bigEvent("s1", seq, size))

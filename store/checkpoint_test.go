@@ -62,7 +62,7 @@ func TestWALStaysUnderLimit(t *testing.T) {
 	}()
 	total := int64(10 * limit / 1024)
 	for seq := int64(1); seq <= total; seq++ {
-		if err := s.WaitRoom(ctx); err != nil {
+		if err := s.WaitRoom(ctx, ""); err != nil {
 			t.Fatalf("WaitRoom() error = %v", err)
 		}
 		s.Append(kibEvent(seq))

@@ -53,12 +53,14 @@ func (s *Store) AppendPast(ev backends.Event, committed func(backends.Event)) {
 	}
 }
 
-// WaitRoom returns once the write queue has room for an event, so that a
-// caller can apply backpressure before it takes a lock and appends (an
-// Append that then finds the queue full again waits only AppendWait). It
+// WaitRoom returns once the write queue has room for an event of session,
+// so that a caller can apply backpressure before it takes a lock and
+// appends (an Append that then finds the queue full again waits only
+// AppendWait). A session holding little of the queue finds room while
+// others fill it with big events, up to a hard bound (see queue). It
 // returns ErrClosed after Close and the context's error when ctx ends.
-func (s *Store) WaitRoom(ctx context.Context) error {
-	err := s.queue.waitRoom(ctx)
+func (s *Store) WaitRoom(ctx context.Context, session string) error {
+	err := s.queue.waitRoom(ctx, session)
 	if errors.Is(err, errQueueClosed) {
 		return fmt.Errorf("wait for room in the write queue: %w", ErrClosed)
 	}

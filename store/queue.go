@@ -29,11 +29,25 @@ type item struct {
 // hasEvent reports whether the item inserts an event.
 func (it *item) hasEvent() bool { return it.w == nil || it.ev.Session != "" }
 
+// session returns the session the item writes for, or "" when it is not
+// known (a write that is not about one session).
+func (it *item) session() string {
+	if it.ev.Session != "" || it.w == nil {
+		return it.ev.Session
+	}
+	return it.w.session
+}
+
 // write is a queued statement other than an event insert.
 type write struct {
-	what  string // for logs: "start turn 12"
-	query string
-	args  []any
+	what string // for logs: "start turn 12"
+	// session is the session whose rows the statement changes, "" when it
+	// is not about one session; the writer keeps such a write in place
+	// while it lets light sessions' items ahead of heavy ones (see
+	// lightFirst).
+	session string
+	query   string
+	args    []any
 	// affect: the statement must change a row; when it changes none, the
 	// write is counted as rejected and logged with orphan.
 	affect bool
@@ -63,13 +77,22 @@ type write struct {
 // There is room while they are below maxBytes (so an event bigger than
 // the budget alone still goes through); push, which a producer that waited
 // for room may find taken by another, admits up to hardBytes.
+//
+// The room between maxBytes and hardBytes is kept for light sessions: a
+// session whose own unsettled bytes are below shareBytes finds room until
+// hardBytes, so a session sending a few small events is not held behind
+// others that flood the queue with big ones (those wait at maxBytes), and
+// memory stays bounded by hardBytes all the same.
 type queue struct {
 	limit     int
 	batch     int
 	maxBytes  int64
 	hardBytes int64
-	ready     chan struct{} // cap 1: the queue became non-empty
-	full      chan struct{} // cap 1: the queue reached a batch
+	// shareBytes is what a session may hold unsettled and still find room
+	// past maxBytes.
+	shareBytes int64
+	ready      chan struct{} // cap 1: the queue became non-empty
+	full       chan struct{} // cap 1: the queue reached a batch
 
 	mu     sync.Mutex
 	items  []item
@@ -81,6 +104,9 @@ type queue struct {
 	// seqs holds, per session, the seq of the newest event queued and not
 	// yet settled, so that NextSeq counts it without waiting for it.
 	seqs map[string]int64
+	// sbytes holds, per session, the itemBytes of its items pushed and not
+	// yet settled (items without a session are not counted).
+	sbytes map[string]int64
 }
 
 // itemBytes is what an item costs the queue: its slot and its event's
@@ -92,14 +118,16 @@ const itemOverhead = int64(unsafe.Sizeof(item{}))
 
 func newQueue(limit, batch int, maxBytes int64) *queue {
 	return &queue{
-		limit:     limit,
-		batch:     batch,
-		maxBytes:  maxBytes,
-		hardBytes: 2 * maxBytes,
-		ready:     make(chan struct{}, 1),
-		full:      make(chan struct{}, 1),
-		space:     make(chan struct{}),
-		seqs:      map[string]int64{},
+		limit:      limit,
+		batch:      batch,
+		maxBytes:   maxBytes,
+		hardBytes:  2 * maxBytes,
+		shareBytes: maxBytes / 16,
+		ready:      make(chan struct{}, 1),
+		full:       make(chan struct{}, 1),
+		space:      make(chan struct{}),
+		seqs:       map[string]int64{},
+		sbytes:     map[string]int64{},
 	}
 }
 
@@ -121,7 +149,11 @@ func (q *queue) push(it item, wait time.Duration) (int64, error) {
 		if wait < 0 || len(q.items) < q.limit && (cap(it.ev.Data) == 0 || q.bytes < q.hardBytes) {
 			q.items = append(q.items, it)
 			q.pushed++
-			q.bytes += itemBytes(&it)
+			b := itemBytes(&it)
+			q.bytes += b
+			if k := it.session(); k != "" {
+				q.sbytes[k] += b
+			}
 			q.peak = max(q.peak, q.bytes)
 			if it.hasEvent() && it.ev.Seq > q.seqs[it.ev.Session] {
 				q.seqs[it.ev.Session] = it.ev.Seq
@@ -150,12 +182,16 @@ func (q *queue) push(it item, wait time.Duration) (int64, error) {
 	}
 }
 
-// waitRoom returns once the queue has room for an item, errQueueClosed
-// after close, or the context's error.
-func (q *queue) waitRoom(ctx context.Context) error {
+// waitRoom returns once the queue has room for an item of session ("" for
+// none): below maxBytes, or below hardBytes while the session's own
+// unsettled bytes are below shareBytes. It returns errQueueClosed after
+// close, or the context's error.
+func (q *queue) waitRoom(ctx context.Context, session string) error {
 	for {
 		q.mu.Lock()
-		closed, room, space := q.closed, len(q.items) < q.limit && q.bytes < q.maxBytes, q.space
+		room := len(q.items) < q.limit && (q.bytes < q.maxBytes ||
+			session != "" && q.bytes < q.hardBytes && q.sbytes[session] < q.shareBytes)
+		closed, space := q.closed, q.space
 		q.mu.Unlock()
 		switch {
 		case closed:
@@ -178,7 +214,13 @@ func (q *queue) settled(batch []item) {
 	defer q.mu.Unlock()
 	for i := range batch {
 		it := &batch[i]
-		q.bytes -= itemBytes(it)
+		b := itemBytes(it)
+		q.bytes -= b
+		if k := it.session(); k != "" {
+			if q.sbytes[k] -= b; q.sbytes[k] <= 0 {
+				delete(q.sbytes, k)
+			}
+		}
 		if it.hasEvent() && q.seqs[it.ev.Session] == it.ev.Seq {
 			delete(q.seqs, it.ev.Session)
 		}

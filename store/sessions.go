@@ -144,11 +144,12 @@ func (s *Store) UpdateSessionStatus(ctx context.Context, id, status string) erro
 // ErrBehind when the write queue stayed full, ErrClosed after Close.
 func (s *Store) SetActiveAgent(ctx context.Context, id, agent string) error {
 	return s.enqueue(&write{
-		what:   "set active agent of session " + strconv.Quote(id),
-		query:  `UPDATE sessions SET active_agent = ?, updated_at = ? WHERE id = ?`,
-		args:   []any{agent, toUnix(s.now()), id},
-		affect: true,
-		orphan: "unknown session",
+		what:    "set active agent of session " + strconv.Quote(id),
+		session: id,
+		query:   `UPDATE sessions SET active_agent = ?, updated_at = ? WHERE id = ?`,
+		args:    []any{agent, toUnix(s.now()), id},
+		affect:  true,
+		orphan:  "unknown session",
 	})
 }
 

@@ -195,6 +195,13 @@ type Store struct {
 	wctx    context.Context // the writer's context, cancelled to give up
 	done    chan struct{}   // closed when the writer has exited
 
+	// The writer's own (see writeTaken): the slice it reorders a take
+	// into, and whether and how many settled items it holds back from
+	// prog until the whole reordered take is written.
+	reordered []item
+	holding   bool
+	held      int
+
 	closeOnce sync.Once
 	closeErr  error
 	lock      *os.File // flock'ed beside the database while open

@@ -89,7 +89,8 @@ func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
 	what := "start turn " + strconv.FormatInt(id, 10) + " of session " + strconv.Quote(t.SessionID)
 	wait := newWaited()
 	err := s.enqueue(&write{
-		what: what,
+		what:    what,
+		session: t.SessionID,
 		query: `INSERT INTO turns (id, session_id, number, agent, prompt, checkpoint_before, started_at)
 			VALUES (?1, ?2, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?2), ?3, ?4, ?5, ?6)
 			RETURNING number`,
@@ -160,7 +161,8 @@ func (s *Store) EndTurn(ctx context.Context, sessionID string, number int64, end
 
 func (s *Store) endTurnWrite(sessionID string, number int64, end TurnEnd) *write {
 	return &write{
-		what: "end turn " + strconv.FormatInt(number, 10) + " of session " + strconv.Quote(sessionID),
+		what:    "end turn " + strconv.FormatInt(number, 10) + " of session " + strconv.Quote(sessionID),
+		session: sessionID,
 		query: `UPDATE turns SET stop_reason = ?, error = ?, checkpoint_after = ?, ended_at = ?
 			WHERE session_id = ? AND number = ? AND ended_at IS NULL`,
 		args:   []any{end.StopReason, end.Error, end.CheckpointAfter, toUnix(s.orNow(end.EndedAt)), sessionID, number},

@@ -61,12 +61,12 @@ func (s *Store) run() {
 				if buf = s.queue.take(buf); len(buf) == 0 {
 					return
 				}
-				s.writeAll(buf)
+				s.writeTaken(buf)
 			}
 		}
 		buf = s.queue.take(buf)
 		s.trace(stepTook, buf)
-		s.writeAll(buf)
+		s.writeTaken(buf)
 		clear(buf) // the events written are not the writer's to keep
 		if cap(buf) > 4*s.cfg.BatchSize {
 			buf = nil // do not keep the memory of a burst
@@ -97,6 +97,112 @@ func drain(c chan struct{}) {
 	case <-c:
 	default:
 	}
+}
+
+// writeTaken commits the items the writer took, lighter sessions first
+// (see lightFirst). When it reorders them, the queue positions settle
+// only once all of them are written, so that Flush and the reads that
+// wait for a position never pass an item that is still to be written; the
+// callers waiting for one write (StartTurn, a turn's end) and the readers
+// of a light session's events are answered as soon as their own batch
+// commits.
+func (s *Store) writeTaken(items []item) {
+	ordered, cut, moved := lightFirst(items, s.reordered, s.cfg.BatchSize, s.cfg.BatchBytes)
+	if !moved {
+		s.writeAll(items)
+	} else {
+		s.holding = true
+		// The light items lead in a transaction of their own, which is
+		// quick: none of the heavy sessions' bytes are in it.
+		s.writeAll(ordered[:cut])
+		s.writeAll(ordered[cut:])
+		s.holding = false
+		s.prog.settle(s.held)
+		s.held = 0
+	}
+	clear(ordered)
+	s.reordered = ordered[:0]
+	if cap(s.reordered) > 4*s.cfg.BatchSize {
+		s.reordered = nil // do not keep the memory of a burst
+	}
+}
+
+// settleProgress counts n more items settled, or holds them back while a
+// reordered take is being written.
+func (s *Store) settleProgress(n int) {
+	if s.holding {
+		s.held += n
+		return
+	}
+	s.prog.settle(n)
+}
+
+// lightShare divides BatchBytes into the most bytes a session may have in
+// a take and still count as light.
+const lightShare = 16
+
+// lightFirst returns items reordered into out (reused) so that, when they
+// make more than one transaction, the items of light sessions (those with
+// at most BatchBytes/lightShare bytes in the take) come before those of
+// heavy ones: a bystander's turn row or few small events are not written
+// after megabytes of another session's. The order within each session is
+// kept, and an item whose session is not known (a write about no one
+// session) keeps its place: nothing moves across it. It reports whether
+// anything moved, and cut, the length of the leading run of light items;
+// when nothing moved, items are to be written as they are (out may hold a
+// copy of some of them all the same).
+func lightFirst(items, out []item, size int, maxBytes int64) (_ []item, cut int, moved bool) {
+	if batchLen(items, size, maxBytes) == len(items) {
+		return out[:0], 0, false
+	}
+	light := maxBytes / lightShare
+	out = out[:0]
+	cut = -1
+	for start := 0; start < len(items); {
+		end := start
+		for end < len(items) && items[end].session() != "" {
+			end++
+		}
+		seg := items[start:end]
+		if len(seg) > 1 {
+			perSession := map[string]int64{}
+			for i := range seg {
+				perSession[seg[i].session()] += itemBytes(&seg[i])
+			}
+			isLight := func(it *item) bool { return perSession[it.session()] <= light }
+			heavySeen := false
+			for i := range seg {
+				if isLight(&seg[i]) {
+					out = append(out, seg[i])
+					moved = moved || heavySeen
+				} else {
+					heavySeen = true
+				}
+			}
+			if cut < 0 {
+				cut = len(out)
+			}
+			for i := range seg {
+				if !isLight(&seg[i]) {
+					out = append(out, seg[i])
+				}
+			}
+		} else {
+			out = append(out, seg...)
+		}
+		if end < len(items) && cut < 0 {
+			cut = len(out) // nothing moved before a barrier: cut after it
+		}
+		if end < len(items) {
+			out = append(out, items[end]) // the barrier keeps its place
+			end++
+		}
+		start = end
+	}
+	if cut < 0 {
+		cut = len(out)
+	}
+	return out, cut, moved
 }
 
 // writeAll commits items in order, in transactions of at most BatchSize
@@ -154,7 +260,7 @@ func (s *Store) writeBatch(batch []item) {
 				}
 			}
 			s.queue.settled(batch)
-			s.prog.settle(len(batch))
+			s.settleProgress(len(batch))
 			return
 		}
 		// Callers waiting for a write of the batch learn why it failed (a
@@ -212,7 +318,7 @@ func (s *Store) committed(batch []item, rejected []rejection) {
 	s.appended.Add(int64(events))
 	s.rejected.Add(int64(len(rejected)))
 	s.queue.settled(batch)
-	s.prog.settle(len(batch))
+	s.settleProgress(len(batch))
 }
 
 // execWrite runs w's statement; a RETURNING one keeps its value in

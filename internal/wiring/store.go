@@ -239,7 +239,9 @@ func (a Store) AppendPast(ev backends.Event, committed func(backends.Event)) {
 }
 
 // WaitRoom waits for room in the store's write queue.
-func (a Store) WaitRoom(ctx context.Context) error { return a.S.WaitRoom(ctx) }
+func (a Store) WaitRoom(ctx context.Context, session string) error {
+	return a.S.WaitRoom(ctx, session)
+}
 
 // Flush waits for queued events to be written.
 func (a Store) Flush(ctx context.Context) error { return a.S.Flush(ctx) }
