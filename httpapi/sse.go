@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,27 +98,66 @@ func (sw *sseWriter) line(s string) {
 
 // event writes ev; withID sets the id line to its seq.
 func (sw *sseWriter) event(ev backends.Event, withID bool) {
-	b, err := json.Marshal(ev)
+	head, data, err := eventParts(ev)
 	if err != nil {
-		b, _ = json.Marshal(backends.Event{Seq: ev.Seq, Session: ev.Session, Time: ev.Time, Type: backends.EventError,
+		head, _ = json.Marshal(backends.Event{Seq: ev.Seq, Session: ev.Session, Time: ev.Time, Type: backends.EventError,
 			Data: backends.MustJSON(map[string]string{"error": "encode event: " + err.Error()})})
+		data = nil
 	}
 	if withID && ev.Seq > 0 {
 		sw.line("id: " + seqString(ev.Seq))
 	}
 	sw.line("event: " + string(ev.Type))
-	sw.data(b)
+	if data == nil {
+		sw.data(head)
+	} else {
+		sw.data(head, data, []byte{'}'})
+	}
 	sw.line("")
 }
 
-// data writes the data line of b, a JSON event, without copying it: a big
-// update costs the stream its encoding alone.
-func (sw *sseWriter) data(b []byte) {
+// encodeEvent returns ev as JSON on one line (see eventParts).
+func encodeEvent(ev backends.Event) ([]byte, error) {
+	head, data, err := eventParts(ev)
+	if err != nil || data == nil {
+		return head, err
+	}
+	out := make([]byte, 0, len(head)+len(data)+1)
+	out = append(append(out, head...), data...)
+	return append(out, '}'), nil
+}
+
+// eventParts returns ev as JSON on one line, as json.Marshal would but
+// without compacting (scanning and copying) its Data again: either head
+// alone (data nil), or head, data and a closing brace. The events' Data
+// are valid JSON by construction (an agent's update is cut out of a line
+// the backend has decoded, the others are marshalled), and a line of the
+// agent's cannot hold a line break. Data with a CR or LF in it (JSON
+// whitespace from elsewhere) is compacted, as an SSE data line needs.
+func eventParts(ev backends.Event) (head, data []byte, err error) {
+	data = ev.Data
+	if len(data) == 0 || bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0 {
+		head, err = json.Marshal(ev)
+		return head, nil, err
+	}
+	ev.Data = nil
+	if head, err = json.Marshal(ev); err != nil {
+		return nil, nil, err
+	}
+	// Data is the struct's last field: it goes before the closing brace.
+	return append(head[:len(head)-1], `,"data":`...), data, nil
+}
+
+// data writes the data line of a JSON event given in parts, without
+// copying them: a big update costs the stream its envelope alone.
+func (sw *sseWriter) data(parts ...[]byte) {
 	if sw.err == nil {
 		_, sw.err = sw.w.WriteString("data: ")
 	}
-	if sw.err == nil {
-		_, sw.err = sw.w.Write(b)
+	for _, b := range parts {
+		if sw.err == nil {
+			_, sw.err = sw.w.Write(b)
+		}
 	}
 	if sw.err == nil {
 		sw.err = sw.w.WriteByte('\n')

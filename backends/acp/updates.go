@@ -25,9 +25,38 @@ type update struct {
 	MessageID     string          `json:"messageId"`
 }
 
+// textContent is a content block whose text is kept as the JSON string the
+// agent sent: a chunk's text goes into its event without being decoded and
+// encoded again (a 1 MiB chunk would cost two more passes and copies).
 type textContent struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type string          `json:"type"`
+	Text json.RawMessage `json:"text"`
+}
+
+// chunkData returns the Data of a message chunk event, a
+// backends.ChunkData: the text of a text block (spliced as the agent's
+// JSON string, which its line's decoding has validated), or the raw block
+// as Content when it is anything else.
+func chunkData(role, messageID string, content json.RawMessage) json.RawMessage {
+	var tc textContent
+	if json.Unmarshal(content, &tc) != nil || tc.Type != "text" ||
+		len(tc.Text) > 0 && tc.Text[0] != '"' && string(tc.Text) != "null" {
+		return backends.MustJSON(backends.ChunkData{Role: role, Content: content, MessageID: messageID})
+	}
+	if t := string(tc.Text); t == "" || t == `""` || t == "null" { // no text
+		return backends.MustJSON(backends.ChunkData{Role: role, MessageID: messageID})
+	}
+	head := backends.MustJSON(backends.ChunkData{Role: role})
+	// The fields in ChunkData's order: role, text, message_id.
+	out := make([]byte, 0, len(head)+len(tc.Text)+len(messageID)+32)
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, `,"text":`...)
+	out = append(out, tc.Text...)
+	if messageID != "" {
+		out = append(out, `,"message_id":`...)
+		out = append(out, backends.MustJSON(messageID)...)
+	}
+	return append(out, '}')
 }
 
 // handleUpdate queues the session/update whose params are raw: the path of
@@ -107,14 +136,7 @@ func (b *Backend) eventForLocked(u update, raw json.RawMessage, replaying bool) 
 func (b *Backend) mapUpdateLocked(u update, raw json.RawMessage, replaying bool) (t backends.EventType, data json.RawMessage, state bool) {
 	switch u.Kind {
 	case "agent_message_chunk", "agent_thought_chunk", "user_message_chunk":
-		cd := backends.ChunkData{Role: chunkRole(u.Kind), MessageID: u.MessageID}
-		var tc textContent
-		if json.Unmarshal(u.Content, &tc) == nil && tc.Type == "text" {
-			cd.Text = tc.Text
-		} else {
-			cd.Content = u.Content
-		}
-		return backends.EventMessageChunk, backends.MustJSON(cd), false
+		return backends.EventMessageChunk, chunkData(chunkRole(u.Kind), u.MessageID, u.Content), false
 	case "tool_call", "tool_call_update":
 		t := backends.EventToolCall
 		// A repeated tool_call for an id of this turn is an update
