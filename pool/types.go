@@ -142,6 +142,8 @@ type Turn struct {
 	// when it was accepted (1 is next); 0 when it got its backend at once.
 	// It is not stored: only StartPrompt's answer carries it.
 	QueuePosition int `json:"queue_position,omitempty"`
+	// Usage is the turn's tokens, when its agent reported them.
+	Usage *Tokens `json:"usage,omitempty"`
 }
 
 // PromptRequest runs one turn.
