@@ -272,6 +272,7 @@ func (p *Pool) Stats() Stats {
 		Evictions:          p.evictions.Load(),
 		Turns:              p.turns.Load(),
 		TurnErrors:         p.turnErrors.Load(),
+		BudgetCancels:      p.budgetStops.Load(),
 		EventsPublished:    p.published.Load(),
 		SubscribersDrop:    p.dropped.Load(),
 		SubscriberCatchups: p.catchups.Load(),

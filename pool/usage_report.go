@@ -245,3 +245,14 @@ func validCurrency(c string) bool {
 	}
 	return true
 }
+
+// validCreateBudget checks the budget of a session to create.
+func (p *Pool) validCreateBudget(b *backends.Budget) error {
+	if b == nil || b.IsZero() {
+		return nil
+	}
+	if p.cfg.Usage == nil {
+		return fmt.Errorf("budget: %w", ErrNoUsage)
+	}
+	return validBudget(*b)
+}

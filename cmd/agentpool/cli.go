@@ -41,6 +41,7 @@ const clientUsage = `  providers    list, enable, disable, remove and refresh th
   diff         show what a session (or one turn) changed
   restore      put a session's worktree back to a turn's checkpoint
   cancel       cancel a session's running turn
+  usage        show tokens, cost and context used, per provider and session, and budgets
   attach       show a terminal agent's screen and type into it (Ctrl-] detaches)
   permissions  list and answer pending permission requests
   ps           show the pool: warm agents, pids, state, memory
@@ -198,6 +199,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.restore(ctx, args)
 	case "cancel":
 		err = c.cancel(ctx, args)
+	case "usage":
+		err = c.usageCmd(ctx, args) // cli_usage.go
 	case "permissions":
 		err = c.permissions(ctx, args)
 	case "ps":
