@@ -295,6 +295,9 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	if req.AgentSession != "" {
 		created["agent_session"] = req.AgentSession
 	}
+	if req.Budget != nil && !req.Budget.IsZero() {
+		created["budget"] = req.Budget
+	}
 	if len(req.MCPServers) > 0 {
 		created["mcp_servers"] = req.MCPServers.Names() // names only: never a secret
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -223,4 +224,23 @@ func (c *cli) sessionBudget(ctx context.Context, args []string) error {
 	}
 	c.renderSessionUsage(c.stdout, su)
 	return nil
+}
+
+// usageSummary is a usage event (usage_update) in a few words: context
+// occupancy and the agent session's cost so far.
+func usageSummary(ev backends.Event, l lineData) string {
+	var parts []string
+	if l.Used != nil && l.Size != nil && *l.Size > 0 {
+		parts = append(parts, fmt.Sprintf("context %d of %d tokens (%d%%)", *l.Used, *l.Size, *l.Used*100 / *l.Size))
+	}
+	var c struct {
+		Cost *pool.Money `json:"cost"`
+	}
+	if json.Unmarshal(ev.Data, &c) == nil && c.Cost != nil {
+		parts = append(parts, "cost so far "+moneyText(c.Cost.Amount, c.Cost.Currency))
+	}
+	if len(parts) == 0 {
+		return "usage updated"
+	}
+	return strings.Join(parts, ", ")
 }
