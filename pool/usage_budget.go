@@ -185,10 +185,18 @@ func (p *Pool) noteUsage(e *entry, ev backends.Event) {
 		p.logger.Warn("record usage", "session", rec.Session, "agent", rec.Agent, "err", err)
 		return
 	}
-	if u.Cost == nil {
-		return
+	if u.Cost != nil {
+		p.stopOverBudget(e.sess, e.key.agent)
 	}
-	s := e.sess
+}
+
+// stopOverBudget cancels the running turn of session s (when agent is
+// not "", only a turn of that agent) if a budget it counts against is
+// used up, the way Cancel does it, after a budget.exceeded that says why.
+// It does not wait for the turn to end: it runs in the agent's event
+// callback, which the end of the turn waits for.
+func (p *Pool) stopOverBudget(s *session, agent string) {
+	ctx := context.WithoutCancel(p.ctx)
 	s.mu.Lock()
 	tr := s.turn
 	var turn int64
@@ -196,7 +204,7 @@ func (p *Pool) noteUsage(e *entry, ev backends.Event) {
 		turn = tr.id
 	}
 	s.mu.Unlock()
-	if tr == nil || turn == 0 || tr.agent != e.key.agent {
+	if tr == nil || turn == 0 || (agent != "" && tr.agent != agent) {
 		return
 	}
 	over, err := p.overBudget(ctx, s.id, tr.agent, p.providerBudget(tr.agent))
@@ -218,8 +226,6 @@ func (p *Pool) noteUsage(e *entry, ev backends.Event) {
 	p.budgetStops.Add(1)
 	p.publish(s, backends.Event{Time: p.cfg.Now(), Type: EventBudgetExceeded, Agent: tr.agent, Turn: turn,
 		Data: backends.MustJSON(over)})
-	// The pool's Cancel path, from a goroutine of its own: this runs in
-	// the agent's event callback, which the end of the turn waits for.
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()

@@ -217,6 +217,8 @@ func (p *Pool) SetBudget(ctx context.Context, id string, b backends.Budget) erro
 		return fmt.Errorf("budget of session %q: %w", id, err)
 	}
 	p.emit(s, EventBudgetChanged, "", b)
+	// A running turn already past the new budget stops now.
+	p.stopOverBudget(s, "")
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
@@ -74,6 +75,8 @@ func TestSessionBudgetRefusesAndCancels(t *testing.T) {
 		{Steps: []agenttest.Step{usageUpdate(10, 100, 0.3, "USD")}, Usage: json.RawMessage(`{"inputTokens":40,"outputTokens":10}`)},
 		// Crosses the cost budget mid-turn, then works on until cancelled.
 		{Steps: []agenttest.Step{usageUpdate(20, 100, 0.6, "USD"), {WaitCancel: true}}},
+		// Reports nothing: only a budget lowered under what was used stops it.
+		{Steps: []agenttest.Step{{Chunk: "working"}, {WaitCancel: true}}},
 	}}
 	e := newEnv(t, map[string]any{"fake": providerEntry(script)}, nil)
 	ctx := context.Background()
@@ -119,10 +122,14 @@ func TestSessionBudgetRefusesAndCancels(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Prompt under an EUR budget error = %v; want none (USD is not counted)", err)
 	}
-	if err := e.p.Cancel(ctx, s.ID); err != nil {
+	// A budget lowered under what was used stops the running turn.
+	if err := e.p.SetBudget(ctx, s.ID, backends.Budget{Tokens: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.p.WaitTurn(ctx, s.ID, t3.ID); err != nil {
-		t.Fatal(err)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	t5, err := e.p.WaitTurn(wctx, s.ID, t3.ID)
+	if err != nil || t5.StopReason != "cancelled" || !strings.Contains(t5.Error, "session budget exceeded: 50 tokens used of 10 tokens") {
+		t.Errorf("turn under a lowered budget = %+v, %v; want cancelled by it", t5, err)
 	}
 }
