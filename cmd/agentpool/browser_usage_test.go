@@ -53,6 +53,8 @@ func TestBrowserUsage(t *testing.T) {
 	b.waitJS("the cost in both currencies", `(() => { const e = document.querySelector('[data-usage-cost]'); return e && e.dataset.usageCost.includes('0.3 USD') && e.dataset.usageCost.includes('0.2 EUR'); })()`)
 	b.waitJS("the active agent's context bar, named", `(() => { const e = document.querySelector('[data-context="10/1000"]'); return e && e.parentElement.textContent.startsWith('euro context'); })()`)
 	b.waitJS("the budget", `document.querySelector('[data-budget="0.5 USD"]')`)
+	b.waitJS("the first turn's tokens, context and cost at its end", `(() => { const u = [...document.querySelectorAll('.stream .usage')].map(e => e.textContent);
+		return u.includes('1500 tokens (in 1200 · out 300 · cached 800)') && u.includes('context 150000 of 200000 · cost so far 0.3 USD'); })()`)
 	b.waitJS("the note on the other currency", `(() => { const e = document.querySelector('[data-usage-note="currency"]'); return e && e.textContent.includes('EUR') && e.textContent.includes('not counted against the budget in USD'); })()`)
 	b.shot("usage")
 
