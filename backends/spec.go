@@ -112,6 +112,10 @@ type Spec struct {
 	// MCPServers are given to an ACP agent in session/new, session/load
 	// and session/resume. Their Env and Headers values are secrets.
 	MCPServers MCPServers `json:"mcp_servers,omitempty"`
+	// Budget is the provider's limit over all its sessions. It does not
+	// change how the agent is launched, so it is no part of the spec's
+	// JSON (and a changed budget never restarts an agent).
+	Budget Budget `json:"-"`
 }
 
 // Validate reports the first field of s that cannot be launched.

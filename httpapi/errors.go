@@ -19,6 +19,7 @@ const (
 	CodeBadRequest         = "bad_request"            // 400: malformed input; Field names it
 	CodeInvalidChoice      = "invalid_choice"         // 400: no offered permission option matches
 	CodeUnauthorized       = "unauthorized"           // 401: missing or wrong bearer token
+	CodeBudgetExceeded     = "budget_exceeded"        // 402: a session's or provider's budget is used up; Budget has the figures
 	CodeForbiddenHost      = "forbidden_host"         // 403: Host header not allowed
 	CodeNotFound           = "not_found"              // 404: no such session, route or record
 	CodeNoTurn             = "no_turn"                // 404: no such turn, or none running
@@ -66,6 +67,8 @@ type Error struct {
 	Field string `json:"field,omitempty"`
 	// Diagnostics are the problems of an invalid config or patch.
 	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
+	// Budget is the budget that refused a prompt (budget_exceeded).
+	Budget *pool.BudgetExceeded `json:"budget,omitempty"`
 	// RetryAfter is the server's Retry-After, if any.
 	RetryAfter time.Duration `json:"-"`
 }
@@ -131,6 +134,16 @@ func errorFor(err error) *Error {
 		e := mk(http.StatusInsufficientStorage, CodeStorageFull)
 		e.Message = storageFullMessage(err, msg)
 		return e
+	case errors.Is(err, pool.ErrBudgetExceeded):
+		e := mk(http.StatusPaymentRequired, CodeBudgetExceeded)
+		var be *pool.BudgetError
+		if errors.As(err, &be) {
+			b := be.BudgetExceeded
+			e.Budget = &b
+		}
+		return e
+	case errors.Is(err, pool.ErrNoUsage):
+		return mk(http.StatusNotImplemented, CodeNotImplemented)
 	case errors.Is(err, pool.ErrAtCapacity):
 		e := mk(http.StatusServiceUnavailable, CodeAtCapacity)
 		e.RetryAfter = retryAfterCapacity

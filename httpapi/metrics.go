@@ -91,9 +91,10 @@ func (g *streamGauge) Dec() { g.n.Add(-1) }
 // crashes, evictions, permission waits (count and histogram), events
 // appended, dropped subscribers, subscriber catch-ups from the store, open
 // streams, HTTP requests, the Go runtime and the process.
-func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) error {
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	var e exposition
 	s.collectPool(&e)
+	s.collectUsage(r.Context(), &e) // usage.go
 	e.add(metricsNamespace+"http_requests_total", "HTTP requests answered, by route pattern and status.", typeCounter, s.metrics.requests.series()...)
 	e.gauge(metricsNamespace+"sse_streams", "Event streams open now.", float64(s.metrics.streams.n.Load()))
 	s.collectConns(&e)
@@ -134,6 +135,7 @@ func (s *Server) collectPool(e *exposition) {
 	e.add(ns+"providers", "Providers, by status.", typeGauge, providers...)
 	e.counter(ns+"turns_total", "Turns started.", float64(st.Turns))
 	e.counter(ns+"turn_errors_total", "Turns that ended with an error.", float64(st.TurnErrors))
+	e.counter(ns+"budget_cancels_total", "Turns cancelled because they crossed a budget.", float64(st.BudgetCancels))
 	e.add(ns+"turn_duration_seconds", "Duration of turns.", typeHistogram, histogramSeries(st.TurnDurations))
 	e.counter(ns+"spawns_total", "Agent processes started.", float64(st.Spawns))
 	e.counter(ns+"crashes_total", "Agent processes that ended unexpectedly or failed to start.", float64(st.Crashes))

@@ -183,6 +183,9 @@ func (s *Server) routes() {
 	s.route("GET /v1/sessions/{id}/agents/{agent}/config", s.getAgentConfig, false)
 	s.route("PUT /v1/sessions/{id}/agents/{agent}/config", s.putAgentConfig, false)
 	s.route("GET /v1/sessions/{id}/agents/{agent}/commands", s.agentCommands, false)
+	s.route("GET /v1/sessions/{id}/usage", s.sessionUsage, false) // usage.go
+	s.route("PUT /v1/sessions/{id}/budget", s.putBudget, false)
+	s.route("GET /v1/usage", s.usage, false)
 	s.route("GET /v1/pool", s.poolStatus, false)
 	s.route("DELETE /v1/pool/{session}/{agent}", s.evictBackend, false)
 	s.route("POST /v1/prune", s.prune, false)

@@ -236,7 +236,7 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 		Session:    s.id,
 		Worktree:   s.wt,
 		MCPServers: mcp,
-		Emit:       func(ev backends.Event) { p.noteAdvertised(e, ev); p.publish(s, ev) },
+		Emit:       func(ev backends.Event) { p.noteAdvertised(e, ev); p.publish(s, ev); p.noteUsage(e, ev) },
 		Permission: p.permissionFunc(s, agent, e.spec),
 	})
 	var info backends.Info

@@ -138,6 +138,7 @@ func (e *env) open() {
 	}
 	cfg := e.cfg
 	cfg.Store = wiring.Store{S: e.st}
+	cfg.Usage = wiring.Usage{S: e.st}
 	if e.wrapStore != nil {
 		cfg.Store = e.wrapStore(cfg.Store)
 	}

@@ -41,6 +41,9 @@ type Config struct {
 	Worktrees Worktrees
 	Resolver  Resolver
 	Launcher  Launcher
+	// Usage keeps what agents report they used and the sessions'
+	// budgets (see usage.go); nil: usage is not kept and no budget holds.
+	Usage UsageStore
 	// MaxWarm caps the backends kept running (default 16).
 	MaxWarm int
 	// IdleTimeout stops a backend unused this long, unless its provider sets one.
@@ -103,6 +106,9 @@ type Pool struct {
 	forgotten int64
 
 	spawns, crashes, evictions, turns, turnErrors, published, dropped, catchups, permWaits atomic.Int64
+
+	// budgetStops counts the turns a budget cancelled.
+	budgetStops atomic.Int64
 
 	histMu   sync.Mutex
 	turnHist histogram
@@ -266,6 +272,7 @@ func (p *Pool) Stats() Stats {
 		Evictions:          p.evictions.Load(),
 		Turns:              p.turns.Load(),
 		TurnErrors:         p.turnErrors.Load(),
+		BudgetCancels:      p.budgetStops.Load(),
 		EventsPublished:    p.published.Load(),
 		SubscribersDrop:    p.dropped.Load(),
 		SubscriberCatchups: p.catchups.Load(),

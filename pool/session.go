@@ -241,6 +241,9 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	if err := validAgentSession(req.AgentSession); err != nil {
 		return Session{}, err
 	}
+	if err := p.validCreateBudget(req.Budget); err != nil {
+		return Session{}, err
+	}
 	p.mu.Lock()
 	closing := p.closing
 	p.mu.Unlock()
@@ -279,6 +282,11 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 			return Session{}, fmt.Errorf("store the agent session to take up: %w", err)
 		}
 	}
+	if req.Budget != nil && !req.Budget.IsZero() {
+		if err := p.cfg.Usage.SetSessionBudget(ctx, id, *req.Budget); err != nil {
+			return Session{}, fmt.Errorf("store the session's budget: %w", err)
+		}
+	}
 	s, err := p.loadSession(ctx, id)
 	if err != nil {
 		return Session{}, err
@@ -286,6 +294,9 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	created := map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": req.warmOn()}
 	if req.AgentSession != "" {
 		created["agent_session"] = req.AgentSession
+	}
+	if req.Budget != nil && !req.Budget.IsZero() {
+		created["budget"] = req.Budget
 	}
 	if len(req.MCPServers) > 0 {
 		created["mcp_servers"] = req.MCPServers.Names() // names only: never a secret
@@ -304,7 +315,15 @@ func (p *Pool) Get(ctx context.Context, id string) (Session, error) {
 	if err != nil {
 		return Session{}, err
 	}
-	return p.describe(ctx, s, p.Backends()), nil
+	sess := p.describe(ctx, s, p.Backends())
+	if p.cfg.Usage != nil {
+		u, err := p.SessionUsage(ctx, id)
+		if err != nil {
+			return Session{}, err
+		}
+		sess.Usage = &u
+	}
+	return sess, nil
 }
 
 // List returns every session, newest first as the store orders them.

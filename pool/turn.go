@@ -29,6 +29,8 @@ type turnRun struct {
 	mu      sync.Mutex
 	backend backends.Backend
 	result  Turn
+	// budget is the budget that cancelled the turn (see usage_budget.go).
+	budget *BudgetExceeded
 }
 
 // requestCancel asks the turn to end and waits until it has (or ctx ends).
@@ -102,6 +104,9 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 		return fail(fmt.Errorf("agent %q: %w", agent, err))
 	}
 	tr.deadline = spec.TurnDeadline()
+	if err := p.refuseOverBudget(ctx, s.id, agent, spec.Budget); err != nil {
+		return fail(err)
+	}
 	p.mu.Lock()
 	err = p.queueFullLocked()
 	if p.closing {
@@ -210,6 +215,7 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 			ev.Turn = t.ID
 			p.noteAdvertised(e, ev)
 			p.publishTurn(s, ev, ending)
+			p.noteUsage(e, ev)
 		}
 		res, err = b.Prompt(tr.ctx, backends.Prompt{Text: t.Prompt, Turn: t.ID}, emit)
 		stop()
@@ -222,6 +228,7 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 		t.Error = err.Error()
 		p.turnErrors.Add(1)
 	}
+	overBudget := p.noteTurnUsage(s, tr, &t, res.Usage)
 	s.mu.Lock()
 	wt := s.wt
 	s.mu.Unlock()
@@ -243,6 +250,9 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	}
 	if len(res.Usage) > 0 {
 		data["usage"] = res.Usage
+	}
+	if overBudget != nil {
+		data["budget_exceeded"] = overBudget
 	}
 	if res.UserMessageID != "" {
 		data["user_message_id"] = res.UserMessageID
@@ -313,7 +323,11 @@ func (p *Pool) Turns(ctx context.Context, id string) ([]Turn, error) {
 	if _, err := p.loadSession(ctx, id); err != nil {
 		return nil, err
 	}
-	return p.cfg.Store.ListTurns(ctx, id)
+	turns, err := p.cfg.Store.ListTurns(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return turns, p.turnUsage(ctx, id, turns)
 }
 
 func (p *Pool) turnOf(ctx context.Context, s *session, turn int64) (Turn, error) {

@@ -65,6 +65,8 @@ type CreateRequest struct {
 	// provider's, a server here replacing the provider's of its name. The
 	// values of their env and headers are secrets: stored, never shown.
 	MCPServers backends.MCPServers `json:"mcp_servers,omitempty"`
+	// Budget, when set, is the session's own budget (see SetBudget).
+	Budget *backends.Budget `json:"budget,omitempty"`
 	// Warm starts the agent in the background as soon as the session
 	// exists (after its worktree's setup), so that the first prompt finds
 	// it ready; nil means true, false leaves the start to the first
@@ -90,6 +92,8 @@ type Session struct {
 	// MCPServers are the session's own MCP servers, the values of their
 	// env and headers replaced by backends.Redacted.
 	MCPServers backends.MCPServers `json:"mcp_servers,omitempty"`
+	// Usage is what the session used and its budget; only Get fills it.
+	Usage *SessionUsage `json:"usage,omitempty"`
 }
 
 // Backend states as shown in AgentStatus.
@@ -142,6 +146,8 @@ type Turn struct {
 	// when it was accepted (1 is next); 0 when it got its backend at once.
 	// It is not stored: only StartPrompt's answer carries it.
 	QueuePosition int `json:"queue_position,omitempty"`
+	// Usage is the turn's tokens, when its agent reported them.
+	Usage *Tokens `json:"usage,omitempty"`
 }
 
 // PromptRequest runs one turn.
@@ -160,22 +166,24 @@ type CloseResult struct {
 
 // Stats are the pool's counters, for metrics.
 type Stats struct {
-	Warm               map[string]map[string]int `json:"warm"` // provider → state → count
-	Sessions           int                       `json:"sessions"`
-	Spawns             int64                     `json:"spawns"`
-	Crashes            int64                     `json:"crashes"`
-	Evictions          int64                     `json:"evictions"`
-	Turns              int64                     `json:"turns"`
-	TurnErrors         int64                     `json:"turn_errors"`
-	EventsPublished    int64                     `json:"events_published"`
-	SubscribersDrop    int64                     `json:"subscribers_dropped"` // daemon-wide subscriptions ended for falling behind
-	SubscriberCatchups int64                     `json:"subscriber_catchups"` // store reads by session subscribers behind the ring
-	PermissionWaits    int64                     `json:"permission_waits"`
-	Queued             int                       `json:"queued"`         // prompts waiting for a backend slot now
-	QueuedTotal        int64                     `json:"queued_total"`   // prompts that have waited for a slot
-	QueueMaxWait       time.Duration             `json:"queue_max_wait"` // longest wait for a slot so far
-	TurnDurations      Histogram                 `json:"turn_durations"`
-	PermissionWaitsS   Histogram                 `json:"permission_wait_durations"`
+	Warm       map[string]map[string]int `json:"warm"` // provider → state → count
+	Sessions   int                       `json:"sessions"`
+	Spawns     int64                     `json:"spawns"`
+	Crashes    int64                     `json:"crashes"`
+	Evictions  int64                     `json:"evictions"`
+	Turns      int64                     `json:"turns"`
+	TurnErrors int64                     `json:"turn_errors"`
+	// BudgetCancels counts the turns a budget cancelled.
+	BudgetCancels      int64         `json:"budget_cancels"`
+	EventsPublished    int64         `json:"events_published"`
+	SubscribersDrop    int64         `json:"subscribers_dropped"` // daemon-wide subscriptions ended for falling behind
+	SubscriberCatchups int64         `json:"subscriber_catchups"` // store reads by session subscribers behind the ring
+	PermissionWaits    int64         `json:"permission_waits"`
+	Queued             int           `json:"queued"`         // prompts waiting for a backend slot now
+	QueuedTotal        int64         `json:"queued_total"`   // prompts that have waited for a slot
+	QueueMaxWait       time.Duration `json:"queue_max_wait"` // longest wait for a slot so far
+	TurnDurations      Histogram     `json:"turn_durations"`
+	PermissionWaitsS   Histogram     `json:"permission_wait_durations"`
 }
 
 // Histogram is a cumulative histogram in seconds.

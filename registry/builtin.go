@@ -34,6 +34,8 @@ type definition struct {
 	sandbox backends.SandboxSpec
 	// mcpServers are passed to the agent's sessions (ACP only).
 	mcpServers backends.MCPServers
+	// budget is the provider's limit over all its sessions.
+	budget backends.Budget
 }
 
 // clone returns a deep copy of d.

@@ -183,6 +183,9 @@ func (c *checker) apply(d *definition, e *entry, path string) {
 	if e.idleTimeout != nil {
 		d.idleTimeout = *e.idleTimeout
 	}
+	if e.budget != nil {
+		d.budget = *e.budget
+	}
 	if e.turnTimeout != nil {
 		d.turnTimeout = *e.turnTimeout
 	}

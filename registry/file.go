@@ -65,6 +65,7 @@ type entry struct {
 	resumeArgs       []string
 	sandbox          *sandboxEntry
 	mcpServers       backends.MCPServers
+	budget           *backends.Budget
 }
 
 // checker collects the diagnostics of one document.
@@ -134,7 +135,7 @@ func decodeDocument(c *checker, root *node) *document {
 func entryFields() []string {
 	return []string{"extends", "enabled", "label", "description", "command", "env", "permissions",
 		"mode", "config", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "busy_pattern", "quiet_window", "cols",
-		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox", "mcp_servers"}
+		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox", "mcp_servers", "budget"}
 }
 
 // compatFields lists the fields of an entry's "compat" object.
@@ -241,6 +242,8 @@ func (c *checker) entry(m member, path string) *entry {
 			e.sandbox = c.sandbox(n, fp)
 		case "mcp_servers":
 			e.mcpServers = c.mcpServers(n, fp)
+		case "budget":
+			e.budget = c.budget(n, fp) // budget.go
 		default:
 			delete(e.at, f.key)
 			c.unknown(f, fp, entryFields())

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"reflect"
 	"slices"
 
 	"github.com/agentpool/agentpool/backends"
@@ -37,7 +36,7 @@ func (r *Registry) sandboxNotesLocked(id string, spec backends.Spec) []backends.
 	if r.cfg.SandboxNotes == nil {
 		return nil
 	}
-	if c, ok := r.notes[id]; ok && reflect.DeepEqual(c.spec, spec) {
+	if c, ok := r.notes[id]; ok && sameLaunch(c.spec, spec) {
 		return c.notes
 	}
 	notes := r.cfg.SandboxNotes(cloneSpec(spec))

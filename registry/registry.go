@@ -91,6 +91,9 @@ type ProviderStatus struct {
 	// MCPServers are the MCP servers the provider's agents get, with the
 	// values of their env and headers replaced by backends.Redacted.
 	MCPServers backends.MCPServers `json:"mcp_servers,omitempty"`
+	// Budget is the provider's limit over all its sessions ("budget" in
+	// providers.json), nil when it has none.
+	Budget *backends.Budget `json:"budget,omitempty"`
 	// Probe is the last probe result, nil before the first probe.
 	Probe *ProbeInfo `json:"probe,omitempty"`
 	// SandboxNotes are the grants of Sandbox that every launch refuses

@@ -148,7 +148,7 @@ func TestExampleLoads(t *testing.T) {
 	}
 	walk(root)
 	want := slices.Concat([]string{"$schema", "version", "providers", "mode=default", "mode=full"},
-		entryFields(), compatFields(), permissionActions(), sandboxFields(), mcpFields())
+		entryFields(), compatFields(), permissionActions(), sandboxFields(), mcpFields(), budgetFields())
 	for _, k := range want {
 		if !seen[k] {
 			t.Errorf("%s does not show %q", examplePath, k)

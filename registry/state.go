@@ -66,8 +66,12 @@ func (r *Registry) buildLocked() *state {
 		p.status = ProviderStatus{ID: id, Label: d.label, Description: d.description, Kind: d.kind,
 			Enabled: d.enabled, Path: l.path, Command: d.command, BuiltIn: d.builtIn, Sandbox: p.spec.Sandbox,
 			MCPServers: d.mcpServers.Redact()}
+		if !d.budget.IsZero() {
+			b := d.budget
+			p.status.Budget = &b
+		}
 		rec := r.probes[id]
-		if rec != nil && !reflect.DeepEqual(rec.spec, p.spec) {
+		if rec != nil && !sameLaunch(rec.spec, p.spec) {
 			delete(r.probes, id)
 			rec = nil
 		}
@@ -75,7 +79,7 @@ func (r *Registry) buildLocked() *state {
 			p.status.Probe = rec.info
 		}
 		p.status.SandboxNotes = r.sandboxNotesLocked(id, p.spec)
-		if rep := r.launches[id]; rep != nil && !reflect.DeepEqual(rep.spec, p.spec) {
+		if rep := r.launches[id]; rep != nil && !sameLaunch(rep.spec, p.spec) {
 			// Said of a launch of another spec.
 			delete(r.launches, id)
 		} else if rep != nil {
@@ -128,6 +132,7 @@ func specOf(d *definition, l lookup, home string) backends.Spec {
 		PTY:         d.pty,
 		Sandbox:     resolveSandbox(d.sandbox, home),
 		MCPServers:  d.mcpServers.Clone(),
+		Budget:      d.budget,
 	}
 	if len(d.command) > 1 {
 		s.Args = slices.Clone(d.command[1:])
@@ -174,7 +179,7 @@ func diff(old, next *state) (Change, bool) {
 			c.Disabled = append(c.Disabled, id)
 		}
 		switch {
-		case !reflect.DeepEqual(o.spec, next.byID[id].spec):
+		case !sameLaunch(o.spec, next.byID[id].spec):
 			c.SpecChanged = append(c.SpecChanged, id)
 		case o.status.Enabled == n.Enabled && !reflect.DeepEqual(o.status, n):
 			c.Updated = append(c.Updated, id)

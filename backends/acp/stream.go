@@ -230,6 +230,11 @@ func (b *Backend) takeAnswer(id, result, rerr json.RawMessage) bool {
 			StopReason    string          `json:"stopReason"`
 			Usage         json.RawMessage `json:"usage"`
 			UserMessageID string          `json:"userMessageId"`
+			Meta          struct {
+				Quota struct {
+					TokenCount json.RawMessage `json:"token_count"`
+				} `json:"quota"`
+			} `json:"_meta"`
 		}
 		if err := json.Unmarshal(result, &resp); err != nil {
 			r.err = fmt.Errorf("%w: session/prompt result: %v", ErrProtocol, err)
@@ -237,6 +242,8 @@ func (b *Backend) takeAnswer(id, result, rerr json.RawMessage) bool {
 		r.stopReason, r.userMessageID = resp.StopReason, resp.UserMessageID
 		if len(resp.Usage) > 0 && string(resp.Usage) != "null" {
 			r.usage = resp.Usage
+		} else {
+			r.usage = quotaUsage(resp.Meta.Quota.TokenCount)
 		}
 	}
 	select {

@@ -87,9 +87,12 @@ type transcriptWant struct {
 	prompt      string
 	text        string // the turn's agent_message_chunk texts, joined
 	stop        string
-	setMode     string          // the mode of the recorded session/set_mode
-	configAfter json.RawMessage // a config_option_update after the set_mode
-	textAfter   []string        // agent_message_chunk texts after the set_mode
+	// tokensIn and tokensOut are the tokens the prompt answer reports, in
+	// its usage or (gemini) its _meta.quota.token_count; 0 when none.
+	tokensIn, tokensOut int64
+	setMode             string          // the mode of the recorded session/set_mode
+	configAfter         json.RawMessage // a config_option_update after the set_mode
+	textAfter           []string        // agent_message_chunk texts after the set_mode
 	// setOption and setValue are the recorded session/set_config_option;
 	// configSet is the config options after it (its answer's, or those
 	// of an update after it).
@@ -195,9 +198,27 @@ func wantOf(t *testing.T, tr agenttest.Transcript) transcriptWant {
 		case "session/prompt":
 			var r struct {
 				StopReason string `json:"stopReason"`
+				Usage      *struct {
+					In  int64 `json:"inputTokens"`
+					Out int64 `json:"outputTokens"`
+				} `json:"usage"`
+				Meta struct {
+					Quota struct {
+						Count *struct {
+							In  int64 `json:"input_tokens"`
+							Out int64 `json:"output_tokens"`
+						} `json:"token_count"`
+					} `json:"quota"`
+				} `json:"_meta"`
 			}
 			_ = json.Unmarshal(m.Result, &r)
 			w.stop, phase = r.StopReason, "after"
+			switch {
+			case r.Usage != nil:
+				w.tokensIn, w.tokensOut = r.Usage.In, r.Usage.Out
+			case r.Meta.Quota.Count != nil:
+				w.tokensIn, w.tokensOut = r.Meta.Quota.Count.In, r.Meta.Quota.Count.Out
+			}
 		case "session/set_config_option":
 			var r struct {
 				ConfigOptions json.RawMessage `json:"configOptions"`
@@ -311,6 +332,15 @@ func replayTranscript(t *testing.T, path string) {
 	}
 	if string(res.StopReason) != want.stop {
 		t.Errorf("stop reason %q, recorded %q", res.StopReason, want.stop)
+	}
+	if want.tokensIn > 0 || want.tokensOut > 0 {
+		var u struct {
+			In  int64 `json:"inputTokens"`
+			Out int64 `json:"outputTokens"`
+		}
+		if err := json.Unmarshal(res.Usage, &u); err != nil || u.In != want.tokensIn || u.Out != want.tokensOut {
+			t.Errorf("usage %s (%v); want %d input and %d output tokens as the answer recorded", res.Usage, err, want.tokensIn, want.tokensOut)
+		}
 	}
 
 	if want.setMode != "" {

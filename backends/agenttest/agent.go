@@ -410,6 +410,9 @@ func (a *agent) prompt(m message, cancel chan struct{}) {
 	if t.UserMessageID != "" {
 		answer["userMessageId"] = t.UserMessageID
 	}
+	if len(t.Usage) > 0 {
+		answer["usage"] = t.Usage
+	}
 	a.respond(m.ID, answer)
 	a.runSteps(t.After, text.String(), nil)
 }

@@ -122,6 +122,10 @@ type Turn struct {
 	UserMessageID string `json:"user_message_id,omitempty"`
 	// Echo adds a chunk repeating the prompt text before the steps.
 	Echo bool `json:"echo,omitempty"`
+	// Usage, when set, is the usage of the answer, raw (ACP
+	// PromptResponse.usage: {"inputTokens": 12, "outputTokens": 7, ...}).
+	// A usage_update is an Update step.
+	Usage json.RawMessage `json:"usage,omitempty"`
 }
 
 // Step is one scripted action. Exactly one field is set.

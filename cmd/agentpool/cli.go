@@ -35,12 +35,13 @@ const (
 
 // clientUsage lists the client commands, for the binary's usage text.
 const clientUsage = `  providers    list, enable, disable, remove and refresh the agent providers; add one from the catalog
-  session      new, list, show, close, merge, setup, config, mode and commands: sessions, branches, agents' models and modes
+  session      new, list, show, close, merge, setup, budget, config, mode and commands: sessions, branches, budgets, agents' models and modes
   prompt       send a prompt to a session's agent and stream the turn
   events       print a session's events (--follow to keep reading)
   diff         show what a session (or one turn) changed
   restore      put a session's worktree back to a turn's checkpoint
   cancel       cancel a session's running turn
+  usage        show tokens, cost and context used, per provider and session, and budgets
   attach       show a terminal agent's screen and type into it (Ctrl-] detaches)
   permissions  list and answer pending permission requests
   ps           show the pool: warm agents, pids, state, memory
@@ -198,6 +199,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.restore(ctx, args)
 	case "cancel":
 		err = c.cancel(ctx, args)
+	case "usage":
+		err = c.usageCmd(ctx, args) // cli_usage.go
 	case "permissions":
 		err = c.permissions(ctx, args)
 	case "ps":

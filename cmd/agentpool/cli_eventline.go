@@ -235,10 +235,18 @@ func eventSummary(ev backends.Event) string {
 		}
 		return "session information updated"
 	case backends.EventUsage:
-		if l.Used != nil && l.Size != nil && *l.Size > 0 {
-			return fmt.Sprintf("context %d of %d tokens (%d%%)", *l.Used, *l.Size, *l.Used*100 / *l.Size)
+		return usageSummary(ev, l) // cli_usage.go
+	case pool.EventBudgetExceeded:
+		var b pool.BudgetExceeded
+		_ = json.Unmarshal(ev.Data, &b)
+		if b.Cancelled {
+			return oneLine("turn cancelled: "+b.Message, 200)
 		}
-		return "usage updated"
+		return oneLine(b.Message, 200)
+	case pool.EventBudgetChanged:
+		var b backends.Budget
+		_ = json.Unmarshal(ev.Data, &b)
+		return "session budget: " + budgetText(&b)
 	case eventUnknownUpdate:
 		return "an update this daemon does not know: " + l.SessionUpdate
 	case backends.EventHistory:

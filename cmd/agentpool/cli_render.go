@@ -67,6 +67,12 @@ type eventData struct {
 		Additions int `json:"additions"`
 		Deletions int `json:"deletions"`
 	} `json:"changes"`
+	// Usage is the agent's own usage of the turn (ACP PromptResponse.usage).
+	Usage *struct {
+		Input  int64 `json:"inputTokens"`
+		Output int64 `json:"outputTokens"`
+		Total  int64 `json:"totalTokens"`
+	} `json:"usage"`
 	// Hidden: untracked paths that ignore rules the session changed hide.
 	Hidden *struct {
 		Count int               `json:"count"`
@@ -271,6 +277,9 @@ func turnSummary(d eventData) string {
 	s := fmt.Sprintf("— turn %d ended: %s in %s", d.Turn, d.StopReason, (time.Duration(d.DurationMS) * time.Millisecond).Round(100*time.Millisecond))
 	if c := d.Changes; c != nil && c.Files > 0 {
 		s += fmt.Sprintf("; %d file%s changed (+%d −%d)", c.Files, plural(c.Files), c.Additions, c.Deletions)
+	}
+	if u := d.Usage; u != nil && max(u.Total, u.Input+u.Output) > 0 {
+		s += fmt.Sprintf("; %d tokens", max(u.Total, u.Input+u.Output))
 	}
 	if h := d.Hidden; h != nil && h.Count > 0 {
 		s += fmt.Sprintf("; %d untracked path%s hidden by changed ignore rules", h.Count, plural(h.Count))

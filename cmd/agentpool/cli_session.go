@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 )
@@ -20,6 +22,7 @@ const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a sessi
   close SESSION [--discard]                   close a session; its work is committed to its branch
   merge SESSION [--into B] [--squash|--rebase] merge its branch into its base (or B), or --rebase onto it
   setup SESSION                               run the repository's trusted setup in it now (see trust)
+  budget SESSION [--tokens N] [--cost X --currency USD] [--clear]  set the session's budget (or show its usage)
 `
 
 // defaultAgent is the agent of a new session unless --agent says otherwise.
@@ -43,6 +46,8 @@ func (c *cli) session(ctx context.Context, args []string) error {
 		return c.sessionMerge(ctx, args) // cli_merge.go
 	case "setup":
 		return c.sessionSetup(ctx, args) // cli_trust.go
+	case "budget":
+		return c.sessionBudget(ctx, args) // cli_usage.go
 	case "config":
 		return c.sessionConfig(ctx, args) // cli_config.go
 	case "mode":
@@ -50,7 +55,7 @@ func (c *cli) session(ctx context.Context, args []string) error {
 	case "commands":
 		return c.sessionCommands(ctx, args)
 	}
-	return fmt.Errorf("session: unknown command %q (want new, list, show, close, merge, setup, config, mode or commands)", sub)
+	return fmt.Errorf("session: unknown command %q (want new, list, show, close, merge, setup, budget, config, mode or commands)", sub)
 }
 
 // gitTopLevel returns the top directory of the git repository holding dir.
@@ -70,7 +75,7 @@ func gitTopLevel(ctx context.Context, dir string) (string, error) {
 }
 
 func (c *cli) sessionNew(ctx context.Context, args []string) error {
-	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm]\n            [--mcp NAME=COMMAND [ARGS...]]... [--mcp-json FILE] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.\n\nThe session's ACP agents get its MCP servers besides their provider's (a\nsession's server replaces the provider's of its name). --mcp adds a stdio\nserver; --mcp-json reads an object of servers keyed by name, as \"mcp_servers\"\nin providers.json (\"-\": stdin), which may hold env and headers: keep secrets\nthere, never on a command line.")
+	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm]\n            [--budget-tokens N] [--budget-cost X [--budget-currency USD]]\n            [--mcp NAME=COMMAND [ARGS...]]... [--mcp-json FILE] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.\n\nThe session's ACP agents get its MCP servers besides their provider's (a\nsession's server replaces the provider's of its name). --mcp adds a stdio\nserver; --mcp-json reads an object of servers keyed by name, as \"mcp_servers\"\nin providers.json (\"-\": stdin), which may hold env and headers: keep secrets\nthere, never on a command line.")
 	repo := fs.String("repo", "", "the git repository (default: the one holding the current directory)")
 	agent := fs.String("agent", defaultAgent, "the session's first agent (a provider id)")
 	title := fs.String("title", "", "a title for the session")
@@ -79,6 +84,7 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	noWarm := fs.Bool("no-warm", false, "do not start the agent until the first prompt")
 	agentSession := fs.String("agent-session", "", "one of the agent's own sessions for this one to take up")
 	asJSON := fs.Bool("json", false, "print the session as JSON")
+	bf := addBudgetFlags(fs, "budget-") // cli_usage.go
 	var mcp mcpFlag
 	fs.Var(&mcp, "mcp", "an MCP server `NAME=COMMAND [ARGS...]` (stdio) for the session's agents; repeatable")
 	mcpJSON := fs.String("mcp-json", "", "a JSON `FILE` of MCP servers keyed by name (\"-\": stdin)")
@@ -116,8 +122,12 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 		c.progress("creating the session's worktree of %s… ", dir)
 	}
 	start := time.Now()
+	var budget *backends.Budget
+	if b := bf.budget(); !b.IsZero() {
+		budget = &b
+	}
 	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm,
-		AgentSession: *agentSession, MCPServers: servers})
+		AgentSession: *agentSession, MCPServers: servers, Budget: budget})
 	if err != nil {
 		if isNotInstalled(err) {
 			if !notInstalled {
@@ -249,16 +259,24 @@ func (c *cli) sessionShow(ctx context.Context, args []string) error {
 		c.renderBackends(s.Agents)
 	}
 	c.renderMCP(s) // cli_mcp.go
+	if s.Usage != nil && (s.Usage.Turns > 0 || len(s.Usage.Cost) > 0 || s.Usage.Budget != nil || len(s.Usage.Agents) > 0) {
+		fmt.Fprintln(c.stdout, "\nusage:")
+		c.renderSessionUsage(c.stdout, *s.Usage) // cli_usage.go
+	}
 	if len(turns) > 0 {
 		fmt.Fprintln(c.stdout, "\nturns:")
 		tw = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TURN\tAGENT\tSTARTED\tSTOP\tPROMPT")
+		fmt.Fprintln(tw, "TURN\tAGENT\tSTARTED\tSTOP\tTOKENS\tPROMPT")
 		for _, t := range turns {
 			stop := t.StopReason
 			if t.EndedAt == nil {
 				stop = "running"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", t.ID, t.Agent, t.StartedAt.Local().Format(time.DateTime), stop, oneLine(t.Prompt, 60))
+			tokens := "-"
+			if t.Usage != nil {
+				tokens = strconv.FormatInt(t.Usage.Total, 10)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Agent, t.StartedAt.Local().Format(time.DateTime), stop, tokens, oneLine(t.Prompt, 60))
 		}
 		_ = tw.Flush()
 	}

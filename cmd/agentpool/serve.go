@@ -179,7 +179,7 @@ func (m *Main) Open(ctx context.Context) error {
 		return fmt.Errorf("registry: %w", err)
 	}
 	m.pool, err = pool.New(pool.Config{
-		Store: wiring.Store{S: m.store}, Worktrees: wiring.Worktrees{M: wt}, Resolver: m.reg,
+		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Worktrees: wiring.Worktrees{M: wt}, Resolver: m.reg,
 		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport, Identity: wt.Identity},
 		MaxWarm:  m.MaxWarm, IdleTimeout: m.IdleTimeout,
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger,

@@ -77,4 +77,5 @@ export const logout = () => api('POST', '/v1/logout');
 export const mergeSession = (id, req) => api('POST', `/v1/sessions/${enc(id)}/merge`, req);
 export const removeProvider = id => api('DELETE', `/v1/providers/${enc(id)}`);
 export const agentConfig = (id, agent) => api('GET', `/v1/sessions/${enc(id)}/agents/${enc(agent)}/config`);
+export const setBudget = (id, budget) => api('PUT', `/v1/sessions/${enc(id)}/budget`, budget);
 export const setAgentConfig = (id, agent, change) => api('PUT', `/v1/sessions/${enc(id)}/agents/${enc(agent)}/config`, change);

@@ -11,6 +11,7 @@ import { agentChips, agentPicker, fillPicker, closeSessionFlow } from './session
 import { openApproval, showing, wasDismissed, closeApproval } from './approval.js';
 import { trustNotice } from './trust.js';
 import { agentControls } from './agentconfig.js';
+import { usageBox } from './usage.js';
 
 /** sessionView renders session id into main; it returns its cleanup. */
 export function sessionView(main, id) {
@@ -35,6 +36,7 @@ export function sessionView(main, id) {
     if (sess && await closeSessionFlow(sess)) location.hash = '#/';
   } }, 'Close session');
   const mergeBox = h('div.merge-box');
+  const usage = usageBox(id);
   const mergeBtn = h('button', { type: 'button', 'data-merge-open': '', title: 'Merge the session\'s branch into its base (asks first)', onclick: () => {
     if (sess) mergeFlow(sess, mergeBox, () => { refreshSoon(); changes.reload(); });
   } }, 'Merge');
@@ -79,7 +81,7 @@ export function sessionView(main, id) {
   const head = h('div.session-head',
     h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), mergeBtn, closeBtn),
     h('div.row', title, status),
-    meta, agents, mcp, mergeBox, trustNotice(id),
+    meta, agents, mcp, usage.el, mergeBox, trustNotice(id),
     h('div.tabs', { role: 'tablist' }, Object.values(tabs)));
   put(main, h('div.session', head, convo, changes.el, auditEl, termEl));
 
@@ -125,6 +127,7 @@ export function sessionView(main, id) {
     put(agents, agentChips(sess));
     put(mcp, mcpView(sess));
     mcp.hidden = !mcp.firstChild;
+    usage.render(sess);
     closeBtn.hidden = closed;
     mergeBtn.hidden = closed;
     composer.hidden = closed;
@@ -250,7 +253,7 @@ export function sessionView(main, id) {
     'turn.started', 'turn.ended', 'turn.queued', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
     'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'setup.untrusted', 'setup.copied', 'setup.started',
-    'setup.output', 'setup.ended', 'mcp', 'stream.end'];
+    'setup.output', 'setup.ended', 'mcp', 'budget.exceeded', 'budget.changed', 'stream.end'];
   function onEvent(type, raw) {
     let ev;
     try { ev = JSON.parse(raw); } catch { return; }
@@ -265,6 +268,8 @@ export function sessionView(main, id) {
     noteAudit(ev);
     if (type === 'session.closed') { closedWith = ev.data || {}; renderHead(); }
     ctl.onEvent(ev);
+    usage.onEvent(ev);
+    if (type === 'budget.changed') refreshSoon();
     if (type.startsWith('agent.') || type === 'turn.ended') refreshSoon();
     if (type === 'permission.requested') addPending(permFromEvent(ev));
     if (type === 'permission.resolved') { removePending(id, ev.data.request); closeApproval(ev.data.request); }

@@ -154,6 +154,8 @@ export class TurnStream {
         break;
       case 'pty.output': this.ptyText(ev, d.data || ''); break;
       case 'error': this.line(ev, `error: ${d.error || JSON.stringify(d)}`, 'bad'); break;
+      // A turn the budget cancelled says it at its end; this is one whose tokens crossed it.
+      case 'budget.exceeded': if (!d.cancelled) this.line(ev, d.message || 'budget exceeded', 'bad'); break;
       case 'sandbox.refused': {
         const say = (what, n) => `sandbox ${what} ${n.entry || 'command'} ${n.path}: ${n.reason}${n.fix ? '\n  ' + n.fix : ''}`;
         const lines = [...(d.refused || []).map(n => say('refused', n)), ...(d.denied || []).map(n => say('denied', n))];
@@ -336,8 +338,7 @@ export class TurnStream {
       parts.push(h('span.badge.warn', { title: first ? `${first.path} hidden by ${first.rule}` : '' },
         `${hid.count} hidden by changed ignore rules`));
     }
-    const usage = d.usage || t.usage;
-    if (usage) parts.push(h('span.usage', usageText(usage)));
+    for (const u of [d.usage, t.usage]) if (u) parts.push(h('span.usage', usageText(u)));
     parts.push(h('span.spacer'));
     if (c && c.files && this.hooks.onDiff) parts.push(h('button.small', { type: 'button', onclick: () => this.hooks.onDiff(n) }, 'View changes'));
     if (this.hooks.onRestore) parts.push(h('button.small', { type: 'button', onclick: () => this.hooks.onRestore(n) }, 'Restore to before this turn'));
@@ -347,14 +348,24 @@ export class TurnStream {
   }
 }
 
-/** usageText is a usage payload in a few words. */
+/** usageText is a usage payload in a few words: the prompt answer's
+ * tokens, or a usage_update's context window and cost so far. */
 function usageText(u) {
   if (typeof u !== 'object' || !u) return String(u);
+  if ('inputTokens' in u || 'outputTokens' in u || 'totalTokens' in u) {
+    const total = u.totalTokens || (u.inputTokens || 0) + (u.outputTokens || 0) + (u.thoughtTokens || 0);
+    const bits = [`in ${u.inputTokens || 0}`, `out ${u.outputTokens || 0}`];
+    if (u.cachedReadTokens) bits.push(`cached ${u.cachedReadTokens}`);
+    if (u.thoughtTokens) bits.push(`thought ${u.thoughtTokens}`);
+    return `${total} tokens (${bits.join(' · ')})`;
+  }
   const out = [];
+  if (u.size) out.push(`context ${u.used || 0} of ${u.size}`);
+  if (u.cost && typeof u.cost === 'object') out.push(`cost so far ${u.cost.amount} ${u.cost.currency || ''}`.trim());
+  if (out.length) return out.join(' · ');
   for (const [k, v] of Object.entries(u)) {
     if (k === 'sessionUpdate') continue;
     if (typeof v === 'number' || typeof v === 'string') out.push(`${k} ${v}`);
-    else if (v && typeof v === 'object' && 'amount' in v) out.push(`${k} ${v.amount}${v.currency ? ' ' + v.currency : ''}`);
   }
   return out.slice(0, 5).join(' · ');
 }
