@@ -90,6 +90,10 @@ type Session struct {
 	// MCPServers are the session's own MCP servers, the values of their
 	// env and headers replaced by backends.Redacted.
 	MCPServers backends.MCPServers `json:"mcp_servers,omitempty"`
+	// PRURL is the pull request opened for the session's branch, as the
+	// API recorded it (PUT /v1/sessions/{id}/pr); the pool leaves it
+	// empty.
+	PRURL string `json:"pr_url,omitempty"`
 }
 
 // Backend states as shown in AgentStatus.
@@ -142,6 +146,10 @@ type Turn struct {
 	// when it was accepted (1 is next); 0 when it got its backend at once.
 	// It is not stored: only StartPrompt's answer carries it.
 	QueuePosition int `json:"queue_position,omitempty"`
+	// Review is the review of the session's diff that this turn answers,
+	// when its prompt was one (POST /v1/sessions/{id}/review); the API
+	// fills it in, the pool leaves it nil.
+	Review *Review `json:"review,omitempty"`
 }
 
 // PromptRequest runs one turn.
