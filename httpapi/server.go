@@ -197,7 +197,7 @@ func (s *Server) routes() {
 	s.route("GET /v1/page-sessions", s.pageSessions, false)
 	s.route("DELETE /v1/page-sessions", s.revokePageSessions, false)
 	s.route("DELETE /v1/page-sessions/{id}", s.revokePageSession, false)
-	s.trustRoutes() // trust.go
+	s.trustRoutes()  // trust.go
 	s.reviewRoutes() // review.go
 	s.webRoutes()
 }
