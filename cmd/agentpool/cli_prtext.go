@@ -97,9 +97,9 @@ func compareURL(remote, branch, base, title, body string) (string, error) {
 		if len(body) < maxCompareQuery {
 			q.Set("body", body)
 		}
-		rng := url.PathEscape(branch)
+		rng := refPath(branch)
 		if base != "" {
-			rng = url.PathEscape(base) + "..." + rng
+			rng = refPath(base) + "..." + rng
 		}
 		return web + "/compare/" + rng + "?" + q.Encode(), nil
 	case strings.Contains(host, "gitlab"):
@@ -151,4 +151,13 @@ func remoteHostPath(remote string) (host, path string, err error) {
 		return "", "", fmt.Errorf("the remote %q names no owner/repository on a forge", remote)
 	}
 	return host, path, nil
+}
+
+// refPath escapes a branch name for a URL path, keeping its slashes.
+func refPath(ref string) string {
+	parts := strings.Split(ref, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
 }
