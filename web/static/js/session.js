@@ -11,6 +11,7 @@ import { agentChips, agentPicker, fillPicker, closeSessionFlow } from './session
 import { openApproval, showing, wasDismissed, closeApproval } from './approval.js';
 import { trustNotice } from './trust.js';
 import { agentControls } from './agentconfig.js';
+import { reviewDiff, reviewResult, shipBox } from './review.js';
 
 /** sessionView renders session id into main; it returns its cleanup. */
 export function sessionView(main, id) {
@@ -71,7 +72,9 @@ export function sessionView(main, id) {
   });
   const convo = h('div.tab-body', streamEl, composer);
 
-  const changes = changesPanel(id, (n, after) => restoreFlow(n, after));
+  const changes = changesPanel(id, (n, after) => restoreFlow(n, after),
+    { open: () => !!sess && sess.status !== 'closed', onReview: () => { changes.stale(); show('conversation'); } });
+  const ship = h('div.ship-box');
   const auditEl = h('div.tab-body', h('div.stream'));
   const termEl = h('div.tab-body');
   let term = null;
@@ -79,7 +82,7 @@ export function sessionView(main, id) {
   const head = h('div.session-head',
     h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), mergeBtn, closeBtn),
     h('div.row', title, status),
-    meta, agents, mcp, mergeBox, trustNotice(id),
+    meta, agents, mcp, ship, mergeBox, trustNotice(id),
     h('div.tabs', { role: 'tablist' }, Object.values(tabs)));
   put(main, h('div.session', head, convo, changes.el, auditEl, termEl));
 
@@ -125,6 +128,10 @@ export function sessionView(main, id) {
     put(agents, agentChips(sess));
     put(mcp, mcpView(sess));
     mcp.hidden = !mcp.firstChild;
+    if (ship.dataset.for !== `${sess.id} ${sess.pr_url || ''}`) { // keeps an open <details> open
+      ship.dataset.for = `${sess.id} ${sess.pr_url || ''}`;
+      put(ship, shipBox(sess));
+    }
     closeBtn.hidden = closed;
     mergeBtn.hidden = closed;
     composer.hidden = closed;
@@ -337,7 +344,7 @@ function mcpView(s) {
     got.map(a => h('span', { 'data-mcp': a.agent }, `${a.agent} got `, h('span.mono', a.mcp_servers.join(', '))))];
 }
 
-function changesPanel(id, onRestore) {
+function changesPanel(id, onRestore, opts) {
   const list = h('div.turn-list');
   const view = h('div.grow');
   const el = h('div.tab-body', h('div.changes', h('div', h('h2', 'Turns'), list), view));
@@ -388,7 +395,8 @@ function changesPanel(id, onRestore) {
       hiddenView(d),
       copiedView(d),
       (d.files || []).length ? files : h('div.empty', 'No changes.'),
-      d.patch ? h('div.diff', patchView(d.patch)) : null,
+      reviewResult(turns.find(t => t.id === n)),
+      d.patch ? (n === 0 && opts.open() ? reviewDiff(id, d.patch, opts.onReview) : h('div.diff', patchView(d.patch))) : null,
       d.truncated ? h('div.muted', 'The diff is truncated.') : null);
   }
 
@@ -397,6 +405,7 @@ function changesPanel(id, onRestore) {
     load: () => load(false),
     reload: () => load(true),
     select(n) { selected = n; loaded = false; load(true); },
+    stale() { loaded = false; },
   };
 }
 
