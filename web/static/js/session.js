@@ -374,15 +374,18 @@ function changesPanel(id, onRestore, opts) {
         `${t.agent} · ${t.stop_reason || (t.ended_at ? 'ended' : 'running')} · ${ago(t.started_at)}`)));
   }
 
+  let shown = 0; // the latest showDiff: an earlier one answered later must not replace it
   async function showDiff(n) {
+    const mine = ++shown;
     put(view, h('div.muted', 'Loading…'));
     let d;
     try {
       d = await API.diff(id, n);
     } catch (e) {
-      put(view, h('div.error-text', e.message));
+      if (mine === shown) put(view, h('div.error-text', e.message));
       return;
     }
+    if (mine !== shown) return;
     const st = d.stat || {};
     const actions = n ? h('div.row', h('button', { type: 'button', onclick: () => onRestore(n, false) }, `Restore to before turn ${n}`),
       h('button', { type: 'button', onclick: () => onRestore(n, true) }, `Restore to after turn ${n}`)) : null;
