@@ -96,6 +96,8 @@ func TestEndToEndReview(t *testing.T) {
 		{[]pool.ReviewComment{{Path: "other.txt", Line: 1, Text: "not in the diff"}}, "comments[0].path"},
 		{[]pool.ReviewComment{{Path: "a.go", Line: 5, Text: "  "}}, "comments[0].text"},
 		{[]pool.ReviewComment{{Path: "a.go", Line: 0, Text: "x"}}, "comments[0].line"},
+		{[]pool.ReviewComment{{Path: "a.go", Line: 10, Side: "old", Text: "not a removed line shown"}}, "comments[0].line"},
+		{[]pool.ReviewComment{{Path: "a.go", Line: 5, Side: "left", Text: "x"}}, "comments[0].side"},
 		{nil, "comments"},
 	}
 	for _, b := range bad {
@@ -110,22 +112,24 @@ func TestEndToEndReview(t *testing.T) {
 		{Path: "a.go", Line: 5, Text: "say why line 5 changed"},
 		{Path: "a.go", Line: 15, Text: "line 15 needs a test"},
 		{Path: "a.go", Line: 12, Text: "is line 12 right?"},
+		{Path: "a.go", Line: 15, Side: "old", Text: "why remove the old line 15?"},
 	}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Two things.", "a.go:5\n", "> 5 | line 5 by the agent", "  4 | line 4", "  7 | line 7", "say why line 5 changed", "a.go:15\n", "line 15 needs a test"} {
+	for _, want := range []string{"Two things.", "a.go:5\n", "> 5 | line 5 by the agent", "  4 | line 4", "  7 | line 7", "say why line 5 changed", "a.go:15\n", "line 15 needs a test",
+		"a.go:15 (a line your changes removed; numbered as in the base)", "> 15 (removed) | line 15"} {
 		if !strings.Contains(turn.Prompt, want) {
 			t.Errorf("review prompt lacks %q:\n%s", want, turn.Prompt)
 		}
 	}
-	if turn.Review == nil || !turn.Review.Judged || len(turn.Review.Comments) != 3 {
-		t.Fatalf("turn %d review = %+v; want 3 judged comments", turn.ID, turn.Review)
+	if turn.Review == nil || !turn.Review.Judged || len(turn.Review.Comments) != 4 {
+		t.Fatalf("turn %d review = %+v; want 4 judged comments", turn.ID, turn.Review)
 	}
 	want := []struct {
 		addressed bool
 		by        string
-	}{{true, "diff"}, {false, ""}, {true, "reply"}}
+	}{{true, "diff"}, {false, ""}, {true, "reply"}, {true, "diff"}}
 	for i, c := range turn.Review.Comments {
 		if c.Addressed == nil || *c.Addressed != want[i].addressed || c.AddressedBy != want[i].by {
 			t.Errorf("comment %d (%s:%d) addressed = %v by %q; want %v by %q", i, c.Path, c.Line, c.Addressed, c.AddressedBy, want[i].addressed, want[i].by)
@@ -133,7 +137,7 @@ func TestEndToEndReview(t *testing.T) {
 	}
 	// The turn API lists them too, and so does session show.
 	again, err := d.client.Turn(ctx, sess.ID, turn.ID, false)
-	if err != nil || again.Review == nil || len(again.Review.Comments) != 3 || again.Review.Comments[1].Addressed == nil {
+	if err != nil || again.Review == nil || len(again.Review.Comments) != 4 || again.Review.Comments[1].Addressed == nil {
 		t.Errorf("GET turn %d = %+v, %v; want its judged review", turn.ID, again.Review, err)
 	}
 	out, err := d.cli("session", "show", sess.ID)
