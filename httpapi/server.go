@@ -78,6 +78,9 @@ type Config struct {
 	// "agent" methods (POST /v1/providers/{id}/login); nil answers 409
 	// unsupported.
 	Login func(ctx context.Context, provider, method string) error
+	// Reviews keeps reviews of sessions' diffs and their pull requests'
+	// URLs (see review.go); nil answers those endpoints 501.
+	Reviews Reviews
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -197,7 +200,8 @@ func (s *Server) routes() {
 	s.route("GET /v1/page-sessions", s.pageSessions, false)
 	s.route("DELETE /v1/page-sessions", s.revokePageSessions, false)
 	s.route("DELETE /v1/page-sessions/{id}", s.revokePageSession, false)
-	s.trustRoutes() // trust.go
+	s.trustRoutes()  // trust.go
+	s.reviewRoutes() // review.go
 	s.webRoutes()
 }
 

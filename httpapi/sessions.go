@@ -65,6 +65,9 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 			list = append(list, sess)
 		}
 	}
+	if err := s.withPR(r.Context(), list); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, list)
 	return nil
 }
@@ -75,7 +78,11 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, sess)
+	one := []pool.Session{sess}
+	if err := s.withPR(r.Context(), one); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, one[0])
 	return nil
 }
 
@@ -130,7 +137,11 @@ func (s *Server) waitTurn(w http.ResponseWriter, r *http.Request, id string, tur
 	if err != nil {
 		return s.shutdownErr(err)
 	}
-	writeJSON(w, http.StatusOK, t)
+	one := []pool.Turn{t}
+	if err := s.withReviews(ctx, id, one); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, one[0])
 	return nil
 }
 
@@ -164,6 +175,9 @@ func (s *Server) turns(w http.ResponseWriter, r *http.Request) error {
 	if list == nil {
 		list = []pool.Turn{}
 	}
+	if err := s.withReviews(r.Context(), r.PathValue("id"), list); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, list)
 	return nil
 }
@@ -189,7 +203,11 @@ func (s *Server) turn(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, t := range list {
 		if t.ID == n {
-			writeJSON(w, http.StatusOK, t)
+			one := []pool.Turn{t}
+			if err := s.withReviews(r.Context(), id, one); err != nil {
+				return err
+			}
+			writeJSON(w, http.StatusOK, one[0])
 			return nil
 		}
 	}

@@ -94,6 +94,10 @@ type Session struct {
 	MCPServers backends.MCPServers `json:"mcp_servers,omitempty"`
 	// Usage is what the session used and its budget; only Get fills it.
 	Usage *SessionUsage `json:"usage,omitempty"`
+	// PRURL is the pull request opened for the session's branch, as the
+	// API recorded it (PUT /v1/sessions/{id}/pr); the pool leaves it
+	// empty.
+	PRURL string `json:"pr_url,omitempty"`
 }
 
 // Backend states as shown in AgentStatus.
@@ -148,6 +152,10 @@ type Turn struct {
 	QueuePosition int `json:"queue_position,omitempty"`
 	// Usage is the turn's tokens, when its agent reported them.
 	Usage *Tokens `json:"usage,omitempty"`
+	// Review is the review of the session's diff that this turn answers,
+	// when its prompt was one (POST /v1/sessions/{id}/review); the API
+	// fills it in, the pool leaves it nil.
+	Review *Review `json:"review,omitempty"`
 }
 
 // PromptRequest runs one turn.

@@ -21,6 +21,9 @@ const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a sessi
   show SESSION                                show a session, its agents and turns
   close SESSION [--discard]                   close a session; its work is committed to its branch
   merge SESSION [--into B] [--squash|--rebase] merge its branch into its base (or B), or --rebase onto it
+  review SESSION PATH:LINE TEXT...            send comments on lines of its diff to its agent as the next prompt
+  push SESSION [--remote origin]              push its branch with your own git (commits its work first)
+  pr SESSION [--base B] [--title T] [--draft] push, then open a pull request with gh (or print the forge's page)
   setup SESSION                               run the repository's trusted setup in it now (see trust)
   budget SESSION [--tokens N] [--cost X --currency USD] [--clear]  set the session's budget (or show its usage)
 `
@@ -48,6 +51,12 @@ func (c *cli) session(ctx context.Context, args []string) error {
 		return c.sessionSetup(ctx, args) // cli_trust.go
 	case "budget":
 		return c.sessionBudget(ctx, args) // cli_usage.go
+	case "review":
+		return c.sessionReview(ctx, args) // cli_review.go
+	case "push":
+		return c.sessionPush(ctx, args) // cli_push.go
+	case "pr":
+		return c.sessionPR(ctx, args) // cli_push.go
 	case "config":
 		return c.sessionConfig(ctx, args) // cli_config.go
 	case "mode":
@@ -55,7 +64,7 @@ func (c *cli) session(ctx context.Context, args []string) error {
 	case "commands":
 		return c.sessionCommands(ctx, args)
 	}
-	return fmt.Errorf("session: unknown command %q (want new, list, show, close, merge, setup, budget, config, mode or commands)", sub)
+	return fmt.Errorf("session: unknown command %q (want new, list, show, close, merge, review, push, pr, setup, budget, config, mode or commands)", sub)
 }
 
 // gitTopLevel returns the top directory of the git repository holding dir.
@@ -253,6 +262,9 @@ func (c *cli) sessionShow(ctx context.Context, args []string) error {
 	if s.Busy {
 		fmt.Fprintf(tw, "running\tturn %d\n", s.Turn)
 	}
+	if s.PRURL != "" {
+		fmt.Fprintf(tw, "pull request\t%s\n", s.PRURL)
+	}
 	_ = tw.Flush()
 	if len(s.Agents) > 0 {
 		fmt.Fprintln(c.stdout, "\nagents:")
@@ -279,6 +291,7 @@ func (c *cli) sessionShow(ctx context.Context, args []string) error {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Agent, t.StartedAt.Local().Format(time.DateTime), stop, tokens, oneLine(t.Prompt, 60))
 		}
 		_ = tw.Flush()
+		c.renderReviews(turns) // cli_review.go
 	}
 	return nil
 }

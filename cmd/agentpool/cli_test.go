@@ -37,7 +37,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"providers", "--help"}, {"providers", "list", "--help"}, {"providers", "enable", "-h"}, {"providers", "disable", "--help"},
 		{"providers", "refresh", "--help"}, {"session", "--help"}, {"session", "new", "--help"}, {"session", "list", "--help"},
-		{"session", "show", "--help"}, {"session", "close", "--help"}, {"prompt", "--help"}, {"prompt", "s1", "-h"},
+		{"session", "show", "--help"}, {"session", "review", "--help"}, {"session", "push", "--help"}, {"session", "pr", "--help"}, {"session", "close", "--help"}, {"prompt", "--help"}, {"prompt", "s1", "-h"},
 		{"events", "--help"}, {"diff", "--help"}, {"restore", "--help"}, {"cancel", "--help"}, {"permissions", "--help"},
 		{"permissions", "list", "--help"}, {"permissions", "answer", "--help"}, {"ps", "--help"},
 	} {

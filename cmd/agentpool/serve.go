@@ -198,7 +198,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Catalog: agents, Token: token, Logger: m.Logger, Version: version,
 		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile),
 		Conns:         httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)},
-		AgentSessions: outside.List, Login: outside.Login})
+		AgentSessions: outside.List, Login: outside.Login, Reviews: wiring.Reviews{S: m.store}})
 	if err != nil {
 		m.shutdownParts()
 		return err

@@ -79,3 +79,5 @@ export const removeProvider = id => api('DELETE', `/v1/providers/${enc(id)}`);
 export const agentConfig = (id, agent) => api('GET', `/v1/sessions/${enc(id)}/agents/${enc(agent)}/config`);
 export const setBudget = (id, budget) => api('PUT', `/v1/sessions/${enc(id)}/budget`, budget);
 export const setAgentConfig = (id, agent, change) => api('PUT', `/v1/sessions/${enc(id)}/agents/${enc(agent)}/config`, change);
+export const review = (id, req) => api('POST', `/v1/sessions/${enc(id)}/review`, req);
+export const setPR = (id, url) => api('PUT', `/v1/sessions/${enc(id)}/pr`, { url });

@@ -12,6 +12,7 @@ import { openApproval, showing, wasDismissed, closeApproval } from './approval.j
 import { trustNotice } from './trust.js';
 import { agentControls } from './agentconfig.js';
 import { usageBox } from './usage.js';
+import { reviewDiff, reviewResult, shipBox } from './review.js';
 
 /** sessionView renders session id into main; it returns its cleanup. */
 export function sessionView(main, id) {
@@ -73,7 +74,9 @@ export function sessionView(main, id) {
   });
   const convo = h('div.tab-body', streamEl, composer);
 
-  const changes = changesPanel(id, (n, after) => restoreFlow(n, after));
+  const changes = changesPanel(id, (n, after) => restoreFlow(n, after),
+    { open: () => !!sess && sess.status !== 'closed', onReview: () => { changes.stale(); show('conversation'); } });
+  const ship = h('div.ship-box');
   const auditEl = h('div.tab-body', h('div.stream'));
   const termEl = h('div.tab-body');
   let term = null;
@@ -81,7 +84,7 @@ export function sessionView(main, id) {
   const head = h('div.session-head',
     h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), mergeBtn, closeBtn),
     h('div.row', title, status),
-    meta, agents, mcp, usage.el, mergeBox, trustNotice(id),
+    meta, agents, mcp, usage.el, ship, mergeBox, trustNotice(id),
     h('div.tabs', { role: 'tablist' }, Object.values(tabs)));
   put(main, h('div.session', head, convo, changes.el, auditEl, termEl));
 
@@ -128,6 +131,10 @@ export function sessionView(main, id) {
     put(mcp, mcpView(sess));
     mcp.hidden = !mcp.firstChild;
     usage.render(sess);
+    if (ship.dataset.for !== `${sess.id} ${sess.pr_url || ''}`) { // keeps an open <details> open
+      ship.dataset.for = `${sess.id} ${sess.pr_url || ''}`;
+      put(ship, shipBox(sess));
+    }
     closeBtn.hidden = closed;
     mergeBtn.hidden = closed;
     composer.hidden = closed;
@@ -342,7 +349,7 @@ function mcpView(s) {
     got.map(a => h('span', { 'data-mcp': a.agent }, `${a.agent} got `, h('span.mono', a.mcp_servers.join(', '))))];
 }
 
-function changesPanel(id, onRestore) {
+function changesPanel(id, onRestore, opts) {
   const list = h('div.turn-list');
   const view = h('div.grow');
   const el = h('div.tab-body', h('div.changes', h('div', h('h2', 'Turns'), list), view));
@@ -372,15 +379,18 @@ function changesPanel(id, onRestore) {
         `${t.agent} · ${t.stop_reason || (t.ended_at ? 'ended' : 'running')} · ${ago(t.started_at)}`)));
   }
 
+  let shown = 0; // the latest showDiff: an earlier one answered later must not replace it
   async function showDiff(n) {
+    const mine = ++shown;
     put(view, h('div.muted', 'Loading…'));
     let d;
     try {
       d = await API.diff(id, n);
     } catch (e) {
-      put(view, h('div.error-text', e.message));
+      if (mine === shown) put(view, h('div.error-text', e.message));
       return;
     }
+    if (mine !== shown) return;
     const st = d.stat || {};
     const actions = n ? h('div.row', h('button', { type: 'button', onclick: () => onRestore(n, false) }, `Restore to before turn ${n}`),
       h('button', { type: 'button', onclick: () => onRestore(n, true) }, `Restore to after turn ${n}`)) : null;
@@ -393,7 +403,8 @@ function changesPanel(id, onRestore) {
       hiddenView(d),
       copiedView(d),
       (d.files || []).length ? files : h('div.empty', 'No changes.'),
-      d.patch ? h('div.diff', patchView(d.patch)) : null,
+      reviewResult(turns.find(t => t.id === n)),
+      d.patch ? (n === 0 && opts.open() ? reviewDiff(id, d.patch, opts.onReview) : h('div.diff', patchView(d.patch))) : null,
       d.truncated ? h('div.muted', 'The diff is truncated.') : null);
   }
 
@@ -402,6 +413,7 @@ function changesPanel(id, onRestore) {
     load: () => load(false),
     reload: () => load(true),
     select(n) { selected = n; loaded = false; load(true); },
+    stale() { loaded = false; },
   };
 }
 
