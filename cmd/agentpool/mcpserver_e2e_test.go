@@ -115,11 +115,22 @@ func (c *mcpClient) call(tool string, args map[string]any, token any, wantErr bo
 	return text.String(), sc
 }
 
-// progressOf returns the progress messages received for token.
-func (c *mcpClient) progressOf(token any) []string {
+// progressHas waits a little (notifications are handled apart from the
+// result they precede) for a progress message for token containing want,
+// and returns whether one came, with the messages.
+func (c *mcpClient) progressHas(token any, want string) (bool, []string) {
+	for range 200 {
+		c.mu.Lock()
+		got := slices.Clone(c.progress[token])
+		c.mu.Unlock()
+		if slices.ContainsFunc(got, func(m string) bool { return strings.Contains(m, want) }) {
+			return true, got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.progress[token])
+	return false, slices.Clone(c.progress[token])
 }
 
 func TestMCPServerEndToEnd(t *testing.T) {
@@ -192,10 +203,10 @@ func TestMCPServerEndToEnd(t *testing.T) {
 			t.Errorf("wait_turn text lacks %q:\n%s", want, text)
 		}
 	}
-	if p := c.progressOf("wait-1"); !slices.ContainsFunc(p, func(m string) bool { return strings.Contains(m, "tool call 1: Read README.md") }) {
+	if ok, p := c.progressHas("wait-1", "tool call 1: Read README.md"); !ok {
 		t.Errorf("progress of the first wait = %q; want the tool call", p)
 	}
-	if p := c.progressOf("wait-2"); !slices.ContainsFunc(p, func(m string) bool { return strings.Contains(m, "turn 1 ended: end_turn") }) {
+	if ok, p := c.progressHas("wait-2", "turn 1 ended: end_turn"); !ok {
 		t.Errorf("progress of the second wait = %q; want the end", p)
 	}
 
@@ -206,7 +217,7 @@ func TestMCPServerEndToEnd(t *testing.T) {
 	if sc["state"] != "running" || sc["turn"] != float64(2) || !strings.Contains(text, "Call wait_turn again") {
 		t.Fatalf("short wait_turn = %q, %v; want turn 2 still running", text, sc)
 	}
-	if p := c.progressOf("wait-3"); !slices.ContainsFunc(p, func(m string) bool { return strings.Contains(m, "the agent is writing") }) {
+	if ok, p := c.progressHas("wait-3", "the agent is writing"); !ok {
 		t.Errorf("progress of the short wait = %q; want the streamed text counted", p)
 	}
 	deadline := time.Now().Add(60 * time.Second)
