@@ -37,8 +37,10 @@ type fakeAPI struct {
 
 var errNotFaked = errors.New("not faked")
 
-func (f *fakeAPI) Providers(context.Context) (registry.Snapshot, error) { return registry.Snapshot{}, errNotFaked }
-func (f *fakeAPI) Sessions(context.Context) ([]pool.Session, error)     { return nil, errNotFaked }
+func (f *fakeAPI) Providers(context.Context) (registry.Snapshot, error) {
+	return registry.Snapshot{}, errNotFaked
+}
+func (f *fakeAPI) Sessions(context.Context) ([]pool.Session, error) { return nil, errNotFaked }
 func (f *fakeAPI) Session(_ context.Context, id string) (pool.Session, error) {
 	if f.session == nil {
 		return pool.Session{}, errNotFaked
