@@ -153,10 +153,6 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	return s.mcp.Run(ctx, t)
 }
 
-// MCP returns the underlying SDK server (to connect it to a transport of
-// the caller's choosing).
-func (s *Server) MCP() *mcp.Server { return s.mcp }
-
 // rememberStart records that turn of session started after seq.
 func (s *Server) rememberStart(session string, turn, seq int64) {
 	s.mu.Lock()
