@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -265,20 +266,36 @@ func TestWaitTurnKeepsTheEnd(t *testing.T) {
 	}
 }
 
-// TestWaitReadsFromThePromptOn: a wait for a turn this server started
-// reads the session's events from where they were at the prompt.
-func TestWaitReadsFromThePromptOn(t *testing.T) {
-	s, err := New(Config{Connect: func(context.Context) (API, error) { return nil, errNotFaked }})
-	if err != nil {
-		t.Fatal(err)
+// TestWaitReadsFromTheTurnOn: a wait for a turn reads the session's events
+// from where they were at the prompt, or, for a turn started elsewhere,
+// from its first event once a wait has seen it.
+func TestWaitReadsFromTheTurnOn(t *testing.T) {
+	var afters []int64
+	events := func(ctx context.Context, _ string, after int64, fn func(backends.Event) error) error {
+		afters = append(afters, after)
+		return replay(ev(41, backends.EventTurnStarted, `{}`))(ctx, "s1", after, fn)
 	}
-	s.rememberStart("s1", 3, 41)
-	if got := s.startOf("s1", 3); got != 41 {
-		t.Errorf("startOf(s1, 3) = %d; want 41", got)
+	api := &fakeAPI{events: events,
+		session: func(id string) (pool.Session, error) { return pool.Session{ID: id, LastSeq: 17}, nil }}
+	prompted := &promptingAPI{fakeAPI: api, turn: pool.Turn{ID: 5, Session: "s1", Agent: "fake"}}
+	cs, _ := connect(t, Config{MaxWait: 100 * time.Millisecond}, prompted)
+	callTool(t, cs, "wait_turn", map[string]any{"session": "s1", "turn": 1}, nil)
+	callTool(t, cs, "wait_turn", map[string]any{"session": "s1", "turn": 1}, nil)
+	callTool(t, cs, "prompt", map[string]any{"session": "s1", "text": "go", "wait_seconds": 1}, nil)
+	callTool(t, cs, "wait_turn", map[string]any{"session": "s1", "turn": 5}, nil)
+	if want := []int64{0, 40, 17, 17}; !slices.Equal(afters, want) {
+		t.Errorf("Events read after seqs %v; want %v", afters, want)
 	}
-	if got := s.startOf("s1", 4); got != 0 {
-		t.Errorf("startOf(s1, 4) = %d; want 0 (unknown: from the start)", got)
-	}
+}
+
+// promptingAPI is a fakeAPI whose Prompt starts turn.
+type promptingAPI struct {
+	*fakeAPI
+	turn pool.Turn
+}
+
+func (p *promptingAPI) Prompt(context.Context, string, string, string, bool) (pool.Turn, error) {
+	return p.turn, nil
 }
 
 func TestErrorsAreToolErrors(t *testing.T) {

@@ -83,9 +83,16 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, api API, se
 
 	var text strings.Builder
 	keep := 2 * s.cfg.MaxText
-	err = api.Events(wctx, session, s.startOf(session, turn), func(ev backends.Event) error {
+	from := s.startOf(session, turn)
+	err = api.Events(wctx, session, from, func(ev backends.Event) error {
 		if ev.Turn != turn {
 			return nil
+		}
+		if from == 0 {
+			// A turn this server did not start: the next wait for it
+			// reads from its first event on, not the session's first.
+			from = ev.Seq - 1
+			s.rememberStart(session, turn, from)
 		}
 		var pl eventPayload
 		switch ev.Type {
