@@ -398,3 +398,28 @@ func TestAttemptsTools(t *testing.T) {
 		t.Errorf("requests sent (-want +got):\n%s", diff)
 	}
 }
+
+// TestWaitTellsWhatTheTurnWaitsFor: the session's setup and the agent's
+// start, after the prompt, are progress of the turn.
+func TestWaitTellsWhatTheTurnWaitsFor(t *testing.T) {
+	evs := []backends.Event{
+		{Seq: 17, Session: "s1", Type: pool.EventSetupEnded, Data: json.RawMessage(`{}`)}, // before the prompt
+		{Seq: 18, Session: "s1", Type: pool.EventSetupStarted, Data: json.RawMessage(`{}`)},
+		{Seq: 19, Session: "s1", Type: pool.EventSetupEnded, Data: json.RawMessage(`{}`)},
+		{Seq: 20, Session: "s1", Agent: "other", Type: backends.EventAgentStarting, Data: json.RawMessage(`{}`)},
+		{Seq: 21, Session: "s1", Agent: "fake", Type: backends.EventAgentStarting, Data: json.RawMessage(`{}`)},
+		{Seq: 22, Session: "s1", Agent: "fake", Turn: 5, Type: backends.EventTurnEnded, Data: json.RawMessage(`{"stop_reason":"end_turn"}`)},
+	}
+	api := &promptingAPI{turn: pool.Turn{ID: 5, Session: "s1", Agent: "fake"}, fakeAPI: &fakeAPI{events: replay(evs...),
+		session: func(id string) (pool.Session, error) { return pool.Session{ID: id, LastSeq: 17}, nil }}}
+	cs, progress := connect(t, Config{}, api)
+	text, _, _ := callTool(t, cs, "prompt", map[string]any{"session": "s1", "text": "go", "wait_seconds": 5}, "tok")
+	want := []string{"turn 5: waiting for the worktree's setup (.agentpool.json) to run", "turn 5: the worktree's setup ended",
+		"turn 5: starting the agent fake", "turn 5 ended: end_turn"}
+	if got := progress(); !slices.Equal(got, want) {
+		t.Errorf("progress = %q; want %q", got, want)
+	}
+	if !strings.Contains(text, "Started turn 5 of session s1") || !strings.Contains(text, "ended: end_turn") {
+		t.Errorf("prompt with wait_seconds = %q; want the turn started and ended", text)
+	}
+}

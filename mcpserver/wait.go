@@ -84,8 +84,14 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, api API, se
 	var text strings.Builder
 	keep := 2 * s.cfg.MaxText
 	from := s.startOf(session, turn)
+	known := from > 0 // the events read are all after the prompt
 	err = api.Events(wctx, session, from, func(ev backends.Event) error {
 		if ev.Turn != turn {
+			if known && ev.Turn == 0 {
+				if msg := beforeTurn(ev, t.Agent); msg != "" {
+					p.send(fmt.Sprintf("turn %d: %s", turn, msg))
+				}
+			}
 			return nil
 		}
 		if from == 0 {
@@ -161,6 +167,23 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, api API, se
 		}
 	}
 	return rep, nil
+}
+
+// beforeTurn says what an event outside any turn, after the prompt, means
+// for the turn of agent: the session's setup or the agent's start, which
+// the turn waits for ("" for other events).
+func beforeTurn(ev backends.Event, agent string) string {
+	switch {
+	case ev.Type == pool.EventSetupStarted:
+		return "waiting for the worktree's setup (.agentpool.json) to run"
+	case ev.Type == pool.EventSetupEnded:
+		return "the worktree's setup ended"
+	case ev.Type == backends.EventAgentStarting && ev.Agent == agent:
+		return "starting the agent " + agent
+	case ev.Type == backends.EventAgentReady && ev.Agent == agent:
+		return "the agent " + agent + " is ready"
+	}
+	return ""
 }
 
 // text is the report for a model to read.
