@@ -26,6 +26,9 @@ type (
 		Repo  string `json:"repo,omitempty" jsonschema:"path of the git repository to work on; default: the directory this server was started in"`
 		Base  string `json:"base,omitempty" jsonschema:"branch, tag or commit the session's branch starts from; default: the repository's HEAD"`
 		Title string `json:"title,omitempty" jsonschema:"a short title for the session"`
+		// Prompt and WaitSeconds start the first turn at once, as prompt.
+		Prompt      string `json:"prompt,omitempty" jsonschema:"start the first turn with this prompt at once, as the prompt tool does"`
+		WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"with prompt: also wait up to this many seconds (at most 50) for the turn, as wait_turn does"`
 	}
 	closeInput struct {
 		Session string `json:"session" jsonschema:"the session id"`
@@ -55,7 +58,7 @@ func (s *Server) addSessionTools() {
 		"Shows one session: repository, branch, worktree path, agents and their state, the current or last turn, and whether a turn runs now.",
 		readOnly, s.getSession)
 	addTool(s, "create_session", "Create a session",
-		"Creates a session: a new git worktree and branch of the repository, with a coding agent started in it, ready for prompt. Returns the session id. The agent works only inside that worktree; nothing in the repository's checkout changes until merge_session.",
+		"Creates a session: a new git worktree and branch of the repository, with a coding agent started in it, ready for prompt. Returns the session id. With prompt, it also starts the first turn (and with wait_seconds waits for it, as wait_turn). The agent works only inside that worktree; nothing in the repository's checkout changes until merge_session.",
 		additive, s.createSession)
 	addTool(s, "close_session", "Close a session",
 		"Closes a session: stops its agents and removes its worktree. Its work is committed to the session's branch, which is kept (merge it later with merge_session), unless discard is true.",
@@ -151,7 +154,7 @@ func (s *Server) getSession(ctx context.Context, _ *mcp.CallToolRequest, api API
 	return result(b.String(), v), nil
 }
 
-func (s *Server) createSession(ctx context.Context, _ *mcp.CallToolRequest, api API, in createInput) (*mcp.CallToolResult, error) {
+func (s *Server) createSession(ctx context.Context, req *mcp.CallToolRequest, api API, in createInput) (*mcp.CallToolResult, error) {
 	if strings.TrimSpace(in.Agent) == "" {
 		return nil, invalid("agent is required: a provider id from list_providers")
 	}
@@ -167,9 +170,22 @@ func (s *Server) createSession(ctx context.Context, _ *mcp.CallToolRequest, api 
 		return nil, err
 	}
 	v := viewOf(ss)
-	text := fmt.Sprintf("Created session %s: agent %s on branch %s of %s (worktree %s).\nNext: prompt with session %q.\n",
-		v.ID, v.Agent, v.Branch, v.Repo, v.Worktree, v.ID)
-	return result(text, v), nil
+	text := fmt.Sprintf("Created session %s: agent %s on branch %s of %s (worktree %s).\n", v.ID, v.Agent, v.Branch, v.Repo, v.Worktree)
+	if strings.TrimSpace(in.Prompt) == "" {
+		return result(text+fmt.Sprintf("Next: prompt with session %q.\n", v.ID), v), nil
+	}
+	turn, structured, err := s.startTurn(ctx, req, api, ss.ID, ss.LastSeq, "", in.Prompt, in.WaitSeconds)
+	if err != nil {
+		// The session exists: say so with the refusal of the prompt.
+		return nil, fmt.Errorf("%s but its first prompt failed: %s", strings.TrimSuffix(text, ".\n"), errorText(err))
+	}
+	return result(text+turn, createdView{sessionView: v, FirstTurn: structured}), nil
+}
+
+// createdView is a created session with its first turn.
+type createdView struct {
+	sessionView
+	FirstTurn any `json:"first_turn"`
 }
 
 func (s *Server) closeSession(ctx context.Context, _ *mcp.CallToolRequest, api API, in closeInput) (*mcp.CallToolResult, error) {

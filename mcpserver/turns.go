@@ -47,24 +47,35 @@ func (s *Server) prompt(ctx context.Context, req *mcp.CallToolRequest, api API, 
 	if err != nil {
 		return nil, err
 	}
-	t, err := api.Prompt(ctx, in.Session, in.Agent, in.Text, false)
+	text, structured, err := s.startTurn(ctx, req, api, in.Session, ss.LastSeq, in.Agent, in.Text, in.WaitSeconds)
 	if err != nil {
 		return nil, err
 	}
-	s.rememberStart(in.Session, t.ID, ss.LastSeq)
-	text := fmt.Sprintf("Started turn %d of session %s (agent %s).", t.ID, in.Session, t.Agent)
+	return result(text, structured), nil
+}
+
+// startTurn prompts agent of session (whose last event is seq last) with
+// text and, with waitSeconds, waits for the turn; it returns the result's
+// text and structured content.
+func (s *Server) startTurn(ctx context.Context, req *mcp.CallToolRequest, api API, session string, last int64, agent, prompt string, waitSeconds int) (string, any, error) {
+	t, err := api.Prompt(ctx, session, agent, prompt, false)
+	if err != nil {
+		return "", nil, err
+	}
+	s.rememberStart(session, t.ID, last)
+	text := fmt.Sprintf("Started turn %d of session %s (agent %s).", t.ID, session, t.Agent)
 	if t.QueuePosition > 0 {
 		text += fmt.Sprintf(" Every agent slot is busy: it waits at position %d of the queue.", t.QueuePosition)
 	}
-	if in.WaitSeconds <= 0 {
-		text += fmt.Sprintf("\nNext: wait_turn with session %q and turn %d.\n", in.Session, t.ID)
-		return result(text, map[string]any{"session": in.Session, "turn": t.ID, "agent": t.Agent, "state": stateRunning}), nil
+	if waitSeconds <= 0 {
+		text += fmt.Sprintf("\nNext: wait_turn with session %q and turn %d.\n", session, t.ID)
+		return text, map[string]any{"session": session, "turn": t.ID, "agent": t.Agent, "state": stateRunning}, nil
 	}
-	rep, err := s.wait(ctx, req, api, in.Session, t.ID, s.waitFor(in.WaitSeconds))
+	rep, err := s.wait(ctx, req, api, session, t.ID, s.waitFor(waitSeconds))
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return result(text+"\n"+rep.text(), rep), nil
+	return text + "\n" + rep.text(), rep, nil
 }
 
 func (s *Server) waitTurn(ctx context.Context, req *mcp.CallToolRequest, api API, in waitInput) (*mcp.CallToolResult, error) {

@@ -47,10 +47,13 @@ func TestMCPServerNotForPooledAgents(t *testing.T) {
 	d.stopAtCleanup()
 	c := startMCP(t, bin, home, repo)
 
-	_, sc := c.call("create_session", map[string]any{"agent": "insider"}, nil, false)
-	id := sc["id"].(string)
-	c.call("prompt", map[string]any{"session": id, "text": "try the pool"}, nil, false)
-	var text string
+	// The first prompt with the session, and a first wait.
+	text, sc := c.call("create_session", map[string]any{"agent": "insider", "prompt": "try the pool", "wait_seconds": 50}, nil, false)
+	id, _ := sc["id"].(string)
+	first, _ := sc["first_turn"].(map[string]any)
+	if id == "" || first["turn"] != float64(1) || first["state"] == "running" || !strings.Contains(text, "Started turn 1 of session "+id) {
+		t.Fatalf("create_session with a prompt = %q, %v; want the session and its first turn waited for", text, sc)
+	}
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		text, sc = c.call("wait_turn", map[string]any{"session": id, "turn": 1}, nil, false)
