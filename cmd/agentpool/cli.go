@@ -51,6 +51,7 @@ const clientUsage = `  providers    list, enable, disable, remove and refresh th
   trust        show a repository's .agentpool.json and trust it to run (--list, --revoke)
   logins       list the web pages logged in; revoke ID|--all logs them out
   login        log an agent in (the agent keeps its credentials; the daemon never sees them)
+  mcp          serve the Model Context Protocol on stdio, so that another agent can delegate work to the pool
 `
 
 // ClientEnv says where the client finds the daemon.
@@ -219,6 +220,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.logins(ctx, args) // cli_logins.go
 	case "login":
 		err = c.loginAgent(ctx, args) // cli_login.go
+	case "mcp":
+		err = c.mcpServe(ctx, args) // cli_mcpserver.go
 	default:
 		return false, nil
 	}
