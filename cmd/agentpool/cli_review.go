@@ -75,7 +75,18 @@ func (c *cli) sessionReview(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := api.Review(ctx, pos[0], req, *wait)
+	var after int64
+	follow := *wait && !*asJSON
+	if follow {
+		// The turn is streamed as prompt streams it (its permission
+		// requests asked or shown), then its review is judged.
+		s, err := api.Session(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		after = s.LastSeq
+	}
+	t, err := api.Review(ctx, pos[0], req, *wait && !follow)
 	if err != nil {
 		return err
 	}
@@ -83,6 +94,16 @@ func (c *cli) sessionReview(ctx context.Context, args []string) error {
 		return c.printJSON(t)
 	}
 	n := len(req.Comments)
+	if follow {
+		if err := c.followTurn(ctx, api, t.Session, after, t, false); err != nil {
+			return err
+		}
+		if t, err = api.Turn(ctx, t.Session, t.ID, true); err != nil {
+			return err
+		}
+		c.renderReview(t.Review)
+		return nil
+	}
 	if !*wait {
 		fmt.Fprintf(c.stdout, "review sent: turn %d of session %s (%d %s)\n", t.ID, t.Session, n, pluralOf(n, "comment", "comments"))
 		fmt.Fprintf(c.stdout, "Next: %s session show %s (which comments it addressed, once it has ended)\n", c.self(), t.Session)
