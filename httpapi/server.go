@@ -78,6 +78,8 @@ type Config struct {
 	// "agent" methods (POST /v1/providers/{id}/login); nil answers 409
 	// unsupported.
 	Login func(ctx context.Context, provider, method string) error
+	// Attempts runs attempt sets (attempts.go); nil answers 501.
+	Attempts Attempts
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -183,6 +185,10 @@ func (s *Server) routes() {
 	s.route("GET /v1/sessions/{id}/agents/{agent}/config", s.getAgentConfig, false)
 	s.route("PUT /v1/sessions/{id}/agents/{agent}/config", s.putAgentConfig, false)
 	s.route("GET /v1/sessions/{id}/agents/{agent}/commands", s.agentCommands, false)
+	s.route("POST /v1/attempts", s.startAttempts, false)
+	s.route("GET /v1/attempts", s.listAttempts, false)
+	s.route("GET /v1/attempts/{id}", s.getAttempts, false)
+	s.route("POST /v1/attempts/{id}/pick", s.pickAttempt, false)
 	s.route("GET /v1/pool", s.poolStatus, false)
 	s.route("DELETE /v1/pool/{session}/{agent}", s.evictBackend, false)
 	s.route("POST /v1/prune", s.prune, false)
