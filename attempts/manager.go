@@ -42,7 +42,8 @@ type CheckOutcome struct {
 	// ExitCode is -1 when it did not exit normally.
 	ExitCode int
 	Output   string
-	// Confined says how it was confined, "" when it was not.
+	// Confined says how it was confined (containment, Landlock, network,
+	// and what confinement is missing).
 	Confined string
 	// Error says why it did not run to its end.
 	Error string

@@ -125,7 +125,7 @@ type Check struct {
 	State    string `json:"state"`
 	ExitCode int    `json:"exit_code"`
 	Output   string `json:"output"`
-	// Confined says how it was confined ("" unconfined).
+	// Confined says how it was confined, and what confinement is missing.
 	Confined string `json:"confined,omitempty"`
 }
 

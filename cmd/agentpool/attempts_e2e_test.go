@@ -121,6 +121,9 @@ func TestEndToEndAttempts(t *testing.T) {
 		}
 	}
 	t.Logf("alpha's check: %+v", byAgent["alpha"].Check)
+	if c := byAgent["gamma"].Check; c == nil || c.Confined == "" {
+		t.Errorf("gamma's check does not say how it was confined: %+v", c)
+	}
 	if c := byAgent["alpha"].Check; c == nil || !strings.Contains(c.Output, "all good") {
 		t.Errorf("alpha's check output = %+v", c)
 	}

@@ -2,6 +2,8 @@ package wiring
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentpool/agentpool/attempts"
@@ -25,8 +27,21 @@ func (a AttemptsGit) RunCheck(ctx context.Context, wt pool.Worktree, command str
 	w := worktree.Worktree{Session: wt.Session, Repo: wt.Repo, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}
 	r := a.M.RunCheck(ctx, w, wt.Repo, command, timeout)
 	out := attempts.CheckOutcome{ExitCode: r.ExitCode, Output: r.Output, Error: r.Error}
-	if r.Confinement != nil && r.Confinement.Warning == "" {
-		out.Confined = r.Confinement.Containment
+	if c := r.Confinement; c != nil {
+		var parts []string
+		if c.Containment != "" {
+			parts = append(parts, c.Containment)
+		}
+		if c.Landlock > 0 {
+			parts = append(parts, fmt.Sprintf("landlock ABI %d", c.Landlock))
+		}
+		if c.Network != "" {
+			parts = append(parts, "network "+c.Network)
+		}
+		if c.Warning != "" {
+			parts = append(parts, c.Warning)
+		}
+		out.Confined = strings.Join(parts, "; ")
 	}
 	return out
 }
