@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -155,20 +156,32 @@ func TestEndToEndAttempts(t *testing.T) {
 		t.Errorf("second pick = %v; want 409", err)
 	}
 
-	// Two attempts of one agent, picked with discard.
-	set2, err := d.client.StartAttempts(ctx, attempts.Request{Prompt: "again", Repo: repo, Agent: "beta", N: 2})
+	// Two attempts of one agent through the CLI, picked with discard.
+	out, err := d.cli("attempt", "again", "--agent", "beta", "--n", "2", "--repo", repo, "--wait")
+	if err != nil {
+		t.Fatalf("attempt --wait: %v\n%s", err, out)
+	}
+	t.Logf("attempt --wait:\n%s", out)
+	m := regexp.MustCompile(`attempts (att-\S+) \(done\)`).FindStringSubmatch(out)
+	if m == nil || strings.Count(out, "+4 -0") != 2 || !strings.Contains(out, "attempt pick "+m[1]) {
+		t.Fatalf("attempt --wait printed no comparison of two done attempts:\n%s", out)
+	}
+	set2, err := d.client.GetAttempts(ctx, m[1], 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set2 = waitSet(t, d, set2.ID)
 	if len(set2.Attempts) != 2 || set2.Attempts[0].Check != nil {
 		t.Fatalf("set2 = %+v; want 2 attempts without check", set2)
 	}
-	if _, err := d.client.PickAttempt(ctx, set2.ID, attempts.PickRequest{Session: set2.Attempts[0].Session, Discard: true, Squash: true}); err != nil {
-		t.Fatal(err)
+	out, err = d.cli("attempt", "pick", set2.ID, set2.Attempts[0].Session, "--discard", "--squash")
+	if err != nil || !strings.Contains(out, "closed "+set2.Attempts[1].Session+" (beta), its branch deleted") {
+		t.Fatalf("attempt pick --discard: %v\n%s", err, out)
 	}
 	if branchExists(repo, "agentpool/"+set2.Attempts[1].Session) {
 		t.Error("the other attempt's branch is kept; discard deletes it")
+	}
+	if out, err := d.cli("attempt", "list"); err != nil || !strings.Contains(out, set2.ID) || !strings.Contains(out, set.ID) {
+		t.Errorf("attempt list: %v\n%s", err, out)
 	}
 
 	// The sets survive a restart.
