@@ -86,12 +86,12 @@ type PickRequest struct {
 
 // Set is an attempt set: one prompt, several sessions.
 type Set struct {
-	ID         string    `json:"id"`
-	Title      string    `json:"title,omitempty"`
-	Prompt     string    `json:"prompt"`
-	Repo       string    `json:"repo"`
-	Base       string    `json:"base,omitempty"`
-	BaseCommit string    `json:"base_commit"`
+	ID         string `json:"id"`
+	Title      string `json:"title,omitempty"`
+	Prompt     string `json:"prompt"`
+	Repo       string `json:"repo"`
+	Base       string `json:"base,omitempty"`
+	BaseCommit string `json:"base_commit"`
 	// Into is the branch a pick merges into ("" for the session's default).
 	Into      string    `json:"into,omitempty"`
 	Check     string    `json:"check,omitempty"`
