@@ -79,8 +79,10 @@ type Request struct {
 type PickRequest struct {
 	Session string `json:"session"`
 	// Discard deletes the other attempts' branches instead of keeping them.
-	Discard bool   `json:"discard,omitempty"`
-	Squash  bool   `json:"squash,omitempty"`
+	Discard bool `json:"discard,omitempty"`
+	Squash  bool `json:"squash,omitempty"`
+	// Message is accepted for the contract's sake; the merge commit's
+	// message is the merge endpoint's own.
 	Message string `json:"message,omitempty"`
 }
 
