@@ -197,3 +197,44 @@ func TestEndToEndAttempts(t *testing.T) {
 		t.Errorf("sets after a restart = %+v", list)
 	}
 }
+
+// TestEndToEndAttemptsInterrupted stops the daemon while attempts run:
+// the next daemon lists the set, done, its attempts failed and saying
+// they were interrupted, rather than running forever.
+func TestEndToEndAttemptsInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	writeScripted(t, home, bin, map[string]any{"slow": map[string]any{"agent_name": "slow", "turns": []any{
+		map[string]any{"steps": []any{map[string]any{"sleep_ms": 60000}, map[string]any{"chunk": "late\n"}}}}}})
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# slow\n"})
+	d := startDaemon(t, bin, home)
+	ctx := context.Background()
+	set, err := d.client.StartAttempts(ctx, attempts.Request{Prompt: "take your time", Repo: repo, Agent: "slow", N: 2, Check: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both attempts running", func() bool {
+		s, err := d.client.GetAttempts(ctx, set.ID, 0)
+		return err == nil && s.Attempts[0].State == attempts.AttemptRunning && s.Attempts[1].State == attempts.AttemptRunning
+	})
+	_ = d.cmd.Process.Signal(os.Interrupt)
+	_ = d.cmd.Wait()
+
+	d2 := startDaemon(t, bin, home)
+	d2.stopAtCleanup()
+	got, err := d2.client.GetAttempts(ctx, set.ID, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != attempts.SetDone {
+		t.Errorf("set after the restart is %s; want done", got.State)
+	}
+	for _, a := range got.Attempts {
+		if a.State != attempts.AttemptFailed || !strings.Contains(a.Error, "interrupted") || a.Check == nil || a.Check.State != attempts.CheckNone {
+			t.Errorf("attempt after the restart = %+v check %+v; want failed, interrupted, no check", a, a.Check)
+		}
+	}
+}
