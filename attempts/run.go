@@ -66,6 +66,10 @@ func (m *Manager) run(id string, i int) {
 	if s.Check != "" {
 		m.check(ctx, id, i, s.Check, a.Session)
 	}
+	if ctx.Err() != nil {
+		// The daemon is stopping: the next one says interrupted.
+		return
+	}
 	m.update(id, func(s *Set) { s.Attempts[i].State = AttemptDone })
 }
 
@@ -79,6 +83,9 @@ func (m *Manager) check(ctx context.Context, id string, i int, command, session 
 		start := time.Now()
 		out = m.cfg.Git.RunCheck(ctx, sess.Worktree, command, m.cfg.CheckTimeout)
 		m.log.Info("attempt check", "set", id, "session", session, "exit", out.ExitCode, "elapsed", time.Since(start))
+	}
+	if ctx.Err() != nil {
+		return
 	}
 	m.update(id, func(s *Set) {
 		c := s.Attempts[i].Check
