@@ -77,6 +77,8 @@ type Manager struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	sets    map[string]*Set
+	// picking holds the sets whose pick is under way.
+	picking map[string]bool
 	changed chan struct{}
 }
 
@@ -92,7 +94,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, sets: map[string]*Set{}, changed: make(chan struct{})}
+	m := &Manager{cfg: cfg, log: cfg.Logger, sets: map[string]*Set{}, picking: map[string]bool{}, changed: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if cfg.Store != nil {
 		if err := m.load(ctx); err != nil {

@@ -40,6 +40,12 @@ func (m *Manager) Pick(ctx context.Context, id string, req PickRequest) (Set, po
 		m.mu.Unlock()
 		return Set{}, pool.MergeResult{}, fmt.Errorf("attempt %s is still %s: %w", req.Session, st, ErrConflict)
 	}
+	if m.picking[id] {
+		m.mu.Unlock()
+		return Set{}, pool.MergeResult{}, fmt.Errorf("set %s is being picked: %w", id, ErrConflict)
+	}
+	m.picking[id] = true
+	defer func() { m.mu.Lock(); delete(m.picking, id); m.mu.Unlock() }()
 	into := s.Into
 	others := []string{}
 	for _, a := range s.Attempts {
