@@ -70,13 +70,13 @@ type Config struct {
 
 // Manager runs attempt sets. Close waits for the goroutines it started.
 type Manager struct {
-	cfg     Config
-	log     *slog.Logger
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	sets    map[string]*Set
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	sets   map[string]*Set
 	// picking holds the sets whose pick is under way.
 	picking map[string]bool
 	changed chan struct{}
