@@ -97,15 +97,16 @@ type Main struct {
 	wt      *worktree.Manager
 	reg     *registry.Registry
 	pool    *pool.Pool
+	api     *httpapi.Server
+	http    *http.Server
+	ln      net.Listener
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closeMu sync.Mutex
+	closed  bool
+
 	// attempts runs attempt sets over the pool.
 	attempts *attempts.Manager
-	api      *httpapi.Server
-	http     *http.Server
-	ln       net.Listener
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	closeMu  sync.Mutex
-	closed   bool
 }
 
 // Open starts the daemon and returns once it is listening.
