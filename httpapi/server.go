@@ -81,6 +81,8 @@ type Config struct {
 	// Reviews keeps reviews of sessions' diffs and their pull requests'
 	// URLs (see review.go); nil answers those endpoints 501.
 	Reviews Reviews
+	// Attempts runs attempt sets (attempts.go); nil answers 501.
+	Attempts Attempts
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -189,6 +191,10 @@ func (s *Server) routes() {
 	s.route("GET /v1/sessions/{id}/usage", s.sessionUsage, false) // usage.go
 	s.route("PUT /v1/sessions/{id}/budget", s.putBudget, false)
 	s.route("GET /v1/usage", s.usage, false)
+	s.route("POST /v1/attempts", s.startAttempts, false)
+	s.route("GET /v1/attempts", s.listAttempts, false)
+	s.route("GET /v1/attempts/{id}", s.getAttempts, false)
+	s.route("POST /v1/attempts/{id}/pick", s.pickAttempt, false)
 	s.route("GET /v1/pool", s.poolStatus, false)
 	s.route("DELETE /v1/pool/{session}/{agent}", s.evictBackend, false)
 	s.route("POST /v1/prune", s.prune, false)

@@ -38,6 +38,7 @@ const clientUsage = `  providers    list, enable, disable, remove and refresh th
   session      new, list, show, close, merge, review, push, pr, setup, budget, config, mode and commands: sessions, branches, reviews, pull requests, budgets, agents' models and modes
   prompt       send a prompt to a session's agent and stream the turn
   events       print a session's events (--follow to keep reading)
+  attempt      run one prompt as several sessions side by side, compare, pick one
   diff         show what a session (or one turn) changed
   restore      put a session's worktree back to a turn's checkpoint
   cancel       cancel a session's running turn
@@ -222,6 +223,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.loginAgent(ctx, args) // cli_login.go
 	case "mcp":
 		err = c.mcpServe(ctx, args) // cli_mcpserver.go
+	case "attempt", "attempts":
+		err = c.attempt(ctx, args) // cli_attempt.go
 	default:
 		return false, nil
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/agentpool/agentpool/httpapi"
 )
 
-// writerScript is an agent that writes file with the prompt and says so.
-func writerScript(file string) agenttest.Script {
+// promptWriterScript is an agent that writes file with the prompt and says so.
+func promptWriterScript(file string) agenttest.Script {
 	return agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{
 		{Write: &agenttest.FileOp{Path: file, Content: "{{prompt}}\n"}},
 		{Chunk: "wrote " + file},
@@ -31,7 +31,7 @@ func TestMCPServerAttempts(t *testing.T) {
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
 	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "proj"), map[string]string{"README.md": "# proj\n"})
-	writeScripted(t, home, bin, map[string]any{"alpha": writerScript("alpha.txt"), "beta": writerScript("beta.txt")})
+	writeScripted(t, home, bin, map[string]any{"alpha": promptWriterScript("alpha.txt"), "beta": promptWriterScript("beta.txt")})
 	d := startDaemon(t, bin, home)
 	d.stopAtCleanup()
 	var ae *httpapi.Error

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentpool/agentpool/attempts"
 	"github.com/agentpool/agentpool/backends/acp"
 	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/httpapi"
@@ -103,6 +104,9 @@ type Main struct {
 	wg      sync.WaitGroup
 	closeMu sync.Mutex
 	closed  bool
+
+	// attempts runs attempt sets over the pool.
+	attempts *attempts.Manager
 }
 
 // Open starts the daemon and returns once it is listening.
@@ -191,6 +195,12 @@ func (m *Main) Open(ctx context.Context) error {
 	if err := m.pool.Recover(ctx); err != nil {
 		m.Logger.Warn("recover from the previous daemon", "err", err)
 	}
+	m.attempts, err = attempts.New(ctx, attempts.Config{Pool: m.pool, Git: wiring.AttemptsGit{M: wt}, Store: m.store, Logger: m.Logger,
+		Known: func(id string) bool { _, ok := m.reg.Snapshot().Provider(id); return ok }})
+	if err != nil {
+		m.shutdownParts()
+		return err
+	}
 	agents := catalog.Open(catalog.Config{Path: filepath.Join(home, catalogFile), Logger: m.Logger})
 	m.reconcile(ctx, wt)
 	// Agents run outside any session: to list theirs, or to log in.
@@ -198,7 +208,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Catalog: agents, Token: token, Logger: m.Logger, Version: version,
 		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile),
 		Conns:         httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)},
-		AgentSessions: outside.List, Login: outside.Login, Reviews: wiring.Reviews{S: m.store}})
+		AgentSessions: outside.List, Login: outside.Login, Reviews: wiring.Reviews{S: m.store}, Attempts: m.attempts})
 	if err != nil {
 		m.shutdownParts()
 		return err
@@ -406,6 +416,7 @@ func (m *Main) Close() error {
 		m.Logger.Warn("http shutdown: event streams still running after their connections were closed")
 	}
 
+	m.attempts.Close()
 	pctx, cancel := context.WithTimeout(context.Background(), agentStopBudget)
 	if err := m.pool.Shutdown(pctx); err != nil {
 		m.Logger.Warn("pool shutdown", "budget", agentStopBudget, "err", err)

@@ -23,6 +23,12 @@ function route() {
   } else if (hash === '/providers') {
     nav = 'providers';
     import('./providers.js').then(p => { if (currentHash === location.hash) cleanup = p.providersView(main); });
+  } else if (hash === '/attempts' || hash.startsWith('/a/')) {
+    nav = 'attempts';
+    const a = hash.match(/^\/a\/(.+)$/);
+    import('./attempts.js').then(p => {
+      if (currentHash === location.hash) cleanup = a ? p.attemptSetView(main, decodeURIComponent(a[1])) : p.attemptsView(main);
+    });
   } else if (hash === '/pool') {
     nav = 'pool';
     import('./pool.js').then(p => { if (currentHash === location.hash) cleanup = p.poolView(main); });

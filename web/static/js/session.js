@@ -444,7 +444,7 @@ function copiedView(d) {
 }
 
 /** patchView renders a unified diff as text, one line per span. */
-function patchView(patch) {
+export function patchView(patch) {
   const pre = h('pre');
   const lines = patch.split('\n');
   const max = 20000;

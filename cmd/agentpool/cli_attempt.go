@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentpool/agentpool/attempts"
+)
+
+// attemptUsage is the synopsis and description of attempt.
+const attemptUsage = `attempt "PROMPT" (--agents A,B,C | --agent A --n 3) [--check CMD] [--repo DIR] [--base REF] [--title T] [--wait] [--json]
+attempt list [--json]
+attempt show ID [--wait] [--json]
+attempt pick ID SESSION [--discard] [--squash] [--json]
+
+Runs one prompt as several sessions side by side, all started on the same
+base commit (--base, default the repository's HEAD) and prompted together:
+one per agent of --agents, or --n of one --agent. After its turn, each
+attempt's worktree runs --check (a shell command such as "go test ./...")
+confined like a trusted setup command. --wait waits for every attempt to end
+and prints a comparison: stop reason, time, files and lines changed, check.
+
+pick merges the chosen attempt's branch into the base branch (like session
+merge) and closes the other attempts' sessions, keeping their branches, or
+deleting them with --discard.`
+
+// attempt runs `attempt ...`.
+func (c *cli) attempt(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "list":
+			return c.attemptList(ctx, args[1:])
+		case "show":
+			return c.attemptShow(ctx, args[1:])
+		case "pick":
+			return c.attemptPick(ctx, args[1:])
+		}
+	}
+	fs := c.flagSet("attempt", attemptUsage)
+	agents := fs.String("agents", "", "comma-separated agents, one attempt each")
+	agent := fs.String("agent", "", "the agent of every attempt (with --n)")
+	n := fs.Int("n", 0, fmt.Sprintf("how many attempts of --agent (1..%d)", attempts.MaxAttempts))
+	check := fs.String("check", "", "a shell command run in each worktree after its turn")
+	repo := fs.String("repo", "", "the git repository (default: the one holding the current directory)")
+	base := fs.String("base", "", "the branch or commit every attempt starts from (default: HEAD)")
+	title := fs.String("title", "", "a title for the attempts")
+	wait := fs.Bool("wait", false, "wait for every attempt to end and print the comparison")
+	asJSON := fs.Bool("json", false, "print the set as JSON")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(*repo)
+	if err != nil {
+		return err
+	}
+	if *repo == "" {
+		if dir, err = gitTopLevel(ctx, dir); err != nil {
+			return err
+		}
+	}
+	req := attempts.Request{Prompt: pos[0], Repo: dir, Base: *base, Agent: *agent, N: *n, Check: *check, Title: *title}
+	if *agents != "" {
+		for _, a := range strings.Split(*agents, ",") {
+			req.Agents = append(req.Agents, strings.TrimSpace(a))
+		}
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	set, err := api.StartAttempts(ctx, req)
+	if err != nil {
+		return err
+	}
+	if *wait {
+		if set, err = c.waitAttempts(ctx, set.ID); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return c.printJSON(set)
+	}
+	c.renderAttempts(set)
+	return nil
+}
+
+// waitAttempts polls the set id until it is no longer running.
+func (c *cli) waitAttempts(ctx context.Context, id string) (attempts.Set, error) {
+	api, err := c.client()
+	if err != nil {
+		return attempts.Set{}, err
+	}
+	c.progress("waiting for the attempts of %s… ", id)
+	for {
+		set, err := api.GetAttempts(ctx, id, 30*time.Second)
+		if err != nil {
+			return set, err
+		}
+		if set.State != attempts.SetRunning {
+			c.progress("done\n")
+			return set, nil
+		}
+	}
+}
+
+// attemptList runs `attempt list`.
+func (c *cli) attemptList(ctx context.Context, args []string) error {
+	fs := c.flagSet("attempt list", attemptUsage)
+	asJSON := fs.Bool("json", false, "print the sets as JSON")
+	if _, err := c.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	sets, err := api.ListAttempts(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(sets)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tATTEMPTS\tPICKED\tCREATED\tPROMPT")
+	for _, s := range sets {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, s.State, len(s.Attempts), dash(s.Picked),
+			s.CreatedAt.Local().Format("2006-01-02 15:04"), firstLineOf(s.Prompt, 50))
+	}
+	return tw.Flush()
+}
+
+// attemptShow runs `attempt show`.
+func (c *cli) attemptShow(ctx context.Context, args []string) error {
+	fs := c.flagSet("attempt show", attemptUsage)
+	wait := fs.Bool("wait", false, "wait for every attempt to end")
+	asJSON := fs.Bool("json", false, "print the set as JSON")
+	pos, err := c.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	var set attempts.Set
+	if *wait {
+		set, err = c.waitAttempts(ctx, pos[0])
+	} else {
+		set, err = api.GetAttempts(ctx, pos[0], 0)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(set)
+	}
+	c.renderAttempts(set)
+	return nil
+}
+
+// attemptPick runs `attempt pick`.
+func (c *cli) attemptPick(ctx context.Context, args []string) error {
+	fs := c.flagSet("attempt pick", attemptUsage)
+	discard := fs.Bool("discard", false, "delete the other attempts' branches instead of keeping them")
+	squash := fs.Bool("squash", false, "make one commit summarising the attempt instead of a merge")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	pos, err := c.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	res, err := api.PickAttempt(ctx, pos[0], attempts.PickRequest{Session: pos[1], Discard: *discard, Squash: *squash})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(res)
+	}
+	c.renderMerge(res.Merge)
+	kept := "kept"
+	if *discard {
+		kept = "deleted"
+	}
+	for _, a := range res.Attempts {
+		if a.Closed {
+			fmt.Fprintf(c.stdout, "closed %s (%s), its branch %s\n", a.Session, a.Agent, kept)
+		} else if a.Session != res.Picked && a.Error != "" {
+			fmt.Fprintf(c.stdout, "%s (%s): %s\n", a.Session, a.Agent, a.Error)
+		}
+	}
+	return nil
+}
+
+// renderAttempts prints a set and the comparison of its attempts.
+func (c *cli) renderAttempts(s attempts.Set) {
+	fmt.Fprintf(c.stdout, "attempts %s (%s) on %s of %s\n", s.ID, s.State, short(s.BaseCommit), s.Repo)
+	if s.Check != "" {
+		fmt.Fprintf(c.stdout, "check: %s\n", s.Check)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tAGENT\tSTATE\tSTOP\tTIME\tFILES\tLINES\tCHECK")
+	for _, a := range s.Attempts {
+		check := "-"
+		if a.Check != nil {
+			check = a.Check.State
+			if a.Check.State == attempts.CheckFailed {
+				check += fmt.Sprintf(" (exit %d)", a.Check.ExitCode)
+			}
+		}
+		mark := ""
+		if a.Session == s.Picked {
+			mark = " (picked)"
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%d\t+%d -%d\t%s\n", a.Session, mark, a.Agent, a.State, dash(a.StopReason),
+			(time.Duration(a.DurationMS) * time.Millisecond).Round(100*time.Millisecond), a.FilesChanged, a.LinesAdded, a.LinesRemoved, check)
+	}
+	_ = tw.Flush()
+	for _, a := range s.Attempts {
+		if a.Error != "" {
+			fmt.Fprintf(c.stdout, "%s: %s\n", a.Session, a.Error)
+		}
+	}
+	if s.State == attempts.SetDone {
+		fmt.Fprintf(c.stdout, "pick one: %s attempt pick %s SESSION [--discard]\n", c.self(), s.ID)
+	}
+}
+
+// firstLineOf is the first line of s, at most n runes.
+func firstLineOf(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
