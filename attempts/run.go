@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
+
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -45,6 +47,9 @@ func (m *Manager) run(id string, i int) {
 	m.update(id, func(s *Set) {
 		at := &s.Attempts[i]
 		at.StopReason = turn.StopReason
+		if turn.Usage != nil {
+			at.Usage = backends.MustJSON(turn.Usage)
+		}
 		if turn.EndedAt != nil {
 			at.DurationMS = turn.EndedAt.Sub(turn.StartedAt).Milliseconds()
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentpool/agentpool/attempts"
 	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/pool"
 )
 
 // writerScript is a fake agent's script that writes files in one turn.
@@ -23,6 +25,12 @@ func writerScript(name string, files map[string]string) map[string]any {
 	}
 	steps = append(steps, map[string]any{"chunk": "Done.\n"})
 	return map[string]any{"agent_name": name, "turns": []any{map[string]any{"steps": steps}}}
+}
+
+// withUsage makes script's first turn answer with usage (raw ACP).
+func withUsage(script map[string]any, usage string) map[string]any {
+	script["turns"].([]any)[0].(map[string]any)["usage"] = json.RawMessage(usage)
+	return script
 }
 
 // waitSet waits until the attempt set id is no longer running.
@@ -60,7 +68,7 @@ func TestEndToEndAttempts(t *testing.T) {
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
 	writeScripted(t, home, bin, map[string]any{
-		"alpha": writerScript("alpha", map[string]string{"alpha.txt": "one\ntwo\n"}),
+		"alpha": withUsage(writerScript("alpha", map[string]string{"alpha.txt": "one\ntwo\n"}), `{"inputTokens": 120, "outputTokens": 30, "totalTokens": 150}`),
 		"beta":  writerScript("beta", map[string]string{"beta.txt": "one\n", "beta2.txt": "x\ny\nz\n"}),
 		"gamma": writerScript("gamma", map[string]string{"BROKEN": "the check fails\n"}),
 	})
@@ -122,6 +130,13 @@ func TestEndToEndAttempts(t *testing.T) {
 		}
 	}
 	t.Logf("alpha's check: %+v", byAgent["alpha"].Check)
+	var u pool.Tokens
+	if err := json.Unmarshal(byAgent["alpha"].Usage, &u); err != nil || u.Total != 150 || u.Input != 120 {
+		t.Errorf("alpha's usage = %s (%v); want its turn's 150 tokens (120 in)", byAgent["alpha"].Usage, err)
+	}
+	if b := byAgent["beta"].Usage; len(b) != 0 && string(b) != "null" {
+		t.Errorf("beta's usage = %s; want null (its agent reported none)", b)
+	}
 	if c := byAgent["gamma"].Check; c == nil || c.Confined == "" {
 		t.Errorf("gamma's check does not say how it was confined: %+v", c)
 	}

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentpool/agentpool/attempts"
+	"github.com/agentpool/agentpool/pool"
 )
 
 // attemptUsage is the synopsis and description of attempt.
@@ -207,7 +210,7 @@ func (c *cli) renderAttempts(s attempts.Set) {
 		fmt.Fprintf(c.stdout, "check: %s\n", s.Check)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tAGENT\tSTATE\tSTOP\tTIME\tFILES\tLINES\tCHECK")
+	fmt.Fprintln(tw, "SESSION\tAGENT\tSTATE\tSTOP\tTIME\tTOKENS\tFILES\tLINES\tCHECK")
 	for _, a := range s.Attempts {
 		check := "-"
 		if a.Check != nil {
@@ -220,8 +223,13 @@ func (c *cli) renderAttempts(s attempts.Set) {
 		if a.Session == s.Picked {
 			mark = " (picked)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%d\t+%d -%d\t%s\n", a.Session, mark, a.Agent, a.State, dash(a.StopReason),
-			(time.Duration(a.DurationMS) * time.Millisecond).Round(100*time.Millisecond), a.FilesChanged, a.LinesAdded, a.LinesRemoved, check)
+		tokens := "-"
+		var u pool.Tokens
+		if len(a.Usage) > 0 && json.Unmarshal(a.Usage, &u) == nil && u.Total > 0 {
+			tokens = strconv.FormatInt(u.Total, 10)
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%d\t+%d -%d\t%s\n", a.Session, mark, a.Agent, a.State, dash(a.StopReason),
+			(time.Duration(a.DurationMS) * time.Millisecond).Round(100*time.Millisecond), tokens, a.FilesChanged, a.LinesAdded, a.LinesRemoved, check)
 	}
 	_ = tw.Flush()
 	for _, a := range s.Attempts {
