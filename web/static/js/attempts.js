@@ -105,7 +105,7 @@ export function attemptSetView(main, id) {
       h('dt', 'Stop'), h('dd', a.stop_reason || '—'),
       h('dt', 'Time'), h('dd', a.duration_ms ? `${(a.duration_ms / 1000).toFixed(1)} s` : '—'),
       h('dt', 'Changes'), h('dd', `${a.files_changed} file${a.files_changed === 1 ? '' : 's'} `, h('span.add', `+${a.lines_added}`), ' ', h('span.del', `−${a.lines_removed}`)),
-      a.usage ? [h('dt', 'Usage'), h('dd.mono', JSON.stringify(a.usage))] : null,
+      h('dt', 'Tokens'), h('dd', tokensText(a.usage)),
       h('dt', 'Check'), h('dd', checkView(a.check)));
     let diff = diffs.get(a.session);
     if (!diff && ended) {
@@ -169,4 +169,11 @@ function setBadge(s) {
 function firstLine(s) {
   const l = (s || '').trim().split('\n')[0];
   return l.length > 80 ? l.slice(0, 80) + '…' : l;
+}
+
+/** tokensText says an attempt's tokens in words: total, and in/out. */
+function tokensText(u) {
+  if (!u || !u.total) return 'not reported';
+  const k = (n) => (n >= 10000 ? `${(n / 1000).toFixed(1)}k` : String(n));
+  return `${k(u.total)} (in ${k(u.input || 0)}, out ${k(u.output || 0)})`;
 }
