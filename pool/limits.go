@@ -17,6 +17,9 @@ func (p *Pool) makeRoomLocked() error {
 	if err := p.waitersAheadLocked(); err != nil {
 		return err
 	}
+	// Spares go first (see spares.go).
+	for p.overLimitLocked() && p.evictSpareLocked("a backend slot was needed") {
+	}
 	var warm, idle []*entry
 	for _, e := range p.entries {
 		if !e.warmLocked() {
@@ -67,6 +70,17 @@ func (p *Pool) makeRoomLocked() error {
 		}()
 	}
 	return nil
+}
+
+// overLimitLocked says whether one more backend would pass MaxWarm.
+func (p *Pool) overLimitLocked() bool {
+	n := p.slots.reserved
+	for _, e := range p.entries {
+		if e.warmLocked() {
+			n++
+		}
+	}
+	return n >= p.cfg.MaxWarm
 }
 
 // freeSlotLocked says why one more backend cannot start without evicting
@@ -184,6 +198,7 @@ func (p *Pool) Backends() []AgentStatus {
 			st.IdleFor = now.Sub(e.lastActive).Round(time.Second)
 		}
 		st.MCPServers = e.info.MCPServers
+		st.Spare = e.sess.spare
 		if e.info.PID > 0 && e.info.Confinement.Containment != "" {
 			c := e.info.Confinement
 			st.Confinement = &c
