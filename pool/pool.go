@@ -171,14 +171,14 @@ func New(cfg Config) (*Pool, error) {
 		logger = slog.Default()
 	}
 	p := &Pool{
-		cfg:      cfg,
-		logger:   logger,
-		sessions: map[string]*session{},
-		entries:  map[key]*entry{},
+		cfg:       cfg,
+		logger:    logger,
+		sessions:  map[string]*session{},
+		entries:   map[key]*entry{},
 		spares:    map[string]*spare{},
 		spareWake: make(chan struct{}, 1),
-		turnHist: newHistogram(turnBounds),
-		permHist: newHistogram(permBounds),
+		turnHist:  newHistogram(turnBounds),
+		permHist:  newHistogram(permBounds),
 	}
 	p.global = newStampedFeed(globalRing, globalRingBytes, &p.dropped)
 	p.ctx, p.cancel = context.WithCancel(context.Background())

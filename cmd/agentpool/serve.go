@@ -94,7 +94,7 @@ type Main struct {
 	Spares     map[string]int
 	SpareRepos []string
 	Logger     *slog.Logger
-	Stdout  io.Writer
+	Stdout     io.Writer
 
 	store   *store.Store
 	sandbox *sandbox.Manager
