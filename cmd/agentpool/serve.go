@@ -542,8 +542,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
 	budget := fs.Int64("memory-budget-mb", 0, "memory budget for all agents in MiB (default half the machine; -1 disables)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	fs.Func("spares", "keep N spare sessions of provider ID per repository, as ID=N (repeatable; see README)", m.addSpares)
-	fs.Func("spares-repo", "a repository to keep spares for, besides those used in the last day (repeatable)", m.addSpareRepo)
+	fs.Func("spares", "keep N spare sessions of provider ID per repository, as ID=N (repeatable; $AGENTPOOL_SPARES: ID=N,...; see README)", m.addSpares)
+	fs.Func("spares-repo", "a repository to keep spares for, besides those used in the last day (repeatable; $AGENTPOOL_SPARES_REPOS: a path list)", m.addSpareRepo)
+	if err := m.sparesFromEnv(os.Getenv); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

@@ -103,3 +103,26 @@ func (m *Main) removeOrphanSpare(ctx context.Context, wt *worktree.Manager, f wo
 	m.Logger.Info("removed a spare left by the previous daemon", "path", f.Path, "branch", f.Branch, "branch_deleted", res.BranchDeleted)
 	return true
 }
+
+// sparesFromEnv reads $AGENTPOOL_SPARES (ID=N,...) and
+// $AGENTPOOL_SPARES_REPOS (a path list), the defaults of --spares and
+// --spares-repo.
+func (m *Main) sparesFromEnv(getenv func(string) string) error {
+	for _, v := range strings.Split(getenv("AGENTPOOL_SPARES"), ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		if err := m.addSpares(v); err != nil {
+			return fmt.Errorf("$AGENTPOOL_SPARES: %w", err)
+		}
+	}
+	for _, v := range filepath.SplitList(getenv("AGENTPOOL_SPARES_REPOS")) {
+		if v == "" {
+			continue
+		}
+		if err := m.addSpareRepo(v); err != nil {
+			return fmt.Errorf("$AGENTPOOL_SPARES_REPOS: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/pool"
+)
+
+// spareScript is the demo agent with a slow start (initialize answered
+// after initDelay ms) and a turn that answers one chunk.
+func spareScript(t testing.TB, initDelay int) string {
+	t.Helper()
+	b, err := json.Marshal(agenttest.Script{AgentName: "spare-demo", InitDelayMs: initDelay,
+		Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "first token\n"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitSpares polls GET /v1/pool until match accepts its spares.
+func (d *daemon) waitSpares(what string, match func([]pool.SpareStatus) bool) []pool.SpareStatus {
+	d.t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	var last httpapi.PoolStatus
+	for time.Now().Before(deadline) {
+		st, err := d.client.Pool(context.Background())
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		last = st
+		if match(st.Spares) {
+			return st.Spares
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.t.Fatalf("spares never %s; last: %+v\ndaemon log:\n%s", what, last.Spares, d.out)
+	return nil
+}
+
+func readySpares(n int, base string) func([]pool.SpareStatus) bool {
+	return func(sp []pool.SpareStatus) bool {
+		ready := 0
+		for _, s := range sp {
+			if s.State == "ready" && (base == "" || s.Base == base) {
+				ready++
+			}
+		}
+		return ready == n && len(sp) == n
+	}
+}
+
+func spareGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestEndToEndSpares runs the daemon with a spare per repository for the
+// demo agent: a session created on that repository adopts it (its agent
+// already started, its setup already run), the spare is replenished,
+// spares on an old base or under a setup whose trust changed are
+// discarded, and a daemon killed with spares leaves nothing once it has
+// started again.
+func TestEndToEndSpares(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	worktrees := filepath.Join(t.TempDir(), "trees")
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{
+		"README.md":       "# project\n",
+		".agentpool.json": `{"setup": {"command": ["sh", "-c", "echo prepared > .prepared"], "timeout": "1m"}}`,
+		".gitignore":      ".prepared\n",
+	})
+	env := []string{"AGENTPOOL_WORKTREES=" + worktrees, "AGENTPOOL_SPARES=demo=1", "AGENTPOOL_SPARES_REPOS=" + repo,
+		"AGENTPOOL_DEMO_SCRIPT=" + spareScript(t, 300)}
+	d := startDaemon(t, bin, home, env...)
+	killed := false
+	defer func() {
+		if !killed {
+			_ = d.cmd.Process.Kill()
+			_ = d.cmd.Wait()
+		}
+	}()
+	if out, err := d.cli("trust", "--yes", repo); err != nil {
+		t.Fatalf("trust --yes: %v\n%s", err, out)
+	}
+	head := spareGit(t, repo, "rev-parse", "HEAD")
+	// A spare made before the trust was given skipped the setup: it is
+	// replaced by one whose setup ran ahead.
+	first := d.waitSpares("ready with the trusted setup run", func(sp []pool.SpareStatus) bool {
+		if !readySpares(1, head)(sp) {
+			return false
+		}
+		_, err := os.Stat(filepath.Join(sp[0].Worktree, ".prepared"))
+		return err == nil
+	})[0]
+	if !strings.HasPrefix(first.ID, pool.SpareIDPrefix) {
+		t.Errorf("spare id %q; want the prefix %q", first.ID, pool.SpareIDPrefix)
+	}
+
+	// Adoption: the session is the spare, its agent already running.
+	ctx := context.Background()
+	sess, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: "demo", Title: "adopted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.ID != first.ID || sess.Worktree.Path != first.Worktree {
+		t.Fatalf("session %s at %s; want the spare %s at %s adopted", sess.ID, sess.Worktree.Path, first.ID, first.Worktree)
+	}
+	if sess.Title != "adopted" || sess.Worktree.Branch == "" || sess.Worktree.BaseCommit != head {
+		t.Errorf("adopted session = %+v", sess)
+	}
+	running := false
+	for _, a := range sess.Agents {
+		running = running || (a.Agent == "demo" && a.State == pool.StateIdle && a.PID > 0 && !a.Spare)
+	}
+	if !running {
+		t.Errorf("adopted session's agents = %+v; want demo idle, running, not a spare", sess.Agents)
+	}
+	d.waitEvent(sess.ID, pool.EventSpareAdopted)
+	d.waitEvent(sess.ID, "setup.ended")
+	turn, err := d.client.Prompt(ctx, sess.ID, "", "hello", true)
+	if err != nil || turn.StopReason != "end_turn" {
+		t.Fatalf("prompt on the adopted session = %+v, %v", turn, err)
+	}
+	// A session asking for its own id does not adopt.
+	own, err := d.client.CreateSession(ctx, pool.CreateRequest{ID: "own-id", Repo: repo, Agent: "demo"})
+	if err != nil || own.ID != "own-id" {
+		t.Fatalf("session with its own id = %+v, %v", own, err)
+	}
+
+	// Replenished.
+	second := d.waitSpares("replenished", readySpares(1, head))[0]
+	if second.ID == first.ID {
+		t.Fatalf("spare not replaced: %+v", second)
+	}
+
+	// The base moves: the spare is thrown away, one at the new head comes.
+	if err := os.WriteFile(filepath.Join(repo, "new.txt"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spareGit(t, repo, "add", "new.txt")
+	spareGit(t, repo, "commit", "-q", "-m", "move the base")
+	moved := spareGit(t, repo, "rev-parse", "HEAD")
+	third := d.waitSpares("at the new head", readySpares(1, moved))[0]
+	if _, err := os.Stat(second.Worktree); !os.IsNotExist(err) {
+		t.Errorf("the spare on the old base left its worktree %s: %v", second.Worktree, err)
+	}
+	if br := spareGit(t, repo, "branch", "--list", "*"+second.ID); br != "" {
+		t.Errorf("the spare on the old base left its branch: %q", br)
+	}
+
+	// The setup file changes (not trusted as it is now): the spare goes.
+	if err := os.WriteFile(filepath.Join(repo, ".agentpool.json"), []byte(`{"setup": {"command": ["true"]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fourth := d.waitSpares("remade under the new setup", func(sp []pool.SpareStatus) bool {
+		return len(sp) == 1 && sp[0].ID != third.ID && sp[0].State == "ready"
+	})[0]
+	if _, err := os.Stat(third.Worktree); !os.IsNotExist(err) {
+		t.Errorf("the spare under the old setup left its worktree %s: %v", third.Worktree, err)
+	}
+
+	// Killed with a spare: the next daemon removes it at start.
+	_ = d.cmd.Process.Signal(syscall.SIGKILL)
+	_ = d.cmd.Wait()
+	killed = true
+	if _, err := os.Stat(fourth.Worktree); err != nil {
+		t.Fatalf("the killed daemon's spare is not on disk (the test checks nothing): %v", err)
+	}
+	d2 := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+worktrees, "AGENTPOOL_DEMO_SCRIPT="+spareScript(t, 0))
+	defer func() {
+		_ = d2.cmd.Process.Kill()
+		_ = d2.cmd.Wait()
+	}()
+	if _, err := os.Stat(fourth.Worktree); !os.IsNotExist(err) {
+		t.Errorf("the killed daemon's spare %s is still there: %v\n%s", fourth.Worktree, err, d2.out)
+	}
+	if br := spareGit(t, repo, "branch", "--list", "*"+fourth.ID); br != "" {
+		t.Errorf("the killed daemon's spare left its branch: %q", br)
+	}
+	if _, err := os.Stat(sess.Worktree.Path); err != nil {
+		t.Errorf("the adopted session's worktree went with the spares: %v", err)
+	}
+	_ = backends.EventMessageChunk
+}
