@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/pool"
@@ -19,14 +17,9 @@ import (
 
 // spareScript is the demo agent with a slow start (initialize answered
 // after initDelay ms) and a turn that answers one chunk.
-func spareScript(t testing.TB, initDelay int) string {
-	t.Helper()
-	b, err := json.Marshal(agenttest.Script{AgentName: "spare-demo", InitDelayMs: initDelay,
-		Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "first token\n"}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+func spareScript(initDelay int) agenttest.Script {
+	return agenttest.Script{AgentName: "spare-demo", InitDelayMs: initDelay,
+		Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "first token\n"}}}}}
 }
 
 // waitSpares polls GET /v1/pool until match accepts its spares.
@@ -88,8 +81,8 @@ func TestEndToEndSpares(t *testing.T) {
 		".agentpool.json": `{"setup": {"command": ["sh", "-c", "echo prepared > .prepared"], "timeout": "1m"}}`,
 		".gitignore":      ".prepared\n",
 	})
-	env := []string{"AGENTPOOL_WORKTREES=" + worktrees, "AGENTPOOL_SPARES=demo=1", "AGENTPOOL_SPARES_REPOS=" + repo,
-		"AGENTPOOL_DEMO_SCRIPT=" + spareScript(t, 300)}
+	writeScripted(t, home, bin, map[string]any{"slow": spareScript(300)})
+	env := []string{"AGENTPOOL_WORKTREES=" + worktrees, "AGENTPOOL_SPARES=slow=1", "AGENTPOOL_SPARES_REPOS=" + repo}
 	d := startDaemon(t, bin, home, env...)
 	killed := false
 	defer func() {
@@ -115,9 +108,10 @@ func TestEndToEndSpares(t *testing.T) {
 		t.Errorf("spare id %q; want the prefix %q", first.ID, pool.SpareIDPrefix)
 	}
 
+	t.Log("first spare ready")
 	// Adoption: the session is the spare, its agent already running.
 	ctx := context.Background()
-	sess, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: "demo", Title: "adopted"})
+	sess, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: "slow", Title: "adopted"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +123,10 @@ func TestEndToEndSpares(t *testing.T) {
 	}
 	running := false
 	for _, a := range sess.Agents {
-		running = running || (a.Agent == "demo" && a.State == pool.StateIdle && a.PID > 0 && !a.Spare)
+		running = running || (a.Agent == "slow" && a.State == pool.StateIdle && a.PID > 0 && !a.Spare)
 	}
 	if !running {
-		t.Errorf("adopted session's agents = %+v; want demo idle, running, not a spare", sess.Agents)
+		t.Errorf("adopted session's agents = %+v; want slow idle, running, not a spare", sess.Agents)
 	}
 	d.waitEvent(sess.ID, pool.EventSpareAdopted)
 	d.waitEvent(sess.ID, "setup.ended")
@@ -141,17 +135,19 @@ func TestEndToEndSpares(t *testing.T) {
 		t.Fatalf("prompt on the adopted session = %+v, %v", turn, err)
 	}
 	// A session asking for its own id does not adopt.
-	own, err := d.client.CreateSession(ctx, pool.CreateRequest{ID: "own-id", Repo: repo, Agent: "demo"})
+	own, err := d.client.CreateSession(ctx, pool.CreateRequest{ID: "own-id", Repo: repo, Agent: "slow"})
 	if err != nil || own.ID != "own-id" {
 		t.Fatalf("session with its own id = %+v, %v", own, err)
 	}
 
+	t.Log("adopted")
 	// Replenished.
 	second := d.waitSpares("replenished", readySpares(1, head))[0]
 	if second.ID == first.ID {
 		t.Fatalf("spare not replaced: %+v", second)
 	}
 
+	t.Log("replenished")
 	// The base moves: the spare is thrown away, one at the new head comes.
 	if err := os.WriteFile(filepath.Join(repo, "new.txt"), []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -167,6 +163,7 @@ func TestEndToEndSpares(t *testing.T) {
 		t.Errorf("the spare on the old base left its branch: %q", br)
 	}
 
+	t.Log("base moved")
 	// The setup file changes (not trusted as it is now): the spare goes.
 	if err := os.WriteFile(filepath.Join(repo, ".agentpool.json"), []byte(`{"setup": {"command": ["true"]}}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -178,6 +175,7 @@ func TestEndToEndSpares(t *testing.T) {
 		t.Errorf("the spare under the old setup left its worktree %s: %v", third.Worktree, err)
 	}
 
+	t.Log("setup changed")
 	// Killed with a spare: the next daemon removes it at start.
 	_ = d.cmd.Process.Signal(syscall.SIGKILL)
 	_ = d.cmd.Wait()
@@ -185,7 +183,7 @@ func TestEndToEndSpares(t *testing.T) {
 	if _, err := os.Stat(fourth.Worktree); err != nil {
 		t.Fatalf("the killed daemon's spare is not on disk (the test checks nothing): %v", err)
 	}
-	d2 := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+worktrees, "AGENTPOOL_DEMO_SCRIPT="+spareScript(t, 0))
+	d2 := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+worktrees)
 	defer func() {
 		_ = d2.cmd.Process.Kill()
 		_ = d2.cmd.Wait()
@@ -199,5 +197,4 @@ func TestEndToEndSpares(t *testing.T) {
 	if _, err := os.Stat(sess.Worktree.Path); err != nil {
 		t.Errorf("the adopted session's worktree went with the spares: %v", err)
 	}
-	_ = backends.EventMessageChunk
 }
