@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+
 	"context"
+	"github.com/agentpool/agentpool/backends"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,5 +199,78 @@ func TestEndToEndSpares(t *testing.T) {
 	}
 	if _, err := os.Stat(sess.Worktree.Path); err != nil {
 		t.Errorf("the adopted session's worktree went with the spares: %v", err)
+	}
+}
+
+// startDaemonArgs is startDaemon with extra serve arguments.
+func startDaemonArgs(t *testing.T, bin, home string, args []string, env ...string) *daemon {
+	t.Helper()
+	_ = os.Remove(filepath.Join(home, daemonFileName))
+	d := &daemon{t: t, bin: bin, home: home, out: &bytes.Buffer{}}
+	d.cmd = exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "debug"}, args...)...)
+	d.cmd.Env = append(append(os.Environ(), "AGENTPOOL_HOME="+home, "XDG_STATE_HOME="+t.TempDir()), env...)
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	t.Cleanup(func() { removeCgroupTree(home) })
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.connect(d.out)
+	d.stopAtCleanup()
+	return d
+}
+
+// TestEndToEndSparesEvictedFirst fills both backend slots with spares:
+// a new session's warm-up and then another session's prompt each take a
+// spare's slot, while the idle agent of the first session keeps running.
+func TestEndToEndSparesEvictedFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# project\n"})
+	writeScripted(t, home, bin, map[string]any{"slow": spareScript(100)})
+	d := startDaemonArgs(t, bin, home, []string{"--max-warm", "2", "--spares", "slow=2", "--spares-repo", repo},
+		"AGENTPOOL_WORKTREES="+filepath.Join(t.TempDir(), "trees"))
+	head := spareGit(t, repo, "rev-parse", "HEAD")
+	spares := d.waitSpares("ready", readySpares(2, head))
+	ctx := context.Background()
+
+	// A session that does not adopt (it names its id): its warm-up takes
+	// a spare's slot instead of being skipped.
+	one, err := d.client.CreateSession(ctx, pool.CreateRequest{ID: "own-1", Repo: repo, Agent: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.waitEvent(one.ID, backends.EventAgentReady)
+	left := d.waitSpares("down to one", func(sp []pool.SpareStatus) bool { return len(sp) == 1 })
+	if left[0].ID != spares[0].ID && left[0].ID != spares[1].ID {
+		t.Fatalf("spares = %+v; want one of %+v left, none made (no free slot)", left, spares)
+	}
+	// A prompt of a session without warm-up takes the last spare's slot,
+	// not the idle agent of own-1.
+	warm := false
+	two, err := d.client.CreateSession(ctx, pool.CreateRequest{ID: "own-2", Repo: repo, Agent: "slow", Warm: &warm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn, err := d.client.Prompt(ctx, two.ID, "", "hi", true); err != nil || turn.StopReason != "end_turn" {
+		t.Fatalf("prompt = %+v, %v", turn, err)
+	}
+	st, err := d.client.Pool(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := map[string]bool{}
+	for _, b := range st.Backends {
+		if b.State != pool.StateStopping {
+			running[b.Session] = true
+		}
+	}
+	if !running["own-1"] || !running["own-2"] || len(st.Spares) != 0 {
+		t.Errorf("backends %+v, spares %+v; want own-1 and own-2 running and no spare", st.Backends, st.Spares)
+	}
+	if _, err := os.Stat(left[0].Worktree); !os.IsNotExist(err) {
+		t.Errorf("the evicted spare's worktree %s is still there: %v", left[0].Worktree, err)
 	}
 }
