@@ -342,6 +342,11 @@ func (p *Pool) prepareSpare(sp *spare) {
 		fail(fmt.Sprintf("setup: %v", err))
 		return
 	}
+	// The first prompt's checkpoint is this one unless the worktree
+	// changes: taken now, it costs the prompt nothing (as in warmUp).
+	if _, err := p.cfg.Worktrees.Checkpoint(ctx, wt); err != nil {
+		p.logger.Debug("spare: first checkpoint", "spare", sp.id, "err", err)
+	}
 	s := &session{id: sp.id, rec: SessionRecord{ID: sp.id, Repo: wt.Repo, ActiveAgent: sp.agent, Status: StatusOpen}, wt: wt, spare: true}
 	s.feed = newSessionFeed(p.cfg.RingSize, p.cfg.RingBytes, 0, p.storedEvents(sp.id), &p.catchups)
 	p.mu.Lock()
