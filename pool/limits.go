@@ -121,8 +121,8 @@ func (p *Pool) ReapIdle() {
 	p.mu.Lock()
 	var reap []*entry
 	for _, e := range p.entries {
-		if e.state != StateIdle || e.inUse {
-			continue
+		if e.state != StateIdle || e.inUse || e.sess.spare {
+			continue // a spare waits to be adopted (see spares.go)
 		}
 		limit := p.cfg.IdleTimeout
 		if e.spec.IdleTimeout > 0 {

@@ -211,6 +211,8 @@ func (p *Pool) tendSpares(ctx context.Context) {
 		switch {
 		case !repos[sp.repo] || want[sp.agent] <= 0:
 			reason = "no longer wanted"
+		case sp.e != nil && sp.ready && (sp.e.state != StateIdle || p.entries[sp.e.key] != sp.e):
+			reason = "its agent stopped"
 		case !known:
 			// The repository could not be read now: keep the spare; the
 			// head is checked again at adoption.

@@ -30,7 +30,7 @@ func (p *Pool) takeSpare(ctx context.Context, req CreateRequest) *spare {
 		p.mu.Lock()
 		var sp *spare
 		for _, c := range p.spares {
-			if c.ready && c.agent == req.Agent && (c.repo == repo || c.wt.Repo == repo) && (sp == nil || c.created.Before(sp.created)) {
+			if c.ready && c.e.state == StateIdle && !c.e.inUse && c.agent == req.Agent && (c.repo == repo || c.wt.Repo == repo) && (sp == nil || c.created.Before(sp.created)) {
 				sp = c
 			}
 		}
@@ -83,7 +83,7 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 		return Session{}, err
 	}
 	p.mu.Lock()
-	wt, s, e := sp.wt, sp.s, sp.e
+	wt, s, e, info := sp.wt, sp.s, sp.e, sp.e.info
 	p.mu.Unlock()
 	now := p.cfg.Now()
 	rec := SessionRecord{ID: sp.id, Repo: wt.Repo, Title: req.Title, ActiveAgent: req.Agent, Status: StatusOpen, CreatedAt: now, UpdatedAt: now}
@@ -109,7 +109,7 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	s.mu.Unlock()
 	p.sessions[s.id] = s
 	p.mu.Unlock()
-	p.putAgent(e, e.info, AgentActive, AgentRecord{})
+	p.putAgent(e, info, AgentActive, AgentRecord{})
 	p.storeAdvertised(e)
 	created := map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": true, "spare": true}
 	if req.Budget != nil && !req.Budget.IsZero() {
@@ -119,7 +119,6 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	for _, ev := range sp.setupEvents {
 		p.emit(s, ev.Type, "", ev.Data)
 	}
-	info := e.info
 	p.emit(s, backends.EventAgentReady, req.Agent, map[string]any{
 		"pid": info.PID, "agent_session_id": info.AgentSessionID, "agent_name": info.AgentName, "agent_version": info.AgentVersion,
 		"modes": info.Modes, "current_mode": info.CurrentMode, "confinement": info.Confinement, "spare": true,
