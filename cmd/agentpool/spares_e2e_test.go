@@ -235,6 +235,9 @@ func TestEndToEndSparesEvictedFirst(t *testing.T) {
 	head := spareGit(t, repo, "rev-parse", "HEAD")
 	spares := d.waitSpares("ready", readySpares(2, head))
 	ctx := context.Background()
+	if out, err := d.cli("ps"); err != nil || strings.Count(out, "idle (spare)") != 2 {
+		t.Errorf("ps = %v\n%s\nwant both spares marked", err, out)
+	}
 
 	// A session that does not adopt (it names its id): its warm-up takes
 	// a spare's slot instead of being skipped.
