@@ -55,6 +55,13 @@ type Health struct {
 type PoolStatus struct {
 	Backends []pool.AgentStatus `json:"backends"`
 	Stats    pool.Stats         `json:"stats"`
+	// Spares are the spare sessions kept ready, when the daemon keeps any.
+	Spares []pool.SpareStatus `json:"spares,omitempty"`
+}
+
+// spareLister is what a Pool may also be: one that keeps spares.
+type spareLister interface {
+	Spares() []pool.SpareStatus
 }
 
 // permissions: GET /v1/sessions/{id}/permissions → the pending requests.
@@ -139,7 +146,11 @@ func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) error {
 	if b == nil {
 		b = []pool.AgentStatus{}
 	}
-	writeJSON(w, http.StatusOK, PoolStatus{Backends: b, Stats: s.pool.Stats()})
+	st := PoolStatus{Backends: b, Stats: s.pool.Stats()}
+	if sl, ok := s.pool.(spareLister); ok {
+		st.Spares = sl.Spares()
+	}
+	writeJSON(w, http.StatusOK, st)
 	return nil
 }
 

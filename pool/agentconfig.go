@@ -95,6 +95,9 @@ func (p *Pool) initAdvertised(e *entry, b backends.Backend) {
 
 // storeAdvertised writes what e's agent advertises to the store.
 func (p *Pool) storeAdvertised(e *entry) {
+	if e.sess.isSpare() {
+		return // stored at adoption (see spares.go)
+	}
 	st := &e.adv
 	st.mu.Lock()
 	defer st.mu.Unlock()

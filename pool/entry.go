@@ -355,6 +355,9 @@ func (p *Pool) reapply(ctx context.Context, s *session, agent string, b backends
 }
 
 func (p *Pool) putAgent(e *entry, info backends.Info, status string, prev AgentRecord) {
+	if e.sess.isSpare() {
+		return // stored at adoption (see spares.go)
+	}
 	now := p.cfg.Now()
 	r := AgentRecord{Session: e.key.session, Agent: e.key.agent, Kind: e.spec.Kind, Status: status, Restarts: e.restarts,
 		SpecHash: e.hash, LastActiveAt: now, CreatedAt: now, Mode: prev.Mode, ConfigOptions: prev.ConfigOptions,

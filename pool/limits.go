@@ -17,6 +17,9 @@ func (p *Pool) makeRoomLocked() error {
 	if err := p.waitersAheadLocked(); err != nil {
 		return err
 	}
+	// Spares go first (see spares.go).
+	for p.overLimitLocked() && p.evictSpareLocked("a backend slot was needed") {
+	}
 	var warm, idle []*entry
 	for _, e := range p.entries {
 		if !e.warmLocked() {
@@ -69,6 +72,17 @@ func (p *Pool) makeRoomLocked() error {
 	return nil
 }
 
+// overLimitLocked says whether one more backend would pass MaxWarm.
+func (p *Pool) overLimitLocked() bool {
+	n := p.slots.reserved
+	for _, e := range p.entries {
+		if e.warmLocked() {
+			n++
+		}
+	}
+	return n >= p.cfg.MaxWarm
+}
+
 // freeSlotLocked says why one more backend cannot start without evicting
 // any: prompts wait in the slot queue (a free slot is theirs), MaxWarm is
 // reached (slots promised to waiters count), or the agents use the whole
@@ -107,8 +121,8 @@ func (p *Pool) ReapIdle() {
 	p.mu.Lock()
 	var reap []*entry
 	for _, e := range p.entries {
-		if e.state != StateIdle || e.inUse {
-			continue
+		if e.state != StateIdle || e.inUse || e.sess.spare {
+			continue // a spare waits to be adopted (see spares.go)
 		}
 		limit := p.cfg.IdleTimeout
 		if e.spec.IdleTimeout > 0 {
@@ -184,6 +198,7 @@ func (p *Pool) Backends() []AgentStatus {
 			st.IdleFor = now.Sub(e.lastActive).Round(time.Second)
 		}
 		st.MCPServers = e.info.MCPServers
+		st.Spare = e.sess.spare
 		if e.info.PID > 0 && e.info.Confinement.Containment != "" {
 			c := e.info.Confinement
 			st.Confinement = &c

@@ -80,6 +80,8 @@ type Config struct {
 	// NewID makes session ids (default: random).
 	NewID  func() string
 	Logger *slog.Logger
+	// Spares keeps spare sessions ready (see spares.go); zero: none.
+	Spares SparesConfig
 }
 
 // Pool is the AgentPool. Create it with New, call Recover once, run Run in a
@@ -106,6 +108,11 @@ type Pool struct {
 	forgotten int64
 
 	spawns, crashes, evictions, turns, turnErrors, published, dropped, catchups, permWaits atomic.Int64
+
+	// spares are the spares by id (see spares.go); spareWake asks for a
+	// check of them now.
+	spares    map[string]*spare
+	spareWake chan struct{}
 
 	// budgetStops counts the turns a budget cancelled.
 	budgetStops atomic.Int64
@@ -164,12 +171,14 @@ func New(cfg Config) (*Pool, error) {
 		logger = slog.Default()
 	}
 	p := &Pool{
-		cfg:      cfg,
-		logger:   logger,
-		sessions: map[string]*session{},
-		entries:  map[key]*entry{},
-		turnHist: newHistogram(turnBounds),
-		permHist: newHistogram(permBounds),
+		cfg:       cfg,
+		logger:    logger,
+		sessions:  map[string]*session{},
+		entries:   map[key]*entry{},
+		spares:    map[string]*spare{},
+		spareWake: make(chan struct{}, 1),
+		turnHist:  newHistogram(turnBounds),
+		permHist:  newHistogram(permBounds),
 	}
 	p.global = newStampedFeed(globalRing, globalRingBytes, &p.dropped)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -188,8 +197,14 @@ func newID() string {
 	return "s-" + rand.Text()[:12]
 }
 
-// Run reaps idle backends until ctx ends.
+// Run reaps idle backends, and keeps the spares (see spares.go), until
+// ctx ends.
 func (p *Pool) Run(ctx context.Context) error {
+	if p.sparesOn() {
+		done := make(chan struct{})
+		go func() { defer close(done); p.runSpares(ctx) }()
+		defer func() { <-done }()
+	}
 	t := time.NewTicker(p.cfg.ReapInterval)
 	defer t.Stop()
 	for {
@@ -237,6 +252,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	p.mu.Unlock()
 
 	p.broker.Close()
+	p.dropAllSpares()
 	cancelTurns(ctx, runs, shutdownTurnGrace)
 	p.stopEntries(ctx, func(*entry) bool { return true }, "shutdown")
 	p.cancel()

@@ -26,6 +26,17 @@ type session struct {
 	seq    int64
 	turn   *turnRun
 	closed bool
+	// spare marks a spare's session (see spares.go), which has no row in
+	// the store: its events are dropped and its agent is not stored until
+	// a Create adopts it. Written under Pool.mu and mu both.
+	spare bool
+}
+
+// isSpare says whether s is still a spare.
+func (s *session) isSpare() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spare
 }
 
 // loadSession returns the in-memory session, loading it from the store.
@@ -173,6 +184,14 @@ func (p *Pool) queueLocked(s *session, ev backends.Event, delivered chan struct{
 // appendLocked is queueLocked; with past, the event is queued even when
 // the store's queue is full (Store.AppendPast).
 func (p *Pool) appendLocked(s *session, ev backends.Event, delivered chan struct{}, past bool) {
+	if s.spare {
+		// No session row to hold it: what a spare's agent says while it
+		// starts is not kept (see spares.go).
+		if delivered != nil {
+			close(delivered)
+		}
+		return
+	}
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
@@ -212,7 +231,7 @@ func (p *Pool) emit(s *session, t backends.EventType, agent string, data any) {
 // globalType says which events the daemon-wide stream carries.
 func globalType(t backends.EventType) bool {
 	s := string(t)
-	return strings.HasPrefix(s, "session.") || strings.HasPrefix(s, "agent.") || strings.HasPrefix(s, "permission.") ||
+	return strings.HasPrefix(s, "session.") || strings.HasPrefix(s, "agent.") || strings.HasPrefix(s, "permission.") || strings.HasPrefix(s, "spare.") ||
 		t == backends.EventTurnStarted || t == backends.EventTurnEnded
 }
 
@@ -250,6 +269,10 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	if closing {
 		return Session{}, fmt.Errorf("pool: %w", ErrClosed)
 	}
+	if sp := p.takeSpare(ctx, req); sp != nil {
+		return p.adoptSpare(ctx, req, sp) // spares_adopt.go
+	}
+	p.wakeSpares() // a repository used now may want spares
 	id := req.ID
 	if id == "" {
 		id = p.cfg.NewID()

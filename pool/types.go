@@ -130,6 +130,9 @@ type AgentStatus struct {
 	// Confinement says how the running agent is confined; nil when it
 	// does not run.
 	Confinement *backends.Confinement `json:"confinement,omitempty"`
+	// Spare marks the agent of a spare session (see spares.go), which no
+	// session has adopted yet.
+	Spare bool `json:"spare,omitempty"`
 }
 
 // Turn is one prompt and how it ended. A turn is known as (Session, ID):

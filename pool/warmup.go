@@ -97,8 +97,11 @@ func (p *Pool) startWarmUpLocked(s *session, agent string) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %q: %w", agent, err)
 	}
+	// A session's agent goes before spares (see spares.go).
+	for len(p.slots.waiters) == 0 && p.overLimitLocked() && p.evictSpareLocked("a session's agent warms up") {
+	}
 	if err := p.freeSlotLocked(); err != nil {
-		return nil, fmt.Errorf("no free backend slot, and a warm-up evicts nothing: %w", err)
+		return nil, fmt.Errorf("no free backend slot, and a warm-up evicts nothing but spares: %w", err)
 	}
 	return p.startEntryLocked(s, agent, spec, nil, 0, true), nil
 }

@@ -304,7 +304,11 @@ func (c *cli) renderBackends(list []pool.AgentStatus) {
 		if b.State == pool.StateIdle {
 			idle = b.IdleFor.Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", b.Session, b.Agent, b.Kind, pid, b.State, idle, formatBytes(b.RSS), b.Restarts, confinedLabel(b.Confinement))
+		state := b.State
+		if b.Spare {
+			state += " (spare)" // no session has adopted it yet
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", b.Session, b.Agent, b.Kind, pid, state, idle, formatBytes(b.RSS), b.Restarts, confinedLabel(b.Confinement))
 	}
 	_ = tw.Flush()
 }

@@ -162,7 +162,7 @@ func removeCgroupTree(home string) {
 // writeScripted writes home's providers.json: one ACP provider per entry
 // of scripts, each the binary's demo agent playing that script (see
 // agenttest.Script), with its id as label.
-func writeScripted(t *testing.T, home, bin string, scripts map[string]any) {
+func writeScripted(t testing.TB, home, bin string, scripts map[string]any) {
 	t.Helper()
 	provs := map[string]any{}
 	for id, script := range scripts {

@@ -89,8 +89,13 @@ type Main struct {
 	// to make name Home while the daemon runs, when Home is not the
 	// directory holding it; "" writes none.
 	Pointer string
-	Logger  *slog.Logger
-	Stdout  io.Writer
+	// Spares maps a provider id to how many spare sessions to keep per
+	// repository; SpareRepos lists repositories to keep them for besides
+	// those used in the last day (see spares.go).
+	Spares     map[string]int
+	SpareRepos []string
+	Logger     *slog.Logger
+	Stdout     io.Writer
 
 	store   *store.Store
 	sandbox *sandbox.Manager
@@ -186,7 +191,7 @@ func (m *Main) Open(ctx context.Context) error {
 		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Worktrees: wiring.Worktrees{M: wt}, Resolver: m.reg,
 		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport, Identity: wt.Identity},
 		MaxWarm:  m.MaxWarm, IdleTimeout: m.IdleTimeout,
-		MemoryBudget: m.MemoryBudget, Logger: m.Logger,
+		MemoryBudget: m.MemoryBudget, Logger: m.Logger, Spares: m.sparesConfig(wt),
 	})
 	if err != nil {
 		m.shutdownParts()
@@ -272,6 +277,9 @@ func (m *Main) reconcile(ctx context.Context, wt *worktree.Manager) {
 		m.Logger.Warn("worktree missing on disk; it will be re-created from its branch when needed", "session", w.Session, "path", w.Path, "branch", w.Branch)
 	}
 	for _, f := range rep.Unknown {
+		if m.removeOrphanSpare(ctx, wt, f) {
+			continue
+		}
 		m.Logger.Warn("worktree unknown to the database (left alone)", "path", f.Path, "branch", f.Branch)
 	}
 	for _, p := range rep.Problems {
@@ -545,6 +553,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
 	budget := fs.Int64("memory-budget-mb", 0, "memory budget for all agents in MiB (default half the machine; -1 disables)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.Func("spares", "keep N spare sessions of provider ID per repository, as ID=N (repeatable; $AGENTPOOL_SPARES: ID=N,...; see README)", m.addSpares)
+	fs.Func("spares-repo", "a repository to keep spares for, besides those used in the last day (repeatable; $AGENTPOOL_SPARES_REPOS: a path list)", m.addSpareRepo)
+	if err := m.sparesFromEnv(os.Getenv); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

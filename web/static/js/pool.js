@@ -70,7 +70,9 @@ export function poolView(main) {
       h('thead', h('tr', h('th', 'Agent'), h('th', 'Session'), h('th', 'State'), h('th', 'PID'), h('th', 'Memory'), h('th.wide', 'Idle'), h('th.wide', 'Restarts'), h('th', 'Confinement'), h('th', h('span.sr-only', 'Actions')))),
       h('tbody', list.map(b => h('tr', { 'data-agent': b.agent },
         h('td', h('strong', b.agent), h('div.muted', b.kind)),
-        h('td', { 'data-label': 'session' }, sessionLink(b.session)),
+        h('td', { 'data-label': 'session' }, b.spare
+          ? h('span.badge', { title: `spare ${b.session}: the next new session of ${b.agent} on its repository adopts it, agent running` }, 'spare')
+          : sessionLink(b.session)),
         h('td', h('span.badge', { class: b.state === 'busy' ? 'info run' : b.state === 'crashed' ? 'bad' : b.state === 'idle' ? 'ok' : '' }, b.state),
           b.error ? h('div.muted', b.error) : null),
         h('td.mono', { 'data-label': 'pid' }, b.pid ? String(b.pid) : '—'),
@@ -78,7 +80,7 @@ export function poolView(main) {
         h('td.wide', { title: `last active ${ago(b.last_active)}` }, b.state === 'busy' ? '—' : dur(b.idle_for)),
         h('td.wide', String(b.restarts || 0)),
         h('td', confinement(b.confinement)),
-        h('td.actions', h('button.small.danger', { type: 'button', 'data-evict': '', disabled: b.state !== 'idle',
+        h('td.actions', h('button.small.danger', { type: 'button', 'data-evict': '', disabled: b.state !== 'idle' || b.spare,
           title: NO_EVICT[b.state] || `Stop ${b.agent} now; it starts again on the session's next prompt to it`,
           'aria-label': `Evict ${b.agent} of session ${sessionName(b.session)}`, onclick: () => evictFlow(b) }, 'Evict')))))));
   }

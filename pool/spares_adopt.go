@@ -1,0 +1,131 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// spareFits says whether req may adopt a spare: it leaves the session's
+// id, base, MCP servers and agent session to the pool (see spares.go).
+func (r CreateRequest) spareFits() bool {
+	return r.ID == "" && r.BaseRef == "" && len(r.MCPServers) == 0 && r.AgentSession == "" && r.warmOn()
+}
+
+// takeSpare returns a ready spare of req's repository and agent whose
+// base is the repository's head now and whose setup state is current,
+// taken out of the pool's spares; nil when there is none. Stale spares it
+// meets are discarded.
+func (p *Pool) takeSpare(ctx context.Context, req CreateRequest) *spare {
+	if !p.sparesOn() || !req.spareFits() {
+		return nil
+	}
+	repo := filepath.Clean(req.Repo)
+	var head, setup string
+	var headErr error
+	read := false
+	for {
+		p.mu.Lock()
+		var sp *spare
+		for _, c := range p.spares {
+			if c.ready && c.e.state == StateIdle && !c.e.inUse && c.agent == req.Agent && (c.repo == repo || c.wt.Repo == repo) && (sp == nil || c.created.Before(sp.created)) {
+				sp = c
+			}
+		}
+		if sp == nil || p.closing {
+			p.mu.Unlock()
+			return nil
+		}
+		delete(p.spares, sp.id)
+		p.mu.Unlock()
+		if !read {
+			read = true
+			head, headErr = p.cfg.Spares.Git.Head(ctx, sp.repo)
+			if headErr == nil {
+				setup, headErr = p.cfg.Spares.Git.SetupState(ctx, sp.repo)
+			}
+		}
+		reason := ""
+		switch {
+		case headErr != nil:
+			reason = "repository unreadable: " + headErr.Error()
+		case head != sp.base:
+			reason = "base moved"
+		case setup != sp.setup:
+			reason = "setup or its trust changed"
+		}
+		if reason == "" {
+			return sp
+		}
+		p.mu.Lock()
+		p.dropSpareLocked(sp)
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.finishDrop(sp, reason) }()
+		if headErr != nil {
+			return nil
+		}
+	}
+}
+
+// adoptSpare makes sp the session req asks for: its row and worktree are
+// stored, the session joins the pool with its agent already running, and
+// the setup's steps, run ahead, are published on it. A failure discards
+// the spare.
+func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Session, error) {
+	fail := func(err error) (Session, error) {
+		p.mu.Lock()
+		p.dropSpareLocked(sp)
+		p.mu.Unlock()
+		p.finishDrop(sp, "adoption failed: "+err.Error())
+		return Session{}, err
+	}
+	p.mu.Lock()
+	wt, s, e, info := sp.wt, sp.s, sp.e, sp.e.info
+	p.mu.Unlock()
+	now := p.cfg.Now()
+	rec := SessionRecord{ID: sp.id, Repo: wt.Repo, Title: req.Title, ActiveAgent: req.Agent, Status: StatusOpen, CreatedAt: now, UpdatedAt: now}
+	if err := p.cfg.Store.CreateSession(ctx, rec); err != nil {
+		return fail(fmt.Errorf("store session: %w", err))
+	}
+	if err := p.cfg.Store.PutWorktree(ctx, wt); err != nil {
+		return fail(fmt.Errorf("store worktree: %w", err))
+	}
+	if req.Budget != nil && !req.Budget.IsZero() {
+		if err := p.cfg.Usage.SetSessionBudget(ctx, sp.id, *req.Budget); err != nil {
+			return fail(fmt.Errorf("store the session's budget: %w", err))
+		}
+	}
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		return fail(fmt.Errorf("pool: %w", ErrClosed))
+	}
+	s.mu.Lock()
+	s.rec = rec
+	s.spare = false
+	s.mu.Unlock()
+	p.sessions[s.id] = s
+	p.mu.Unlock()
+	p.putAgent(e, info, AgentActive, AgentRecord{})
+	p.storeAdvertised(e)
+	created := map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": true, "spare": true}
+	if req.Budget != nil && !req.Budget.IsZero() {
+		created["budget"] = req.Budget
+	}
+	p.emit(s, backends.EventSessionCreated, req.Agent, created)
+	for _, ev := range sp.setupEvents {
+		p.emit(s, ev.Type, "", ev.Data)
+	}
+	p.emit(s, backends.EventAgentReady, req.Agent, map[string]any{
+		"pid": info.PID, "agent_session_id": info.AgentSessionID, "agent_name": info.AgentName, "agent_version": info.AgentVersion,
+		"modes": info.Modes, "current_mode": info.CurrentMode, "confinement": info.Confinement, "spare": true,
+	})
+	adopted := map[string]any{"spare": sp.id, "repo": sp.repo, "base_commit": sp.base, "age_ms": now.Sub(sp.created).Milliseconds()}
+	p.emit(s, EventSpareAdopted, req.Agent, adopted)
+	p.logger.Info("spare adopted", "session", sp.id, "repo", sp.repo, "agent", sp.agent)
+	p.wakeSpares()
+	return p.Get(ctx, s.id)
+}
