@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +55,8 @@ func TestEndToEndUsageAndBudgets(t *testing.T) {
 		t.Fatalf("session new --budget-cost: %v\n%s", err, out)
 	}
 	out, err = d.cli("prompt", "s-usage", "first")
-	if err != nil || !strings.Contains(out, "turn 1 ended: end_turn in 0s; 1500 tokens") {
+	// The turn's time depends on the machine's load: only its tokens are checked.
+	if err != nil || !regexp.MustCompile(`turn 1 ended: end_turn in [0-9.]+m?s; 1500 tokens`).MatchString(out) {
 		t.Errorf("prompt first: %v; want the usage and the turn's tokens\n%s", err, out)
 	}
 	out, err = d.cli("usage", "--session", "s-usage")
