@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,35 +25,12 @@ func benchDaemon(b *testing.B, args []string, env ...string) *httpapi.Client {
 	bin := agentpoolBinary(b)
 	home := b.TempDir()
 	writeScripted(b, home, bin, map[string]any{"slow": spareScript(1500)})
-	out := &bytes.Buffer{}
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
-	cmd.Env = append(append(os.Environ(), "AGENTPOOL_HOME="+home, "XDG_STATE_HOME="+b.TempDir()), env...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v)
 	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		removeCgroupTree(home)
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	var info daemonInfo
-	for {
-		raw, err := os.ReadFile(filepath.Join(home, daemonFileName))
-		if err == nil && json.Unmarshal(raw, &info) == nil && info.PID == cmd.Process.Pid {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("daemon did not start:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	token, err := os.ReadFile(filepath.Join(home, tokenFileName))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return &httpapi.Client{BaseURL: "http://" + info.Addr, Token: strings.TrimSpace(string(token))}
+	_, client, _ := startBenchDaemon(b, bin, home, append([]string{"--log-level", "warn"}, args...)...)
+	return client
 }
 
 var errFirstToken = errors.New("first token")
