@@ -175,6 +175,14 @@ func (p *Pool) wakeSpares() {
 // ones, as far as free backend slots allow.
 func (p *Pool) tendSpares(ctx context.Context) {
 	want := p.cfg.Spares.Providers()
+	if len(want) == 0 {
+		p.mu.Lock()
+		none := len(p.spares) == 0
+		p.mu.Unlock()
+		if none {
+			return // nothing to keep nor to discard: no repository is read
+		}
+	}
 	repos := map[string]bool{}
 	for _, r := range p.cfg.Spares.Repos(ctx) {
 		if filepath.IsAbs(r) {

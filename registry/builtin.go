@@ -36,6 +36,9 @@ type definition struct {
 	mcpServers backends.MCPServers
 	// budget is the provider's limit over all its sessions.
 	budget backends.Budget
+	// spares is how many spare sessions to keep per repository (see
+	// pool.SparesConfig).
+	spares int
 }
 
 // clone returns a deep copy of d.

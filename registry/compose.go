@@ -186,6 +186,9 @@ func (c *checker) apply(d *definition, e *entry, path string) {
 	if e.budget != nil {
 		d.budget = *e.budget
 	}
+	if e.spares != nil {
+		d.spares = *e.spares
+	}
 	if e.turnTimeout != nil {
 		d.turnTimeout = *e.turnTimeout
 	}

@@ -58,6 +58,7 @@ type entry struct {
 	quietWindow      *time.Duration
 	cols             *int
 	rows             *int
+	spares           *int
 	cancelKeys       *string
 	clearKeys        *string
 	cancelMin        *time.Duration
@@ -131,11 +132,15 @@ func decodeDocument(c *checker, root *node) *document {
 	return doc
 }
 
+// MaxSpares bounds a provider's "spares": each is a started agent and a
+// worktree kept per repository.
+const MaxSpares = 8
+
 // entryFields lists the fields of a provider entry.
 func entryFields() []string {
 	return []string{"extends", "enabled", "label", "description", "command", "env", "permissions",
 		"mode", "config", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "busy_pattern", "quiet_window", "cols",
-		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox", "mcp_servers", "budget"}
+		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox", "mcp_servers", "budget", "spares"}
 }
 
 // compatFields lists the fields of an entry's "compat" object.
@@ -244,6 +249,8 @@ func (c *checker) entry(m member, path string) *entry {
 			e.mcpServers = c.mcpServers(n, fp)
 		case "budget":
 			e.budget = c.budget(n, fp) // budget.go
+		case "spares":
+			e.spares = c.bounded(n, fp, 0, MaxSpares)
 		default:
 			delete(e.at, f.key)
 			c.unknown(f, fp, entryFields())

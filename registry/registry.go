@@ -94,6 +94,10 @@ type ProviderStatus struct {
 	// Budget is the provider's limit over all its sessions ("budget" in
 	// providers.json), nil when it has none.
 	Budget *backends.Budget `json:"budget,omitempty"`
+	// Spares is how many spare sessions of the provider the daemon keeps
+	// ready per repository ("spares" in providers.json, at most
+	// MaxSpares), so that a new session finds its agent started.
+	Spares int `json:"spares,omitempty"`
 	// Probe is the last probe result, nil before the first probe.
 	Probe *ProbeInfo `json:"probe,omitempty"`
 	// SandboxNotes are the grants of Sandbox that every launch refuses

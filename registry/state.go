@@ -70,6 +70,7 @@ func (r *Registry) buildLocked() *state {
 			b := d.budget
 			p.status.Budget = &b
 		}
+		p.status.Spares = d.spares
 		rec := r.probes[id]
 		if rec != nil && !sameLaunch(rec.spec, p.spec) {
 			delete(r.probes, id)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -41,19 +42,31 @@ func (m *Main) addSpareRepo(v string) error {
 	return nil
 }
 
-// sparesConfig is the pool's spares: none unless --spares asks.
+// sparesConfig is the pool's spares: for each enabled provider, the
+// "spares" of its providers.json entry (read again at each check, so an
+// edit of the file takes effect without a restart), or the --spares flag,
+// which wins.
 func (m *Main) sparesConfig(wt *worktree.Manager) pool.SparesConfig {
-	if len(m.Spares) == 0 {
-		return pool.SparesConfig{}
-	}
-	want := make(map[string]int, len(m.Spares))
-	for k, v := range m.Spares {
-		want[k] = v
-	}
+	flags := maps.Clone(m.Spares)
 	return pool.SparesConfig{
-		Providers: func() map[string]int { return want },
-		Repos:     m.spareRepos,
-		Git:       wiring.SpareGit{M: wt},
+		Providers: func() map[string]int {
+			want := map[string]int{}
+			for _, p := range m.reg.Snapshot().Providers {
+				if p.Enabled && p.Spares > 0 {
+					want[p.ID] = p.Spares
+				}
+			}
+			for id, n := range flags {
+				if n > 0 {
+					want[id] = n
+				} else {
+					delete(want, id)
+				}
+			}
+			return want
+		},
+		Repos: m.spareRepos,
+		Git:   wiring.SpareGit{M: wt},
 	}
 }
 
