@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
@@ -79,6 +80,16 @@ func (c *Client) request(ctx context.Context, method, path string, body any) (*h
 // status becomes an *Error.
 func (c *Client) do(req *http.Request, out any) (http.Header, error) {
 	resp, err := c.httpClient().Do(req)
+	// A daemon under a flood of connections closes new ones it cannot
+	// tell from the flood before their request is read (see conns.go): a
+	// request that cannot have changed anything is sent again.
+	for try := 1; err != nil && try <= resetRetries && retryable(req, err); try++ {
+		select {
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		case <-req.Context().Done():
+		}
+		resp, err = c.httpClient().Do(req)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
 	}
@@ -99,6 +110,19 @@ func (c *Client) do(req *http.Request, out any) (http.Header, error) {
 		return resp.Header, fmt.Errorf("%s %s: decode answer: %w", req.Method, req.URL.Path, err)
 	}
 	return resp.Header, nil
+}
+
+// resetRetries is how many times a GET whose connection was reset is sent
+// again.
+const resetRetries = 3
+
+// retryable reports whether req failed on a reset or closed connection
+// and, being a GET without a body, can be sent again.
+func retryable(req *http.Request, err error) bool {
+	if req.Method != http.MethodGet || req.Body != nil && req.Body != http.NoBody || req.Context().Err() != nil {
+		return false
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // readError turns a failed answer into an *Error.
