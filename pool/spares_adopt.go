@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -42,10 +43,7 @@ func (p *Pool) takeSpare(ctx context.Context, req CreateRequest) *spare {
 		p.mu.Unlock()
 		if !read {
 			read = true
-			head, headErr = p.cfg.Spares.Git.Head(ctx, sp.repo)
-			if headErr == nil {
-				setup, headErr = p.cfg.Spares.Git.SetupState(ctx, sp.repo)
-			}
+			head, setup, headErr = p.spareState(ctx, sp.repo)
 		}
 		reason := ""
 		switch {
@@ -68,6 +66,20 @@ func (p *Pool) takeSpare(ctx context.Context, req CreateRequest) *spare {
 			return nil
 		}
 	}
+}
+
+// spareState reads what makes a spare of repo stale, the head and the
+// setup's state, both at once: a create waits for them.
+func (p *Pool) spareState(ctx context.Context, repo string) (head, setup string, err error) {
+	var setupErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		setup, setupErr = p.cfg.Spares.Git.SetupState(ctx, repo)
+	}()
+	head, err = p.cfg.Spares.Git.Head(ctx, repo)
+	<-done
+	return head, setup, errors.Join(err, setupErr)
 }
 
 // adoptSpare makes sp the session req asks for: its row and worktree are
