@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -204,14 +206,34 @@ func checkComment(i int, c *pool.ReviewComment, d pool.Diff, files map[string]*p
 	return strings.Join(shown, "\n"), nil
 }
 
-// fileLines reads a file of the worktree (never outside it) as lines.
+// maxReviewedFile bounds the size of a file a review reads lines of.
+const maxReviewedFile = 8 << 20
+
+// fileLines reads a regular file of the worktree (never outside it) as
+// lines.
 func fileLines(worktree, path string) ([]string, error) {
 	root, err := os.OpenRoot(worktree)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	b, err := root.ReadFile(path)
+	// The agent made the file: it may be a FIFO (opened without waiting
+	// for a writer, then refused) or huge (refused past maxReviewedFile).
+	f, err := root.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !st.Mode().IsRegular():
+		return nil, errors.New("not a regular file")
+	case st.Size() > maxReviewedFile:
+		return nil, fmt.Errorf("%d bytes, more than the %d a review quotes from", st.Size(), maxReviewedFile)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxReviewedFile+1))
 	if err != nil {
 		return nil, err
 	}
