@@ -309,6 +309,13 @@ func (c *Client) Prompt(ctx context.Context, session, agent, text string, wait b
 	return t, c.call(ctx, http.MethodPost, p, PromptRequest{Agent: agent, Text: text}, &t)
 }
 
+// CommitWork commits the session's uncommitted work to its branch, with
+// the daemon's hardened git (POST /v1/sessions/{id}/commit).
+func (c *Client) CommitWork(ctx context.Context, session string) (pool.CommitResult, error) {
+	var r pool.CommitResult
+	return r, c.call(ctx, http.MethodPost, sessionPath(session, "commit"), nil, &r)
+}
+
 // Cancel ends the session's running turn; it returns once it has ended.
 func (c *Client) Cancel(ctx context.Context, session string) error {
 	return c.call(ctx, http.MethodPost, sessionPath(session, "cancel"), nil, nil)

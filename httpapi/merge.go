@@ -63,3 +63,26 @@ func (c *Client) MergeSession(ctx context.Context, id string, req MergeRequest) 
 	var res pool.MergeResult
 	return res, c.call(ctx, http.MethodPost, sessionPath(id, "merge"), req, &res)
 }
+
+// workCommitter is what POST /v1/sessions/{id}/commit needs of the pool;
+// *pool.Pool satisfies it.
+type workCommitter interface {
+	CommitWork(ctx context.Context, session string) (pool.CommitResult, error)
+}
+
+var _ workCommitter = (*pool.Pool)(nil)
+
+// commitWork: POST /v1/sessions/{id}/commit → 200 with the
+// pool.CommitResult: the session's uncommitted work is on its branch.
+func (s *Server) commitWork(w http.ResponseWriter, r *http.Request) error {
+	wc, ok := s.pool.(workCommitter)
+	if !ok {
+		return &Error{Status: http.StatusNotImplemented, Code: CodeNotImplemented, Message: "this daemon cannot commit a session's work"}
+	}
+	res, err := wc.CommitWork(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}

@@ -185,6 +185,7 @@ func (s *Server) routes() {
 	s.route("GET /v1/sessions/{id}/diff", s.diff, false)
 	s.route("POST /v1/sessions/{id}/restore", s.restore, false)
 	s.route("POST /v1/sessions/{id}/merge", s.mergeSession, false)
+	s.route("POST /v1/sessions/{id}/commit", s.commitWork, false) // merge.go
 	s.route("GET /v1/sessions/{id}/agents/{agent}/config", s.getAgentConfig, false)
 	s.route("PUT /v1/sessions/{id}/agents/{agent}/config", s.putAgentConfig, false)
 	s.route("GET /v1/sessions/{id}/agents/{agent}/commands", s.agentCommands, false)

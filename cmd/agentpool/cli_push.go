@@ -18,8 +18,9 @@ const sessionPushUsage = `session push SESSION [--remote origin] [--no-commit]
 Pushes the session's branch to a remote of your repository with your own
 git, in your environment (your SSH agent, your credential helper): the
 daemon never pushes. The session's uncommitted work is committed to its
-branch first (not the files its setup copied in), unless --no-commit; a
-session running a turn is refused.`
+branch first by the daemon (not the files its setup copied in; this client
+never runs git in the agent's worktree), unless --no-commit; a session
+running a turn is refused.`
 
 // sessionPRUsage is the synopsis and description of session pr.
 const sessionPRUsage = `session pr SESSION [--remote origin] [--base BRANCH] [--title T] [--draft] [--no-push]
@@ -72,11 +73,9 @@ func (c *cli) pushSession(ctx context.Context, s pool.Session, remote string, co
 		return fmt.Errorf("session %s: its branch %s is gone from %s (closed with --discard, or deleted)", s.ID, branch, s.Repo)
 	}
 	if s.Status == pool.StatusOpen && s.Worktree.Path != "" {
-		tracked, untracked, ok := uncommitted(ctx, s.Worktree.Path)
 		switch {
-		case !ok || tracked+untracked == 0:
 		case !commit:
-			fmt.Fprintf(c.stderr, "note: the session's worktree has uncommitted work (%d changed, %d new files), not pushed (--no-commit)\n", tracked, untracked)
+			fmt.Fprintf(c.stderr, "note: work left uncommitted in the session's worktree is not pushed (--no-commit)\n")
 		case s.Busy:
 			return fmt.Errorf("session %s is running turn %d; push it when the turn has ended (or --no-commit to push the branch as it is)", s.ID, s.Turn)
 		default:
@@ -95,33 +94,22 @@ func (c *cli) pushSession(ctx context.Context, s pool.Session, remote string, co
 	return nil
 }
 
-// commitWork commits the worktree's changes (not the files the setup
-// copied in) to the session's branch.
+// commitWork has the daemon commit the session's uncommitted work (not
+// the files its setup copied in) to its branch. The daemon's git is
+// hardened; the client never runs git in the worktree, whose git files
+// its agent can write.
 func (c *cli) commitWork(ctx context.Context, s pool.Session) error {
 	api, err := c.client()
 	if err != nil {
 		return err
 	}
-	d, err := api.Diff(ctx, s.ID, 0)
+	res, err := api.CommitWork(ctx, s.ID)
 	if err != nil {
-		return err
-	}
-	add := []string{"add", "--all", "--", "."}
-	for _, cf := range d.Copied {
-		add = append(add, ":(exclude,literal)"+cf.Path)
-	}
-	if _, err := gitOut(ctx, s.Worktree.Path, add...); err != nil {
 		return fmt.Errorf("commit the session's work: %w", err)
 	}
-	title := s.Title
-	if title == "" {
-		title = "Work of agentpool session " + s.ID
+	if res.Committed {
+		fmt.Fprintf(c.stdout, "committed the session's uncommitted work to %s (%s)\n", res.Branch, short(res.Head))
 	}
-	if _, err := gitOut(ctx, s.Worktree.Path, "commit", "--quiet", "-m", title, "-m", "agentpool session "+s.ID); err != nil {
-		return fmt.Errorf("commit the session's work: %w", err)
-	}
-	head, _ := gitOut(ctx, s.Worktree.Path, "rev-parse", "--short", "HEAD")
-	fmt.Fprintf(c.stdout, "committed the session's uncommitted work to %s (%s)\n", s.Worktree.Branch, head)
 	return nil
 }
 

@@ -158,3 +158,9 @@ func (e conflictError) Error() string { return e.err.Error() }
 
 // Unwrap returns the worktree's error and pool.ErrConflict.
 func (e conflictError) Unwrap() []error { return []error{e.err, pool.ErrConflict} }
+
+// CommitWork commits the work left uncommitted in wt's worktree to its
+// branch (see worktree.Manager.CommitWork).
+func (a Worktrees) CommitWork(ctx context.Context, wt pool.Worktree, title string) (string, bool, error) {
+	return a.M.CommitWork(ctx, toWT(wt), title)
+}
