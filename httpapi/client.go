@@ -279,6 +279,15 @@ func (c *Client) CreateSession(ctx context.Context, req pool.CreateRequest) (poo
 	return s, c.call(ctx, http.MethodPost, "/v1/sessions", req, &s)
 }
 
+// CreateSessionPrompt creates a session and starts its first turn with
+// prompt in the same call (POST /v1/sessions with "prompt"). The session
+// is made even when its first turn is refused: the answer's
+// FirstTurnError then says why.
+func (c *Client) CreateSessionPrompt(ctx context.Context, req pool.CreateRequest, prompt string) (CreatedSession, error) {
+	var s CreatedSession
+	return s, c.call(ctx, http.MethodPost, "/v1/sessions", CreateSessionRequest{CreateRequest: req, Prompt: prompt}, &s)
+}
+
 // Sessions lists the sessions.
 func (c *Client) Sessions(ctx context.Context) ([]pool.Session, error) {
 	var l []pool.Session

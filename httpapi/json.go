@@ -105,7 +105,8 @@ func jsonError(err error) *Error {
 		if te.Field == "" {
 			return badRequest("", "the body must be a JSON object, not %s", te.Value)
 		}
-		return badRequest(te.Field, "field %q must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		field := jsonPath(te.Field)
+		return badRequest(field, "field %q must be %s, not %s", field, jsonKind(te.Type.Kind().String()), te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return badRequest("", "malformed JSON: unexpected end of the body")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -163,4 +164,19 @@ func parseSeq(name, v string) (int64, error) {
 		return 0, badRequest(name, "%s must be a non-negative integer, not %q", name, v)
 	}
 	return n, nil
+}
+
+// jsonPath is the path of a field as the request names it: encoding/json
+// puts the Go names of embedded structs in it (CreateRequest.repo), which
+// the request does not have. JSON names here are never capitalized.
+func jsonPath(field string) string {
+	parts := strings.Split(field, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && p[0] >= 'A' && p[0] <= 'Z' {
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ".")
 }

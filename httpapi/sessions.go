@@ -15,6 +15,26 @@ type PromptRequest struct {
 	Text string `json:"text"`
 }
 
+// CreateSessionRequest is the body of POST /v1/sessions: the session,
+// and optionally its first prompt.
+type CreateSessionRequest struct {
+	pool.CreateRequest
+	// Prompt, when set, starts the session's first turn with the
+	// session's agent in the same call, as POST …/prompt would: one round
+	// trip from nothing to a working agent (with a spare, its first token
+	// comes about as soon as a warm session's would).
+	Prompt string `json:"prompt,omitempty"`
+}
+
+// CreatedSession is the answer of POST /v1/sessions: the session, and
+// with a prompt its first turn, or why that turn did not start (the
+// session is made all the same).
+type CreatedSession struct {
+	pool.Session
+	FirstTurn      *pool.Turn `json:"first_turn,omitempty"`
+	FirstTurnError *Error     `json:"first_turn_error,omitempty"`
+}
+
 // CancelResult is the answer of POST /v1/sessions/{id}/cancel.
 type CancelResult struct {
 	Session   string `json:"session"`
@@ -26,7 +46,7 @@ type CancelResult struct {
 // unless warm is false (see pool.Pool.Create); its start, or why it was
 // skipped (agent.warm_skipped), is on the session's stream.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
-	var req pool.CreateRequest
+	var req CreateSessionRequest
 	if err := decodeJSON(r, &req, true); err != nil {
 		return err
 	}
@@ -39,12 +59,27 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := req.MCPServers.Validate("mcp_servers"); err != nil {
 		return badRequest("mcp_servers", "%v", err)
 	}
-	sess, err := s.pool.Create(r.Context(), req)
+	if req.Prompt != "" && strings.TrimSpace(req.Prompt) == "" {
+		return badRequest("prompt", "field \"prompt\" must not be blank: leave it out to create the session without a first turn")
+	}
+	sess, err := s.pool.Create(r.Context(), req.CreateRequest)
 	if err != nil {
 		return err
 	}
+	out := CreatedSession{Session: sess}
+	if req.Prompt != "" {
+		t, err := s.pool.StartPrompt(r.Context(), pool.PromptRequest{Session: sess.ID, Text: req.Prompt})
+		if err != nil {
+			// The session exists: say so with its id, and why its first
+			// turn did not start (a budget, say), rather than fail the call.
+			out.FirstTurnError = errorFor(err)
+		} else {
+			out.FirstTurn = &t
+			out.Busy, out.Turn = true, t.ID
+		}
+	}
 	w.Header().Set("Location", "/v1/sessions/"+sess.ID)
-	writeJSON(w, http.StatusCreated, sess)
+	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
 

@@ -69,6 +69,11 @@ type Store interface {
 	MarkWorktreeRemoved(ctx context.Context, session string) error
 
 	UpsertAgent(ctx context.Context, a AgentRecord) error
+	// AdoptSession stores a session made from a spare in one
+	// transaction: its row (as CreateSession), its worktree (as
+	// PutWorktree), its running agent (as UpsertAgent) and, when adv is
+	// not nil, what that agent advertised (as SetAgentAdvertised).
+	AdoptSession(ctx context.Context, s SessionRecord, wt Worktree, a AgentRecord, adv *backends.Advertised) error
 	GetAgent(ctx context.Context, session, agent string) (AgentRecord, error)
 	ListAgents(ctx context.Context, session string) ([]AgentRecord, error)
 	// SetAgentAdvertised records what the agent of (session, agent) last

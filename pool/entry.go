@@ -358,6 +358,17 @@ func (p *Pool) putAgent(e *entry, info backends.Info, status string, prev AgentR
 	if e.sess.isSpare() {
 		return // stored at adoption (see spares.go)
 	}
+	r := p.agentRecordOf(e, info, status, prev)
+	// The record must be written even when the pool is shutting down: it
+	// holds the agent session id a later daemon resumes.
+	if err := p.cfg.Store.UpsertAgent(context.WithoutCancel(p.ctx), r); err != nil {
+		p.logger.Warn("store agent", "session", r.Session, "agent", r.Agent, "err", err)
+	}
+}
+
+// agentRecordOf is e's record with status, from info and what prev
+// recorded.
+func (p *Pool) agentRecordOf(e *entry, info backends.Info, status string, prev AgentRecord) AgentRecord {
 	now := p.cfg.Now()
 	r := AgentRecord{Session: e.key.session, Agent: e.key.agent, Kind: e.spec.Kind, Status: status, Restarts: e.restarts,
 		SpecHash: e.hash, LastActiveAt: now, CreatedAt: now, Mode: prev.Mode, ConfigOptions: prev.ConfigOptions,
@@ -367,11 +378,7 @@ func (p *Pool) putAgent(e *entry, info backends.Info, status string, prev AgentR
 		r.AgentSessionID = info.AgentSessionID
 		r.ResumeSupported = info.LoadSession || info.Sessions.Resume
 	}
-	// The record must be written even when the pool is shutting down: it
-	// holds the agent session id a later daemon resumes.
-	if err := p.cfg.Store.UpsertAgent(context.WithoutCancel(p.ctx), r); err != nil {
-		p.logger.Warn("store agent", "session", r.Session, "agent", r.Agent, "err", err)
-	}
+	return r
 }
 
 // watch waits for a backend's process to end and records how.

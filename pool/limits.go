@@ -183,12 +183,22 @@ func (p *Pool) ProviderChanged(disabled, specChanged []string) {
 }
 
 // Backends lists every backend the pool holds, for `ps`.
-func (p *Pool) Backends() []AgentStatus {
+func (p *Pool) Backends() []AgentStatus { return p.backends("") }
+
+// backendsOf is Backends for one session's agents, without their memory
+// (RSS 0): reading it scans every process of the system, which a
+// session's create should not wait for; Get and the pool's view have it.
+func (p *Pool) backendsOf(session string) []AgentStatus { return p.backends(session) }
+
+// backends is Backends, of one session's agents when session is set.
+func (p *Pool) backends(session string) []AgentStatus {
 	now := p.cfg.Now()
 	p.mu.Lock()
 	list := make([]*entry, 0, len(p.entries))
 	for _, e := range p.entries {
-		list = append(list, e)
+		if session == "" || e.key.session == session {
+			list = append(list, e)
+		}
 	}
 	out := make([]AgentStatus, 0, len(list))
 	for _, e := range list {
@@ -209,7 +219,7 @@ func (p *Pool) Backends() []AgentStatus {
 		out = append(out, st)
 	}
 	p.mu.Unlock()
-	if len(out) > 0 {
+	if len(out) > 0 && session == "" {
 		rss := p.cfg.GroupRSS()
 		for i := range out {
 			if out[i].PID != 0 {

@@ -43,7 +43,7 @@ func (p *Pool) takeSpare(ctx context.Context, req CreateRequest) *spare {
 		p.mu.Unlock()
 		if !read {
 			read = true
-			head, setup, headErr = p.spareState(ctx, sp.repo)
+			head, setup, headErr = p.spareState(ctx, sp.wt.Repo)
 		}
 		reason := ""
 		switch {
@@ -99,11 +99,17 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	p.mu.Unlock()
 	now := p.cfg.Now()
 	rec := SessionRecord{ID: sp.id, Repo: wt.Repo, Title: req.Title, ActiveAgent: req.Agent, Status: StatusOpen, CreatedAt: now, UpdatedAt: now}
-	if err := p.cfg.Store.CreateSession(ctx, rec); err != nil {
-		return fail(fmt.Errorf("store session: %w", err))
+	// One transaction: the session, its worktree and its running agent
+	// (with what it advertised) are stored together or not at all.
+	var adv *backends.Advertised
+	e.adv.mu.Lock()
+	if e.adv.known {
+		a := e.adv.adv
+		adv = &a
 	}
-	if err := p.cfg.Store.PutWorktree(ctx, wt); err != nil {
-		return fail(fmt.Errorf("store worktree: %w", err))
+	e.adv.mu.Unlock()
+	if err := p.cfg.Store.AdoptSession(ctx, rec, wt, p.agentRecordOf(e, info, AgentActive, AgentRecord{}), adv); err != nil {
+		return fail(fmt.Errorf("store session: %w", err))
 	}
 	if req.Budget != nil && !req.Budget.IsZero() {
 		if err := p.cfg.Usage.SetSessionBudget(ctx, sp.id, *req.Budget); err != nil {
@@ -121,8 +127,6 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	s.mu.Unlock()
 	p.sessions[s.id] = s
 	p.mu.Unlock()
-	p.putAgent(e, info, AgentActive, AgentRecord{})
-	p.storeAdvertised(e)
 	created := map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": true, "spare": true}
 	if req.Budget != nil && !req.Budget.IsZero() {
 		created["budget"] = req.Budget
@@ -139,5 +143,34 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	p.emit(s, EventSpareAdopted, req.Agent, adopted)
 	p.logger.Info("spare adopted", "session", sp.id, "repo", sp.repo, "agent", sp.agent)
 	p.wakeSpares()
-	return p.Get(ctx, s.id)
+	return p.adopted(s, req.Budget), nil
+}
+
+// adopted is what Get answers for a session just adopted, made from
+// memory: its one agent running, no usage yet (the spare's agent has had
+// no turn), the budget the request set. A create waits for no store read.
+func (p *Pool) adopted(s *session, budget *backends.Budget) Session {
+	var running []AgentStatus
+	for _, st := range p.backendsOf(s.id) {
+		running = append(running, st)
+	}
+	s.mu.Lock()
+	out := Session{
+		ID: s.id, Repo: s.rec.Repo, BaseRef: s.rec.BaseRef, Title: s.rec.Title, ActiveAgent: s.rec.ActiveAgent,
+		Status: s.rec.Status, Worktree: s.wt, CreatedAt: s.rec.CreatedAt, UpdatedAt: s.rec.UpdatedAt, LastSeq: s.seq,
+		MCPServers: s.rec.MCPServers.Redact(), Agents: running,
+	}
+	if s.turn != nil {
+		out.Busy, out.Turn = true, s.turn.id
+	}
+	s.mu.Unlock()
+	if p.cfg.Usage != nil {
+		u := SessionUsage{Session: s.id, Cost: []Money{}, Agents: []AgentSummary{}}
+		if budget != nil && !budget.IsZero() {
+			b := *budget
+			u.Budget = &b
+		}
+		out.Usage = &u
+	}
+	return out
 }

@@ -91,29 +91,11 @@ const agentCols = `session_id, agent, kind, agent_session_id, pid, pgid, pid_sta
 // ErrNotFound if the session does not exist, and an error for an unknown
 // status or ConfigOptions that are not a JSON object.
 func (s *Store) UpsertAgentSession(ctx context.Context, a AgentSession) error {
-	if err := validAgentStatus(a.Status); err != nil {
-		return fmt.Errorf("upsert agent %q of session %q: %w", a.Agent, a.SessionID, err)
+	row, err := s.agentRowOf(a)
+	if err != nil {
+		return err
 	}
-	if err := validOptions(a.ConfigOptions); err != nil {
-		return fmt.Errorf("upsert agent %q of session %q: %w", a.Agent, a.SessionID, err)
-	}
-	now := s.now()
-	row := agentRow{
-		SessionID: a.SessionID, Agent: a.Agent, Kind: a.Kind, AgentSessionID: a.AgentSessionID,
-		PID: a.PID, PGID: a.PGID, StartTicks: int64(a.StartTicks), Status: a.Status,
-		Restarts: a.Restarts, ResumeSupported: a.ResumeSupported, Mode: a.Mode,
-		ConfigOptions: nullText(a.ConfigOptions), SpecHash: a.SpecHash,
-		LastActiveAt: toUnix(orTime(a.LastActiveAt, now)), CreatedAt: toUnix(orTime(a.CreatedAt, now)),
-	}
-	_, err := s.db.NamedExecContext(ctx, `INSERT INTO agent_sessions (`+agentCols+`)
-		VALUES (:session_id, :agent, :kind, :agent_session_id, :pid, :pgid, :pid_start_ticks, :status, :restarts,
-			:resume_supported, :mode, :config_options, :provider_spec_hash, :last_active_at, :created_at)
-		ON CONFLICT (session_id, agent) DO UPDATE SET kind = excluded.kind,
-			agent_session_id = excluded.agent_session_id, pid = excluded.pid, pgid = excluded.pgid,
-			pid_start_ticks = excluded.pid_start_ticks, status = excluded.status, restarts = excluded.restarts,
-			resume_supported = excluded.resume_supported, mode = excluded.mode,
-			config_options = excluded.config_options, provider_spec_hash = excluded.provider_spec_hash,
-			last_active_at = excluded.last_active_at`, row)
+	_, err = s.db.NamedExecContext(ctx, upsertAgentSQL, row)
 	if err != nil {
 		return fmt.Errorf("upsert agent %q of session %q: %w", a.Agent, a.SessionID, s.mapWriteErr(err))
 	}
@@ -297,4 +279,23 @@ func orTime(t, def time.Time) time.Time {
 func mustString(v string) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// agentRowOf checks a and makes its row, its times defaulting to now.
+func (s *Store) agentRowOf(a AgentSession) (agentRow, error) {
+	if err := validAgentStatus(a.Status); err != nil {
+		return agentRow{}, fmt.Errorf("upsert agent %q of session %q: %w", a.Agent, a.SessionID, err)
+	}
+	if err := validOptions(a.ConfigOptions); err != nil {
+		return agentRow{}, fmt.Errorf("upsert agent %q of session %q: %w", a.Agent, a.SessionID, err)
+	}
+	now := s.now()
+	row := agentRow{
+		SessionID: a.SessionID, Agent: a.Agent, Kind: a.Kind, AgentSessionID: a.AgentSessionID,
+		PID: a.PID, PGID: a.PGID, StartTicks: int64(a.StartTicks), Status: a.Status,
+		Restarts: a.Restarts, ResumeSupported: a.ResumeSupported, Mode: a.Mode,
+		ConfigOptions: nullText(a.ConfigOptions), SpecHash: a.SpecHash,
+		LastActiveAt: toUnix(orTime(a.LastActiveAt, now)), CreatedAt: toUnix(orTime(a.CreatedAt, now)),
+	}
+	return row, nil
 }

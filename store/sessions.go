@@ -57,21 +57,11 @@ const sessionCols = `id, repo, base_ref, title, active_agent, status, created_at
 // SessionOpen, and CreatedAt (when zero) and UpdatedAt come from the clock.
 // It returns ErrExists if the id is taken.
 func (s *Store) CreateSession(ctx context.Context, sess Session) (Session, error) {
-	if sess.ID == "" {
-		return Session{}, errors.New("create session: empty id")
+	row, err := s.sessionRowOf(sess)
+	if err != nil {
+		return Session{}, err
 	}
-	if sess.Status == "" {
-		sess.Status = SessionOpen
-	}
-	sess.CreatedAt = s.orNow(sess.CreatedAt).UTC()
-	sess.UpdatedAt = sess.CreatedAt
-	row := sessionRow{
-		ID: sess.ID, Repo: sess.Repo, BaseRef: sess.BaseRef, Title: sess.Title,
-		ActiveAgent: sess.ActiveAgent, Status: sess.Status,
-		CreatedAt: toUnix(sess.CreatedAt), UpdatedAt: toUnix(sess.UpdatedAt), MCPServers: sess.MCPServers,
-	}
-	if _, err := s.db.NamedExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`)
-		VALUES (:id, :repo, :base_ref, :title, :active_agent, :status, :created_at, :updated_at, :mcp_servers)`, row); err != nil {
+	if _, err := s.db.NamedExecContext(ctx, insertSessionSQL, row); err != nil {
 		return Session{}, fmt.Errorf("create session %q: %w", sess.ID, s.mapWriteErr(err))
 	}
 	return row.session(), nil
@@ -199,18 +189,7 @@ const worktreeCols = `session_id, path, branch, base_commit, created_at, removed
 // CreatedAt from the clock when zero and RemovedAt as given. It returns
 // ErrNotFound if the session does not exist.
 func (s *Store) PutWorktree(ctx context.Context, w WorktreeRow) error {
-	row := worktreeRow{
-		SessionID: w.SessionID, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit,
-		CreatedAt: toUnix(s.orNow(w.CreatedAt)),
-	}
-	if w.RemovedAt != nil {
-		at := toUnix(*w.RemovedAt)
-		row.RemovedAt = &at
-	}
-	_, err := s.db.NamedExecContext(ctx, `INSERT INTO session_worktrees (`+worktreeCols+`)
-		VALUES (:session_id, :path, :branch, :base_commit, :created_at, :removed_at)
-		ON CONFLICT (session_id) DO UPDATE SET path = excluded.path, branch = excluded.branch,
-			base_commit = excluded.base_commit, created_at = excluded.created_at, removed_at = excluded.removed_at`, row)
+	_, err := s.db.NamedExecContext(ctx, putWorktreeSQL, s.worktreeRowOf(w))
 	if err != nil {
 		return fmt.Errorf("put worktree of session %q: %w", w.SessionID, s.mapWriteErr(err))
 	}

@@ -104,7 +104,9 @@ type Config struct {
 	// BatchSize is the largest number of events committed in one transaction.
 	BatchSize int
 	// FlushInterval is how long the writer waits for more events before it
-	// commits a batch that is not full; a pending Flush cuts the wait short.
+	// commits a batch that is not full; a pending Flush cuts the wait short,
+	// and a writer that has had nothing to write for FlushInterval or more
+	// does not wait (see linger).
 	FlushInterval time.Duration
 	// RetryBackoff is the first wait after a failed batch; it doubles on each
 	// further failure up to MaxBackoff.
@@ -201,6 +203,7 @@ type Store struct {
 	reordered []item
 	holding   bool
 	held      int
+	wrote     time.Time // when the writer last finished a take (or the store opened)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -272,6 +275,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		abandon: abandon,
 		done:    make(chan struct{}),
 		lock:    lock,
+		wrote:   cfg.Now(), // a store just opened is not yet quiet
 	}
 	s.turnSeq.Store(lastTurn)
 	s.prog.changed = make(chan struct{})

@@ -67,6 +67,7 @@ func (s *Store) run() {
 		buf = s.queue.take(buf)
 		s.trace(stepTook, buf)
 		s.writeTaken(buf)
+		s.wrote = s.now()
 		clear(buf) // the events written are not the writer's to keep
 		if cap(buf) > 4*s.cfg.BatchSize {
 			buf = nil // do not keep the memory of a burst
@@ -75,11 +76,16 @@ func (s *Store) run() {
 }
 
 // linger waits up to FlushInterval for the queue to fill a batch, unless a
-// Flush is waiting or the store is closing.
+// Flush is waiting, the store is closing, or the writer was idle: when its
+// last take was written FlushInterval ago or more, what wakes it (a
+// turn's start, the first token of a reply, a session's creation) is
+// written at once. Under a steady stream the writer is never idle that
+// long, and lingers; a burst after a quiet spell has its first item
+// written alone, the rest gathering in the queue meanwhile.
 func (s *Store) linger(timer *time.Timer) {
 	drain(s.queue.full)
 	drain(s.nudge)
-	if s.flushes.Load() > 0 || s.queue.len() >= s.cfg.BatchSize {
+	if s.flushes.Load() > 0 || s.queue.len() >= s.cfg.BatchSize || s.now().Sub(s.wrote) >= s.cfg.FlushInterval {
 		return
 	}
 	timer.Reset(s.cfg.FlushInterval)

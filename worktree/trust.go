@@ -140,6 +140,20 @@ func (m *Manager) loadSetupFile(top string) (SetupFile, bool, error) {
 	return sf, true, nil
 }
 
+// SetupFileAt is SetupFileOf for a repository whose top level is known
+// already (a Worktree's Repo, as the Manager resolved it): it reads the
+// file and the trust record without asking git where the top is.
+func (m *Manager) SetupFileAt(top string) (SetupFile, error) {
+	sf, ok, err := m.loadSetupFile(top)
+	if err != nil {
+		return SetupFile{}, err
+	}
+	if !ok {
+		return SetupFile{}, fmt.Errorf("%w: %s has no %s", ErrNoSetupFile, top, SetupFileName)
+	}
+	return sf, nil
+}
+
 // SetupFileOf reads the setup file of repo's main checkout (see
 // LoadSetup) and says whether its content is trusted. Errors wrap
 // ErrNotRepository, ErrSetupConfig, or ErrNoSetupFile when there is none.

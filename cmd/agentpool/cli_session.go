@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 )
@@ -84,7 +85,7 @@ func gitTopLevel(ctx context.Context, dir string) (string, error) {
 }
 
 func (c *cli) sessionNew(ctx context.Context, args []string) error {
-	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm]\n            [--budget-tokens N] [--budget-cost X [--budget-currency USD]]\n            [--mcp NAME=COMMAND [ARGS...]]... [--mcp-json FILE] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.\n\nThe session's ACP agents get its MCP servers besides their provider's (a\nsession's server replaces the provider's of its name). --mcp adds a stdio\nserver; --mcp-json reads an object of servers keyed by name, as \"mcp_servers\"\nin providers.json (\"-\": stdin), which may hold env and headers: keep secrets\nthere, never on a command line.")
+	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm]\n            [--budget-tokens N] [--budget-cost X [--budget-currency USD]]\n            [--mcp NAME=COMMAND [ARGS...]]... [--mcp-json FILE] [--prompt TEXT] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--prompt starts the first turn in the same request and streams it, as prompt\ndoes (with a spare ready, the agent answers about as soon as a warm one).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.\n\nThe session's ACP agents get its MCP servers besides their provider's (a\nsession's server replaces the provider's of its name). --mcp adds a stdio\nserver; --mcp-json reads an object of servers keyed by name, as \"mcp_servers\"\nin providers.json (\"-\": stdin), which may hold env and headers: keep secrets\nthere, never on a command line.")
 	repo := fs.String("repo", "", "the git repository (default: the one holding the current directory)")
 	agent := fs.String("agent", defaultAgent, "the session's first agent (a provider id)")
 	title := fs.String("title", "", "a title for the session")
@@ -93,6 +94,7 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	noWarm := fs.Bool("no-warm", false, "do not start the agent until the first prompt")
 	agentSession := fs.String("agent-session", "", "one of the agent's own sessions for this one to take up")
 	asJSON := fs.Bool("json", false, "print the session as JSON")
+	first := fs.String("prompt", "", "start the first turn with `TEXT` and stream it")
 	bf := addBudgetFlags(fs, "budget-") // cli_usage.go
 	var mcp mcpFlag
 	fs.Var(&mcp, "mcp", "an MCP server `NAME=COMMAND [ARGS...]` (stdio) for the session's agents; repeatable")
@@ -135,8 +137,9 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	if b := bf.budget(); !b.IsZero() {
 		budget = &b
 	}
-	s, err := api.CreateSession(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm,
-		AgentSession: *agentSession, MCPServers: servers, Budget: budget})
+	created, err := api.CreateSessionPrompt(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm,
+		AgentSession: *agentSession, MCPServers: servers, Budget: budget}, *first)
+	s := created.Session
 	if err != nil {
 		if isNotInstalled(err) {
 			if !notInstalled {
@@ -152,8 +155,14 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	if !notInstalled {
 		c.progress("done (%.1fs)\n", time.Since(start).Seconds())
 	}
-	if *asJSON {
+	if *asJSON && *first == "" {
 		return c.printJSON(s)
+	}
+	if *asJSON {
+		if err := c.printJSON(created); err != nil {
+			return err
+		}
+		return c.followFirstTurn(ctx, api, created, true)
 	}
 	fmt.Fprintf(c.stdout, "session %s created\n", s.ID)
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
@@ -167,8 +176,29 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	}
 	c.noteUncommitted(ctx, c.stdout, s.Repo, *base, s.Worktree.BaseCommit) // cli_dirty.go
 	c.noteSetup(ctx, api, c.stdout, s.Repo, s.ID)                          // cli_trust.go
+	if *first != "" {
+		fmt.Fprintln(c.stdout)
+		return c.followFirstTurn(ctx, api, created, false)
+	}
 	fmt.Fprintf(c.stdout, "\nNext: %s prompt %s \"describe what you want\"\n", c.self(), s.ID)
 	return nil
+}
+
+// followFirstTurn streams the first turn of a session created with
+// --prompt, or says why it did not start.
+func (c *cli) followFirstTurn(ctx context.Context, api *httpapi.Client, created httpapi.CreatedSession, asJSON bool) error {
+	if created.FirstTurnError != nil || created.FirstTurn == nil {
+		msg := "the daemon did not start it"
+		if created.FirstTurnError != nil {
+			msg = created.FirstTurnError.Message
+		}
+		return fmt.Errorf("session %s was created, but its first turn did not start: %s", created.ID, msg)
+	}
+	t := *created.FirstTurn
+	if t.QueuePosition > 0 {
+		c.progress("every agent slot is busy: turn %d waits at position %d in the queue\n", t.ID, t.QueuePosition)
+	}
+	return c.followTurn(ctx, api, created.ID, 0, t, asJSON)
 }
 
 func (c *cli) sessionList(ctx context.Context, args []string) error {

@@ -26,16 +26,25 @@ func notFound(err error) error {
 
 // CreateSession stores a new session.
 func (a Store) CreateSession(ctx context.Context, s pool.SessionRecord) error {
+	sess, err := toSession(s)
+	if err != nil {
+		return err
+	}
+	_, err = a.S.CreateSession(ctx, sess)
+	return err
+}
+
+// toSession is s as the store keeps it, its MCP servers as JSON.
+func toSession(s pool.SessionRecord) (store.Session, error) {
 	mcp := ""
 	if len(s.MCPServers) > 0 {
 		raw, err := json.Marshal(s.MCPServers)
 		if err != nil {
-			return fmt.Errorf("create session %q: encode its MCP servers: %w", s.ID, err)
+			return store.Session{}, fmt.Errorf("create session %q: encode its MCP servers: %w", s.ID, err)
 		}
 		mcp = string(raw)
 	}
-	_, err := a.S.CreateSession(ctx, store.Session{ID: s.ID, Repo: s.Repo, BaseRef: s.BaseRef, Title: s.Title, ActiveAgent: s.ActiveAgent, Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, MCPServers: mcp})
-	return err
+	return store.Session{ID: s.ID, Repo: s.Repo, BaseRef: s.BaseRef, Title: s.Title, ActiveAgent: s.ActiveAgent, Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, MCPServers: mcp}, nil
 }
 
 func fromSession(s store.Session) pool.SessionRecord {
@@ -128,6 +137,25 @@ func (a Store) UpsertAgent(ctx context.Context, r pool.AgentRecord) error {
 		return err
 	}
 	return notFound(a.S.UpsertAgentSession(ctx, s))
+}
+
+// AdoptSession stores a session made from a spare in one transaction.
+func (a Store) AdoptSession(ctx context.Context, s pool.SessionRecord, wt pool.Worktree, r pool.AgentRecord, adv *backends.Advertised) error {
+	sess, err := toSession(s)
+	if err != nil {
+		return err
+	}
+	agent, err := toAgent(r)
+	if err != nil {
+		return err
+	}
+	var raw []byte
+	if adv != nil {
+		if raw, err = json.Marshal(adv); err != nil {
+			return fmt.Errorf("adopt session %q: advertised: %w", s.ID, err)
+		}
+	}
+	return a.S.AdoptSession(ctx, sess, store.WorktreeRow{SessionID: wt.Session, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}, agent, raw)
 }
 
 // GetAgent reads an agent row.

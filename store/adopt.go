@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// The statements CreateSession, PutWorktree and UpsertAgentSession run,
+// shared with AdoptSession, which runs them in one transaction.
+const (
+	insertSessionSQL = `INSERT INTO sessions (` + sessionCols + `)
+		VALUES (:id, :repo, :base_ref, :title, :active_agent, :status, :created_at, :updated_at, :mcp_servers)`
+	putWorktreeSQL = `INSERT INTO session_worktrees (` + worktreeCols + `)
+		VALUES (:session_id, :path, :branch, :base_commit, :created_at, :removed_at)
+		ON CONFLICT (session_id) DO UPDATE SET path = excluded.path, branch = excluded.branch,
+			base_commit = excluded.base_commit, created_at = excluded.created_at, removed_at = excluded.removed_at`
+	upsertAgentSQL = `INSERT INTO agent_sessions (` + agentCols + `)
+		VALUES (:session_id, :agent, :kind, :agent_session_id, :pid, :pgid, :pid_start_ticks, :status, :restarts,
+			:resume_supported, :mode, :config_options, :provider_spec_hash, :last_active_at, :created_at)
+		ON CONFLICT (session_id, agent) DO UPDATE SET kind = excluded.kind,
+			agent_session_id = excluded.agent_session_id, pid = excluded.pid, pgid = excluded.pgid,
+			pid_start_ticks = excluded.pid_start_ticks, status = excluded.status, restarts = excluded.restarts,
+			resume_supported = excluded.resume_supported, mode = excluded.mode,
+			config_options = excluded.config_options, provider_spec_hash = excluded.provider_spec_hash,
+			last_active_at = excluded.last_active_at`
+)
+
+// AdoptSession stores a session made ahead (a spare) at once: its row
+// (as CreateSession), its worktree (as PutWorktree) and its running
+// agent (as UpsertAgentSession, with what the agent advertised when
+// advertised is not nil), all in one transaction, so that a session
+// created from a spare costs its caller one commit and is never stored
+// in part. It returns ErrExists if the id is taken.
+func (s *Store) AdoptSession(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte) (err error) {
+	row, err := s.sessionRowOf(sess)
+	if err != nil {
+		return err
+	}
+	agent, err := s.agentRowOf(a)
+	if err != nil {
+		return err
+	}
+	if err := validOptions(advertised); err != nil {
+		return fmt.Errorf("adopt session %q: advertised: %w", sess.ID, err)
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("adopt session %q: %w", sess.ID, s.mapWriteErr(err))
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err = tx.NamedExecContext(ctx, insertSessionSQL, row); err != nil {
+		return fmt.Errorf("adopt session %q: %w", sess.ID, s.mapWriteErr(err))
+	}
+	if _, err = tx.NamedExecContext(ctx, putWorktreeSQL, s.worktreeRowOf(wt)); err != nil {
+		return fmt.Errorf("adopt session %q: worktree: %w", sess.ID, s.mapWriteErr(err))
+	}
+	if _, err = tx.NamedExecContext(ctx, upsertAgentSQL, agent); err != nil {
+		return fmt.Errorf("adopt session %q: agent %q: %w", sess.ID, a.Agent, s.mapWriteErr(err))
+	}
+	if advertised != nil {
+		if _, err = tx.ExecContext(ctx, `UPDATE agent_sessions SET advertised = ? WHERE session_id = ? AND agent = ?`,
+			nullText(advertised), sess.ID, a.Agent); err != nil {
+			return fmt.Errorf("adopt session %q: advertised of agent %q: %w", sess.ID, a.Agent, s.mapWriteErr(err))
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("adopt session %q: commit: %w", sess.ID, s.mapWriteErr(err))
+	}
+	return nil
+}
+
+// sessionRowOf checks sess and makes its row: Status defaults to
+// SessionOpen, CreatedAt (when zero) comes from the clock and UpdatedAt
+// is CreatedAt.
+func (s *Store) sessionRowOf(sess Session) (sessionRow, error) {
+	if sess.ID == "" {
+		return sessionRow{}, errors.New("create session: empty id")
+	}
+	if sess.Status == "" {
+		sess.Status = SessionOpen
+	}
+	sess.CreatedAt = s.orNow(sess.CreatedAt).UTC()
+	sess.UpdatedAt = sess.CreatedAt
+	return sessionRow{
+		ID: sess.ID, Repo: sess.Repo, BaseRef: sess.BaseRef, Title: sess.Title,
+		ActiveAgent: sess.ActiveAgent, Status: sess.Status,
+		CreatedAt: toUnix(sess.CreatedAt), UpdatedAt: toUnix(sess.UpdatedAt), MCPServers: sess.MCPServers,
+	}, nil
+}
+
+// worktreeRowOf makes w's row, CreatedAt from the clock when zero.
+func (s *Store) worktreeRowOf(w WorktreeRow) worktreeRow {
+	row := worktreeRow{
+		SessionID: w.SessionID, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit,
+		CreatedAt: toUnix(s.orNow(w.CreatedAt)),
+	}
+	if w.RemovedAt != nil {
+		at := toUnix(*w.RemovedAt)
+		row.RemovedAt = &at
+	}
+	return row
+}
