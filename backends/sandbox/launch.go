@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -69,6 +70,9 @@ func Launch(args []string) int {
 	path, argv := args[1], args[2:]
 	// Rules apply to the calling thread and what it execs: stay on it.
 	runtime.LockOSThread()
+	if p.Nice > 0 {
+		lowerPriority(p.Nice)
+	}
 	named := namedFiles(argv[1:])
 	if err := Apply(p); err != nil {
 		fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
@@ -87,6 +91,20 @@ func Launch(args []string) int {
 	err := syscall.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "agentpool sandbox-exec: exec %s: %v\n", path, err)
 	return exitLaunchFailed
+}
+
+// lowerPriority sets the calling thread's nice value, which the program
+// it execs keeps, and, when the launcher leads a session of its own (a
+// terminal agent's), that session's autogroup's: with autogroups the
+// kernel shares the CPUs between sessions first. A launcher in the
+// daemon's session leaves the autogroup alone — it is the daemon's too.
+// It runs before the Landlock rules, which make /proc read-only. A
+// failure leaves the priority as it was.
+func lowerPriority(nice int) {
+	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, nice)
+	if sid, err := unix.Getsid(0); err == nil && sid == unix.Getpid() {
+		_ = os.WriteFile("/proc/self/autogroup", []byte(strconv.Itoa(nice)), 0)
+	}
 }
 
 // namedFiles returns the regular files the arguments name by absolute

@@ -33,7 +33,18 @@ type Policy struct {
 	// read them, and otherwise exits with ExitDenied and a line that
 	// names the path.
 	Check []string `json:"check,omitempty"`
+	// Nice, when above 0, lowers the program's CPU priority to that nice
+	// value (and that of its session's scheduling group, when it leads a
+	// session of its own): an agent's work — a build, a flood of output —
+	// yields to the daemon that serves every session.
+	Nice int `json:"nice,omitempty"`
 }
+
+// AgentNice is the nice value programs run under a policy: on a machine
+// whose CPUs are all busy, the daemon (nice 0) gets about three times an
+// agent's share, so that one agent cannot slow every other session's
+// turns; on an idle machine it changes nothing.
+const AgentNice = 5
 
 // systemRead are the directories every program needs to read and execute.
 var systemRead = []string{
@@ -172,7 +183,7 @@ func BuildPolicy(in PolicyInput) (Policy, []string) {
 // user should change.
 func PolicyFor(in PolicyInput) PolicyResult {
 	sb := in.Sandbox
-	p := Policy{Network: sb.Network, Ports: slices.Clone(sb.Ports), Required: sb.Required}
+	p := Policy{Network: sb.Network, Ports: slices.Clone(sb.Ports), Required: sb.Required, Nice: AgentNice}
 	if p.Network == "" {
 		p.Network = backends.NetworkAll
 	}

@@ -269,13 +269,21 @@ func TestLandlockPolicy(t *testing.T) {
 		{"read secret", "cat " + secret + " 2>/dev/null || echo refused", "refused"},
 		{"read token", "cat " + token + " 2>/dev/null || echo refused", "refused"},
 		{"list home", "ls " + home + " 2>/dev/null || echo refused", "refused"},
+		// Agents yield the CPUs to the daemon (sandbox.AgentNice).
+		{"lower priority", "nice", "5"},
 	}
+	ownGroup, _ := os.ReadFile("/proc/self/autogroup")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if got := try(t, sb, c.line); got != c.want {
 				t.Errorf("%s: output %q; want %q", c.line, got, c.want)
 			}
 		})
+	}
+	// The launcher shares this process's session, and with it its
+	// autogroup: that group's priority, the daemon's, is left alone.
+	if after, _ := os.ReadFile("/proc/self/autogroup"); !bytes.Equal(after, ownGroup) {
+		t.Errorf("the launcher changed its parent's autogroup: %q, then %q", ownGroup, after)
 	}
 	// The shell has no TCP client: use the test binary's own dialer.
 	exeDir := []string{filepath.Dir(os.Args[0])}
