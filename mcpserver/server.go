@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/permission"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
@@ -47,6 +48,9 @@ type API interface {
 	Sessions(ctx context.Context) ([]pool.Session, error)
 	Session(ctx context.Context, id string) (pool.Session, error)
 	CreateSession(ctx context.Context, req pool.CreateRequest) (pool.Session, error)
+	// CreateSessionPrompt creates a session and starts its first turn in
+	// the same request.
+	CreateSessionPrompt(ctx context.Context, req pool.CreateRequest, prompt string) (httpapi.CreatedSession, error)
 	CloseSession(ctx context.Context, id string, discard bool) (pool.CloseResult, error)
 	// Prompt starts a turn and returns it at once (wait false).
 	Prompt(ctx context.Context, session, agent, text string, wait bool) (pool.Turn, error)

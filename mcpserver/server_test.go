@@ -51,6 +51,9 @@ func (f *fakeAPI) Session(_ context.Context, id string) (pool.Session, error) {
 func (f *fakeAPI) CreateSession(context.Context, pool.CreateRequest) (pool.Session, error) {
 	return pool.Session{}, errNotFaked
 }
+func (f *fakeAPI) CreateSessionPrompt(context.Context, pool.CreateRequest, string) (httpapi.CreatedSession, error) {
+	return httpapi.CreatedSession{}, errNotFaked
+}
 func (f *fakeAPI) CloseSession(context.Context, string, bool) (pool.CloseResult, error) {
 	return pool.CloseResult{}, errNotFaked
 }

@@ -165,21 +165,41 @@ func (s *Server) createSession(ctx context.Context, req *mcp.CallToolRequest, ap
 	if repo == "" {
 		return nil, invalid("repo is required: the path of a git repository")
 	}
-	ss, err := api.CreateSession(ctx, pool.CreateRequest{Repo: s.absPath(repo), BaseRef: in.Base, Agent: in.Agent, Title: in.Title})
+	creq := pool.CreateRequest{Repo: s.absPath(repo), BaseRef: in.Base, Agent: in.Agent, Title: in.Title}
+	if strings.TrimSpace(in.Prompt) == "" {
+		ss, err := api.CreateSession(ctx, creq)
+		if err != nil {
+			return nil, err
+		}
+		v := viewOf(ss)
+		return result(createdText(v)+fmt.Sprintf("Next: prompt with session %q.\n", v.ID), v), nil
+	}
+	// One request: the session and its first turn (a spare's agent
+	// answers about as soon as a warm one).
+	cs, err := api.CreateSessionPrompt(ctx, creq, in.Prompt)
 	if err != nil {
 		return nil, err
 	}
-	v := viewOf(ss)
-	text := fmt.Sprintf("Created session %s: agent %s on branch %s of %s (worktree %s).\n", v.ID, v.Agent, v.Branch, v.Repo, v.Worktree)
-	if strings.TrimSpace(in.Prompt) == "" {
-		return result(text+fmt.Sprintf("Next: prompt with session %q.\n", v.ID), v), nil
-	}
-	turn, structured, err := s.startTurn(ctx, req, api, ss.ID, ss.LastSeq, "", in.Prompt, in.WaitSeconds)
-	if err != nil {
+	v := viewOf(cs.Session)
+	text := createdText(v)
+	if cs.FirstTurnError != nil || cs.FirstTurn == nil {
 		// The session exists: say so with the refusal of the prompt.
-		return nil, fmt.Errorf("%s but its first prompt failed: %s", strings.TrimSuffix(text, ".\n"), errorText(err))
+		msg := "the daemon did not start it"
+		if cs.FirstTurnError != nil {
+			msg = errorText(cs.FirstTurnError)
+		}
+		return nil, fmt.Errorf("%s but its first prompt failed: %s", strings.TrimSuffix(text, ".\n"), msg)
+	}
+	turn, structured, err := s.started(ctx, req, api, cs.ID, 0, *cs.FirstTurn, in.WaitSeconds)
+	if err != nil {
+		return nil, err
 	}
 	return result(text+turn, createdView{sessionView: v, FirstTurn: structured}), nil
+}
+
+// createdText says which session was created, and where.
+func createdText(v sessionView) string {
+	return fmt.Sprintf("Created session %s: agent %s on branch %s of %s (worktree %s).\n", v.ID, v.Agent, v.Branch, v.Repo, v.Worktree)
 }
 
 // createdView is a created session with its first turn.

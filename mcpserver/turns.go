@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentpool/agentpool/pool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -62,6 +63,12 @@ func (s *Server) startTurn(ctx context.Context, req *mcp.CallToolRequest, api AP
 	if err != nil {
 		return "", nil, err
 	}
+	return s.started(ctx, req, api, session, last, t, waitSeconds)
+}
+
+// started reports turn t, just started, and with waitSeconds waits for it
+// as wait_turn does; last is the session's last seq before it started.
+func (s *Server) started(ctx context.Context, req *mcp.CallToolRequest, api API, session string, last int64, t pool.Turn, waitSeconds int) (string, any, error) {
 	s.rememberStart(session, t.ID, last)
 	text := fmt.Sprintf("Started turn %d of session %s (agent %s).", t.ID, session, t.Agent)
 	if t.QueuePosition > 0 {

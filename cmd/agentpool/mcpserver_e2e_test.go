@@ -262,4 +262,13 @@ func TestMCPServerEndToEnd(t *testing.T) {
 	if !strings.Contains(text, "agentpool refused") {
 		t.Errorf("prompt of a closed session = %q; want the daemon's refusal", text)
 	}
+
+	// A session created with its first prompt (one request to the
+	// daemon), waited for: the turn stops at its permission request.
+	text, sc = c.call("create_session", map[string]any{"agent": "scripted", "prompt": "hello", "wait_seconds": 50}, nil, false)
+	first, _ := sc["first_turn"].(map[string]any)
+	if !strings.Contains(text, "Created session ") || !strings.Contains(text, "Started turn 1 of session") ||
+		first == nil || first["state"] != "waiting_for_permission" {
+		t.Errorf("create_session with a prompt = %q, %v; want the session and its first turn waiting for the permission", text, sc)
+	}
 }
