@@ -83,6 +83,9 @@ type Config struct {
 	Reviews Reviews
 	// Attempts runs attempt sets (attempts.go); nil answers 501.
 	Attempts Attempts
+	// Hosts lists the daemons sharing the store (GET /v1/hosts); nil
+	// answers 501.
+	Hosts Hosts
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -192,6 +195,7 @@ func (s *Server) routes() {
 	s.route("GET /v1/sessions/{id}/usage", s.sessionUsage, false) // usage.go
 	s.route("PUT /v1/sessions/{id}/budget", s.putBudget, false)
 	s.route("GET /v1/usage", s.usage, false)
+	s.route("GET /v1/hosts", s.listHosts, false)
 	s.route("POST /v1/attempts", s.startAttempts, false)
 	s.route("GET /v1/attempts", s.listAttempts, false)
 	s.route("GET /v1/attempts/{id}", s.getAttempts, false)

@@ -46,6 +46,7 @@ const clientUsage = `  providers    list, enable, disable, remove and refresh th
   attach       show a terminal agent's screen and type into it (Ctrl-] detaches)
   permissions  list and answer pending permission requests
   ps           show the pool: warm agents, pids, state, memory
+  hosts        list the daemons sharing this daemon's store, with their heartbeats and load
   evict        stop a session's warm agent now (it starts again on the next prompt)
   prune        forget closed sessions older than an age, and their empty branches
   open         print a one-time login link to the web page (--browser opens it)
@@ -207,6 +208,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.permissions(ctx, args)
 	case "ps":
 		err = c.ps(ctx, args)
+	case "hosts":
+		err = c.hostsCmd(ctx, args) // cli_hosts.go
 	case "evict":
 		err = c.evict(ctx, args)
 	case "prune":

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentpool/agentpool/attempts"
 	"github.com/agentpool/agentpool/backends/acp"
 	"github.com/agentpool/agentpool/backends/sandbox"
+	"github.com/agentpool/agentpool/hosts"
 	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/internal/wiring"
 	"github.com/agentpool/agentpool/pool"
@@ -75,9 +77,13 @@ type Main struct {
 	// Addr is the listen address; a non-loopback one needs the token.
 	Addr string
 	// Pool limits; zero means the pool's defaults.
-	MaxWarm      int
-	IdleTimeout  time.Duration
-	MemoryBudget int64
+	MaxWarm int
+	// HostID names this daemon among the hosts sharing its store (default:
+	// kept in the data directory, made on first start); Advertise is the
+	// URL it is reached at (default: http:// and its listen address).
+	HostID, Advertise string
+	IdleTimeout       time.Duration
+	MemoryBudget      int64
 	// CgroupParent is where the daemon's cgroup tree goes ("" finds one,
 	// "none" uses the subreaper fallback).
 	CgroupParent string
@@ -103,6 +109,7 @@ type Main struct {
 	reg     *registry.Registry
 	pool    *pool.Pool
 	api     *httpapi.Server
+	hosts   *hosts.Heartbeat
 	http    *http.Server
 	ln      net.Listener
 	cancel  context.CancelFunc
@@ -208,12 +215,16 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	agents := catalog.Open(catalog.Config{Path: filepath.Join(home, catalogFile), Logger: m.Logger})
 	m.reconcile(ctx, wt)
+	if err := m.openHosts(ln.Addr().String(), home); err != nil {
+		m.shutdownParts()
+		return err
+	}
 	// Agents run outside any session: to list theirs, or to log in.
 	outside := wiring.NewAgentSessions(m.reg.Resolve, acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, filepath.Join(home, tmpDir))
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Catalog: agents, Token: token, Logger: m.Logger, Version: version,
 		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile),
 		Conns:         httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)},
-		AgentSessions: outside.List, Login: outside.Login, Reviews: wiring.Reviews{S: m.store}, Attempts: m.attempts})
+		AgentSessions: outside.List, Login: outside.Login, Reviews: wiring.Reviews{S: m.store}, Attempts: m.attempts, Hosts: m.hosts})
 	if err != nil {
 		m.shutdownParts()
 		return err
@@ -227,6 +238,8 @@ func (m *Main) Open(ctx context.Context) error {
 	go func() { defer m.wg.Done(); _ = m.reg.Run(runCtx) }()
 	go func() { defer m.wg.Done(); _ = m.pool.Run(runCtx) }()
 	go func() { defer m.wg.Done(); m.forwardProviderChanges(runCtx) }()
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.hosts.Run(runCtx) }()
 	if m.Notify != "" {
 		n := &Notifier{Command: []string{m.Notify}, Logger: m.Logger}
 		m.wg.Add(1)
@@ -250,6 +263,58 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.banner(addr)
 	return nil
+}
+
+// hostIDFile, in the data directory, keeps this daemon's host id.
+const hostIDFile = "host-id"
+
+// openHosts makes the heartbeat that registers this daemon among the
+// hosts sharing its store, under its id (--host-id, else the one kept in
+// the data directory) and address (--advertise, else addr's http URL).
+func (m *Main) openHosts(addr, home string) error {
+	id := m.HostID
+	if id == "" {
+		var err error
+		if id, err = hosts.LoadID(filepath.Join(home, hostIDFile)); err != nil {
+			return err
+		}
+	}
+	advertise := m.Advertise
+	if advertise == "" {
+		advertise = "http://" + addr
+	}
+	if u, err := url.Parse(advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--advertise %q: want an http:// or https:// URL with a host", advertise)
+	}
+	maxWarm := m.MaxWarm
+	if maxWarm <= 0 {
+		maxWarm = pool.DefaultMaxWarm
+	}
+	var err error
+	m.hosts, err = hosts.New(hosts.Config{Store: wiring.Hosts{S: m.store}, ID: id, Advertise: advertise, Capacity: maxWarm, Version: version,
+		Logger: m.Logger, Providers: m.readyProviders, Load: func() (int, int) {
+			st := m.pool.Stats()
+			warm := 0
+			for _, states := range st.Warm {
+				for _, n := range states {
+					warm += n
+				}
+			}
+			return warm, st.Sessions
+		}})
+	return err
+}
+
+// readyProviders are the ids of the providers this daemon can run now:
+// ready, or installed and being probed.
+func (m *Main) readyProviders() []string {
+	var out []string
+	for _, p := range m.reg.Snapshot().Providers {
+		if p.Status == registry.StatusReady || p.Status == registry.StatusProbing {
+			out = append(out, p.ID)
+		}
+	}
+	return out
 }
 
 // reconcile compares the worktrees the database knows with git and the
@@ -548,6 +613,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&m.Worktrees, "worktrees", os.Getenv("AGENTPOOL_WORKTREES"), "directory for the sessions' worktrees (default: worktrees in the data directory)")
 	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing; $AGENTPOOL_LISTEN sets the default)")
 	fs.IntVar(&m.MaxWarm, "max-warm", 0, "most agents kept running (default 16)")
+	fs.StringVar(&m.HostID, "host-id", os.Getenv("AGENTPOOL_HOST_ID"), "this daemon's name among the hosts sharing its store (default: made on first start, kept in the data directory)")
+	fs.StringVar(&m.Advertise, "advertise", os.Getenv("AGENTPOOL_ADVERTISE"), "the URL other hosts and clients reach this daemon at (default: http:// and the listen address)")
 	fs.StringVar(&m.Notify, "notify", os.Getenv("AGENTPOOL_NOTIFY"), "command run for each permission request, ended turn and failed agent, with the event as JSON on stdin (see README)")
 	fs.StringVar(&m.CgroupParent, "cgroup-parent", os.Getenv("AGENTPOOL_CGROUP_PARENT"), "cgroup v2 directory for the agents' cgroups (default: found at start; \"none\": no cgroups)")
 	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
