@@ -1,0 +1,443 @@
+package worktree
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// newShared makes a shared bare repository (the remote of a cluster) with
+// files committed on main, and returns its path.
+func newShared(t testing.TB, files map[string]string) string {
+	t.Helper()
+	src := newRepo(t, "src", files)
+	bare := filepath.Join(t.TempDir(), "shared.git")
+	gitT(t, src, "init", "-q", "--bare", "-b", "main", bare)
+	gitT(t, src, "push", "-q", bare, "main")
+	return bare
+}
+
+// newHost returns a Manager with its own worktree root and mirror root,
+// as one host of a cluster has.
+func newHost(t testing.TB) *Manager {
+	t.Helper()
+	home := t.TempDir()
+	m, err := NewManager(Config{
+		Root:       filepath.Join(home, "worktrees"),
+		MirrorRoot: filepath.Join(home, "mirrors"),
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		TrustFile:  filepath.Join(home, "trusted.json"),
+	})
+	if err != nil {
+		t.Fatalf("NewManager() error = %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// refOf returns what ref holds in the repository at dir, "" for nothing.
+func refOf(t testing.TB, dir, ref string) string {
+	t.Helper()
+	out, err := gitRaw(dir, nil, "rev-parse", "-q", "--verify", ref)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(out)
+}
+
+func TestCreateFromURL(t *testing.T) {
+	shared := newShared(t, map[string]string{"README.md": "shared\n"})
+	for _, repo := range []string{"file://" + shared, shared} {
+		t.Run(repo, func(t *testing.T) {
+			m := newHost(t)
+			wt, err := m.Create(context.Background(), "s1", repo, "")
+			if err != nil {
+				t.Fatalf("Create(%q) error = %v", repo, err)
+			}
+			if wt.Repo != repo {
+				t.Errorf("Create(%q).Repo = %q; want the URL", repo, wt.Repo)
+			}
+			if got := readFile(t, wt.Path, "README.md"); got != "shared\n" {
+				t.Errorf("README.md in the worktree = %q; want the shared repository's", got)
+			}
+			if wt.BaseCommit != refOf(t, shared, "refs/heads/main") {
+				t.Errorf("BaseCommit = %s; want the remote's main %s", wt.BaseCommit, refOf(t, shared, "refs/heads/main"))
+			}
+			p, err := m.GitPaths(context.Background(), wt)
+			if err != nil {
+				t.Fatalf("GitPaths() error = %v", err)
+			}
+			if !within(m.mirrors, p.CommonDir) {
+				t.Errorf("GitPaths().CommonDir = %s; want the mirror under %s", p.CommonDir, m.mirrors)
+			}
+			// The mirror names no remote: nothing in its config to run or leak.
+			if cfg := readFile(t, p.CommonDir, "config"); strings.Contains(cfg, "remote") || strings.Contains(cfg, shared) {
+				t.Errorf("mirror config = %q; want no remote in it", cfg)
+			}
+			if exists(filepath.Join(p.CommonDir, "hooks")) {
+				t.Errorf("mirror has a hooks directory (from a template)")
+			}
+			// The session's branch is the mirror's, not the remote's, until pushed.
+			if got := refOf(t, shared, "refs/heads/"+wt.Branch); got != "" {
+				t.Errorf("remote has %s = %s before any push", wt.Branch, got)
+			}
+			// Checkpoints, diff and remove work as from a checkout.
+			writeFile(t, wt.Path, "new.txt", "work\n")
+			cp, err := m.Checkpoint(context.Background(), wt)
+			if err != nil {
+				t.Fatalf("Checkpoint() error = %v", err)
+			}
+			d, err := m.Diff(context.Background(), wt, "", cp)
+			if err != nil || len(d.Files) != 1 || d.Files[0].Path != "new.txt" {
+				t.Fatalf("Diff() = %+v, %v; want new.txt", d.Files, err)
+			}
+			if _, err := m.Remove(context.Background(), wt, false); err != nil {
+				t.Fatalf("Remove() error = %v", err)
+			}
+		})
+	}
+}
+
+func TestCreateFromURLRefused(t *testing.T) {
+	m := newHost(t)
+	for _, repo := range []string{
+		"ext::sh -c touch% /tmp/pwned",
+		"ext::sh",
+		"fd::3",
+		"--upload-pack=touch /tmp/pwned",
+		"-oProxyCommand=x:y",
+		"https://user:secret@example.com/r.git",
+		"https://token@example.com/r.git",
+		"ssh://user:secret@example.com/r.git",
+		"ssh://-oProxyCommand=x/r.git",
+		"git://example.com/r.git",
+		"http://example.com/r.git",
+		"file://example.com/srv/r.git",
+		"file:///srv/../etc/r.git",
+		"-host:r.git",
+		"host:--upload-pack=x",
+		"https://example.com/r.git#frag",
+	} {
+		_, err := m.Create(context.Background(), "s1", repo, "")
+		if !errors.Is(err, ErrInvalidURL) {
+			t.Errorf("Create(%q) error = %v; want ErrInvalidURL", repo, err)
+		}
+		if strings.Contains(errString(err), "secret") {
+			t.Errorf("Create(%q) error = %v; shows the credentials", repo, err)
+		}
+	}
+	for _, repo := range []string{"ssh://git@example.com/r.git", "git@example.com:org/r.git", "https://example.com/r.git", "file:///srv/r.git"} {
+		if _, err := parseRemote(repo); err != nil {
+			t.Errorf("parseRemote(%q) error = %v; want accepted", repo, err)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// TestBareRefusedWithoutMirrors: a Manager without a mirror root refuses a
+// bare repository as before.
+func TestBareRefusedWithoutMirrors(t *testing.T) {
+	shared := newShared(t, nil)
+	m := newManager(t)
+	for _, repo := range []string{shared, "file://" + shared} {
+		if _, err := m.Create(context.Background(), "s1", repo, ""); !errors.Is(err, ErrBareRepository) {
+			t.Errorf("Create(%q) error = %v; want ErrBareRepository", repo, err)
+		}
+	}
+}
+
+func TestPushAndContinue(t *testing.T) {
+	ctx := context.Background()
+	shared := newShared(t, map[string]string{"README.md": "shared\n"})
+	url := "file://" + shared
+	a, b := newHost(t), newHost(t)
+
+	wt, err := a.Create(ctx, "s1", url, "")
+	if err != nil {
+		t.Fatalf("host A: Create() error = %v", err)
+	}
+	// Committed work (the agent's commit) and work left uncommitted.
+	writeFile(t, wt.Path, "committed.txt", "committed\n")
+	gitT(t, wt.Path, "add", "committed.txt")
+	gitT(t, wt.Path, "commit", "-q", "-m", "agent commit")
+	writeFile(t, wt.Path, "uncommitted.txt", "uncommitted\n")
+	if _, err := a.Checkpoint(ctx, wt); err != nil {
+		t.Fatalf("host A: Checkpoint() error = %v", err)
+	}
+	lease, err := a.LastPushed(ctx, wt)
+	if err != nil || lease != (Lease{}) {
+		t.Fatalf("host A: LastPushed() = %+v, %v; want nothing pushed yet", lease, err)
+	}
+	pushed, err := a.Push(ctx, wt, lease)
+	if err != nil {
+		t.Fatalf("host A: Push() error = %v", err)
+	}
+	if got := refOf(t, shared, "refs/heads/"+wt.Branch); got == "" || got != pushed.Branch {
+		t.Errorf("remote %s = %q; want %q", wt.Branch, got, pushed.Branch)
+	}
+	if got := refOf(t, shared, CheckpointRefPrefix+"s1"); got == "" || got != pushed.Checkpoint {
+		t.Errorf("remote checkpoint ref = %q; want %q", got, pushed.Checkpoint)
+	}
+	if got, _ := a.LastPushed(ctx, wt); got != pushed {
+		t.Errorf("host A: LastPushed() = %+v; want %+v", got, pushed)
+	}
+	// Nothing changed: nothing to push, the same values.
+	if again, err := a.Push(ctx, wt, pushed); err != nil || again != pushed {
+		t.Errorf("host A: Push() again = %+v, %v; want %+v", again, err, pushed)
+	}
+
+	// Host B continues the session from the remote.
+	wtB, fetched, err := b.Continue(ctx, "s1", url, ContinueOptions{BaseCommit: wt.BaseCommit})
+	if err != nil {
+		t.Fatalf("host B: Continue() error = %v", err)
+	}
+	if fetched != pushed {
+		t.Errorf("host B: Continue() fetched %+v; want %+v", fetched, pushed)
+	}
+	if wtB.Path == wt.Path || wtB.Repo != url || wtB.Branch != wt.Branch {
+		t.Errorf("host B: Continue() = %+v; want its own path, repo %s, branch %s", wtB, url, wt.Branch)
+	}
+	for name, want := range map[string]string{"committed.txt": "committed\n", "uncommitted.txt": "uncommitted\n", "README.md": "shared\n"} {
+		if got := readFile(t, wtB.Path, name); got != want {
+			t.Errorf("host B: %s = %q; want %q", name, got, want)
+		}
+	}
+	if st := gitT(t, wtB.Path, "status", "--porcelain"); st != "?? uncommitted.txt" {
+		t.Errorf("host B: git status = %q; want the uncommitted file alone (index at the branch)", st)
+	}
+	// B works on and pushes with what it fetched as its lease.
+	writeFile(t, wtB.Path, "b.txt", "from B\n")
+	if _, err := b.Checkpoint(ctx, wtB); err != nil {
+		t.Fatalf("host B: Checkpoint() error = %v", err)
+	}
+	leaseB, _ := b.LastPushed(ctx, wtB)
+	pushedB, err := b.Push(ctx, wtB, leaseB)
+	if err != nil {
+		t.Fatalf("host B: Push() error = %v", err)
+	}
+	// A, fenced off, still believes in its old values: refused, nothing
+	// overwritten.
+	writeFile(t, wt.Path, "late.txt", "late work on A\n")
+	if _, err := a.Checkpoint(ctx, wt); err != nil {
+		t.Fatalf("host A: Checkpoint() error = %v", err)
+	}
+	if _, err := a.Push(ctx, wt, pushed); !errors.Is(err, ErrRemoteMoved) {
+		t.Fatalf("host A: Push() with a stale lease error = %v; want ErrRemoteMoved", err)
+	}
+	if got := refOf(t, shared, CheckpointRefPrefix+"s1"); got != pushedB.Checkpoint {
+		t.Errorf("remote checkpoint ref = %s after the refused push; want B's %s", got, pushedB.Checkpoint)
+	}
+	// A lease that says "nothing there" is refused too when something is.
+	if _, err := a.Push(ctx, wt, Lease{}); !errors.Is(err, ErrRemoteMoved) {
+		t.Errorf("host A: Push() with an empty lease error = %v; want ErrRemoteMoved", err)
+	}
+}
+
+func TestContinueRefused(t *testing.T) {
+	ctx := context.Background()
+	shared := newShared(t, nil)
+	b := newHost(t)
+	if _, _, err := b.Continue(ctx, "never", "file://"+shared, ContinueOptions{}); !errors.Is(err, ErrMissing) {
+		t.Errorf("Continue() of a session never pushed error = %v; want ErrMissing", err)
+	}
+	local := newRepo(t, "local", nil)
+	if _, _, err := b.Continue(ctx, "s1", local, ContinueOptions{}); !errors.Is(err, ErrNotMirrored) {
+		t.Errorf("Continue() from a checkout error = %v; want ErrNotMirrored", err)
+	}
+}
+
+// TestPushRunsNoRemoteHook: a shared repository on this host's disk is
+// written by git receive-pack run as the daemon; its hooks must not run.
+func TestPushRunsNoRemoteHook(t *testing.T) {
+	ctx := context.Background()
+	shared := newShared(t, nil)
+	marker := filepath.Join(t.TempDir(), "hook-ran")
+	for _, hook := range []string{"pre-receive", "update", "post-receive", "reference-transaction"} {
+		writeFile(t, shared, "hooks/"+hook, "#!/bin/sh\necho "+hook+" >> "+marker+"\n")
+		if err := os.Chmod(filepath.Join(shared, "hooks", hook), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newHost(t)
+	wt, err := m.Create(ctx, "s1", shared, "")
+	if err != nil {
+		t.Fatalf("Create() error = %v", err)
+	}
+	writeFile(t, wt.Path, "x.txt", "x\n")
+	if _, err := m.Checkpoint(ctx, wt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Push(ctx, wt, Lease{}); err != nil {
+		t.Fatalf("Push() error = %v", err)
+	}
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Errorf("the remote's hooks ran on push: %q", b)
+	}
+	if got := refOf(t, shared, CheckpointRefPrefix+"s1"); got == "" {
+		t.Errorf("remote has no checkpoint ref after Push")
+	}
+}
+
+func TestMergeThroughMirror(t *testing.T) {
+	ctx := context.Background()
+	shared := newShared(t, map[string]string{"README.md": "shared\n"})
+	m := newHost(t)
+	wt, err := m.Create(ctx, "s1", shared, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt2, err := m.Create(ctx, "s2", shared, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt3, err := m.Create(ctx, "s3", shared, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, wt.Path, "feature.txt", "feature\n")
+	before := refOf(t, shared, "refs/heads/main")
+	res, err := m.Merge(ctx, wt, MergeOptions{Lease: &Lease{}})
+	if err != nil {
+		t.Fatalf("Merge() error = %v", err)
+	}
+	if res.Into != "main" || res.Method != MergeFastForward || !res.Committed || res.Before != before || res.WorkingTree != "" {
+		t.Errorf("Merge() = %+v; want a fast-forward of main from %s with the work committed", res, before)
+	}
+	if got := refOf(t, shared, "refs/heads/main"); got != res.Head {
+		t.Errorf("remote main = %s; want the merge's head %s", got, res.Head)
+	}
+	if got := gitT(t, shared, "show", "main:feature.txt"); got != "feature" {
+		t.Errorf("remote main:feature.txt = %q", got)
+	}
+	if got := refOf(t, shared, "refs/heads/"+wt.Branch); got != res.Head {
+		t.Errorf("remote session branch = %s; want %s (pushed with the merge)", got, res.Head)
+	}
+
+	// A conflict: refused, nothing pushed.
+	writeFile(t, wt2.Path, "feature.txt", "other\n")
+	if _, err := m.Merge(ctx, wt2, MergeOptions{}); !errors.Is(err, ErrConflict) {
+		t.Errorf("Merge() of a conflicting session error = %v; want ErrConflict", err)
+	}
+	if got := refOf(t, shared, "refs/heads/main"); got != res.Head {
+		t.Errorf("remote main = %s after a refused merge; want %s", got, res.Head)
+	}
+
+	// A session branch the remote holds at another value than the lease:
+	// refused, and the mirror's main is put back.
+	writeFile(t, wt3.Path, "three.txt", "3\n")
+	if _, err := m.Merge(ctx, wt3, MergeOptions{Lease: &Lease{Branch: res.Head}}); !errors.Is(err, ErrRemoteMoved) {
+		t.Errorf("Merge() with a stale lease error = %v; want ErrRemoteMoved", err)
+	}
+	if got := refOf(t, shared, "refs/heads/main"); got != res.Head {
+		t.Errorf("remote main = %s after a refused push; want %s", got, res.Head)
+	}
+	mirror := m.mirrorDir(shared)
+	if got := refOf(t, mirror, "refs/heads/main"); got != res.Head {
+		t.Errorf("mirror main = %s after a refused push; want it put back at %s", got, res.Head)
+	}
+}
+
+// TestMergeBaseMovedSinceFetch: the remote's base moves between the
+// mirror's fetch and the push of the merge: the push is refused, nothing
+// is overwritten, and the mirror's base is put back.
+func TestMergeBaseMovedSinceFetch(t *testing.T) {
+	ctx := context.Background()
+	shared := newShared(t, map[string]string{"README.md": "shared\n"})
+	m := newHost(t)
+	wt, err := m.Create(ctx, "s1", shared, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, wt.Path, "feature.txt", "feature\n")
+	info, err := m.repo(ctx, wt.Repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetched := refOf(t, shared, "refs/heads/main")
+	// Someone else pushes to main after the fetch.
+	other := filepath.Join(t.TempDir(), "other")
+	gitT(t, t.TempDir(), "clone", "-q", shared, other)
+	writeFile(t, other, "other.txt", "other\n")
+	gitT(t, other, "add", "-A")
+	gitT(t, other, "commit", "-q", "-m", "other")
+	gitT(t, other, "push", "-q", "origin", "main")
+	moved := refOf(t, shared, "refs/heads/main")
+
+	res, err := m.mergeLocked(ctx, info, wt, MergeOptions{})
+	if err != nil {
+		t.Fatalf("mergeLocked() error = %v", err)
+	}
+	if res.Before != fetched {
+		t.Fatalf("merge from %s; want the fetched main %s", res.Before, fetched)
+	}
+	if err := m.pushMergeLocked(ctx, info, wt, MergeOptions{}, res); !errors.Is(err, ErrRemoteMoved) {
+		t.Fatalf("pushMergeLocked() error = %v; want ErrRemoteMoved", err)
+	}
+	if got := refOf(t, shared, "refs/heads/main"); got != moved {
+		t.Errorf("remote main = %s; want the other push's %s kept", got, moved)
+	}
+	if got := refOf(t, info.top, "refs/heads/main"); got != fetched {
+		t.Errorf("mirror main = %s; want it put back at %s", got, fetched)
+	}
+	// Merging again fetches the new base and goes through.
+	res, err = m.Merge(ctx, wt, MergeOptions{})
+	if err != nil {
+		t.Fatalf("Merge() again error = %v", err)
+	}
+	if res.Before != moved || refOf(t, shared, "refs/heads/main") != res.Head {
+		t.Errorf("Merge() again = %+v; want main moved from %s on the remote", res, moved)
+	}
+}
+
+func TestSetupFromURL(t *testing.T) {
+	ctx := context.Background()
+	setup := `{"copy": [".env"], "setup": {"command": ["sh", "-c", "echo ran > setup-ran.txt"]}}`
+	shared := newShared(t, map[string]string{"README.md": "x\n", SetupFileName: setup})
+	m := newHost(t)
+	url := "file://" + shared
+	sf, err := m.SetupFileOf(ctx, url)
+	if err != nil {
+		t.Fatalf("SetupFileOf(%q) error = %v", url, err)
+	}
+	if sf.Repo != url || sf.Trusted || string(sf.Content) != setup {
+		t.Fatalf("SetupFileOf() = %+v; want the committed file of %s, untrusted", sf, url)
+	}
+	// Untrusted: nothing runs.
+	wt, err := m.Create(ctx, "s0", url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := m.RunSetup(ctx, wt, func(SetupEvent) {})
+	if err != nil || ev.Kind != SetupUntrusted || !strings.Contains(ev.TrustCommand, url) {
+		t.Fatalf("RunSetup() untrusted = %+v, %v; want SetupUntrusted naming %s", ev, err, url)
+	}
+	if _, _, err := m.Trust(ctx, url, sf.SHA256); err != nil {
+		t.Fatalf("Trust() error = %v", err)
+	}
+	if err := m.PrepareSetup(ctx, wt); err != nil {
+		t.Fatalf("PrepareSetup() after Trust error = %v", err)
+	}
+	var evs []SetupEvent
+	end, err := m.RunSetup(ctx, wt, func(e SetupEvent) { evs = append(evs, e) })
+	if err != nil {
+		t.Fatalf("RunSetup() error = %v", err)
+	}
+	if len(evs) == 0 || evs[0].Kind != SetupCopied || !strings.Contains(evs[0].Error, "no main checkout to copy from") ||
+		len(evs[0].Skipped) != 1 || evs[0].Skipped[0].Path != ".env" {
+		t.Errorf("first setup event = %+v; want the copy refused with its reason", evs)
+	}
+	if !end.OK || readFile(t, wt.Path, "setup-ran.txt") != "ran\n" {
+		t.Errorf("setup end = %+v, setup-ran.txt = %q; want the command run", end, readFile(t, wt.Path, "setup-ran.txt"))
+	}
+}
