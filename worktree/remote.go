@@ -163,3 +163,20 @@ func remoteOf(repo string) (remote, bool, error) {
 	r, err := parseRemote(repo)
 	return r, true, err
 }
+
+// LocalPath returns the directory of the repository repo names when it is
+// on this host's disk (a path, or a file:// URL), "" otherwise: what a
+// sandbox protects, as it protects a main checkout.
+func LocalPath(repo string) string {
+	if !IsURL(repo) {
+		if filepath.IsAbs(repo) {
+			return filepath.Clean(repo)
+		}
+		return ""
+	}
+	r, err := parseRemote(repo)
+	if err != nil || !r.local {
+		return ""
+	}
+	return strings.TrimPrefix(r.url, "file://")
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/worktree"
+)
+
+// TestEndToEndRepositoryByURL: a session made from a shared bare
+// repository given by file:// URL (through the API) and by its path
+// (through the CLI): the daemon mirrors it in its home, the agent works in
+// a worktree of the mirror, each checkpoint is pushed to the shared
+// repository with the session's branch, and session merge pushes the
+// merge to the shared repository's main.
+func TestEndToEndRepositoryByURL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	src := e2eRepoAt(t, filepath.Join(t.TempDir(), "src"), map[string]string{"README.md": "# shared project\n"})
+	shared := filepath.Join(t.TempDir(), "shared.git")
+	e2eGit(t, src, "init", "-q", "--bare", "-b", "main", shared)
+	e2eGit(t, src, "push", "-q", shared, "main")
+	url := "file://" + shared
+
+	d := startDaemon(t, bin, home)
+	defer func() {
+		_ = d.cmd.Process.Kill()
+		_ = d.cmd.Wait()
+	}()
+	ctx := context.Background()
+	sess, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: url, Agent: "demo"})
+	if err != nil {
+		t.Fatalf("POST /v1/sessions {repo: %q}: %v\ndaemon log:\n%s", url, err, d.out)
+	}
+	id := sess.ID
+	if sess.Repo != url || !strings.HasPrefix(sess.Worktree.Path, home) {
+		t.Errorf("session = repo %q, worktree %q; want repo %q, a worktree in the daemon's home", sess.Repo, sess.Worktree.Path, url)
+	}
+	mirrors := filepath.Join(home, "mirrors")
+	if fi, err := os.Stat(mirrors); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("mirrors directory: %v, %v; want mode 0700", fi, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(sess.Worktree.Path, "README.md")); err != nil || string(b) != "# shared project\n" {
+		t.Errorf("worktree README.md = %q, %v; want the shared repository's", b, err)
+	}
+
+	// The agent works; the turn's checkpoint and the branch are pushed.
+	d.promptApproved(id, "add a greeting")
+	ref := worktree.CheckpointRefPrefix + id
+	if got := e2eGit(t, shared, "show", ref+":"+agenttest.DemoFile); !strings.Contains(got, "add a greeting") {
+		t.Errorf("shared %s:%s = %q; want the agent's work pushed", ref, agenttest.DemoFile, got)
+	}
+	if got := strings.TrimSpace(e2eGit(t, shared, "rev-parse", "refs/heads/agentpool/"+id)); got != sess.Worktree.BaseCommit {
+		t.Errorf("shared agentpool/%s = %s; want the branch pushed at its base %s", id, got, sess.Worktree.BaseCommit)
+	}
+
+	// Merge: no main checkout; the merge goes to the shared main.
+	out, err := d.cli("session", "merge", id)
+	if err != nil {
+		t.Fatalf("session merge: %v\n%s\ndaemon log:\n%s", err, out, d.out)
+	}
+	if !strings.Contains(out, "merged agentpool/"+id+" into main (fast-forward)") {
+		t.Errorf("session merge output:\n%s", out)
+	}
+	if got := e2eGit(t, shared, "show", "main:"+agenttest.DemoFile); !strings.Contains(got, "add a greeting") {
+		t.Errorf("shared main:%s = %q; want the merged work", agenttest.DemoFile, got)
+	}
+	if got, want := e2eGit(t, shared, "rev-parse", "main"), e2eGit(t, shared, "rev-parse", "refs/heads/agentpool/"+id); got != want {
+		t.Errorf("shared main = %s; want the session branch %s (fast-forward, branch pushed with it)", got, want)
+	}
+
+	// The same through the CLI with the bare repository's path.
+	id2 := d.newSession(shared)
+	s2, err := d.client.Session(ctx, id2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.Repo != shared {
+		t.Errorf("session new --repo %s: repo %q", shared, s2.Repo)
+	}
+	if b, err := os.ReadFile(filepath.Join(s2.Worktree.Path, agenttest.DemoFile)); err != nil || !strings.Contains(string(b), "add a greeting") {
+		t.Errorf("second session's %s = %q, %v; want the merged work, fetched before the session was made", agenttest.DemoFile, b, err)
+	}
+	d.promptApproved(id2, "say more")
+	if got := e2eGit(t, shared, "show", worktree.CheckpointRefPrefix+id2+":"+agenttest.DemoFile); !strings.Contains(got, "say more") {
+		t.Errorf("shared checkpoint of %s = %q; want the agent's work pushed", id2, got)
+	}
+
+	// Closing commits the work to the session's branch, pushed too.
+	if out, err := d.cli("session", "close", id2); err != nil {
+		t.Fatalf("session close: %v\n%s", err, out)
+	}
+	if got := e2eGit(t, shared, "show", "refs/heads/agentpool/"+id2+":"+agenttest.DemoFile); !strings.Contains(got, "say more") {
+		t.Errorf("shared agentpool/%s:%s = %q; want the work committed at close, pushed", id2, agenttest.DemoFile, got)
+	}
+
+	// A URL that could run a program is refused.
+	if _, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: "ext::sh -c touch% /tmp/x", Agent: "demo"}); err == nil || !strings.Contains(err.Error(), "transport helpers") {
+		t.Errorf("POST /v1/sessions {repo: ext::...} error = %v; want refused", err)
+	}
+}
