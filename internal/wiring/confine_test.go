@@ -20,7 +20,7 @@ func TestPolicyProtectsSharedRepository(t *testing.T) {
 	for _, repo := range []string{shared, "file://" + shared} {
 		c := Confiner{}
 		req := pool.LaunchRequest{
-			Spec: backends.Spec{Path: "/bin/true", Dir: wtPath, Sandbox: backends.SandboxSpec{Enabled: true, Write: []string{dir}}},
+			Spec:     backends.Spec{Path: "/bin/true", Dir: wtPath, Sandbox: backends.SandboxSpec{Enabled: true, Write: []string{dir}}},
 			Worktree: pool.Worktree{Session: "s1", Repo: repo, Path: wtPath},
 		}
 		r, err := c.policy(req)
