@@ -24,7 +24,11 @@ func TestEndToEndRepositoryByURL(t *testing.T) {
 	}
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
-	src := e2eRepoAt(t, filepath.Join(t.TempDir(), "src"), map[string]string{"README.md": "# shared project\n"})
+	src := e2eRepoAt(t, filepath.Join(t.TempDir(), "src"), map[string]string{
+		"README.md":       "# shared project\n",
+		".gitignore":      "setup-ran.txt\n",
+		".agentpool.json": `{"copy": [".env"], "setup": {"command": ["sh", "-c", "echo ran > setup-ran.txt"]}}`,
+	})
 	shared := filepath.Join(t.TempDir(), "shared.git")
 	e2eGit(t, src, "init", "-q", "--bare", "-b", "main", shared)
 	e2eGit(t, src, "push", "-q", shared, "main")
@@ -36,6 +40,9 @@ func TestEndToEndRepositoryByURL(t *testing.T) {
 		_ = d.cmd.Wait()
 	}()
 	ctx := context.Background()
+	if out, err := d.cli("trust", "--yes", url); err != nil {
+		t.Fatalf("trust --yes %s: %v\n%s", url, err, out)
+	}
 	sess, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: url, Agent: "demo"})
 	if err != nil {
 		t.Fatalf("POST /v1/sessions {repo: %q}: %v\ndaemon log:\n%s", url, err, d.out)
@@ -50,6 +57,18 @@ func TestEndToEndRepositoryByURL(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(sess.Worktree.Path, "README.md")); err != nil || string(b) != "# shared project\n" {
 		t.Errorf("worktree README.md = %q, %v; want the shared repository's", b, err)
+	}
+
+	// No main checkout to copy from: the copy is refused; the trusted
+	// setup command still runs.
+	if ev := d.waitEvent(id, "setup.copied"); !strings.Contains(string(ev.Data), "no main checkout to copy from") {
+		t.Errorf("setup.copied = %s; want the copy refused", ev.Data)
+	}
+	if ev := d.waitEvent(id, "setup.ended"); !strings.Contains(string(ev.Data), `"ok":true`) {
+		t.Errorf("setup.ended = %s; want ok", ev.Data)
+	}
+	if b, err := os.ReadFile(filepath.Join(sess.Worktree.Path, "setup-ran.txt")); err != nil || string(b) != "ran\n" {
+		t.Errorf("setup-ran.txt = %q, %v; want the setup command run", b, err)
 	}
 
 	// The agent works; the turn's checkpoint and the branch are pushed.
