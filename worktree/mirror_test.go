@@ -115,6 +115,8 @@ func TestCreateFromURLRefused(t *testing.T) {
 		"https://token@example.com/r.git",
 		"ssh://user:secret@example.com/r.git",
 		"ssh://-oProxyCommand=x/r.git",
+		"ssh://-oProxyCommand=x@host/r.git",
+		"ssh://%2DoProxyCommand=x/r.git",
 		"git://example.com/r.git",
 		"http://example.com/r.git",
 		"file://example.com/srv/r.git",

@@ -107,6 +107,9 @@ func parseRemote(raw string) (remote, error) {
 		if _, hasPass := u.User.Password(); hasPass {
 			return bad("credentials are not allowed in the URL (use ssh keys or a credential helper)")
 		}
+		if strings.HasPrefix(u.User.Username(), "-") {
+			return bad("a user that looks like an option")
+		}
 	case "https":
 		if u.User != nil {
 			return bad("credentials are not allowed in the URL (use a credential helper)")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/pool"
@@ -80,6 +81,10 @@ func (a Worktrees) Checkpoint(ctx context.Context, wt pool.Worktree) (string, er
 	return tree, err
 }
 
+// pushTimeout bounds a push after a checkpoint: a remote that does not
+// answer delays a turn by at most this much.
+const pushTimeout = time.Minute
+
 // pushAfter pushes the session's branch and checkpoint ref to the remote
 // of a repository given by URL, expecting there what this host last
 // pushed (worktree.Manager.LastPushed; a cluster's lease layer will pass
@@ -91,6 +96,8 @@ func (a Worktrees) pushAfter(ctx context.Context, wt pool.Worktree, after string
 	if !a.M.Mirrored(ctx, wt.Repo) {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
+	defer cancel()
 	w := toWT(wt)
 	lease, err := a.M.LastPushed(ctx, w)
 	if err == nil {
