@@ -104,6 +104,12 @@ func (m *Manager) initMirror(ctx context.Context, dir string) error {
 	if _, err := m.git(ctx, wtLoc{}, "init", "--quiet", "--bare", "--template=", "--", tmp); err != nil {
 		return err
 	}
+	// Reflogs, as in a checkout's .git: the session branch's log
+	// directory exists from its worktree's creation, so that the agent's
+	// own git can update the branch (a sandbox grants only what exists).
+	if _, err := m.git(ctx, at(tmp), "config", "core.logAllRefUpdates", "true"); err != nil {
+		return err
+	}
 	return os.Rename(tmp, dir)
 }
 

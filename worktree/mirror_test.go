@@ -79,6 +79,11 @@ func TestCreateFromURL(t *testing.T) {
 			if cfg := readFile(t, p.CommonDir, "config"); strings.Contains(cfg, "remote") || strings.Contains(cfg, shared) {
 				t.Errorf("mirror config = %q; want no remote in it", cfg)
 			}
+			// The branch's log directory exists, as in a checkout's .git: a
+			// sandbox grants the agent's git only what exists.
+			if !exists(p.LogDir()) || !exists(p.RefDir()) {
+				t.Errorf("mirror has no %s or %s: the agent's git could not update its branch", p.LogDir(), p.RefDir())
+			}
 			if exists(filepath.Join(p.CommonDir, "hooks")) {
 				t.Errorf("mirror has a hooks directory (from a template)")
 			}

@@ -126,3 +126,63 @@ func TestEndToEndRepositoryByURL(t *testing.T) {
 		t.Errorf("POST /v1/sessions {repo: ext::...} error = %v; want refused", err)
 	}
 }
+
+// TestConfinementOfURLSession: an agent of a session made from a
+// repository given by URL works in a worktree of the daemon's mirror: it
+// can commit on its branch, but it can write neither the mirror's config,
+// HEAD or hooks nor the shared repository itself; its commit reaches the
+// shared repository by the daemon's push only.
+func TestConfinementOfURLSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	f := newConfineFixture(t)
+	shared := filepath.Join(filepath.Dir(f.repo), "shared.git")
+	e2eGit(t, f.repo, "init", "-q", "--bare", "-b", "main", shared)
+	e2eGit(t, f.repo, "push", "-q", shared, "main")
+	f.writeProvider(t, agenttest.Script{})
+	d := f.start(t)
+	waitProviderReady(t, d, "hostile")
+	url := "file://" + shared
+	// The session is made first (with an agent that does nothing), so that
+	// the mirror's path is known to the script of the next turn.
+	sess, err := d.client.CreateSession(context.Background(), pool.CreateRequest{Repo: url, Agent: "hostile", Warm: new(bool)})
+	if err != nil {
+		t.Fatalf("create session of %s: %v\ndaemon log:\n%s", url, err, d.out)
+	}
+	mirrors, err := filepath.Glob(filepath.Join(f.home, "mirrors", "*.git"))
+	if err != nil || len(mirrors) != 1 {
+		t.Fatalf("mirrors = %v, %v; want one", mirrors, err)
+	}
+	mirror := mirrors[0]
+	steps := []agenttest.Step{
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: "inside.txt", Content: "mine"}),
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(mirror, "config"), Content: "[core]\n\tfsmonitor = touch /tmp/pwned\n"}),
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(mirror, "HEAD"), Content: "ref: refs/heads/evil\n"}),
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(mirror, "hooks"), Content: "#!/bin/sh\n"}),
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(shared, "config"), Content: "[core]\n"}),
+		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(shared, "refs", "heads", "main"), Content: "0000000000000000000000000000000000000000\n"}),
+		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "git add inside.txt && git commit -q -m 'agent commit' && git log -1 --format=%s"}}),
+	}
+	wants := []struct{ op, status, detail string }{
+		{"write", "ok", ""}, {"write", "EACCES", ""}, {"write", "EACCES", ""}, {"write", "EACCES", ""},
+		{"write", "EACCES", ""}, {"write", "EACCES", ""}, {"exec", "ok", "exit=0 agent commit"},
+	}
+	f.writeProvider(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: steps}}})
+	waitProviderReady(t, d, "hostile")
+	got := results(t, d, sess.ID)
+	if len(got) != len(wants) {
+		t.Fatalf("%d sys results %v; want %d\ndaemon log:\n%s", len(got), got, len(wants), d.out)
+	}
+	for i, w := range wants {
+		if got[i].Op != w.op || got[i].Status != w.status || (w.detail != "" && !strings.HasPrefix(got[i].Detail, w.detail)) {
+			t.Errorf("step %d: %s %s %q; want %s %s %q", i, got[i].Op, got[i].Status, got[i].Detail, w.op, w.status, w.detail)
+		}
+	}
+	if cfg, _ := os.ReadFile(filepath.Join(mirror, "config")); strings.Contains(string(cfg), "pwned") {
+		t.Errorf("the agent wrote the mirror's config:\n%s", cfg)
+	}
+	if log := e2eGit(t, shared, "log", "-1", "--format=%s", "agentpool/"+sess.ID); strings.TrimSpace(log) != "agent commit" {
+		t.Errorf("shared branch head = %q; want the agent's commit, pushed by the daemon", log)
+	}
+}
