@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentpool/agentpool/backends/agenttest"
@@ -36,8 +37,10 @@ func TestEndToEndRepositoryByURL(t *testing.T) {
 
 	d := startDaemon(t, bin, home)
 	defer func() {
-		_ = d.cmd.Process.Kill()
-		_ = d.cmd.Wait()
+		if d.cmd.ProcessState == nil {
+			_ = d.cmd.Process.Kill()
+			_ = d.cmd.Wait()
+		}
 	}()
 	ctx := context.Background()
 	if out, err := d.cli("trust", "--yes", url); err != nil {
@@ -113,11 +116,23 @@ func TestEndToEndRepositoryByURL(t *testing.T) {
 		t.Errorf("shared checkpoint of %s = %q; want the agent's work pushed", id2, got)
 	}
 
+	// After a restart the daemon finds the session's worktree in its
+	// mirror again, and pushes the next turn's checkpoint.
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("daemon stop: %v\n%s", err, d.out)
+	}
+	d = startDaemon(t, bin, home)
+	d.promptApproved(id2, "after a restart")
+	if got := e2eGit(t, shared, "show", worktree.CheckpointRefPrefix+id2+":"+agenttest.DemoFile); !strings.Contains(got, "after a restart") {
+		t.Errorf("shared checkpoint of %s after a restart = %q; want the agent's work pushed\ndaemon log:\n%s", id2, got, d.out)
+	}
+
 	// Closing commits the work to the session's branch, pushed too.
 	if out, err := d.cli("session", "close", id2); err != nil {
 		t.Fatalf("session close: %v\n%s", err, out)
 	}
-	if got := e2eGit(t, shared, "show", "refs/heads/agentpool/"+id2+":"+agenttest.DemoFile); !strings.Contains(got, "say more") {
+	if got := e2eGit(t, shared, "show", "refs/heads/agentpool/"+id2+":"+agenttest.DemoFile); !strings.Contains(got, "after a restart") {
 		t.Errorf("shared agentpool/%s:%s = %q; want the work committed at close, pushed", id2, agenttest.DemoFile, got)
 	}
 
