@@ -118,7 +118,9 @@ func (m *Manager) initMirror(ctx context.Context, dir string) error {
 // mirror's lock must be held.
 func (m *Manager) fetchLocked(ctx context.Context, info repoInfo) error {
 	r := info.remote
-	args := append(append([]string{}, netConfig...), "fetch", "--quiet", "--no-write-fetch-head", "--no-auto-gc")
+	// --update-head-ok: a branch an agent checked out in its worktree
+	// (git checkout main) must not stop every fetch of the mirror.
+	args := append(append([]string{}, netConfig...), "fetch", "--quiet", "--no-write-fetch-head", "--no-auto-gc", "--update-head-ok")
 	args = append(args, m.remoteProgram(r, "--upload-pack", "upload-pack")...)
 	args = append(args, "--end-of-options", r.url,
 		"+refs/heads/*:refs/heads/*", "^refs/heads/"+BranchPrefix+"*", "+refs/tags/*:refs/tags/*")

@@ -448,3 +448,29 @@ func TestSetupFromURL(t *testing.T) {
 		t.Errorf("setup end = %+v, setup-ran.txt = %q; want the command run", end, readFile(t, wt.Path, "setup-ran.txt"))
 	}
 }
+
+// TestFetchDespiteAgentCheckout: an agent that checks the base branch out
+// in its worktree does not stop the mirror's fetches (and with them every
+// later session of the repository).
+func TestFetchDespiteAgentCheckout(t *testing.T) {
+	ctx := context.Background()
+	shared := newShared(t, map[string]string{"README.md": "v1\n"})
+	m := newHost(t)
+	wt, err := m.Create(ctx, "s1", shared, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gitT(t, wt.Path, "checkout", "-q", "main")
+	other := filepath.Join(t.TempDir(), "other")
+	gitT(t, t.TempDir(), "clone", "-q", shared, other)
+	writeFile(t, other, "README.md", "v2\n")
+	gitT(t, other, "commit", "-q", "-am", "v2")
+	gitT(t, other, "push", "-q", "origin", "main")
+	wt2, err := m.Create(ctx, "s2", shared, "")
+	if err != nil {
+		t.Fatalf("Create() after an agent checked main out: %v", err)
+	}
+	if got := readFile(t, wt2.Path, "README.md"); got != "v2\n" {
+		t.Errorf("README.md = %q; want the remote's new main", got)
+	}
+}
