@@ -27,6 +27,9 @@ func (m *Manager) pushRefs(ctx context.Context, info repoInfo, updates []refPush
 	if len(specs) == 0 {
 		return nil
 	}
+	if err := m.guardMirror(info); err != nil {
+		return err
+	}
 	args = append(append(args, "--end-of-options", info.remote.url), specs...)
 	out, err := m.run(ctx, call{at: at(info.top), args: args})
 	if err == nil {

@@ -113,11 +113,34 @@ func (m *Manager) initMirror(ctx context.Context, dir string) error {
 	return os.Rename(tmp, dir)
 }
 
+// guardMirror removes what an agent may have planted in the mirror's
+// objects directory (which it may write, as in a checkout's .git) to
+// make the daemon's fetches and pushes read objects from elsewhere: an
+// alternates file would let a commit on the agent's branch name objects
+// of another repository on this host, which a push would then send to
+// the remote. The daemon never makes one in a mirror.
+func (m *Manager) guardMirror(info repoInfo) error {
+	for _, name := range []string{"alternates", "http-alternates"} {
+		p := filepath.Join(info.common, "objects", "info", name)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		m.log.Warn("mirror: removed an objects/info file the daemon never makes (an agent planted it?)", keyPath, p)
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("remove %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // fetchLocked fetches the remote's branches (but the sessions' own) and
 // tags into the mirror, and points the mirror's HEAD at the remote's. The
 // mirror's lock must be held.
 func (m *Manager) fetchLocked(ctx context.Context, info repoInfo) error {
 	r := info.remote
+	if err := m.guardMirror(info); err != nil {
+		return err
+	}
 	// --update-head-ok: a branch an agent checked out in its worktree
 	// (git checkout main) must not stop every fetch of the mirror.
 	args := append(append([]string{}, netConfig...), "fetch", "--quiet", "--no-write-fetch-head", "--no-auto-gc", "--update-head-ok")

@@ -474,3 +474,40 @@ func TestFetchDespiteAgentCheckout(t *testing.T) {
 		t.Errorf("README.md = %q; want the remote's new main", got)
 	}
 }
+
+// TestPushIgnoresPlantedAlternates: an agent may write the mirror's
+// objects directory; an alternates file it plants there must not make a
+// push send objects of another repository of this host.
+func TestPushIgnoresPlantedAlternates(t *testing.T) {
+	ctx := context.Background()
+	shared := newShared(t, nil)
+	secret := newRepo(t, "secret", map[string]string{"secret.txt": "the daemon user's secret\n"})
+	blob := gitT(t, secret, "rev-parse", "HEAD:secret.txt")
+	m := newHost(t)
+	wt, err := m.Create(ctx, "s1", shared, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.GitPaths(ctx, wt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the agent does: borrow the secret repository's objects, and
+	// commit a tree naming the blob it knows the id of.
+	writeFile(t, p.CommonDir, "objects/info/alternates", filepath.Join(secret, ".git", "objects")+"\n")
+	out, err := gitRaw(wt.Path, strings.NewReader("100644 blob "+blob+"\tstolen.txt\n"), "mktree")
+	if err != nil {
+		t.Fatalf("mktree: %v\n%s", err, out)
+	}
+	commit := gitT(t, wt.Path, "commit-tree", strings.TrimSpace(out), "-m", "steal", "-p", "HEAD")
+	gitT(t, wt.Path, "update-ref", "refs/heads/"+wt.Branch, commit)
+	_, err = m.Push(ctx, wt, Lease{})
+	if err == nil {
+		if _, cerr := gitRaw(shared, nil, "cat-file", "-e", blob); cerr == nil {
+			t.Fatalf("Push() sent the secret blob %s to the remote", blob)
+		}
+	}
+	if exists(filepath.Join(p.CommonDir, "objects", "info", "alternates")) {
+		t.Errorf("the planted alternates file is still in the mirror")
+	}
+}
