@@ -511,3 +511,40 @@ func TestPushIgnoresPlantedAlternates(t *testing.T) {
 		t.Errorf("the planted alternates file is still in the mirror")
 	}
 }
+
+// TestPruneOfURLSession: prune forgets in the mirror what Prune forgets in
+// a checkout, and what this host recorded of its pushes; the remote's refs
+// are the remote's.
+func TestPruneOfURLSession(t *testing.T) {
+	ctx := context.Background()
+	shared := newShared(t, nil)
+	m := newHost(t)
+	wt, err := m.Create(ctx, "s1", shared, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, wt.Path, "x.txt", "x\n")
+	if _, err := m.Checkpoint(ctx, wt); err != nil {
+		t.Fatal(err)
+	}
+	pushed, err := m.Push(ctx, wt, Lease{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Remove(ctx, wt, false); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Prune(ctx, wt, PruneOptions{Branch: true})
+	if err != nil || !res.BranchDeleted || !res.CheckpointsDeleted {
+		t.Fatalf("Prune() = %+v, %v; want branch and checkpoints deleted", res, err)
+	}
+	mirror := m.mirrorDir(shared)
+	for _, ref := range []string{"refs/heads/" + wt.Branch, CheckpointRefPrefix + "s1", PushedRefPrefix + "s1/branch", PushedRefPrefix + "s1/checkpoint"} {
+		if got := refOf(t, mirror, ref); got != "" {
+			t.Errorf("mirror %s = %s after Prune; want it gone", ref, got)
+		}
+	}
+	if got := refOf(t, shared, CheckpointRefPrefix+"s1"); got != pushed.Checkpoint {
+		t.Errorf("remote checkpoint ref = %q after Prune; want it kept at %s", got, pushed.Checkpoint)
+	}
+}
