@@ -136,6 +136,11 @@ func TestEndToEndRepositoryByURL(t *testing.T) {
 		t.Errorf("shared agentpool/%s:%s = %q; want the work committed at close, pushed", id2, agenttest.DemoFile, got)
 	}
 
+	// session new takes the URL too.
+	if out, err := d.cli("session", "new", "--repo", url, "--agent", "demo", "--no-warm"); err != nil || !strings.Contains(out, "created") {
+		t.Errorf("session new --repo %s: %v\n%s", url, err, out)
+	}
+
 	// A URL that could run a program is refused.
 	if _, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: "ext::sh -c touch% /tmp/x", Agent: "demo"}); err == nil || !strings.Contains(err.Error(), "transport helpers") {
 		t.Errorf("POST /v1/sessions {repo: ext::...} error = %v; want refused", err)
