@@ -51,7 +51,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if strings.TrimSpace(req.Repo) == "" {
-		return badRequest("repo", "field \"repo\" is required: the path of a git repository")
+		return badRequest("repo", "field \"repo\" is required: the path or URL of a git repository")
 	}
 	if strings.TrimSpace(req.Agent) == "" {
 		return badRequest("agent", "field \"agent\" is required: a provider id")

@@ -244,7 +244,8 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	if req.Repo == "" {
 		return Session{}, fmt.Errorf("%w: repo is required", ErrInvalid)
 	}
-	if !filepath.IsAbs(req.Repo) {
+	if !filepath.IsAbs(req.Repo) && !strings.Contains(req.Repo, ":") {
+		// A URL (scheme://… or host:path) is the worktrees' to check.
 		return Session{}, fmt.Errorf("%w: repo %q is not an absolute path", ErrInvalid, req.Repo)
 	}
 	if req.Agent == "" {

@@ -29,7 +29,7 @@ type CheckResult struct {
 func (m *Manager) RunCheck(ctx context.Context, wt Worktree, top, command string, timeout time.Duration) CheckResult {
 	s := Setup{File: "check", Command: []string{"/bin/sh", "-c", command}, Timeout: timeout}
 	var conf *SetupConfinement
-	code, tail, dropped, err := m.runSetupCommand(ctx, wt, top, s, func(ev SetupEvent) {
+	code, tail, dropped, err := m.runSetupCommand(ctx, wt, &setupRun{top: top}, s, func(ev SetupEvent) {
 		if ev.Kind == SetupStarted {
 			conf = ev.Confinement
 		}

@@ -37,7 +37,17 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	if err := validRev(baseRef); err != nil {
 		return Worktree{}, err
 	}
-	info, err := m.repo(ctx, repo)
+	if r, ok, err := remoteOf(repo); ok {
+		if err != nil {
+			return Worktree{}, err
+		}
+		return m.createFromRemote(ctx, session, r, baseRef)
+	}
+	info, err := m.localRepo(ctx, repo)
+	if errors.Is(err, ErrBareRepository) && m.mirrors != "" {
+		abs, _ := filepath.Abs(repo)
+		return m.createFromRemote(ctx, session, bareRemote(abs), baseRef)
+	}
 	if err != nil {
 		return Worktree{}, err
 	}
@@ -48,7 +58,6 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	if err != nil {
 		return Worktree{}, err
 	}
-	path := filepath.Join(m.namespace(info.top), session)
 	branch := BranchPrefix + session
 
 	lock := m.repoLock(info.common)
@@ -71,6 +80,15 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	if ids[1] != "" {
 		return Worktree{}, fmt.Errorf("%w: branch %s already exists in %s", ErrExists, branch, info.top)
 	}
+	return m.addLocked(ctx, session, info, base, setup, hasSetup)
+}
+
+// addLocked adds the worktree of session to the repository info, on a new
+// session branch at base, and prepares its setup (see Create). The
+// repository's lock must be held.
+func (m *Manager) addLocked(ctx context.Context, session string, info repoInfo, base string, setup SetupFile, hasSetup bool) (Worktree, error) {
+	path := filepath.Join(m.namespace(info.top), session)
+	branch := BranchPrefix + session
 	if _, err := os.Lstat(path); err == nil {
 		return Worktree{}, fmt.Errorf("%w: %s exists", ErrExists, path)
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -94,7 +112,7 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	m.remember(info, path, branch)
 	wt := Worktree{
 		Session:    session,
-		Repo:       info.top,
+		Repo:       info.name(),
 		Path:       path,
 		Branch:     branch,
 		BaseCommit: base,
@@ -103,7 +121,7 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	switch {
 	case !hasSetup || setup.Setup.Empty():
 	case setup.Trusted:
-		m.addSetup(path, info.top, setup.Setup)
+		m.addSetup(path, info, setup.Setup)
 	default:
 		m.addUntrusted(wt, setup)
 	}
@@ -193,7 +211,7 @@ func (m *Manager) Recreate(ctx context.Context, wt Worktree) (Worktree, error) {
 	m.forget(wt.Path)
 	m.remember(info, wt.Path, branch)
 	m.log.Info("worktree re-created", keySession, wt.Session, keyRepo, info.top, keyPath, wt.Path, keyBranch, branch)
-	wt.Repo = info.top
+	wt.Repo = info.name()
 	wt.Branch = branch
 	return wt, nil
 }
@@ -211,11 +229,11 @@ func (m *Manager) ignored(ctx context.Context, top, path string) bool {
 // before any agent could tamper with them.
 func (m *Manager) remember(info repoInfo, path, branch string) {
 	m.forget(path)
-	m.rememberRepo(info.top, info)
+	m.rememberRepo(info.name(), info)
 	admin, err := findAdmin(info.common, path)
 	if err != nil {
 		m.log.Warn("locate new worktree", keyPath, path, keyErr, err)
 		return
 	}
-	m.state(path).paths.Store(&located{GitPaths: GitPaths{CommonDir: info.common, AdminDir: admin, Branch: branch}, repo: info.top})
+	m.state(path).paths.Store(&located{GitPaths: GitPaths{CommonDir: info.common, AdminDir: admin, Branch: branch}, repo: info.name()})
 }

@@ -104,6 +104,11 @@ type Config struct {
 	// SetupSandbox confines trusted setup commands; nil runs them
 	// unconfined (tests), and their SetupStarted event says so.
 	SetupSandbox SetupSandbox
+	// MirrorRoot is the directory of the mirrors of repositories given by
+	// URL or as a bare repository's path (see remote.go), created mode
+	// 0700 when first needed; it must not be under Root. "" refuses such
+	// repositories (ErrBareRepository), as before they were supported.
+	MirrorRoot string
 }
 
 // Worktree is one session's worktree.
@@ -160,6 +165,7 @@ type Manager struct {
 	trustFile string
 	trustMu   sync.Mutex // serialises the trust record's updates
 	sandbox   SetupSandbox
+	mirrors   string // Config.MirrorRoot, absolute; "" for none
 }
 
 // wtState serialises the operations on one worktree and caches the head of
@@ -211,6 +217,21 @@ func NewManager(cfg Config) (*Manager, error) {
 	if root, err = filepath.EvalSymlinks(root); err != nil {
 		return nil, fmt.Errorf("worktree: root: %w", err)
 	}
+	mirrors := ""
+	if cfg.MirrorRoot != "" {
+		if mirrors, err = filepath.Abs(cfg.MirrorRoot); err != nil {
+			return nil, fmt.Errorf("worktree: mirror root: %w", err)
+		}
+		if err := os.MkdirAll(mirrors, 0o700); err != nil {
+			return nil, fmt.Errorf("worktree: create mirror root: %w", err)
+		}
+		if mirrors, err = filepath.EvalSymlinks(mirrors); err != nil {
+			return nil, fmt.Errorf("worktree: mirror root: %w", err)
+		}
+		if within(root, mirrors) || within(mirrors, root) {
+			return nil, fmt.Errorf("worktree: mirror root %s and root %s must not contain each other", mirrors, root)
+		}
+	}
 	hooks := filepath.Join(root, hooksDirName)
 	if err := emptyDir(hooks); err != nil {
 		return nil, fmt.Errorf("worktree: hooks directory: %w", err)
@@ -239,6 +260,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		copied:     make(map[string][]string),
 		trustFile:  cfg.TrustFile,
 		sandbox:    cfg.SetupSandbox,
+		mirrors:    mirrors,
 	}
 	m.globalIgnore, m.globalConfig = globalGitFiles(m.env)
 	ctx, cancel := context.WithTimeout(context.Background(), versionTimeout)
@@ -313,18 +335,51 @@ func (m *Manager) forget(path string) {
 
 // repoInfo locates a repository.
 type repoInfo struct {
-	top    string // top level of the working tree
+	top    string // top level of the working tree; a mirror's directory
 	common string // common git dir, absolute, symlinks resolved
+	// remote is the repository a mirror mirrors (top and common are then
+	// the mirror's directory); zero for a local repository.
+	remote remote
 }
 
-// repo finds the working tree that path is in.
+// name is how a Worktree of the repository names it: the top level of
+// the working tree, or the remote's URL.
+func (i repoInfo) name() string {
+	if i.remote.url != "" {
+		return i.remote.url
+	}
+	return i.top
+}
+
+// repo finds the working tree that path is in, or the mirror of the
+// repository path names by URL or as a bare repository's path (see
+// remote.go; the mirror must exist).
 func (m *Manager) repo(ctx context.Context, path string) (repoInfo, error) {
+	if r, ok, err := remoteOf(path); ok {
+		if err != nil {
+			return repoInfo{}, err
+		}
+		return m.mirrorInfo(r)
+	}
+	info, err := m.localRepo(ctx, path)
+	if errors.Is(err, ErrBareRepository) && m.mirrors != "" {
+		abs, _ := filepath.Abs(path)
+		return m.mirrorInfo(bareRemote(abs))
+	}
+	return info, err
+}
+
+// localRepo finds the working tree that path is in.
+func (m *Manager) localRepo(ctx context.Context, path string) (repoInfo, error) {
 	if path == "" {
 		return repoInfo{}, fmt.Errorf("%w: empty path", ErrNotRepository)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return repoInfo{}, fmt.Errorf("%w: %s: %w", ErrNotRepository, path, err)
+	}
+	if m.mirrors != "" && within(m.mirrors, abs) {
+		return repoInfo{}, fmt.Errorf("%w: %s is in the daemon's mirrors: give the repository's URL", ErrNotRepository, abs)
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {

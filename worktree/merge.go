@@ -55,6 +55,11 @@ type MergeOptions struct {
 	// Title is the subject of a squash commit (default "agentpool session
 	// <id>"); Summary is the body of a squash or merge commit.
 	Title, Summary string
+	// Lease, for a repository given by URL, is what the caller expects
+	// the remote to hold of the session (see Push): with it, the session
+	// branch is pushed with the merged branch, in the same atomic push.
+	// Without it only the merged branch (or with Rebase nothing) is.
+	Lease *Lease
 }
 
 // Commit is one commit a merge brought in.
@@ -147,10 +152,19 @@ func (m *Manager) Merge(ctx context.Context, wt Worktree, opts MergeOptions) (Me
 	lock := m.repoLock(info.common)
 	lock.Lock()
 	defer lock.Unlock()
+	if info.remote.url != "" {
+		// The base as the remote holds it now: the push expects it.
+		if err := m.fetchLocked(ctx, info); err != nil {
+			return MergeResult{}, fmt.Errorf("merge session %q: %w", wt.Session, err)
+		}
+	}
 	st := m.state(wt.Path)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	res, err := m.mergeLocked(ctx, info, wt, opts)
+	if err == nil && info.remote.url != "" {
+		err = m.pushMergeLocked(ctx, info, wt, opts, res)
+	}
 	if err != nil {
 		return MergeResult{}, fmt.Errorf("merge session %q: %w", wt.Session, err)
 	}

@@ -117,6 +117,12 @@ func (m *Manager) Prune(ctx context.Context, wt Worktree, opts PruneOptions) (Pr
 			return fail(err)
 		}
 	}
+	if info.remote.url != "" && !opts.DryRun {
+		// What this host recorded of its pushes; the remote keeps its refs.
+		if err := m.recordPushed(ctx, info, wt.Session, Pushed{}); err != nil {
+			return fail(err)
+		}
+	}
 	if wt.Path != "" && !opts.DryRun {
 		m.dropCopied(wt.Path)
 	}

@@ -117,7 +117,10 @@ func (e SetupEvent) MarshalJSON() ([]byte, error) {
 // until it ended or the worktree was removed.
 type setupRun struct {
 	setup Setup
-	top   string // the main checkout to copy from
+	top   string // the main checkout to copy from; "" for a mirror
+	// remote is the URL of a repository without a main checkout (a
+	// mirror's): nothing to copy from.
+	remote string
 	// untrusted is the setup file that was not trusted: nothing runs,
 	// RunSetup reports it.
 	untrusted *SetupFile
@@ -135,12 +138,21 @@ type setupRun struct {
 func (r *setupRun) finish() { r.once.Do(func() { close(r.done) }) }
 
 // addSetup registers the pending setup of the worktree at path.
-func (m *Manager) addSetup(path, top string, s Setup) {
-	r := &setupRun{setup: s, top: top, done: make(chan struct{})}
-	r.ctx, r.cancel = context.WithCancelCause(context.Background())
+func (m *Manager) addSetup(path string, info repoInfo, s Setup) {
+	r := newSetupRun(info, s)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.setups[filepath.Clean(path)] = r
+}
+
+// newSetupRun is the pending setup s of a worktree of the repository info.
+func newSetupRun(info repoInfo, s Setup) *setupRun {
+	r := &setupRun{setup: s, top: info.top, done: make(chan struct{})}
+	if info.remote.url != "" {
+		r.top, r.remote = "", info.remote.url
+	}
+	r.ctx, r.cancel = context.WithCancelCause(context.Background())
+	return r
 }
 
 // setupOf returns the pending or running setup of the worktree at path.
@@ -246,7 +258,9 @@ func (m *Manager) RunSetup(ctx context.Context, wt Worktree, report func(SetupEv
 	s := r.setup
 	end := SetupEvent{Kind: SetupEnded, File: s.File, OK: true}
 	var failures []string
-	if len(s.Copy) > 0 {
+	if len(s.Copy) > 0 && r.remote != "" {
+		report(noCopyEvent(s, r.remote))
+	} else if len(s.Copy) > 0 {
 		copied, skipped, err := m.copyFiles(ctx, r.top, wt.Path, s.Copy)
 		ev := SetupEvent{Kind: SetupCopied, File: s.File, Copied: copied, Skipped: skipped}
 		if err != nil {
@@ -256,7 +270,7 @@ func (m *Manager) RunSetup(ctx context.Context, wt Worktree, report func(SetupEv
 		report(ev)
 	}
 	if len(s.Command) > 0 && ctx.Err() == nil {
-		code, tail, dropped, err := m.runSetupCommand(ctx, wt, r.top, s, report)
+		code, tail, dropped, err := m.runSetupCommand(ctx, wt, r, s, report)
 		end.ExitCode, end.Tail, end.DroppedBytes = &code, tail, dropped
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("command %s: %v", strings.Join(s.Command, " "), err))
@@ -278,13 +292,17 @@ func (m *Manager) RunSetup(ctx context.Context, wt Worktree, report func(SetupEv
 // runSetupCommand runs s.Command in wt and returns its exit code (-1 if it
 // did not exit normally), the last lines of its output, how much output
 // was not reported, and why it failed.
-func (m *Manager) runSetupCommand(ctx context.Context, wt Worktree, top string, s Setup, report func(SetupEvent)) (int, []string, int64, error) {
+func (m *Manager) runSetupCommand(ctx context.Context, wt Worktree, r *setupRun, s Setup, report func(SetupEvent)) (int, []string, int64, error) {
+	top, repo := r.top, r.top
+	if r.remote != "" {
+		repo = r.remote
+	}
 	ctx, cancel := context.WithTimeoutCause(ctx, s.Timeout, fmt.Errorf("%w after %s", errSetupTimeout, s.Timeout))
 	defer cancel()
 	out := &setupOutput{file: s.File, report: report}
 	cmd := exec.CommandContext(ctx, s.Command[0], s.Command[1:]...)
 	cmd.Dir = wt.Path
-	cmd.Env = setupEnv(os.Environ(), wt, top)
+	cmd.Env = setupEnv(os.Environ(), wt, repo)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }

@@ -125,22 +125,22 @@ func (m *Manager) PrepareSetup(ctx context.Context, wt Worktree) error {
 	if err != nil {
 		return err
 	}
-	sf, ok, err := m.loadSetupFile(info.top)
+	sf, ok, err := m.setupFileFor(ctx, info, wt.BaseCommit)
 	if err != nil {
 		return err
 	}
 	if !ok || sf.Setup.Empty() {
-		return fmt.Errorf("%w: %s has none that asks for anything", ErrNoSetupFile, info.top)
+		return fmt.Errorf("%w: %s has none that asks for anything", ErrNoSetupFile, info.name())
 	}
 	if !sf.Trusted {
-		return fmt.Errorf("%w: %s (SHA-256 %s); trust it first: agentpool trust %s", ErrUntrusted, sf.File, sf.SHA256, shellQuote(info.top))
+		return fmt.Errorf("%w: %s (SHA-256 %s); trust it first: agentpool trust %s", ErrUntrusted, sf.File, sf.SHA256, shellQuote(info.name()))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r := m.setups[filepath.Clean(wt.Path)]; r != nil && r.untrusted == nil {
 		return fmt.Errorf("%w: session %q", ErrSetupRunning, wt.Session)
 	}
-	r := &setupRun{setup: sf.Setup, top: info.top, done: make(chan struct{})}
+	r := newSetupRun(info, sf.Setup)
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	m.setups[filepath.Clean(wt.Path)] = r
 	delete(m.skipped, filepath.Clean(wt.Path))

@@ -116,9 +116,17 @@ func (m *Manager) loadSetupFile(top string) (SetupFile, bool, error) {
 	if err != nil || !ok {
 		return SetupFile{}, ok, err
 	}
+	sf, err := m.setupFileOf(top, file, data)
+	return sf, true, err
+}
+
+// setupFileOf parses and hashes the content data of the setup file file
+// of the repository repo (a main checkout's top, or a URL), and looks its
+// hash up in the trust record.
+func (m *Manager) setupFileOf(top, file string, data []byte) (SetupFile, error) {
 	s, err := ParseSetup(data)
 	if err != nil {
-		return SetupFile{}, true, setupFileError(file, err)
+		return SetupFile{}, setupFileError(file, err)
 	}
 	s.File = file
 	sum := sha256.Sum256(data)
@@ -137,7 +145,7 @@ func (m *Manager) loadSetupFile(top string) (SetupFile, bool, error) {
 			sf.TrustedSHA256 = e.SHA256
 		}
 	}
-	return sf, true, nil
+	return sf, nil
 }
 
 // SetupFileAt is SetupFileOf for a repository whose top level is known
@@ -158,16 +166,24 @@ func (m *Manager) SetupFileAt(top string) (SetupFile, error) {
 // LoadSetup) and says whether its content is trusted. Errors wrap
 // ErrNotRepository, ErrSetupConfig, or ErrNoSetupFile when there is none.
 func (m *Manager) SetupFileOf(ctx context.Context, repo string) (SetupFile, error) {
+	if m.mirrors != "" {
+		// A repository given by URL: its file as the remote holds it now.
+		if _, err := m.remoteFor(ctx, repo); err == nil {
+			if err := m.Fetch(ctx, repo); err != nil {
+				return SetupFile{}, err
+			}
+		}
+	}
 	info, err := m.repo(ctx, repo)
 	if err != nil {
 		return SetupFile{}, err
 	}
-	sf, ok, err := m.loadSetupFile(info.top)
+	sf, ok, err := m.setupFileFor(ctx, info, "")
 	if err != nil {
 		return SetupFile{}, err
 	}
 	if !ok {
-		return SetupFile{}, fmt.Errorf("%w: %s has no %s", ErrNoSetupFile, info.top, SetupFileName)
+		return SetupFile{}, fmt.Errorf("%w: %s has no %s", ErrNoSetupFile, info.name(), SetupFileName)
 	}
 	return sf, nil
 }
@@ -211,7 +227,10 @@ func (m *Manager) Revoke(ctx context.Context, repo string) (bool, error) {
 		}
 	}
 	if info, err := m.repo(ctx, repo); err == nil {
-		keys = append(keys, info.top)
+		keys = append(keys, info.name())
+	}
+	if IsURL(repo) {
+		keys = append(keys, repo)
 	}
 	found := false
 	err := m.updateTrust(func(doc *trustDoc) {

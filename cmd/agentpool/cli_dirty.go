@@ -6,6 +6,8 @@ import (
 	"io"
 	"os/exec"
 	"strings"
+
+	"github.com/agentpool/agentpool/worktree"
 )
 
 // uncommitted counts the changes of the checkout at repo that a new
@@ -38,7 +40,11 @@ func uncommitted(ctx context.Context, repo string) (tracked, untracked int, ok b
 
 // noteUncommitted tells, after a session was created from repo's base,
 // that the main checkout's uncommitted changes are not in its worktree.
+// A repository given by URL has no checkout to look at.
 func (c *cli) noteUncommitted(ctx context.Context, w io.Writer, repo, base, commit string) {
+	if worktree.IsURL(repo) {
+		return
+	}
 	tracked, untracked, ok := uncommitted(ctx, repo)
 	if !ok || tracked+untracked == 0 {
 		return

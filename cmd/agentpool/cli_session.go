@@ -14,6 +14,7 @@ import (
 	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
+	"github.com/agentpool/agentpool/worktree"
 )
 
 const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a session in its own git worktree; its agent starts now
@@ -86,7 +87,7 @@ func gitTopLevel(ctx context.Context, dir string) (string, error) {
 
 func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm]\n            [--budget-tokens N] [--budget-cost X [--budget-currency USD]]\n            [--mcp NAME=COMMAND [ARGS...]]... [--mcp-json FILE] [--prompt TEXT] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--prompt starts the first turn in the same request and streams it, as prompt\ndoes (with a spare ready, the agent answers about as soon as a warm one).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.\n\nThe session's ACP agents get its MCP servers besides their provider's (a\nsession's server replaces the provider's of its name). --mcp adds a stdio\nserver; --mcp-json reads an object of servers keyed by name, as \"mcp_servers\"\nin providers.json (\"-\": stdin), which may hold env and headers: keep secrets\nthere, never on a command line.")
-	repo := fs.String("repo", "", "the git repository (default: the one holding the current directory)")
+	repo := fs.String("repo", "", "the git repository, or its URL (default: the one holding the current directory)")
 	agent := fs.String("agent", defaultAgent, "the session's first agent (a provider id)")
 	title := fs.String("title", "", "a title for the session")
 	base := fs.String("base", "", "the commit-ish the worktree starts from (default HEAD)")
@@ -110,6 +111,9 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	dir, err := filepath.Abs(*repo)
 	if err != nil {
 		return err
+	}
+	if worktree.IsURL(*repo) {
+		dir = *repo // a repository given by URL: the daemon mirrors it
 	}
 	if *repo == "" {
 		// The daemon checks a given path; the default is this repository.

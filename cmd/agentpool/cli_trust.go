@@ -14,6 +14,7 @@ import (
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/worktree"
 )
 
 // trustUsage is the synopsis and description of trust.
@@ -48,7 +49,9 @@ func (c *cli) trust(ctx context.Context, args []string) error {
 		return c.trustList(ctx, api, *asJSON)
 	}
 	repo := ""
-	if len(pos) > 0 {
+	if len(pos) > 0 && worktree.IsURL(pos[0]) {
+		repo = pos[0] // a repository given by URL: the daemon reads its mirror
+	} else if len(pos) > 0 {
 		if repo, err = filepath.Abs(pos[0]); err != nil {
 			return err
 		}

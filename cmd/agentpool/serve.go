@@ -39,8 +39,10 @@ const (
 	providersFile  = "providers.json"
 	databaseFile   = "agentpool.db"
 	worktreesDir   = "worktrees"
-	tmpDir         = "tmp"
-	cgroupFile     = "cgroup"
+	// mirrorsDir holds the mirrors of repositories given by URL.
+	mirrorsDir = "mirrors"
+	tmpDir     = "tmp"
+	cgroupFile = "cgroup"
 	// trustFile records the setup files (.agentpool.json) the user trusted.
 	trustFile = "trusted.json"
 	// pageSessionsFile keeps the hashes of the web page's logins.
@@ -177,7 +179,7 @@ func (m *Main) Open(ctx context.Context) error {
 		return err
 	}
 	wt, err := worktree.NewManager(worktree.Config{Root: m.worktreesRoot(home), Logger: m.Logger,
-		TrustFile: filepath.Join(home, trustFile), SetupSandbox: wiring.SetupJails{
+		TrustFile: filepath.Join(home, trustFile), MirrorRoot: filepath.Join(home, mirrorsDir), SetupSandbox: wiring.SetupJails{
 			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: protectedHomes(home, os.Getenv)}})
 	if err != nil {
 		m.shutdownParts()
@@ -195,7 +197,7 @@ func (m *Main) Open(ctx context.Context) error {
 		return fmt.Errorf("registry: %w", err)
 	}
 	m.pool, err = pool.New(pool.Config{
-		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Worktrees: wiring.Worktrees{M: wt}, Resolver: m.reg,
+		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Worktrees: wiring.Worktrees{M: wt, Logger: m.Logger}, Resolver: m.reg,
 		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport, Identity: wt.Identity},
 		MaxWarm:  m.MaxWarm, IdleTimeout: m.IdleTimeout,
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger, Spares: m.sparesConfig(wt),

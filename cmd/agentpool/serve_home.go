@@ -68,6 +68,9 @@ func (m *Main) secureHome(home string) error {
 	if err := m.secure(m.worktreesRoot(home), privateDirMode, true); err != nil {
 		return fmt.Errorf("worktrees: %w", err)
 	}
+	if err := m.secure(filepath.Join(home, mirrorsDir), privateDirMode, true); err != nil {
+		return fmt.Errorf("mirrors: %w", err)
+	}
 	return m.secure(filepath.Join(home, tmpDir), privateDirMode, false)
 }
 

@@ -59,9 +59,10 @@ func (c Confiner) policy(req pool.LaunchRequest) (*sandbox.PolicyResult, error) 
 	}
 	in := c.policyInput(req.Spec)
 	in.Worktree, in.Git = req.Spec.Dir, git
-	if req.Worktree.Repo != "" {
-		// The user's main checkout: its working files are not the agent's.
-		in.Protected = append(in.Protected, sandbox.Protected{Path: req.Worktree.Repo, What: whatMainCheckout})
+	if repo := worktree.LocalPath(req.Worktree.Repo); repo != "" {
+		// The user's main checkout (or the shared repository of a session
+		// given by URL): its files are not the agent's.
+		in.Protected = append(in.Protected, sandbox.Protected{Path: repo, What: whatMainCheckout})
 	}
 	r := sandbox.PolicyFor(in)
 	return &r, nil

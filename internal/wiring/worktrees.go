@@ -4,14 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/worktree"
 )
 
-// Worktrees adapts *worktree.Manager to pool.Worktrees.
-type Worktrees struct{ M *worktree.Manager }
+// Worktrees adapts *worktree.Manager to pool.Worktrees. For a session
+// whose repository is given by URL, it pushes the session's branch and
+// checkpoint ref to the remote after each checkpoint and after Remove
+// (see pushAfter), and Merge pushes the session branch with the merge.
+type Worktrees struct {
+	M *worktree.Manager
+	// Logger receives what could not be pushed (nil: slog.Default()).
+	Logger *slog.Logger
+}
 
 var _ pool.Worktrees = Worktrees{}
 
@@ -25,7 +34,8 @@ func fromWT(w worktree.Worktree) pool.Worktree {
 
 // invalid marks caller mistakes (bad repo, ref or id) as pool.ErrInvalid.
 func invalid(err error) error {
-	for _, e := range []error{worktree.ErrNotRepository, worktree.ErrBareRepository, worktree.ErrUnknownRef, worktree.ErrInvalidSession, worktree.ErrExists, worktree.ErrSetupConfig} {
+	for _, e := range []error{worktree.ErrNotRepository, worktree.ErrBareRepository, worktree.ErrUnknownRef, worktree.ErrInvalidSession, worktree.ErrExists, worktree.ErrSetupConfig,
+		worktree.ErrInvalidURL} {
 		if errors.Is(err, e) {
 			return fmt.Errorf("%w: %w", pool.ErrInvalid, err)
 		}
@@ -48,6 +58,9 @@ func (a Worktrees) Recreate(ctx context.Context, wt pool.Worktree) (pool.Worktre
 // Remove removes a worktree, preserving its work unless discard.
 func (a Worktrees) Remove(ctx context.Context, wt pool.Worktree, discard bool) (pool.RemoveResult, error) {
 	r, err := a.M.Remove(ctx, toWT(wt), discard)
+	if err == nil && !r.BranchDeleted && !discard {
+		a.pushAfter(ctx, wt, "close")
+	}
 	return pool.RemoveResult{Branch: r.Branch, Committed: r.Committed, Commit: r.Commit, Discarded: r.Discarded, Missing: r.Missing,
 		BranchDeleted: r.BranchDeleted}, err
 }
@@ -61,7 +74,43 @@ func (a Worktrees) Prune(ctx context.Context, wt pool.Worktree, req pool.Worktre
 
 // Checkpoint records the worktree state.
 func (a Worktrees) Checkpoint(ctx context.Context, wt pool.Worktree) (string, error) {
-	return a.M.Checkpoint(ctx, toWT(wt))
+	tree, err := a.M.Checkpoint(ctx, toWT(wt))
+	if err == nil {
+		a.pushAfter(ctx, wt, "checkpoint")
+	}
+	return tree, err
+}
+
+// pushTimeout bounds a push after a checkpoint: a remote that does not
+// answer delays a turn by at most this much.
+const pushTimeout = time.Minute
+
+// pushAfter pushes the session's branch and checkpoint ref to the remote
+// of a repository given by URL, expecting there what this host last
+// pushed (worktree.Manager.LastPushed; a cluster's lease layer will pass
+// the values its store recorded under the owner's epoch). A failure is
+// logged, not returned: the checkpoint is taken either way, and a push
+// refused because the remote moved (the session continued elsewhere)
+// says so.
+func (a Worktrees) pushAfter(ctx context.Context, wt pool.Worktree, after string) {
+	if !a.M.Mirrored(ctx, wt.Repo) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
+	defer cancel()
+	w := toWT(wt)
+	lease, err := a.M.LastPushed(ctx, w)
+	if err == nil {
+		_, err = a.M.Push(ctx, w, lease)
+	}
+	if err != nil {
+		log := a.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("session not pushed to its repository", "session", wt.Session, "after", after,
+			"remote_moved", errors.Is(err, worktree.ErrRemoteMoved), "err", err)
+	}
 }
 
 // Diff compares two states.
@@ -128,10 +177,20 @@ var setupTypes = map[string]backends.EventType{
 // branches in use are pool.ErrConflict, a base or target that is not a
 // local branch pool.ErrInvalid.
 func (a Worktrees) Merge(ctx context.Context, wt pool.Worktree, req pool.WorktreeMerge) (pool.MergeResult, error) {
-	r, err := a.M.Merge(ctx, toWT(wt), worktree.MergeOptions{Into: req.Into, Base: req.Base, Squash: req.Squash, Rebase: req.Rebase,
-		Title: req.Title, Summary: req.Summary})
+	opts := worktree.MergeOptions{Into: req.Into, Base: req.Base, Squash: req.Squash, Rebase: req.Rebase,
+		Title: req.Title, Summary: req.Summary}
+	if a.M.Mirrored(ctx, wt.Repo) {
+		// The session branch goes with the merge, expected where this
+		// host last pushed it.
+		lease, err := a.M.LastPushed(ctx, toWT(wt))
+		if err != nil {
+			return pool.MergeResult{}, err
+		}
+		opts.Lease = &lease
+	}
+	r, err := a.M.Merge(ctx, toWT(wt), opts)
 	if err != nil {
-		for _, e := range []error{worktree.ErrConflict, worktree.ErrDirty, worktree.ErrBranchInUse} {
+		for _, e := range []error{worktree.ErrConflict, worktree.ErrDirty, worktree.ErrBranchInUse, worktree.ErrRemoteMoved} {
 			if errors.Is(err, e) {
 				return pool.MergeResult{}, conflictError{err}
 			}
