@@ -30,26 +30,41 @@ type migration struct {
 // failure leaves it unapplied and two processes opening the same file at once
 // apply it once.
 func migrate(ctx context.Context, db *sqlx.DB, fsys fs.FS, now func() time.Time) error {
+	return migrateOn(ctx, sqliteEngine, db, fsys, now)
+}
+
+// migrateOn is migrate on engine e. On PostgreSQL, each migration's
+// transaction locks schema_migrations first, so that hosts starting at
+// once apply each migration once, one after the other.
+func migrateOn(ctx context.Context, e engine, db *sqlx.DB, fsys fs.FS, now func() time.Time) error {
 	migs, err := readMigrations(fsys)
 	if err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	create := `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT NOT NULL,
 		applied_at INTEGER NOT NULL
-	) STRICT`); err != nil {
+	) STRICT`
+	if e.postgres {
+		create = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    BIGINT PRIMARY KEY,
+		name       TEXT NOT NULL,
+		applied_at BIGINT NOT NULL
+	)`
+	}
+	if _, err := db.ExecContext(ctx, create); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	for _, m := range migs {
-		if err := applyMigration(ctx, db, m, now); err != nil {
+		if err := applyMigration(ctx, e, db, m, now); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func applyMigration(ctx context.Context, db *sqlx.DB, m migration, now func() time.Time) (err error) {
+func applyMigration(ctx context.Context, e engine, db *sqlx.DB, m migration, now func() time.Time) (err error) {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migration %s: begin: %w", m.name, err)
@@ -59,6 +74,11 @@ func applyMigration(ctx context.Context, db *sqlx.DB, m migration, now func() ti
 			tx.Rollback()
 		}
 	}()
+	if e.postgres {
+		if _, err := tx.ExecContext(ctx, `LOCK TABLE schema_migrations IN EXCLUSIVE MODE`); err != nil {
+			return fmt.Errorf("migration %s: lock: %w", m.name, err)
+		}
+	}
 	var n int
 	if err := tx.GetContext(ctx, &n, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version); err != nil {
 		return fmt.Errorf("migration %s: check: %w", m.name, err)

@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/mattn/go-sqlite3"
 )
 
 // progress counts the queued items the writer has settled (written,
@@ -312,7 +312,11 @@ func (s *Store) committed(batch []item, rejected []rejection) {
 		}
 		events++
 		if it.committed != nil {
-			it.committed(it.ev)
+			ev := it.ev
+			if s.eng.postgres {
+				ev.Seq = s.allocated[i] // the seq the database gave it
+			}
+			it.committed(ev)
 		}
 	}
 	s.appended.Add(int64(events))
@@ -345,16 +349,68 @@ var errNoRow = errors.New("no such row")
 // insertItems writes batch in one transaction. A statement failing for its
 // own item (see refusesEvent) is only that statement's failure in SQLite,
 // so it is noted and the transaction goes on; any other failure rolls the
-// whole batch back and is returned.
-func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, err error) {
+// whole batch back and is returned. PostgreSQL aborts the transaction at
+// a failed statement: the batch is then written again without the item
+// refused (see insertItemsPostgres).
+func (s *Store) insertItems(ctx context.Context, batch []item) ([]rejection, error) {
+	if s.eng.postgres {
+		return s.insertItemsPostgres(ctx, batch)
+	}
+	rejected, _, err := s.insertOnce(ctx, batch, nil)
+	return rejected, err
+}
+
+// insertItemsPostgres is insertItems on PostgreSQL: each attempt that a
+// statement refused for its own item is rolled back and made again
+// without the items refused so far, so that the rest of the batch commits
+// as it does on SQLite. A waited write is claimed once, on the first
+// attempt that reaches it.
+func (s *Store) insertItemsPostgres(ctx context.Context, batch []item) ([]rejection, error) {
+	a := &pgAttempt{
+		claimed: make([]bool, len(batch)),
+		refused: map[int]error{},
+	}
+	for {
+		rejected, refusedAt, err := s.insertOnce(ctx, batch, a)
+		if err != nil {
+			return nil, err
+		}
+		if refusedAt < 0 {
+			return rejected, nil
+		}
+		a.refused[refusedAt] = a.lastErr
+	}
+}
+
+// pgAttempt is what the attempts of one insertItemsPostgres share.
+type pgAttempt struct {
+	claimed []bool        // the waited writes claimed (see waited.claim)
+	refused map[int]error // the items refused, left out of later attempts
+	lastErr error         // why the last attempt's item was refused
+	// seqs holds, per session, the last seq handed out as the current
+	// attempt goes; committed the session's counter row moves to it.
+	seqs  map[string]int64
+	moved map[string]bool
+}
+
+// insertOnce makes one attempt at writing batch in one transaction. On
+// SQLite (pg nil) a statement refused for its own item is noted and the
+// transaction goes on. On PostgreSQL the attempt ends there: insertOnce
+// rolls back and returns the index of the item, its error in pg.lastErr;
+// items pg.refused are skipped, and event seqs are allocated from the
+// sessions' counter rows (see lockSeqs), into s.allocated.
+func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ []rejection, refusedAt int, err error) {
+	refusedAt = -1
 	s.trace(stepBegin, batch)
-	defer s.ckpt.writing()()
+	if s.ckpt != nil {
+		defer s.ckpt.writing()()
+	}
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	defer func() {
-		if err != nil {
+		if err != nil || refusedAt >= 0 {
 			tx.Rollback()
 		}
 	}()
@@ -368,14 +424,43 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 		}
 	}()
 	var rejected []rejection
+	if pg != nil {
+		if err := s.lockSeqs(ctx, tx, batch, pg); err != nil {
+			return nil, -1, err
+		}
+		for i, rerr := range pg.refused {
+			rejected = append(rejected, rejection{index: i, err: rerr})
+		}
+		s.allocated = slices.Grow(s.allocated[:0], len(batch))[:len(batch)]
+	}
+	// refuse notes that item i was refused for itself; on PostgreSQL it
+	// ends the attempt.
+	refuse := func(i int, rerr error) bool {
+		if pg != nil {
+			pg.lastErr, refusedAt = rerr, i
+			return true
+		}
+		rejected = append(rejected, rejection{index: i, err: rerr})
+		return false
+	}
 	now := toUnix(s.now())
 	for i := range batch {
 		it := &batch[i]
+		if pg != nil {
+			if _, ok := pg.refused[i]; ok {
+				continue
+			}
+		}
 		if w := it.w; w != nil {
 			if w.wait != nil {
 				// An abandoned write is skipped; a claimed one is reported
 				// to its caller when the attempt ends.
-				w.skipped = !w.wait.claim()
+				if pg == nil || !pg.claimed[i] {
+					w.skipped = !w.wait.claim()
+					if pg != nil {
+						pg.claimed[i] = true
+					}
+				}
 				if w.skipped {
 					continue
 				}
@@ -383,7 +468,7 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 			ws := prepared[w.query]
 			if ws == nil {
 				if ws, err = tx.PrepareContext(ctx, w.query); err != nil {
-					return nil, err
+					return nil, -1, err
 				}
 				prepared[w.query] = ws
 			}
@@ -396,10 +481,12 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 			}
 			if err != nil {
 				if refusesEvent(err) {
-					rejected = append(rejected, rejection{index: i, err: err})
+					if refuse(i, err) {
+						return nil, refusedAt, nil
+					}
 					continue
 				}
-				return nil, err
+				return nil, -1, err
 			}
 			if !it.hasEvent() {
 				continue
@@ -407,7 +494,7 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 		}
 		if stmt == nil {
 			if stmt, err = tx.PrepareContext(ctx, insertEventSQL); err != nil {
-				return nil, err
+				return nil, -1, err
 			}
 			defer stmt.Close()
 		}
@@ -416,35 +503,41 @@ func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, e
 		if !ev.Time.IsZero() {
 			at = toUnix(ev.Time)
 		}
-		_, err := stmt.ExecContext(ctx, ev.Session, ev.Seq, nullID(ev.Turn), ev.Agent, string(ev.Type),
+		seq := ev.Seq
+		if pg != nil {
+			last, ok := pg.seqs[ev.Session]
+			if !ok {
+				rejected = append(rejected, rejection{index: i, err: fmt.Errorf("event of session %q: %w", ev.Session, errNoSession)})
+				continue
+			}
+			seq = last + 1
+		}
+		_, err := stmt.ExecContext(ctx, ev.Session, seq, nullID(ev.Turn), ev.Agent, string(ev.Type),
 			nullText(ev.Data), at)
 		if err != nil {
 			if refusesEvent(err) {
-				rejected = append(rejected, rejection{index: i, err: err})
+				if refuse(i, err) {
+					return nil, refusedAt, nil
+				}
 				continue
 			}
-			return nil, err
+			return nil, -1, err
+		}
+		if pg != nil {
+			pg.seqs[ev.Session] = seq
+			pg.moved[ev.Session] = true
+			s.allocated[i] = seq
+		}
+	}
+	if pg != nil {
+		if err := s.storeSeqs(ctx, tx, pg); err != nil {
+			return nil, -1, err
 		}
 	}
 	s.trace(stepCommit, batch)
 	if err := tx.Commit(); err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	s.trace(stepCommitted, batch)
-	return rejected, nil
-}
-
-// refusesEvent reports whether err is about the event itself, so that
-// retrying cannot help: a constraint (duplicate key, unknown session, bad
-// seq), a value too big or of the wrong type.
-func refusesEvent(err error) bool {
-	var se sqlite3.Error
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Code {
-	case sqlite3.ErrConstraint, sqlite3.ErrTooBig, sqlite3.ErrMismatch, sqlite3.ErrRange:
-		return true
-	}
-	return false
+	return rejected, -1, nil
 }
