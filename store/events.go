@@ -141,8 +141,11 @@ func (s *Store) waitFor(ctx context.Context, target int64) error {
 // assigns seqs itself and must not call NextSeq while appending for the
 // session. On PostgreSQL, where several stores may append to one session,
 // the seq an event is stored under is allocated by the transaction that
-// writes it (the commit hook gets the event with it); the seqs the caller
-// assigns are then what the store expects, not what it obeys.
+// writes it, from the session's counter row: the larger of the event's
+// Seq and one past the session's last, so that it is the caller's own
+// seq when the caller is the session's only writer, and the next free one
+// otherwise (an event with Seq 0 always takes the next one). The commit
+// hook gets the event with the seq it was stored under.
 func (s *Store) NextSeq(ctx context.Context, sessionID string) (int64, error) {
 	// The queue first: an event that leaves it has been written before,
 	// so the read below sees it (unless it was refused or dropped).

@@ -27,8 +27,8 @@ var postgresMigrations fs.FS = renamedDir{fsys: postgresFiles, dir: "migrations_
 
 // renamedDir shows the directory dir of fsys under the name as.
 type renamedDir struct {
-	fsys     fs.FS
-	dir, as  string
+	fsys    fs.FS
+	dir, as string
 }
 
 // Open opens name, read in dir when it is in as.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
 )
 
 // progress counts the queued items the writer has settled (written,
@@ -510,7 +509,9 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 				rejected = append(rejected, rejection{index: i, err: fmt.Errorf("event of session %q: %w", ev.Session, errNoSession)})
 				continue
 			}
-			seq = last + 1
+			// The caller's seq when it is ahead (a single writer's own,
+			// past the seqs of events it dropped), else the next one.
+			seq = max(last+1, ev.Seq)
 		}
 		_, err := stmt.ExecContext(ctx, ev.Session, seq, nullID(ev.Turn), ev.Agent, string(ev.Type),
 			nullText(ev.Data), at)

@@ -1,0 +1,307 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// TestTwoStoresAppendGapFree: two stores on one PostgreSQL database, as two
+// hosts would be, append to the same sessions at once (events without a
+// seq of their own) while a reader polls each session after the last seq
+// it saw. The seqs stored are 1..n without gap or repeat, every commit
+// hook gets the seq its event was stored under, and the reader, which
+// never re-reads a seq it passed, sees every event: no event commits
+// after a larger seq became visible.
+func TestTwoStoresAppendGapFree(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	ctx := context.Background()
+	a, _ := openTest(t, at(loc, Config{BatchSize: 16}))
+	b, _ := openTest(t, at(loc, Config{BatchSize: 16}))
+	sessions := []string{"s1", "s2", "s3"}
+	for _, id := range sessions {
+		mustSession(t, a, id)
+	}
+	const appenders, perAppender = 4, 150 // per store and session
+	total := 2 * appenders * perAppender
+
+	var hookMu sync.Mutex
+	hooked := map[string]map[int64]string{} // session -> seq -> payload
+	hook := func(ev backends.Event) {
+		hookMu.Lock()
+		defer hookMu.Unlock()
+		if hooked[ev.Session] == nil {
+			hooked[ev.Session] = map[int64]string{}
+		}
+		if prev, dup := hooked[ev.Session][ev.Seq]; dup {
+			t.Errorf("commit hooks for %s seq %d: %s and %s", ev.Session, ev.Seq, prev, ev.Data)
+		}
+		hooked[ev.Session][ev.Seq] = string(ev.Data)
+	}
+
+	// The readers: one per session, each keeping what it saw.
+	stop := make(chan struct{})
+	seen := make([][]backends.Event, len(sessions))
+	var readers sync.WaitGroup
+	for i, id := range sessions {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			after := int64(0)
+			for {
+				page, err := b.Events(ctx, id, after, 0)
+				if err != nil {
+					t.Errorf("Events(%s, %d) error = %v", id, after, err)
+					return
+				}
+				seen[i] = append(seen[i], page...)
+				if len(page) > 0 {
+					after = page[len(page)-1].Seq
+				}
+				select {
+				case <-stop:
+					if len(page) == 0 {
+						return
+					}
+				default:
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+		}()
+	}
+
+	var wg sync.WaitGroup
+	for si, st := range []*Store{a, b} {
+		for w := range appenders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := range perAppender {
+					for _, id := range sessions {
+						data := backends.MustJSON(map[string]string{"from": fmt.Sprintf("%d/%d/%d", si, w, n)})
+						st.AppendNotify(backends.Event{Session: id, Type: backends.EventMessageChunk, Data: data}, hook)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for _, st := range []*Store{a, b} {
+		if err := st.Flush(ctx); err != nil {
+			t.Fatalf("Flush() error = %v", err)
+		}
+	}
+	close(stop)
+	readers.Wait()
+
+	for i, id := range sessions {
+		got, err := a.Events(ctx, id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != total {
+			t.Fatalf("Events(%s) = %d events; want %d", id, len(got), total)
+		}
+		payloads := map[string]bool{}
+		for j, ev := range got {
+			if ev.Seq != int64(j+1) {
+				t.Fatalf("Events(%s)[%d].Seq = %d; want %d (gap-free, unique)", id, j, ev.Seq, j+1)
+			}
+			if payloads[string(ev.Data)] {
+				t.Fatalf("Events(%s): payload %s stored twice", id, ev.Data)
+			}
+			payloads[string(ev.Data)] = true
+			if h := hooked[id][ev.Seq]; h != string(ev.Data) {
+				t.Fatalf("commit hook of %s seq %d got %s; stored %s", id, ev.Seq, h, ev.Data)
+			}
+		}
+		if len(seen[i]) != total {
+			t.Fatalf("the reader polling %s after its last seq saw %d events; want all %d", id, len(seen[i]), total)
+		}
+		for j, ev := range seen[i] {
+			if ev.Seq != int64(j+1) {
+				t.Fatalf("the reader of %s saw seq %d at %d; want %d: an event committed behind a larger seq", id, ev.Seq, j, j+1)
+			}
+		}
+		if next, err := b.NextSeq(ctx, id); err != nil || next != int64(total+1) {
+			t.Errorf("NextSeq(%s) = %d, %v; want %d", id, next, err, total+1)
+		}
+	}
+	for _, st := range []*Store{a, b} {
+		if s := st.Stats(); s.Dropped != 0 || s.Rejected != 0 {
+			t.Errorf("Stats() = %+v; want nothing dropped or rejected", s)
+		}
+	}
+}
+
+// TestPostgresRefusedItemsLeaveTheRestOfTheBatch: PostgreSQL aborts a
+// transaction at its first failed statement; items refused for themselves
+// (a turn row of an unknown session, an event of one, a second end of a
+// turn) are left out and the rest of their batch commits, the seqs of a
+// session's events staying gap-free, and a turn's end is stored with its
+// turn.ended event or not at all.
+func TestPostgresRefusedItemsLeaveTheRestOfTheBatch(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	ctx := context.Background()
+	s, logs := openTest(t, at(loc, Config{FlushInterval: 50 * time.Millisecond}))
+	mustSession(t, s, "s1")
+	n, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "p"})
+	if err != nil {
+		t.Fatalf("StartTurn(s1) error = %v", err)
+	}
+	var hooks []int64
+	var mu sync.Mutex
+	hook := func(ev backends.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		hooks = append(hooks, ev.Seq)
+	}
+	now := time.Now()
+	s.AppendNotify(testEvent("s1", 1, now), hook)
+	s.AppendNotify(testEvent("nope", 1, now), hook) // no session: no counter row
+	ended := backends.Event{Session: "s1", Seq: 2, Turn: n, Type: backends.EventTurnEnded, Data: json.RawMessage(`{"turn":1}`)}
+	if err := s.EndTurnEvent(ctx, n, TurnEnd{StopReason: "end_turn"}, ended, hook); err != nil {
+		t.Fatal(err)
+	}
+	// A second end of the same turn: its update matches nothing, and its
+	// event is not stored.
+	again := ended
+	again.Seq = 3
+	if err := s.EndTurnEvent(ctx, n, TurnEnd{StopReason: "cancelled"}, again, hook); err != nil {
+		t.Fatal(err)
+	}
+	// A turn row of an unknown session fails its statement (a foreign key):
+	// the transaction is redone without it.
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.StartTurn(ctx, Turn{SessionID: "nope", Agent: "a", Prompt: "p"})
+		done <- err
+	}()
+	s.AppendNotify(testEvent("s1", 3, now), hook)
+	if err := <-done; !errors.Is(err, ErrNotFound) {
+		t.Errorf("StartTurn(unknown session) error = %v; want ErrNotFound", err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Events(ctx, "s1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, ev := range got {
+		seqs = append(seqs, ev.Seq)
+	}
+	if len(got) != 3 || seqs[0] != 1 || seqs[1] != 2 || seqs[2] != 3 || got[1].Type != backends.EventTurnEnded {
+		t.Errorf("Events(s1) seqs = %v (%+v); want 1, 2 (turn.ended), 3", seqs, got)
+	}
+	if turn, err := s.GetTurn(ctx, "s1", n); err != nil || turn.StopReason != "end_turn" {
+		t.Errorf("GetTurn(s1, %d) = %+v, %v; want its first end", n, turn, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(hooks) != "[1 2 3]" {
+		t.Errorf("commit hooks got seqs %v; want [1 2 3]", hooks)
+	}
+	if st := s.Stats(); st.Rejected != 3 || st.Appended != 3 {
+		t.Errorf("Stats() = %+v; want 3 appended, 3 rejected\n%s", st, logs)
+	}
+}
+
+// TestPostgresErrorsMapToTheStoresErrors: PostgreSQL's unique and
+// foreign-key violations and its disk full are the store's ErrExists,
+// ErrNotFound and ErrFull, as SQLite's are; a full disk on the server
+// names no local file.
+func TestPostgresErrorsMapToTheStoresErrors(t *testing.T) {
+	s := &Store{eng: postgresEngine, cfg: Config{Path: "/home/u/agentpool.db"}}
+	tests := []struct {
+		code string
+		want error
+	}{
+		{pgUniqueViolation, ErrExists},
+		{pgForeignKeyViolation, ErrNotFound},
+		{pgDiskFull, ErrFull},
+	}
+	for _, tt := range tests {
+		err := s.mapWriteErr(fmt.Errorf("insert: %w", &pgconn.PgError{Code: tt.code}))
+		if !errors.Is(err, tt.want) {
+			t.Errorf("mapWriteErr(SQLSTATE %s) = %v; want %v", tt.code, err, tt.want)
+		}
+	}
+	err := s.mapWriteErr(&pgconn.PgError{Code: pgDiskFull})
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("mapWriteErr(disk full) = %v; want it to wrap ENOSPC", err)
+	}
+	var dp interface{ DiskPath() string }
+	if errors.As(err, &dp) && dp.DiskPath() != "" {
+		t.Errorf("disk full on the server names local file %q; want none", dp.DiskPath())
+	}
+	if !refusesEvent(&pgconn.PgError{Code: "23514"}) || refusesEvent(&pgconn.PgError{Code: "40001"}) {
+		t.Error("refusesEvent: want a check violation refused for itself and a serialization failure retried")
+	}
+}
+
+// TestPostgresPasswordRules: a URL or DSN carrying a password is refused
+// (before any connection), and so is a password file that group or others
+// may read; a 0600 one is read.
+func TestPostgresPasswordRules(t *testing.T) {
+	ctx := context.Background()
+	for _, url := range []string{
+		"postgres://u:secret@127.0.0.1/db",
+		"postgresql://u@127.0.0.1/db?password=secret",
+		"host=127.0.0.1 user=u password=secret dbname=db",
+		"password=secret host=127.0.0.1",
+	} {
+		if _, err := Open(ctx, Config{URL: url}); !errors.Is(err, ErrPasswordInURL) {
+			t.Errorf("Open(%q) error = %v; want ErrPasswordInURL", url, err)
+		}
+	}
+	for _, url := range []string{"postgres://u@127.0.0.1/db", "host=127.0.0.1 user=u dbname=db", "postgres://127.0.0.1/db?user=passwordless"} {
+		if hasPassword(url) {
+			t.Errorf("hasPassword(%q) = true; want false", url)
+		}
+	}
+	dir := t.TempDir()
+	loose := filepath.Join(dir, "loose")
+	if err := os.WriteFile(loose, []byte("secret\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, Config{URL: "postgres://u@127.0.0.1:1/db", PasswordFile: loose}); !errors.Is(err, ErrPasswordFileMode) {
+		t.Errorf("Open(password file 0640) error = %v; want ErrPasswordFileMode", err)
+	}
+	tight := filepath.Join(dir, "tight")
+	if err := os.WriteFile(tight, []byte("secret\nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pw, err := readPasswordFile(tight); err != nil || pw != "secret" {
+		t.Errorf("readPasswordFile(0600) = %q, %v; want secret", pw, err)
+	}
+}
+
+// TestRebind: SQLite's placeholders become PostgreSQL's; quoted text and
+// comments keep theirs.
+func TestRebind(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"SELECT 1", "SELECT 1"},
+		{"SELECT a FROM t WHERE b = ? AND c = ?", "SELECT a FROM t WHERE b = $1 AND c = $2"},
+		{"VALUES (?1, ?2, (SELECT x FROM t WHERE s = ?2), ?3)", "VALUES ($1, $2, (SELECT x FROM t WHERE s = $2), $3)"},
+		{"SELECT '?' , \"a?\" FROM t WHERE x = ? -- why?\nAND y = ?", "SELECT '?' , \"a?\" FROM t WHERE x = $1 -- why?\nAND y = $2"},
+		{"unnest(?::text[], ?::bigint[])", "unnest($1::text[], $2::bigint[])"},
+	}
+	for _, tt := range tests {
+		if got := rebind(tt.in); got != tt.want {
+			t.Errorf("rebind(%q) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+}
