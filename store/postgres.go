@@ -62,9 +62,10 @@ func IsPostgresURL(s string) bool {
 // dsnPassword matches a password keyword in a key=value DSN.
 var dsnPassword = regexp.MustCompile(`(^|\s)password\s*=`)
 
-// hasPassword reports whether the connection string s carries a password
-// itself (not from the environment or a password file).
-func hasPassword(s string) bool {
+// HasPassword reports whether the PostgreSQL connection string s carries a
+// password itself (not from the environment or a password file), which
+// Open refuses (see ErrPasswordInURL).
+func HasPassword(s string) bool {
 	if IsPostgresURL(s) {
 		u, err := url.Parse(s)
 		if err != nil {
@@ -110,7 +111,7 @@ func readPasswordFile(path string) (string, error) {
 // driver, with queries written in the store's one dialect of placeholders
 // (? and ?N) rewritten to PostgreSQL's ($N).
 func openPostgres(cfg Config) (*sqlx.DB, error) {
-	if hasPassword(cfg.URL) {
+	if HasPassword(cfg.URL) {
 		return nil, ErrPasswordInURL
 	}
 	cc, err := pgx.ParseConfig(cfg.URL)

@@ -268,8 +268,8 @@ func TestPostgresPasswordRules(t *testing.T) {
 		}
 	}
 	for _, url := range []string{"postgres://u@127.0.0.1/db", "host=127.0.0.1 user=u dbname=db", "postgres://127.0.0.1/db?user=passwordless"} {
-		if hasPassword(url) {
-			t.Errorf("hasPassword(%q) = true; want false", url)
+		if HasPassword(url) {
+			t.Errorf("HasPassword(%q) = true; want false", url)
 		}
 	}
 	dir := t.TempDir()
