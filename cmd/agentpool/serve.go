@@ -39,9 +39,9 @@ const (
 	// postgresLossLog places, with the store on PostgreSQL, the daemon's
 	// own loss log (postgres.lost; see store.Config.Path).
 	postgresLossLog = "postgres"
-	worktreesDir   = "worktrees"
-	tmpDir         = "tmp"
-	cgroupFile     = "cgroup"
+	worktreesDir    = "worktrees"
+	tmpDir          = "tmp"
+	cgroupFile      = "cgroup"
 	// trustFile records the setup files (.agentpool.json) the user trusted.
 	trustFile = "trusted.json"
 	// pageSessionsFile keeps the hashes of the web page's logins.
