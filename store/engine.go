@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"syscall"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
@@ -236,4 +237,55 @@ func (s *Store) storeSeqs(ctx context.Context, tx *sqlx.Tx, pg *pgAttempt) error
 		return fmt.Errorf("store seq counters: %w", err)
 	}
 	return nil
+}
+
+// pendingEvents are events to insert in one statement, column by column.
+type pendingEvents struct {
+	sessions []string
+	seqs     []int64
+	turns    []*int64
+	agents   []string
+	types    []string
+	data     []*string
+	at       []int64
+}
+
+func (p *pendingEvents) add(ev backends.Event, seq, at int64) {
+	p.sessions = append(p.sessions, ev.Session)
+	p.seqs = append(p.seqs, seq)
+	p.turns = append(p.turns, nullID(ev.Turn))
+	p.agents = append(p.agents, ev.Agent)
+	p.types = append(p.types, string(ev.Type))
+	p.data = append(p.data, nullText(ev.Data))
+	p.at = append(p.at, at)
+}
+
+func (p *pendingEvents) reset() {
+	p.sessions, p.seqs, p.turns, p.agents = p.sessions[:0], p.seqs[:0], p.turns[:0], p.agents[:0]
+	clear(p.data)
+	p.types, p.data, p.at = p.types[:0], p.data[:0], p.at[:0]
+}
+
+// errOneByOne says that the statement inserting pending events refused
+// one of them: the attempt is made again inserting them one by one.
+var errOneByOne = errors.New("an event of a multi-row insert was refused")
+
+// insertManySQL inserts events given as one array per column: one round
+// trip for a batch's events, where PostgreSQL would take one per row.
+const insertManySQL = `INSERT INTO events (session_id, seq, turn, agent, type, data, created_at)
+	SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::bigint[])`
+
+// flushPending inserts the pending events of a PostgreSQL attempt (pg nil:
+// SQLite, nothing to do).
+func (s *Store) flushPending(ctx context.Context, tx *sqlx.Tx, pg *pgAttempt) error {
+	if pg == nil || len(pg.pending.seqs) == 0 {
+		return nil
+	}
+	p := &pg.pending
+	defer p.reset()
+	_, err := tx.ExecContext(ctx, insertManySQL, p.sessions, p.seqs, p.turns, p.agents, p.types, p.data, p.at)
+	if err != nil && refusesEvent(err) {
+		return fmt.Errorf("%w: %w", errOneByOne, err)
+	}
+	return err
 }

@@ -305,3 +305,34 @@ func TestRebind(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresEventRefusedInAMultiRowInsert: PostgreSQL takes a batch's
+// events in one statement; an event it refuses (text with a NUL byte,
+// which PostgreSQL cannot store) fails that statement, and the batch is
+// written again one event at a time, without it, the others keeping
+// gap-free seqs.
+func TestPostgresEventRefusedInAMultiRowInsert(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	ctx := context.Background()
+	s, _ := openTest(t, at(loc, Config{FlushInterval: time.Hour}))
+	mustSession(t, s, "s1")
+	now := time.Now()
+	bad := testEvent("s1", 2, now)
+	bad.Data = json.RawMessage("{\"text\":\"a\x00b\"}")
+	for _, ev := range []backends.Event{testEvent("s1", 1, now), bad, testEvent("s1", 0, now), testEvent("s1", 0, now)} {
+		s.Append(ev)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Events(ctx, "s1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Seq != 1 || got[1].Seq != 2 || got[2].Seq != 3 {
+		t.Errorf("Events(s1) = %+v; want seqs 1, 2, 3 without the refused event", got)
+	}
+	if st := s.Stats(); st.Appended != 3 || st.Rejected != 1 || st.Retries != 0 {
+		t.Errorf("Stats() = %+v; want 3 appended, 1 rejected, no retry", st)
+	}
+}

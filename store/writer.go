@@ -371,6 +371,12 @@ func (s *Store) insertItemsPostgres(ctx context.Context, batch []item) ([]reject
 	}
 	for {
 		rejected, refusedAt, err := s.insertOnce(ctx, batch, a)
+		if errors.Is(err, errOneByOne) {
+			// An event of the statement that inserts many was refused:
+			// insert them one by one to tell which.
+			a.oneByOne = true
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -390,6 +396,11 @@ type pgAttempt struct {
 	// attempt goes; committed the session's counter row moves to it.
 	seqs  map[string]int64
 	moved map[string]bool
+	// pending holds the events to insert in one statement; oneByOne
+	// inserts each in its own instead, to find the one a failed
+	// statement refused.
+	pending  pendingEvents
+	oneByOne bool
 }
 
 // insertOnce makes one attempt at writing batch in one transaction. On
@@ -424,6 +435,7 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 	}()
 	var rejected []rejection
 	if pg != nil {
+		pg.pending.reset()
 		if err := s.lockSeqs(ctx, tx, batch, pg); err != nil {
 			return nil, -1, err
 		}
@@ -464,6 +476,9 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 					continue
 				}
 			}
+			if err := s.flushPending(ctx, tx, pg); err != nil {
+				return nil, -1, err
+			}
 			ws := prepared[w.query]
 			if ws == nil {
 				if ws, err = tx.PrepareContext(ctx, w.query); err != nil {
@@ -491,12 +506,6 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 				continue
 			}
 		}
-		if stmt == nil {
-			if stmt, err = tx.PrepareContext(ctx, insertEventSQL); err != nil {
-				return nil, -1, err
-			}
-			defer stmt.Close()
-		}
 		ev := it.ev
 		at := now
 		if !ev.Time.IsZero() {
@@ -512,6 +521,21 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 			// The caller's seq when it is ahead (a single writer's own,
 			// past the seqs of events it dropped), else the next one.
 			seq = max(last+1, ev.Seq)
+			if !pg.oneByOne {
+				// Inserted with the others in one statement (see
+				// flushPending) before the next write and the commit.
+				pg.pending.add(ev, seq, at)
+				pg.seqs[ev.Session] = seq
+				pg.moved[ev.Session] = true
+				s.allocated[i] = seq
+				continue
+			}
+		}
+		if stmt == nil {
+			if stmt, err = tx.PrepareContext(ctx, insertEventSQL); err != nil {
+				return nil, -1, err
+			}
+			defer stmt.Close()
 		}
 		_, err := stmt.ExecContext(ctx, ev.Session, seq, nullID(ev.Turn), ev.Agent, string(ev.Type),
 			nullText(ev.Data), at)
@@ -531,6 +555,9 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 		}
 	}
 	if pg != nil {
+		if err := s.flushPending(ctx, tx, pg); err != nil {
+			return nil, -1, err
+		}
 		if err := s.storeSeqs(ctx, tx, pg); err != nil {
 			return nil, -1, err
 		}
