@@ -53,7 +53,7 @@ func migrateOn(ctx context.Context, e engine, db *sqlx.DB, fsys fs.FS, now func(
 		applied_at BIGINT NOT NULL
 	)`
 	}
-	if _, err := db.ExecContext(ctx, create); err != nil {
+	if _, err := db.ExecContext(ctx, create); err != nil && !(e.postgres && createRace(err)) {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	for _, m := range migs {
@@ -127,4 +127,15 @@ func readMigrations(fsys fs.FS) ([]migration, error) {
 	}
 	sort.Slice(migs, func(i, j int) bool { return migs[i].version < migs[j].version })
 	return migs, nil
+}
+
+// createRace reports whether err is PostgreSQL's answer to a CREATE TABLE
+// IF NOT EXISTS that another host ran at the same moment: the table is
+// there all the same.
+func createRace(err error) bool {
+	switch pgCode(err) {
+	case pgUniqueViolation, "42P07": // duplicate_table
+		return true
+	}
+	return false
 }
