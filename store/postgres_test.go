@@ -336,3 +336,68 @@ func TestPostgresEventRefusedInAMultiRowInsert(t *testing.T) {
 		t.Errorf("Stats() = %+v; want 3 appended, 1 rejected, no retry", st)
 	}
 }
+
+// TestEnginesAttemptSetsOpenTurnsAndLossReports covers, on both engines,
+// what the other tests do not reach: attempt sets, the open turns a
+// previous daemon left and their end, and the report of events lost at the
+// last Close, stored after the lost seqs and never twice.
+func TestEnginesAttemptSetsOpenTurnsAndLossReports(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e testEngine) {
+		ctx := context.Background()
+		loc := e.db(t, Config{})
+		if e.postgres {
+			loc.Path = filepath.Join(t.TempDir(), "postgres") // places the loss log
+		}
+		s, _ := openTest(t, at(loc, Config{}))
+		mustSession(t, s, "s1")
+		created := time.Unix(100, 0)
+		for _, id := range []string{"b", "a"} {
+			if err := s.SaveAttemptSet(ctx, id, created, []byte(`{"id":"`+id+`"}`)); err != nil {
+				t.Fatalf("SaveAttemptSet(%s) error = %v", id, err)
+			}
+		}
+		if err := s.SaveAttemptSet(ctx, "a", created, []byte(`{"id":"a","v":2}`)); err != nil {
+			t.Fatal(err)
+		}
+		if sets, err := s.ListAttemptSets(ctx); err != nil || len(sets) != 2 || string(sets[0]) != `{"id":"a","v":2}` {
+			t.Errorf("ListAttemptSets() = %q, %v; want a (updated) then b", sets, err)
+		}
+
+		n, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if open, err := s.OpenTurns(ctx); err != nil || len(open) != 1 || open[0].Number != n {
+			t.Errorf("OpenTurns() = %+v, %v; want turn %d", open, err, n)
+		}
+		if ended, err := s.EndOpenTurns(ctx, "daemon stopped"); err != nil || ended != 1 {
+			t.Errorf("EndOpenTurns() = %d, %v; want 1", ended, err)
+		}
+		for seq := int64(1); seq <= 3; seq++ {
+			s.Append(testEvent("s1", seq, time.Now()))
+		}
+		// Seqs 4 to 6 were handed out and lost at Close.
+		for seq := int64(4); seq <= 6; seq++ {
+			s.lost.add(testEvent("s1", seq, time.Now()))
+		}
+		s.Close()
+
+		for range 2 { // reported once, whatever the number of opens
+			s2, _ := openTest(t, at(loc, Config{}))
+			if err := s2.Close(); err != nil {
+				t.Fatalf("Close() error = %v", err)
+			}
+		}
+		s3, _ := openTest(t, at(loc, Config{}))
+		got, err := s3.Events(ctx, "s1", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 4 || got[3].Seq != 7 || got[3].Type != backends.EventError {
+			t.Fatalf("Events(s1) = %+v; want 1..3 and the loss report at 7", got)
+		}
+		if next, err := s3.NextSeq(ctx, "s1"); err != nil || next != 8 {
+			t.Errorf("NextSeq(s1) = %d, %v; want 8", next, err)
+		}
+	})
+}
