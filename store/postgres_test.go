@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for another host's connection
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -400,4 +402,58 @@ func TestEnginesAttemptSetsOpenTurnsAndLossReports(t *testing.T) {
 			t.Errorf("NextSeq(s1) = %d, %v; want 8", next, err)
 		}
 	})
+}
+
+// TestPostgresDeliveryFollowsCommit: while another connection (another
+// host) holds the session's row, the writer cannot allocate the seqs of
+// its events and nothing is delivered; once released, every event is
+// delivered once, in append order, and is readable when it is.
+func TestPostgresDeliveryFollowsCommit(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	ctx := context.Background()
+	s, _ := openTest(t, at(loc, Config{}))
+	mustSession(t, s, "s1")
+	l := &committedLog{t: t, s: s}
+
+	other, err := sql.Open("pgx", loc.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM sessions WHERE id = 's1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	var want []int64
+	for seq := int64(1); seq <= 20; seq++ {
+		s.AppendNotify(testEvent("s1", seq, time.Now()), l.hook)
+		want = append(want, seq)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err = s.Flush(fctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush() while the row is held = %v; want the deadline", err)
+	}
+	if n := l.len(); n != 0 {
+		t.Fatalf("%d events delivered while the writer could not commit; want 0", n)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var got []int64
+	for _, ev := range l.seen {
+		got = append(got, ev.Seq)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("delivered seqs %v; want %v", got, want)
+	}
 }
