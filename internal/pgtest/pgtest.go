@@ -155,7 +155,7 @@ func (c *Cluster) NewDatabase(ctx context.Context) (string, error) {
 	return c.URL(name), nil
 }
 
-// DropDatabase removes the database of url, cutting its connections.
+// DropDatabase removes the database name, cutting its connections.
 func (c *Cluster) DropDatabase(ctx context.Context, name string) error {
 	conn, err := pgx.Connect(ctx, c.URL("postgres"))
 	if err != nil {
