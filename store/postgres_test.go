@@ -149,8 +149,8 @@ func TestTwoStoresAppendGapFree(t *testing.T) {
 
 // TestPostgresRefusedItemsLeaveTheRestOfTheBatch: PostgreSQL aborts a
 // transaction at its first failed statement; items refused for themselves
-// (a turn row of an unknown session, an event of one, a second end of a
-// turn) are left out and the rest of their batch commits, the seqs of a
+// (a turn row it cannot store, a turn row or an event of an unknown
+// session, a second end of a turn) are left out and the rest of their batch commits, the seqs of a
 // session's events staying gap-free, and a turn's end is stored with its
 // turn.ended event or not at all.
 func TestPostgresRefusedItemsLeaveTheRestOfTheBatch(t *testing.T) {
@@ -183,16 +183,33 @@ func TestPostgresRefusedItemsLeaveTheRestOfTheBatch(t *testing.T) {
 	if err := s.EndTurnEvent(ctx, n, TurnEnd{StopReason: "cancelled"}, again, hook); err != nil {
 		t.Fatal(err)
 	}
-	// A turn row of an unknown session fails its statement (a foreign key):
-	// the transaction is redone without it.
-	done := make(chan error, 1)
+	// A turn row that PostgreSQL cannot store (a NUL byte in its text)
+	// fails its statement: the transaction is redone without it. One of an
+	// unknown session takes no number and is refused too.
+	done := make(chan error, 2)
+	go func() {
+		_, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "a\x00b"})
+		done <- err
+	}()
 	go func() {
 		_, err := s.StartTurn(ctx, Turn{SessionID: "nope", Agent: "a", Prompt: "p"})
 		done <- err
 	}()
 	s.AppendNotify(testEvent("s1", 3, now), hook)
-	if err := <-done; !errors.Is(err, ErrNotFound) {
-		t.Errorf("StartTurn(unknown session) error = %v; want ErrNotFound", err)
+	var notFound, refused int
+	for range 2 {
+		switch err := <-done; {
+		case errors.Is(err, ErrNotFound):
+			notFound++
+		case err != nil:
+			refused++
+		}
+	}
+	if notFound != 1 || refused != 1 {
+		t.Errorf("StartTurn(NUL in prompt) and StartTurn(unknown session): %d ErrNotFound, %d other errors; want 1 and 1", notFound, refused)
+	}
+	if n2, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "next"}); err != nil || n2 != n+1 {
+		t.Errorf("StartTurn(s1) after the refused ones = %d, %v; want %d (no number lost)", n2, err, n+1)
 	}
 	if err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -216,8 +233,8 @@ func TestPostgresRefusedItemsLeaveTheRestOfTheBatch(t *testing.T) {
 	if fmt.Sprint(hooks) != "[1 2 3]" {
 		t.Errorf("commit hooks got seqs %v; want [1 2 3]", hooks)
 	}
-	if st := s.Stats(); st.Rejected != 3 || st.Appended != 3 {
-		t.Errorf("Stats() = %+v; want 3 appended, 3 rejected\n%s", st, logs)
+	if st := s.Stats(); st.Rejected != 4 || st.Appended != 3 {
+		t.Errorf("Stats() = %+v; want 3 appended, 4 rejected\n%s", st, logs)
 	}
 }
 
@@ -455,5 +472,50 @@ func TestPostgresDeliveryFollowsCommit(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("delivered seqs %v; want %v", got, want)
+	}
+}
+
+// TestTwoStoresStartTurnsOfOneSession: turns of one session started at
+// once through two stores on one PostgreSQL database all start, numbered
+// 1..n without gap or repeat.
+func TestTwoStoresStartTurnsOfOneSession(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	ctx := context.Background()
+	a, _ := openTest(t, at(loc, Config{}))
+	b, _ := openTest(t, at(loc, Config{}))
+	mustSession(t, a, "s1")
+	const perStore = 40
+	var wg sync.WaitGroup
+	numbers := make(chan int64, 2*perStore)
+	for _, st := range []*Store{a, b} {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range perStore / 4 {
+					n, err := st.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "p"})
+					if err != nil {
+						t.Errorf("StartTurn(s1) error = %v", err)
+						return
+					}
+					numbers <- n
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(numbers)
+	seen := map[int64]bool{}
+	for n := range numbers {
+		if seen[n] || n < 1 || n > 2*perStore {
+			t.Errorf("turn number %d repeated or out of 1..%d", n, 2*perStore)
+		}
+		seen[n] = true
+	}
+	if len(seen) != 2*perStore {
+		t.Errorf("%d turns started; want %d", len(seen), 2*perStore)
+	}
+	if last, err := b.LastTurn(ctx, "s1"); err != nil || last.Number != 2*perStore {
+		t.Errorf("LastTurn(s1) = %+v, %v; want number %d", last, err, 2*perStore)
 	}
 }

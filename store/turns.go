@@ -92,11 +92,14 @@ func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
 		returning: true,
 	}
 	if s.eng.postgres {
-		// The row id comes from the table's identity column: several
-		// stores may share the database.
+		// Several stores may share the database: the row id comes from
+		// the table's identity column, the number from the session's row,
+		// which the statement moves (and holds until the commit). No
+		// session row, no turn row, no number: the write is refused.
 		w.what = "start turn of session " + strconv.Quote(t.SessionID)
-		w.query = `INSERT INTO turns (session_id, number, agent, prompt, checkpoint_before, started_at)
-			VALUES (?1, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?1), ?2, ?3, ?4, ?5)
+		w.query = `WITH n AS (UPDATE sessions SET last_turn = last_turn + 1 WHERE id = ?1 RETURNING last_turn)
+			INSERT INTO turns (session_id, number, agent, prompt, checkpoint_before, started_at)
+			SELECT ?1, n.last_turn, ?2, ?3, ?4, ?5 FROM n
 			RETURNING number`
 		w.args = []any{t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt))}
 	} else {

@@ -325,10 +325,16 @@ func (s *Store) committed(batch []item, rejected []rejection) {
 }
 
 // execWrite runs w's statement; a RETURNING one keeps its value in
-// w.result and has no sql.Result (it cannot be combined with affect).
+// w.result and has no sql.Result (it cannot be combined with affect). A
+// RETURNING statement that returns no row (PostgreSQL's turn row of a
+// session without a row) refuses its write with errNoSession.
 func execWrite(ctx context.Context, st *sql.Stmt, w *write) (sql.Result, error) {
 	if w.returning {
-		return nil, st.QueryRowContext(ctx, w.args...).Scan(&w.result)
+		err := st.QueryRowContext(ctx, w.args...).Scan(&w.result)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%s: %w", w.what, errNoSession)
+		}
+		return nil, err
 	}
 	return st.ExecContext(ctx, w.args...)
 }
@@ -492,6 +498,11 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 					rejected = append(rejected, rejection{index: i, err: fmt.Errorf("%w: %s", errNoRow, w.orphan)})
 					continue
 				}
+			}
+			if errors.Is(err, errNoSession) {
+				// Refused without a failed statement: the transaction goes on.
+				rejected = append(rejected, rejection{index: i, err: err})
+				continue
 			}
 			if err != nil {
 				if refusesEvent(err) {
