@@ -135,12 +135,13 @@ type Config struct {
 	// the event.
 	AppendWait time.Duration
 	// BusyTimeout is SQLite's busy_timeout: how long a statement waits for a
-	// lock held by another connection.
+	// lock held by another connection (SQLite only).
 	BusyTimeout time.Duration
 	// CloseTimeout bounds how long Close keeps trying to write pending events.
 	CloseTimeout time.Duration
 	// CheckpointInterval is the least time between two checkpoints, which
-	// copy the WAL into the database file, while commits keep coming.
+	// copy the WAL into the database file, while commits keep coming
+	// (SQLite only, as are CheckpointIdle and WALLimit).
 	CheckpointInterval time.Duration
 	// CheckpointIdle is how long after the last checkpoint the WAL file is
 	// folded into the database and truncated, when no commit came since.
