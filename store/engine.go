@@ -9,9 +9,10 @@ import (
 	"syscall"
 
 	"github.com/agentpool/agentpool/backends"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
+
+	"github.com/agentpool/agentpool/store/postgres"
 )
 
 // engine is what differs between the databases the store runs on: how an
@@ -45,24 +46,8 @@ func (e engine) noLimit() any {
 	return -1
 }
 
-// PostgreSQL error codes the store maps (SQLSTATE).
-const (
-	pgUniqueViolation     = "23505"
-	pgForeignKeyViolation = "23503"
-	pgDiskFull            = "53100"
-	// Classes of errors about the data of one statement.
-	pgClassIntegrity = "23" // integrity constraint violation
-	pgClassData      = "22" // data exception (a value too long, out of range)
-)
-
 // pgCode returns the SQLSTATE in err, or "".
-func pgCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
-}
+func pgCode(err error) string { return postgres.Code(err) }
 
 // isFull reports whether err says the disk holding the database is full:
 // SQLITE_FULL, PostgreSQL's disk_full, or ENOSPC.
@@ -71,7 +56,7 @@ func isFull(err error) bool {
 	if errors.As(err, &se) && se.Code == sqlite3.ErrFull {
 		return true
 	}
-	if pgCode(err) == pgDiskFull {
+	if pgCode(err) == postgres.DiskFull {
 		return true
 	}
 	return errors.Is(err, syscall.ENOSPC)
@@ -91,7 +76,7 @@ func refusesEvent(err error) bool {
 	}
 	if code := pgCode(err); len(code) == 5 {
 		switch code[:2] {
-		case pgClassIntegrity, pgClassData:
+		case postgres.ClassIntegrity, postgres.ClassData:
 			return true
 		}
 	}
@@ -116,9 +101,9 @@ func constraintOf(err error) constraintKind {
 		return constraintForeignKey
 	}
 	switch pgCode(err) {
-	case pgUniqueViolation:
+	case postgres.UniqueViolation:
 		return constraintUnique
-	case pgForeignKeyViolation:
+	case postgres.ForeignKeyViolation:
 		return constraintForeignKey
 	}
 	return constraintOther

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/agentpool/agentpool/store/postgres"
 )
 
 //go:embed migrations/*.sql
@@ -134,7 +136,7 @@ func readMigrations(fsys fs.FS) ([]migration, error) {
 // there all the same.
 func createRace(err error) bool {
 	switch pgCode(err) {
-	case pgUniqueViolation, "42P07": // duplicate_table
+	case postgres.UniqueViolation, postgres.DuplicateTable:
 		return true
 	}
 	return false

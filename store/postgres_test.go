@@ -17,6 +17,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for another host's connection
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/store/postgres"
 )
 
 // TestTwoStoresAppendGapFree: two stores on one PostgreSQL database, as two
@@ -248,9 +249,9 @@ func TestPostgresErrorsMapToTheStoresErrors(t *testing.T) {
 		code string
 		want error
 	}{
-		{pgUniqueViolation, ErrExists},
-		{pgForeignKeyViolation, ErrNotFound},
-		{pgDiskFull, ErrFull},
+		{postgres.UniqueViolation, ErrExists},
+		{postgres.ForeignKeyViolation, ErrNotFound},
+		{postgres.DiskFull, ErrFull},
 	}
 	for _, tt := range tests {
 		err := s.mapWriteErr(fmt.Errorf("insert: %w", &pgconn.PgError{Code: tt.code}))
@@ -258,7 +259,7 @@ func TestPostgresErrorsMapToTheStoresErrors(t *testing.T) {
 			t.Errorf("mapWriteErr(SQLSTATE %s) = %v; want %v", tt.code, err, tt.want)
 		}
 	}
-	err := s.mapWriteErr(&pgconn.PgError{Code: pgDiskFull})
+	err := s.mapWriteErr(&pgconn.PgError{Code: postgres.DiskFull})
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("mapWriteErr(disk full) = %v; want it to wrap ENOSPC", err)
 	}
@@ -273,7 +274,7 @@ func TestPostgresErrorsMapToTheStoresErrors(t *testing.T) {
 
 // TestPostgresPasswordRules: a URL or DSN carrying a password is refused
 // (before any connection), and so is a password file that group or others
-// may read; a 0600 one is read.
+// may read.
 func TestPostgresPasswordRules(t *testing.T) {
 	ctx := context.Background()
 	for _, url := range []string{
@@ -298,30 +299,6 @@ func TestPostgresPasswordRules(t *testing.T) {
 	}
 	if _, err := Open(ctx, Config{URL: "postgres://u@127.0.0.1:1/db", PasswordFile: loose}); !errors.Is(err, ErrPasswordFileMode) {
 		t.Errorf("Open(password file 0640) error = %v; want ErrPasswordFileMode", err)
-	}
-	tight := filepath.Join(dir, "tight")
-	if err := os.WriteFile(tight, []byte("secret\nignored\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if pw, err := readPasswordFile(tight); err != nil || pw != "secret" {
-		t.Errorf("readPasswordFile(0600) = %q, %v; want secret", pw, err)
-	}
-}
-
-// TestRebind: SQLite's placeholders become PostgreSQL's; quoted text and
-// comments keep theirs.
-func TestRebind(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"SELECT 1", "SELECT 1"},
-		{"SELECT a FROM t WHERE b = ? AND c = ?", "SELECT a FROM t WHERE b = $1 AND c = $2"},
-		{"VALUES (?1, ?2, (SELECT x FROM t WHERE s = ?2), ?3)", "VALUES ($1, $2, (SELECT x FROM t WHERE s = $2), $3)"},
-		{"SELECT '?' , \"a?\" FROM t WHERE x = ? -- why?\nAND y = ?", "SELECT '?' , \"a?\" FROM t WHERE x = $1 -- why?\nAND y = $2"},
-		{"unnest(?::text[], ?::bigint[])", "unnest($1::text[], $2::bigint[])"},
-	}
-	for _, tt := range tests {
-		if got := rebind(tt.in); got != tt.want {
-			t.Errorf("rebind(%q) = %q; want %q", tt.in, got, tt.want)
-		}
 	}
 }
 
