@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"embed"
+	"fmt"
 	"io/fs"
 	"strings"
 
@@ -58,4 +60,29 @@ func openPostgres(cfg Config) (*sqlx.DB, error) {
 		return nil, err
 	}
 	return sqlx.NewDb(db, "pgx"), nil
+}
+
+// openPostgresStore is Open on PostgreSQL (cfg.URL): no file lock (several
+// daemons may share the database), no checkpointer, and turn ids and event
+// seqs allocated by the database (see migrations_pg/0001_init.sql).
+func openPostgresStore(ctx context.Context, cfg Config) (*Store, error) {
+	db, err := openPostgres(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store on postgres: %w", err)
+	}
+	db.SetMaxIdleConns(maxIdleConns)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store on postgres: %w", err)
+	}
+	if err := migrateOn(ctx, postgresEngine, db, postgresMigrations, cfg.Now); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store on postgres: %w", err)
+	}
+	s := newStore(db, postgresEngine, cfg, cfg.Logger.With(logKeyEngine, postgresEngine.name()))
+	if cfg.Path != "" {
+		s.openLossLog(ctx)
+	}
+	go s.run()
+	return s, nil
 }

@@ -304,31 +304,6 @@ func newStore(db *sqlx.DB, eng engine, cfg Config, log *slog.Logger) *Store {
 	return s
 }
 
-// openPostgresStore is Open on PostgreSQL (cfg.URL): no file lock (several
-// daemons may share the database), no checkpointer, and turn ids and event
-// seqs allocated by the database (see migrations_pg/0001_init.sql).
-func openPostgresStore(ctx context.Context, cfg Config) (*Store, error) {
-	db, err := openPostgres(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open store on postgres: %w", err)
-	}
-	db.SetMaxIdleConns(maxIdleConns)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store on postgres: %w", err)
-	}
-	if err := migrateOn(ctx, postgresEngine, db, postgresMigrations, cfg.Now); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store on postgres: %w", err)
-	}
-	s := newStore(db, postgresEngine, cfg, cfg.Logger.With(logKeyEngine, postgresEngine.name()))
-	if cfg.Path != "" {
-		s.openLossLog(ctx)
-	}
-	go s.run()
-	return s, nil
-}
-
 // dataSourceName returns the mattn/go-sqlite3 DSN for path: a file: URI
 // (so that any character of the path survives) carrying the pragmas that
 // every new connection applies.
