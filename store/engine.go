@@ -8,10 +8,10 @@ import (
 	"io/fs"
 	"syscall"
 
-	"github.com/agentpool/agentpool/backends"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/store/postgres"
 )
 
