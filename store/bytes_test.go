@@ -122,43 +122,45 @@ func TestBatchLenBoundsBytes(t *testing.T) {
 // replay of 1 MiB events reads at most a page's bytes at a time, whatever
 // count it asks for.
 func TestEventsPageIsBoundedByBytes(t *testing.T) {
-	const size, n = 1 << 20, 30
-	ctx := context.Background()
-	s, _ := openTest(t, Config{})
-	mustSession(t, s, "s1")
-	for seq := int64(1); seq <= n; seq++ {
-		if err := s.WaitRoom(ctx, "s1"); err != nil {
+	forEachEngine(t, func(t *testing.T, e testEngine) {
+		const size, n = 1 << 20, 30
+		ctx := context.Background()
+		s, _ := openTest(t, e.db(t, Config{}))
+		mustSession(t, s, "s1")
+		for seq := int64(1); seq <= n; seq++ {
+			if err := s.WaitRoom(ctx, "s1"); err != nil {
+				t.Fatal(err)
+			}
+			s.Append(bigEvent("s1", seq, size))
+		}
+		if err := s.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s.Append(bigEvent("s1", seq, size))
-	}
-	if err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var after int64
-	pages := 0
-	for after < n {
-		page, err := s.EventsPage(ctx, "s1", after, 512, 4*size)
-		if err != nil || len(page) == 0 {
-			t.Fatalf("EventsPage(after %d) = %d events, %v", after, len(page), err)
-		}
-		var b int
-		for i, ev := range page {
-			b += len(ev.Data)
-			if want := after + int64(i) + 1; ev.Seq != want {
-				t.Fatalf("EventsPage(after %d)[%d].Seq = %d; want %d", after, i, ev.Seq, want)
+		var after int64
+		pages := 0
+		for after < n {
+			page, err := s.EventsPage(ctx, "s1", after, 512, 4*size)
+			if err != nil || len(page) == 0 {
+				t.Fatalf("EventsPage(after %d) = %d events, %v", after, len(page), err)
 			}
+			var b int
+			for i, ev := range page {
+				b += len(ev.Data)
+				if want := after + int64(i) + 1; ev.Seq != want {
+					t.Fatalf("EventsPage(after %d)[%d].Seq = %d; want %d", after, i, ev.Seq, want)
+				}
+			}
+			if b >= 4*size+size+2 {
+				t.Errorf("page after %d holds %d bytes of Data; want less than 4 MiB and one event", after, b)
+			}
+			after = page[len(page)-1].Seq
+			pages++
 		}
-		if b >= 4*size+size+2 {
-			t.Errorf("page after %d holds %d bytes of Data; want less than 4 MiB and one event", after, b)
+		if pages < n/5 {
+			t.Errorf("%d events of 1 MiB read in %d pages of at most 4 MiB; want at least %d", n, pages, n/5)
 		}
-		after = page[len(page)-1].Seq
-		pages++
-	}
-	if pages < n/5 {
-		t.Errorf("%d events of 1 MiB read in %d pages of at most 4 MiB; want at least %d", n, pages, n/5)
-	}
-	if all, err := s.Events(ctx, "s1", 0, 0); err != nil || len(all) != n {
-		t.Errorf("Events(s1) = %d events, %v; want %d", len(all), err, n)
-	}
+		if all, err := s.Events(ctx, "s1", 0, 0); err != nil || len(all) != n {
+			t.Errorf("Events(s1) = %d events, %v; want %d", len(all), err, n)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,14 +139,20 @@ func (s *Store) waitFor(ctx context.Context, target int64) error {
 // NextSeq returns the seq that follows the last event of sessionID stored
 // or queued (1 for none), without waiting for the writer; the caller then
 // assigns seqs itself and must not call NextSeq while appending for the
-// session.
+// session. On PostgreSQL, where several stores may append to one session,
+// the seq an event is stored under is allocated by the transaction that
+// writes it, from the session's counter row: the larger of the event's
+// Seq and one past the session's last, so that it is the caller's own
+// seq when the caller is the session's only writer, and the next free one
+// otherwise (an event with Seq 0 always takes the next one). The commit
+// hook gets the event with the seq it was stored under.
 func (s *Store) NextSeq(ctx context.Context, sessionID string) (int64, error) {
 	// The queue first: an event that leaves it has been written before,
 	// so the read below sees it (unless it was refused or dropped).
 	queued := s.queue.queuedSeq(sessionID)
 	var last int64
-	if err := s.db.GetContext(ctx, &last, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`,
-		sessionID); err != nil {
+	err := s.db.GetContext(ctx, &last, s.eng.lastSeqSQL(), sessionID)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) { // no row: no session, no event
 		return 0, fmt.Errorf("next seq of session %q: %w", sessionID, err)
 	}
 	return max(last, queued) + 1, nil
@@ -173,11 +180,12 @@ func (s *Store) Events(ctx context.Context, sessionID string, afterSeq int64, li
 // bound), so that a page holds less than maxBytes plus one event. Rows are
 // read one at a time, and none past the page.
 func (s *Store) EventsPage(ctx context.Context, sessionID string, afterSeq int64, limit int, maxBytes int64) ([]backends.Event, error) {
+	var lim any = limit
 	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+		lim = s.eng.noLimit()
 	}
 	rows, err := s.db.QueryxContext(ctx, `SELECT session_id, seq, turn, agent, type, data, created_at
-		FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
+		FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, lim)
 	if err != nil {
 		return nil, fmt.Errorf("events of session %q after %d: %w", sessionID, afterSeq, err)
 	}

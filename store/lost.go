@@ -210,17 +210,12 @@ func (s *Store) reportLosses(ctx context.Context, raw []byte) (int, error) {
 			continue
 		}
 		var done bool
-		if err := tx.GetContext(ctx, &done, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ? AND type = ?
-			AND json_extract(data, '$.lost.from_seq') = ? AND json_extract(data, '$.lost.count') = ?)`,
+		if err := tx.GetContext(ctx, &done, s.eng.lossReportedSQL(),
 			sl.Session, string(backends.EventError), sl.FromSeq, sl.Count); err != nil {
 			return 0, fmt.Errorf("report lost events: %w", err)
 		}
 		if done {
 			continue
-		}
-		var last int64
-		if err := tx.GetContext(ctx, &last, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`, sl.Session); err != nil {
-			return 0, fmt.Errorf("report lost events: %w", err)
 		}
 		data := backends.MustJSON(map[string]any{
 			"error": fmt.Sprintf(lostMessage, sl.Count, sl.FromSeq, sl.ToSeq),
@@ -229,7 +224,11 @@ func (s *Store) reportLosses(ctx context.Context, raw []byte) (int, error) {
 		})
 		// After the lost seqs: they were handed out (never to a reader),
 		// and a seq is never reused.
-		if _, err := tx.ExecContext(ctx, insertEventSQL, sl.Session, max(last, sl.ToSeq)+1, nil, "", string(backends.EventError),
+		seq, err := s.eng.nextSeqTx(ctx, tx, sl.Session, sl.ToSeq)
+		if err != nil {
+			return 0, fmt.Errorf("report lost events: %w", s.fullErr(err))
+		}
+		if _, err := tx.ExecContext(ctx, insertEventSQL, sl.Session, seq, nil, "", string(backends.EventError),
 			string(data), now); err != nil {
 			return 0, fmt.Errorf("report lost events: %w", s.fullErr(err))
 		}

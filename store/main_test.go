@@ -5,17 +5,65 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentpool/agentpool/internal/pgtest"
 )
 
+// pgCluster is the throwaway PostgreSQL cluster of this test binary run
+// (see pgtest.Main); each test takes a database of its own in it.
+var pgCluster *pgtest.Shared
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	os.Exit(pgtest.Main(func(sh *pgtest.Shared) int {
+		pgCluster = sh
+		code := m.Run()
+		if code == 0 {
+			if err := goleak.Find(); err != nil {
+				fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+				code = 1
+			}
+		}
+		return code
+	}))
+}
+
+// testEngine is an engine the store's behaviour tests run on.
+type testEngine struct {
+	name     string
+	postgres bool
+}
+
+// testEngines are SQLite and PostgreSQL.
+var testEngines = []testEngine{{name: "sqlite"}, {name: "postgres", postgres: true}}
+
+// forEachEngine runs f as a subtest on each engine.
+func forEachEngine(t *testing.T, f func(t *testing.T, e testEngine)) {
+	t.Helper()
+	for _, e := range testEngines {
+		t.Run(e.name, func(t *testing.T) { f(t, e) })
+	}
+}
+
+// db returns cfg placed on a new database of e: a file in t.TempDir(), or
+// a database of its own in the test cluster (skipped without one). Open it
+// again with the same Config to reopen the same database.
+func (e testEngine) db(t testing.TB, cfg Config) Config {
+	t.Helper()
+	if e.postgres {
+		cfg.URL = pgCluster.Database(t)
+		return cfg
+	}
+	cfg.Path = filepath.Join(t.TempDir(), "agentpool.db")
+	return cfg
 }
 
 // testClock is an injected clock that moves only when told.
@@ -59,11 +107,12 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
-// openTest opens a store on a file in t.TempDir() (unless cfg.Path is set),
+// openTest opens a store on a file in t.TempDir() (unless cfg.Path or
+// cfg.URL is set),
 // logging into the returned buffer, and closes it at the end of the test.
 func openTest(t testing.TB, cfg Config) (*Store, *logBuffer) {
 	t.Helper()
-	if cfg.Path == "" {
+	if cfg.Path == "" && cfg.URL == "" {
 		cfg.Path = filepath.Join(t.TempDir(), "agentpool.db")
 	}
 	logs := &logBuffer{}
@@ -72,7 +121,7 @@ func openTest(t testing.TB, cfg Config) (*Store, *logBuffer) {
 	}
 	s, err := Open(context.Background(), cfg)
 	if err != nil {
-		t.Fatalf("Open(%q) error = %v; want nil", cfg.Path, err)
+		t.Fatalf("Open(%q%s) error = %v; want nil", cfg.Path, cfg.URL, err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, logs
@@ -135,4 +184,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// at returns cfg on the database loc names (see testEngine.db).
+func at(loc, cfg Config) Config {
+	cfg.Path, cfg.URL = loc.Path, loc.URL
+	return cfg
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/agentpool/agentpool/store/postgres"
 )
 
 //go:embed migrations/*.sql
@@ -30,26 +32,41 @@ type migration struct {
 // failure leaves it unapplied and two processes opening the same file at once
 // apply it once.
 func migrate(ctx context.Context, db *sqlx.DB, fsys fs.FS, now func() time.Time) error {
+	return migrateOn(ctx, sqliteEngine, db, fsys, now)
+}
+
+// migrateOn is migrate on engine e. On PostgreSQL, each migration's
+// transaction locks schema_migrations first, so that hosts starting at
+// once apply each migration once, one after the other.
+func migrateOn(ctx context.Context, e engine, db *sqlx.DB, fsys fs.FS, now func() time.Time) error {
 	migs, err := readMigrations(fsys)
 	if err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	create := `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT NOT NULL,
 		applied_at INTEGER NOT NULL
-	) STRICT`); err != nil {
+	) STRICT`
+	if e.postgres {
+		create = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    BIGINT PRIMARY KEY,
+		name       TEXT NOT NULL,
+		applied_at BIGINT NOT NULL
+	)`
+	}
+	if _, err := db.ExecContext(ctx, create); err != nil && !(e.postgres && createRace(err)) {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	for _, m := range migs {
-		if err := applyMigration(ctx, db, m, now); err != nil {
+		if err := applyMigration(ctx, e, db, m, now); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func applyMigration(ctx context.Context, db *sqlx.DB, m migration, now func() time.Time) (err error) {
+func applyMigration(ctx context.Context, e engine, db *sqlx.DB, m migration, now func() time.Time) (err error) {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migration %s: begin: %w", m.name, err)
@@ -59,6 +76,11 @@ func applyMigration(ctx context.Context, db *sqlx.DB, m migration, now func() ti
 			tx.Rollback()
 		}
 	}()
+	if e.postgres {
+		if _, err := tx.ExecContext(ctx, `LOCK TABLE schema_migrations IN EXCLUSIVE MODE`); err != nil {
+			return fmt.Errorf("migration %s: lock: %w", m.name, err)
+		}
+	}
 	var n int
 	if err := tx.GetContext(ctx, &n, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version); err != nil {
 		return fmt.Errorf("migration %s: check: %w", m.name, err)
@@ -107,4 +129,15 @@ func readMigrations(fsys fs.FS) ([]migration, error) {
 	}
 	sort.Slice(migs, func(i, j int) bool { return migs[i].version < migs[j].version })
 	return migs, nil
+}
+
+// createRace reports whether err is PostgreSQL's answer to a CREATE TABLE
+// IF NOT EXISTS that another host ran at the same moment: the table is
+// there all the same.
+func createRace(err error) bool {
+	switch pgCode(err) {
+	case postgres.UniqueViolation, postgres.DuplicateTable:
+		return true
+	}
+	return false
 }

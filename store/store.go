@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/mattn/go-sqlite3"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,6 +67,7 @@ const (
 	logKeySeq     = "seq"
 	logKeyDropped = "dropped"
 	logKeyWrite   = "write"
+	logKeyEngine  = "engine"
 )
 
 // Errors returned by the store; callers test them with errors.Is.
@@ -95,8 +95,18 @@ var (
 // Config configures a Store. Zero fields take the Default constants.
 type Config struct {
 	// Path is the database file; it is created if missing, its directory
-	// must exist.
+	// must exist. With URL set, Path is optional and only places the loss
+	// log (Path + ".lost"), which is then this daemon's own.
 	Path string
+	// URL, when set, runs the store on PostgreSQL: a postgres:// URL or a
+	// key=value DSN as libpq reads them, without a password (Open refuses
+	// one with ErrPasswordInURL). The password comes from PasswordFile, or
+	// else from $PGPASSFILE or ~/.pgpass (or $PGPASSWORD), as libpq does.
+	// Several stores (on several hosts) may share the database.
+	URL string
+	// PasswordFile, with URL, is a file whose first line is the password;
+	// Open refuses it when its group or others may read it.
+	PasswordFile string
 	// Now is the clock used for every time the store stamps (nil: time.Now).
 	Now func() time.Time
 	// Logger receives write failures, retries and drops (nil: slog.Default()).
@@ -127,12 +137,13 @@ type Config struct {
 	// the event.
 	AppendWait time.Duration
 	// BusyTimeout is SQLite's busy_timeout: how long a statement waits for a
-	// lock held by another connection.
+	// lock held by another connection (SQLite only).
 	BusyTimeout time.Duration
 	// CloseTimeout bounds how long Close keeps trying to write pending events.
 	CloseTimeout time.Duration
 	// CheckpointInterval is the least time between two checkpoints, which
-	// copy the WAL into the database file, while commits keep coming.
+	// copy the WAL into the database file, while commits keep coming
+	// (SQLite only, as are CheckpointIdle and WALLimit).
 	CheckpointInterval time.Duration
 	// CheckpointIdle is how long after the last checkpoint the WAL file is
 	// folded into the database and truncated, when no commit came since.
@@ -180,10 +191,11 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 	}
 }
 
-// Store is agentpool's SQLite database. Its methods are safe for concurrent
-// use.
+// Store is agentpool's database, in SQLite or PostgreSQL. Its methods are
+// safe for concurrent use.
 type Store struct {
 	db  *sqlx.DB
+	eng engine
 	cfg Config
 	log *slog.Logger
 
@@ -204,6 +216,9 @@ type Store struct {
 	holding   bool
 	held      int
 	wrote     time.Time // when the writer last finished a take (or the store opened)
+	// allocated holds, on PostgreSQL, the seq the database gave each
+	// event of the batch being written (see insertOnce).
+	allocated []int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -211,7 +226,7 @@ type Store struct {
 	lossLog   *lossLog // where Close records what it could not write (nil: none)
 	lost      losses   // the events given up since Open
 
-	turnSeq   atomic.Int64 // the last turn row id handed out (turns.id, internal)
+	turnSeq   atomic.Int64 // SQLite: the last turn row id handed out (turns.id, internal)
 	lastWrite atomic.Int64 // queue position of the newest queued write
 
 	appended, batches, retries, dropped, rejected atomic.Int64
@@ -219,11 +234,14 @@ type Store struct {
 	full                                          atomic.Bool // ... because the disk is full
 }
 
-// Open opens (creating if needed) the database at cfg.Path, applies the
-// embedded migrations that are not yet recorded and starts the event writer.
+// Open opens (creating if needed) the database at cfg.Path, or the
+// PostgreSQL database at cfg.URL, applies the engine's embedded migrations that are not yet recorded and starts the event writer.
 // ctx bounds the opening only.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	cfg = cfg.withDefaults()
+	if cfg.URL != "" {
+		return openPostgresStore(ctx, cfg)
+	}
 	if cfg.Path == "" {
 		return nil, errors.New("open store: empty path")
 	}
@@ -262,26 +280,32 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := ckpt.start(ctx); err != nil {
 		return fail(err)
 	}
+	s := newStore(db, sqliteEngine, cfg, log)
+	s.ckpt, s.lock = ckpt, lock
+	s.turnSeq.Store(lastTurn)
+	s.openLossLog(ctx)
+	go s.run()
+	return s, nil
+}
+
+// newStore returns a store on db, its writer not started.
+func newStore(db *sqlx.DB, eng engine, cfg Config, log *slog.Logger) *Store {
 	wctx, abandon := context.WithCancel(context.Background())
 	s := &Store{
 		db:      db,
+		eng:     eng,
 		cfg:     cfg,
 		log:     log,
-		ckpt:    ckpt,
 		queue:   newQueue(cfg.QueueLimit, cfg.BatchSize, cfg.QueueBytes),
 		nudge:   make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		wctx:    wctx,
 		abandon: abandon,
 		done:    make(chan struct{}),
-		lock:    lock,
 		wrote:   cfg.Now(), // a store just opened is not yet quiet
 	}
-	s.turnSeq.Store(lastTurn)
 	s.prog.changed = make(chan struct{})
-	s.openLossLog(ctx)
-	go s.run()
-	return s, nil
+	return s
 }
 
 // dataSourceName returns the mattn/go-sqlite3 DSN for path: a file: URI
@@ -348,14 +372,18 @@ func (s *Store) CloseContext(ctx context.Context) error {
 		if err := s.recordLosses(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
 		}
-		if err := s.ckpt.close(); err != nil {
-			errs = append(errs, fmt.Errorf("close store: checkpointer: %w", err))
+		if s.ckpt != nil { // SQLite's only
+			if err := s.ckpt.close(); err != nil {
+				errs = append(errs, fmt.Errorf("close store: checkpointer: %w", err))
+			}
 		}
 		// The last connection to close folds the WAL into the database.
 		if err := s.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))
 		}
-		s.lock.Close() // releases the flock
+		if s.lock != nil {
+			s.lock.Close() // releases the flock
+		}
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
@@ -498,14 +526,32 @@ func (s *Store) fullErr(err error) error {
 	if !isFull(err) || errors.Is(err, ErrFull) {
 		return err
 	}
-	return &fullError{path: s.cfg.Path, err: fmt.Errorf("the disk holding the database %s is full: %w (%w)", s.cfg.Path, ErrFull, err)}
+	return &fullError{path: s.diskPath(), err: fmt.Errorf("the disk holding the database %s is full: %w (%w)", s.where(), ErrFull, err)}
 }
 
 // waitingFull is the error of a write refused because the writes queued
 // before it wait for space on a full disk.
 func (s *Store) waitingFull() error {
-	return &fullError{path: s.cfg.Path, err: fmt.Errorf("the disk holding the database %s is full and the writes queued before this one wait for space: %w",
-		s.cfg.Path, ErrFull)}
+	return &fullError{path: s.diskPath(), err: fmt.Errorf("the disk holding the database %s is full and the writes queued before this one wait for space: %w",
+		s.where(), ErrFull)}
+}
+
+// where names the database in messages: its file, or "on the PostgreSQL
+// server" (a full disk there is the server's).
+func (s *Store) where() string {
+	if s.eng.postgres {
+		return "on the PostgreSQL server"
+	}
+	return s.cfg.Path
+}
+
+// diskPath is the file the disk full holds, for fullError: none on
+// PostgreSQL, whose disk is the server's.
+func (s *Store) diskPath() string {
+	if s.eng.postgres {
+		return ""
+	}
+	return s.cfg.Path
 }
 
 // fullError is a write refused for a full disk; DiskPath names the
@@ -520,15 +566,6 @@ func (e *fullError) Unwrap() error { return e.err }
 
 // DiskPath returns the database file the full disk holds.
 func (e *fullError) DiskPath() string { return e.path }
-
-// isFull reports whether err says the disk is full.
-func isFull(err error) bool {
-	var se sqlite3.Error
-	if errors.As(err, &se) && se.Code == sqlite3.ErrFull {
-		return true
-	}
-	return errors.Is(err, syscall.ENOSPC)
-}
 
 // now returns the store's clock reading.
 func (s *Store) now() time.Time { return s.cfg.Now() }
@@ -573,15 +610,6 @@ func nullText(b []byte) *string {
 	return &s
 }
 
-// sqliteCode returns the extended SQLite error code in err, or 0.
-func sqliteCode(err error) sqlite3.ErrNoExtended {
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		return se.ExtendedCode
-	}
-	return 0
-}
-
 // mapWriteErr turns the errors of a write into the store's sentinels: a
 // duplicate key into ErrExists, a missing referenced row into ErrNotFound, a
 // full disk into ErrFull.
@@ -589,10 +617,13 @@ func (s *Store) mapWriteErr(err error) error {
 	if isFull(err) {
 		return s.fullErr(err)
 	}
-	switch sqliteCode(err) {
-	case sqlite3.ErrConstraintPrimaryKey, sqlite3.ErrConstraintUnique:
+	if errors.Is(err, errNoSession) {
+		return fmt.Errorf("%w: referenced session: %w", ErrNotFound, err)
+	}
+	switch constraintOf(err) {
+	case constraintUnique:
 		return fmt.Errorf("%w: %w", ErrExists, err)
-	case sqlite3.ErrConstraintForeignKey:
+	case constraintForeignKey:
 		return fmt.Errorf("%w: referenced session: %w", ErrNotFound, err)
 	}
 	return err

@@ -85,19 +85,33 @@ func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
 	if t.SessionID == "" {
 		return 0, errors.New("start turn: empty session id")
 	}
-	id := s.turnSeq.Add(1)
-	what := "start turn " + strconv.FormatInt(id, 10) + " of session " + strconv.Quote(t.SessionID)
 	wait := newWaited()
-	err := s.enqueue(&write{
-		what:    what,
-		session: t.SessionID,
-		query: `INSERT INTO turns (id, session_id, number, agent, prompt, checkpoint_before, started_at)
-			VALUES (?1, ?2, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?2), ?3, ?4, ?5, ?6)
-			RETURNING number`,
-		args:      []any{id, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt))},
+	w := &write{
+		session:   t.SessionID,
 		wait:      wait,
 		returning: true,
-	})
+	}
+	if s.eng.postgres {
+		// Several stores may share the database: the row id comes from
+		// the table's identity column, the number from the session's row,
+		// which the statement moves (and holds until the commit). No
+		// session row, no turn row, no number: the write is refused.
+		w.what = "start turn of session " + strconv.Quote(t.SessionID)
+		w.query = `WITH n AS (UPDATE sessions SET last_turn = last_turn + 1 WHERE id = ?1 RETURNING last_turn)
+			INSERT INTO turns (session_id, number, agent, prompt, checkpoint_before, started_at)
+			SELECT ?1, n.last_turn, ?2, ?3, ?4, ?5 FROM n
+			RETURNING number`
+		w.args = []any{t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt))}
+	} else {
+		id := s.turnSeq.Add(1)
+		w.what = "start turn " + strconv.FormatInt(id, 10) + " of session " + strconv.Quote(t.SessionID)
+		w.query = `INSERT INTO turns (id, session_id, number, agent, prompt, checkpoint_before, started_at)
+			VALUES (?1, ?2, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?2), ?3, ?4, ?5, ?6)
+			RETURNING number`
+		w.args = []any{id, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt))}
+	}
+	what := w.what
+	err := s.enqueue(w)
 	if err != nil {
 		return 0, err
 	}

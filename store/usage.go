@@ -124,10 +124,10 @@ func (s *Store) PutAgentUsage(ctx context.Context, u AgentUsage) error {
 		(session_id, agent, agent_session_id, context_used, context_size, cost, currency, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, agent, agent_session_id) DO UPDATE SET
-			context_used = CASE WHEN excluded.context_size > 0 OR excluded.context_used > 0 THEN excluded.context_used ELSE context_used END,
-			context_size = CASE WHEN excluded.context_size > 0 THEN excluded.context_size ELSE context_size END,
-			cost = COALESCE(excluded.cost, cost),
-			currency = CASE WHEN excluded.cost IS NOT NULL THEN excluded.currency ELSE currency END,
+			context_used = CASE WHEN excluded.context_size > 0 OR excluded.context_used > 0 THEN excluded.context_used ELSE agent_usage.context_used END,
+			context_size = CASE WHEN excluded.context_size > 0 THEN excluded.context_size ELSE agent_usage.context_size END,
+			cost = COALESCE(excluded.cost, agent_usage.cost),
+			currency = CASE WHEN excluded.cost IS NOT NULL THEN excluded.currency ELSE agent_usage.currency END,
 			updated_at = excluded.updated_at`,
 		u.SessionID, u.Agent, u.AgentSessionID, u.ContextUsed, u.ContextSize, u.Cost, u.Currency, toUnix(s.orNow(u.UpdatedAt)))
 	if err != nil {

@@ -1,14 +1,8 @@
 package store
 
 import (
-	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
-
-	"github.com/mattn/go-sqlite3"
 )
 
 // progress counts the queued items the writer has settled (written,
@@ -318,139 +312,15 @@ func (s *Store) committed(batch []item, rejected []rejection) {
 		}
 		events++
 		if it.committed != nil {
-			it.committed(it.ev)
+			ev := it.ev
+			if s.eng.postgres {
+				ev.Seq = s.allocated[i] // the seq the database gave it
+			}
+			it.committed(ev)
 		}
 	}
 	s.appended.Add(int64(events))
 	s.rejected.Add(int64(len(rejected)))
 	s.queue.settled(batch)
 	s.settleProgress(len(batch))
-}
-
-// execWrite runs w's statement; a RETURNING one keeps its value in
-// w.result and has no sql.Result (it cannot be combined with affect).
-func execWrite(ctx context.Context, st *sql.Stmt, w *write) (sql.Result, error) {
-	if w.returning {
-		return nil, st.QueryRowContext(ctx, w.args...).Scan(&w.result)
-	}
-	return st.ExecContext(ctx, w.args...)
-}
-
-// rejection is an item of a batch that the database refused.
-type rejection struct {
-	index int
-	err   error
-}
-
-const insertEventSQL = `INSERT INTO events (session_id, seq, turn, agent, type, data, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?)`
-
-// errNoRow rejects a write that had to change a row and changed none.
-var errNoRow = errors.New("no such row")
-
-// insertItems writes batch in one transaction. A statement failing for its
-// own item (see refusesEvent) is only that statement's failure in SQLite,
-// so it is noted and the transaction goes on; any other failure rolls the
-// whole batch back and is returned.
-func (s *Store) insertItems(ctx context.Context, batch []item) (_ []rejection, err error) {
-	s.trace(stepBegin, batch)
-	defer s.ckpt.writing()()
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	var stmt *sql.Stmt
-	// Each turn row's statement is prepared once per batch, not once per
-	// row: a batch holds the rows of several turns.
-	prepared := map[string]*sql.Stmt{}
-	defer func() {
-		for _, st := range prepared {
-			st.Close()
-		}
-	}()
-	var rejected []rejection
-	now := toUnix(s.now())
-	for i := range batch {
-		it := &batch[i]
-		if w := it.w; w != nil {
-			if w.wait != nil {
-				// An abandoned write is skipped; a claimed one is reported
-				// to its caller when the attempt ends.
-				w.skipped = !w.wait.claim()
-				if w.skipped {
-					continue
-				}
-			}
-			ws := prepared[w.query]
-			if ws == nil {
-				if ws, err = tx.PrepareContext(ctx, w.query); err != nil {
-					return nil, err
-				}
-				prepared[w.query] = ws
-			}
-			res, err := execWrite(ctx, ws, w)
-			if err == nil && w.affect {
-				if n, aerr := res.RowsAffected(); aerr == nil && n == 0 {
-					rejected = append(rejected, rejection{index: i, err: fmt.Errorf("%w: %s", errNoRow, w.orphan)})
-					continue
-				}
-			}
-			if err != nil {
-				if refusesEvent(err) {
-					rejected = append(rejected, rejection{index: i, err: err})
-					continue
-				}
-				return nil, err
-			}
-			if !it.hasEvent() {
-				continue
-			}
-		}
-		if stmt == nil {
-			if stmt, err = tx.PrepareContext(ctx, insertEventSQL); err != nil {
-				return nil, err
-			}
-			defer stmt.Close()
-		}
-		ev := it.ev
-		at := now
-		if !ev.Time.IsZero() {
-			at = toUnix(ev.Time)
-		}
-		_, err := stmt.ExecContext(ctx, ev.Session, ev.Seq, nullID(ev.Turn), ev.Agent, string(ev.Type),
-			nullText(ev.Data), at)
-		if err != nil {
-			if refusesEvent(err) {
-				rejected = append(rejected, rejection{index: i, err: err})
-				continue
-			}
-			return nil, err
-		}
-	}
-	s.trace(stepCommit, batch)
-	if err := tx.Commit(); err != nil {
-		return nil, err
-	}
-	s.trace(stepCommitted, batch)
-	return rejected, nil
-}
-
-// refusesEvent reports whether err is about the event itself, so that
-// retrying cannot help: a constraint (duplicate key, unknown session, bad
-// seq), a value too big or of the wrong type.
-func refusesEvent(err error) bool {
-	var se sqlite3.Error
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Code {
-	case sqlite3.ErrConstraint, sqlite3.ErrTooBig, sqlite3.ErrMismatch, sqlite3.ErrRange:
-		return true
-	}
-	return false
 }

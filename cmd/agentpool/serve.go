@@ -38,7 +38,10 @@ const (
 	defaultHomeDir = ".agentpool"
 	providersFile  = "providers.json"
 	databaseFile   = "agentpool.db"
-	worktreesDir   = "worktrees"
+	// postgresLossLog places, with the store on PostgreSQL, the daemon's
+	// own loss log (postgres.lost; see store.Config.Path).
+	postgresLossLog = "postgres"
+	worktreesDir    = "worktrees"
 	// mirrorsDir holds the mirrors of repositories given by URL.
 	mirrorsDir = "mirrors"
 	tmpDir     = "tmp"
@@ -86,6 +89,13 @@ type Main struct {
 	HostID, Advertise string
 	IdleTimeout       time.Duration
 	MemoryBudget      int64
+	// Store, when set, is the PostgreSQL database the daemon keeps its
+	// state in (a postgres:// URL or a key=value DSN, without a password);
+	// "" keeps it in SQLite in Home.
+	Store string
+	// StorePasswordFile is a file (mode 0600) holding the password of
+	// Store; "" leaves it to $PGPASSFILE or ~/.pgpass.
+	StorePasswordFile string
 	// CgroupParent is where the daemon's cgroup tree goes ("" finds one,
 	// "none" uses the subreaper fallback).
 	CgroupParent string
@@ -164,8 +174,11 @@ func (m *Main) Open(ctx context.Context) error {
 			return fmt.Errorf("create %s: %w", provPath, err)
 		}
 	}
-	m.store, err = store.Open(ctx, store.Config{Path: filepath.Join(home, databaseFile), Logger: m.Logger,
-		CloseTimeout: storeCloseBudget})
+	scfg := store.Config{Path: filepath.Join(home, databaseFile), Logger: m.Logger, CloseTimeout: storeCloseBudget}
+	if m.Store != "" {
+		scfg.URL, scfg.PasswordFile, scfg.Path = m.Store, m.StorePasswordFile, filepath.Join(home, postgresLossLog)
+	}
+	m.store, err = store.Open(ctx, scfg)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -620,6 +633,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&m.Notify, "notify", os.Getenv("AGENTPOOL_NOTIFY"), "command run for each permission request, ended turn and failed agent, with the event as JSON on stdin (see README)")
 	fs.StringVar(&m.CgroupParent, "cgroup-parent", os.Getenv("AGENTPOOL_CGROUP_PARENT"), "cgroup v2 directory for the agents' cgroups (default: found at start; \"none\": no cgroups)")
 	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
+	fs.StringVar(&m.Store, "store", os.Getenv("AGENTPOOL_STORE"), "keep state in PostgreSQL: a postgres:// `URL` or key=value DSN, without a password ($AGENTPOOL_STORE; default: SQLite in the data directory; see README)")
+	fs.StringVar(&m.StorePasswordFile, "store-password-file", os.Getenv("AGENTPOOL_STORE_PASSWORD_FILE"), "a `FILE` only you can read (0600) holding the password of --store (default: $PGPASSFILE or ~/.pgpass)")
 	budget := fs.Int64("memory-budget-mb", 0, "memory budget for all agents in MiB (default half the machine; -1 disables)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.Func("spares", "keep N spare sessions of provider ID per repository, as ID=N (repeatable; $AGENTPOOL_SPARES: ID=N,...; see README)", m.addSpares)
@@ -632,6 +647,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return nil
 		}
 		return exitError(2)
+	}
+	if err := checkStoreFlags(m.Store, m.StorePasswordFile); err != nil {
+		return err
 	}
 	if m.Home == "" {
 		cwd, _ := os.Getwd()
@@ -654,6 +672,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "agentpool: shutting down")
 	return m.Close()
+}
+
+// checkStoreFlags refuses, before anything starts, a --store that is no
+// PostgreSQL connection string or that carries a password, and a password
+// file without a store.
+func checkStoreFlags(url, passwordFile string) error {
+	switch {
+	case url == "" && passwordFile != "":
+		return errors.New("--store-password-file needs --store (or $AGENTPOOL_STORE)")
+	case url == "":
+		return nil
+	case !store.IsPostgresURL(url) && !strings.Contains(url, "="):
+		return fmt.Errorf("--store: want a postgres:// URL or a key=value DSN, not %q", url)
+	case store.HasPassword(url):
+		return fmt.Errorf("--store: %w", store.ErrPasswordInURL)
+	}
+	return nil
 }
 
 func envOr(key, def string) string {

@@ -47,11 +47,28 @@ func (m *Main) secureHome(home string) error {
 	if _, err := checkTrusted(token); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return refusal(token, err)
 	}
-	for _, name := range []string{providersFile, daemonFileName, cgroupFile, trustFile, pageSessionsFile} {
+	for _, name := range []string{providersFile, daemonFileName, cgroupFile, trustFile, pageSessionsFile, hostIDFile} {
 		if err := m.secure(filepath.Join(home, name), privateFileMode, false); err != nil {
 			return err
 		}
 	}
+	if m.Store == "" { // on PostgreSQL no SQLite file is made
+		if err := m.secureDatabase(home); err != nil {
+			return err
+		}
+	}
+	if err := m.secure(m.worktreesRoot(home), privateDirMode, true); err != nil {
+		return fmt.Errorf("worktrees: %w", err)
+	}
+	if err := m.secure(filepath.Join(home, mirrorsDir), privateDirMode, true); err != nil {
+		return fmt.Errorf("mirrors: %w", err)
+	}
+	return m.secure(filepath.Join(home, tmpDir), privateDirMode, false)
+}
+
+// secureDatabase creates the SQLite database file 0600 when missing and
+// checks it and its companions (WAL, shared memory, lock).
+func (m *Main) secureDatabase(home string) error {
 	db := filepath.Join(home, databaseFile)
 	if f, err := os.OpenFile(db, os.O_WRONLY|os.O_CREATE|os.O_EXCL, privateFileMode); err == nil {
 		if err := f.Close(); err != nil {
@@ -65,13 +82,7 @@ func (m *Main) secureHome(home string) error {
 			return err
 		}
 	}
-	if err := m.secure(m.worktreesRoot(home), privateDirMode, true); err != nil {
-		return fmt.Errorf("worktrees: %w", err)
-	}
-	if err := m.secure(filepath.Join(home, mirrorsDir), privateDirMode, true); err != nil {
-		return fmt.Errorf("mirrors: %w", err)
-	}
-	return m.secure(filepath.Join(home, tmpDir), privateDirMode, false)
+	return nil
 }
 
 // secure checks path with checkTrusted and narrows its mode to perm when

@@ -1,0 +1,228 @@
+// Package pgtest starts a throwaway PostgreSQL cluster for tests: one per
+// test binary run, started from TestMain, reached only through a unix
+// socket in its own temporary directory, and removed by Stop. Each test
+// takes a database of its own in it (Database).
+//
+// PostgreSQL refuses to run as root, so the cluster runs as the user
+// "postgres" (through runuser) when the tests run as root; otherwise as the
+// test's own user.
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentpool/agentpool/backends/agenttest"
+)
+
+// port names the cluster's socket file (.s.PGSQL.<port>); no TCP port is
+// opened.
+const port = 5432
+
+// startTimeout bounds initdb and the server's start.
+const startTimeout = 2 * time.Minute
+
+// Cluster is a running throwaway cluster.
+type Cluster struct {
+	dir    string // the temporary directory: data/ and the socket
+	bin    string // PostgreSQL's bin directory
+	runAs  string // "postgres" when run through runuser, else ""
+	nextDB atomic.Int64
+}
+
+// binDir finds PostgreSQL's server programs: on PATH, else the newest
+// /usr/lib/postgresql/<version>/bin.
+func binDir() (string, error) {
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool {
+		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
+		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
+		return vi > vj
+	})
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	return "", errors.New("PostgreSQL server programs (initdb, pg_ctl) not found")
+}
+
+// Start initialises and starts a cluster in a new temporary directory.
+func Start() (*Cluster, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "agentpool-pgtest-")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	c := &Cluster{dir: dir, bin: bin}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("pgtest: running as root, and no user postgres to run the server: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("pgtest: %w", err)
+		}
+		c.runAs = "postgres"
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	data := filepath.Join(dir, "data")
+	if err := c.run(ctx, "initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	opts := fmt.Sprintf("-c listen_addresses='' -c unix_socket_directories=%s -c port=%d -c max_connections=200", dir, port)
+	if err := c.run(ctx, "pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "120", "start"); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("%w\n%s", err, log)
+	}
+	return c, nil
+}
+
+// run runs one of PostgreSQL's programs, as the cluster's user.
+func (c *Cluster) run(ctx context.Context, prog string, args ...string) error {
+	path := filepath.Join(c.bin, prog)
+	var cmd *exec.Cmd
+	if c.runAs != "" {
+		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", c.runAs, "--", path}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, path, args...)
+	}
+	cmd.Dir = c.dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("pgtest: %s: %w\n%s", prog, err, out.Bytes())
+	}
+	return nil
+}
+
+// Stop stops the server (fast shutdown: connections are cut) and removes
+// its directory.
+func (c *Cluster) Stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "stop")
+	return errors.Join(err, os.RemoveAll(c.dir))
+}
+
+// URL returns the URL of database db in the cluster (no password: the
+// cluster trusts its socket, which only root and the server's user reach).
+func (c *Cluster) URL(db string) string {
+	return fmt.Sprintf("postgres:///%s?host=%s&port=%d&user=postgres&sslmode=disable", db, c.dir, port)
+}
+
+// NewDatabase creates a new, empty database and returns its URL.
+func (c *Cluster) NewDatabase(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("t%d_%d", os.Getpid(), c.nextDB.Add(1))
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return "", fmt.Errorf("pgtest: connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("pgtest: create database: %w", err)
+	}
+	return c.URL(name), nil
+}
+
+// DropDatabase removes the database name, cutting its connections.
+func (c *Cluster) DropDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("pgtest: connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("pgtest: drop database: %w", err)
+	}
+	return nil
+}
+
+// Shared is the cluster of a test binary run, started by TestMain through
+// Main.
+type Shared struct {
+	c   *Cluster
+	err error
+}
+
+// Main starts a cluster, runs the tests and stops it, returning m.Run's
+// code: call it from TestMain. A cluster that cannot start makes the tests
+// that need it skip (fail under CI=true, see Database).
+func Main(run func(*Shared) int) int {
+	c, err := Start()
+	sh := &Shared{c: c, err: err}
+	code := run(sh)
+	if c != nil {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest: stop cluster:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// Database returns the URL of a new database of the shared cluster for t,
+// dropped when t ends; without a cluster it skips t (fails it under
+// CI=true).
+func (sh *Shared) Database(t testing.TB) string {
+	t.Helper()
+	if sh == nil {
+		agenttest.RequireFeature(t, false, "PostgreSQL (no cluster started)")
+	}
+	agenttest.RequireFeature(t, sh.err == nil, fmt.Sprintf("PostgreSQL: %v", sh.err))
+	ctx := context.Background()
+	url, err := sh.c.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := dbName(url)
+	t.Cleanup(func() {
+		if err := sh.c.DropDatabase(context.Background(), name); err != nil {
+			t.Errorf("drop test database: %v", err)
+		}
+	})
+	return url
+}
+
+// dbName is the database a URL of this package names.
+func dbName(url string) string {
+	rest := url[len("postgres:///"):]
+	for i := range rest {
+		if rest[i] == '?' {
+			return rest[:i]
+		}
+	}
+	return rest
+}

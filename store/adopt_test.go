@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// A session made from a spare is stored whole in one transaction: its
+// row, its worktree and its agent with what it advertised; an id taken
+// already stores nothing of it.
+func TestAdoptSession(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e testEngine) {
+		ctx := context.Background()
+		s, _ := openTest(t, e.db(t, Config{}))
+		at := time.Date(2026, 11, 27, 1, 2, 3, 0, time.UTC)
+		sess := Session{ID: "sp-abc", Repo: "/repo", Title: "adopted", ActiveAgent: "claude", CreatedAt: at}
+		wt := WorktreeRow{SessionID: "sp-abc", Path: "/trees/sp-abc", Branch: "agentpool/sp-abc", BaseCommit: "c0ffee", CreatedAt: at}
+		agent := AgentSession{SessionID: "sp-abc", Agent: "claude", Kind: "acp", PID: 42, PGID: 42, Status: "active", AgentSessionID: "as-1"}
+		if err := s.AdoptSession(ctx, sess, wt, agent, []byte(`{"modes":["ask"]}`)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetSession(ctx, "sp-abc")
+		if err != nil || got.Title != "adopted" || got.Status != SessionOpen || !got.CreatedAt.Equal(at) {
+			t.Errorf("session = %+v, %v", got, err)
+		}
+		if w, err := s.GetWorktree(ctx, "sp-abc"); err != nil || w.Path != wt.Path || w.BaseCommit != "c0ffee" {
+			t.Errorf("worktree = %+v, %v", w, err)
+		}
+		if a, err := s.GetAgentSession(ctx, "sp-abc", "claude"); err != nil || a.PID != 42 || a.AgentSessionID != "as-1" {
+			t.Errorf("agent = %+v, %v", a, err)
+		}
+		if adv, err := s.AgentAdvertised(ctx, "sp-abc", "claude"); err != nil || string(adv) != `{"modes":["ask"]}` {
+			t.Errorf("advertised = %s, %v", adv, err)
+		}
+		// The id is taken: nothing of the second is stored, the first's
+		// worktree is left as it was.
+		wt2 := wt
+		wt2.Path = "/elsewhere"
+		if err := s.AdoptSession(ctx, sess, wt2, agent, nil); !errors.Is(err, ErrExists) {
+			t.Errorf("AdoptSession of a taken id = %v; want ErrExists", err)
+		}
+		if w, _ := s.GetWorktree(ctx, "sp-abc"); w.Path != wt.Path {
+			t.Errorf("worktree after the refused adoption = %q; want %q kept", w.Path, wt.Path)
+		}
+		if list, _ := s.ListSessions(ctx); len(list) != 1 {
+			t.Errorf("sessions = %+v; want one", list)
+		}
+	})
+}
+
+// Hosts' heartbeats: a row per host, replaced whole, listed by id, and
+// removed.
+func TestHosts(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e testEngine) {
+		ctx := context.Background()
+		s, _ := openTest(t, e.db(t, Config{}))
+		at := time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC)
+		for _, h := range []Host{
+			{ID: "b", Advertise: "http://127.0.0.1:2", Capacity: 8, StartedAt: at, HeartbeatAt: at},
+			{ID: "a", Advertise: "http://127.0.0.1:1", Capacity: 16, Providers: []string{"claude"}, Warm: 1, Sessions: 2, Version: "v", StartedAt: at, HeartbeatAt: at},
+			{ID: "a", Advertise: "http://127.0.0.1:1", Capacity: 16, Providers: []string{"claude", "codex"}, Warm: 3, Sessions: 4, Version: "v", StartedAt: at, HeartbeatAt: at.Add(time.Second)},
+		} {
+			if err := s.PutHost(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, err := s.ListHosts(ctx)
+		if err != nil || len(list) != 2 || list[0].ID != "a" || list[1].ID != "b" {
+			t.Fatalf("ListHosts = %+v, %v; want a and b", list, err)
+		}
+		a := list[0]
+		if a.Warm != 3 || a.Sessions != 4 || !slices.Equal(a.Providers, []string{"claude", "codex"}) || !a.HeartbeatAt.Equal(at.Add(time.Second)) || !a.StartedAt.Equal(at) {
+			t.Errorf("host a = %+v; want its last heartbeat", a)
+		}
+		if len(list[1].Providers) != 0 {
+			t.Errorf("host b providers = %v; want none", list[1].Providers)
+		}
+		if err := s.RemoveHost(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if list, _ := s.ListHosts(ctx); len(list) != 1 || list[0].ID != "b" {
+			t.Errorf("after removing a: %+v", list)
+		}
+		if err := s.PutHost(ctx, Host{}); err == nil {
+			t.Error("PutHost without an id: no error")
+		}
+	})
+}
