@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/agentpool/agentpool/registry"
 )
@@ -26,8 +27,40 @@ func (s *Server) providers(w http.ResponseWriter, r *http.Request) error {
 	if snap.ETag != "" {
 		w.Header().Set("ETag", snap.ETag)
 	}
+	s.withHosts(r, &snap)
 	writeJSON(w, http.StatusOK, snap)
 	return nil
+}
+
+// withHosts names, on each provider of snap, the live hosts that can run
+// it, from their heartbeats. Without hosts (or when they cannot be read,
+// which is logged) the providers name none.
+func (s *Server) withHosts(r *http.Request, snap *registry.Snapshot) {
+	if s.cfg.Hosts == nil {
+		return
+	}
+	list, err := s.cfg.Hosts.List(r.Context())
+	if err != nil {
+		s.log.Warn("list hosts for the providers", logKeyErr, err)
+		return
+	}
+	on := map[string][]string{}
+	for _, h := range list {
+		if !h.Alive {
+			continue
+		}
+		for _, p := range h.Providers {
+			on[p] = append(on[p], h.ID)
+		}
+	}
+	provs := slices.Clone(snap.Providers) // the snapshot is shared
+	for i := range provs {
+		provs[i].Hosts = on[provs[i].ID]
+		if provs[i].Hosts == nil {
+			provs[i].Hosts = []string{}
+		}
+	}
+	snap.Providers = provs
 }
 
 // patchProvider: PATCH /v1/providers/{id} with a JSON Merge Patch of the
@@ -93,6 +126,7 @@ func (s *Server) refreshProviders(w http.ResponseWriter, r *http.Request) error 
 	if snap.ETag != "" {
 		w.Header().Set("ETag", snap.ETag)
 	}
+	s.withHosts(r, &snap)
 	writeJSON(w, http.StatusOK, snap)
 	return nil
 }

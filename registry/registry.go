@@ -76,6 +76,10 @@ type ProviderStatus struct {
 	// Status is one of StatusReady, StatusDisabled, StatusNotInstalled,
 	// StatusError, StatusProbing or StatusNeedsAuth.
 	Status string `json:"status"`
+	// Hosts, filled by the API from the hosts' heartbeats, are the hosts
+	// sharing the store that can run the provider now (each host reads
+	// its own providers.json); the registry leaves it nil.
+	Hosts []string `json:"hosts,omitempty"`
 	// Diagnostic explains a status other than ready.
 	Diagnostic string `json:"diagnostic,omitempty"`
 	// Path is the program found for Command[0], "" when none was.

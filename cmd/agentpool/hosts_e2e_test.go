@@ -43,6 +43,14 @@ func TestEndToEndHosts(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(id)) != h.ID {
 		t.Errorf("host-id file = %q, %v; want %q", id, err, h.ID)
 	}
+	// GET /v1/providers names the hosts that can run each provider.
+	snap, err := d.client.Providers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := snap.Provider("scripted"); !ok || !slices.Equal(p.Hosts, []string{h.ID}) {
+		t.Errorf("provider scripted = %+v; want it on host %s", p, h.ID)
+	}
 	out, err := d.cli("hosts")
 	if err != nil || !strings.Contains(out, h.ID+" *") || !strings.Contains(out, "http://127.0.0.1:9/pool") || !strings.Contains(out, "scripted") ||
 		!strings.HasPrefix(out, "HOST") {
