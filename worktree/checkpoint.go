@@ -87,16 +87,39 @@ const snapshotRetries = 2
 // file that shrinks while git reads it ("short read", as when an agent's
 // process rewrites it right then) makes git fail: that is tried again.
 func (m *Manager) snapshotInto(ctx context.Context, l wtLoc, idx *tempIndex) (string, error) {
+	args, env := []string{"add", "--all"}, idx.env()
+	left := map[string]bool{} // nested repositories without a commit, left out
 	for attempt := 0; ; attempt++ {
-		_, err := m.run(ctx, call{at: l, args: []string{"add", "--all"}, env: idx.env()})
+		_, err := m.run(ctx, call{at: l, args: args, env: env})
 		if err == nil {
 			break
 		}
 		var ge *GitError
-		if attempt < snapshotRetries && ctx.Err() == nil && errors.As(err, &ge) && strings.Contains(ge.Stderr, "short read") {
+		if !errors.As(err, &ge) || ctx.Err() != nil {
+			return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
+		}
+		if attempt < snapshotRetries && strings.Contains(ge.Stderr, "short read") {
 			continue
 		}
-		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
+		// A repository made inside the worktree (an agent's `git init`,
+		// `cargo new`) with no commit yet cannot be added, not even as a
+		// gitlink: it is left out of the checkpoint, as a nested
+		// repository's files always are, rather than failing it.
+		more := false
+		for _, p := range noCommitRepos(ge.Stderr) {
+			if !left[p] {
+				left[p], more = true, true
+			}
+		}
+		if !more {
+			return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
+		}
+		// Pathspecs are literal unless asked (see git.go): the exclusions
+		// need their magic, which keeps each path literal.
+		args, env = []string{"add", "--all", "--", "."}, append(idx.env(), "GIT_LITERAL_PATHSPECS=0")
+		for p := range left {
+			args = append(args, ":(exclude,literal)"+p)
+		}
 	}
 	if err := m.addIgnoreFiles(ctx, l, idx); err != nil {
 		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
@@ -109,6 +132,23 @@ func (m *Manager) snapshotInto(ctx context.Context, l wtLoc, idx *tempIndex) (st
 		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// noCommitRepos are the paths git add names as nested repositories
+// without a commit checked out ("error: 'sub/' does not have a commit
+// checked out").
+func noCommitRepos(stderr string) []string {
+	var out []string
+	for _, line := range strings.Split(stderr, "\n") {
+		p, ok := strings.CutPrefix(line, "error: '")
+		if !ok {
+			continue
+		}
+		if p, ok = strings.CutSuffix(p, "' does not have a commit checked out"); ok && p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // snapshot returns the tree of the worktree's current state.
