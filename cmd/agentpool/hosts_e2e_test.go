@@ -9,7 +9,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/hosts"
+	"github.com/agentpool/agentpool/internal/pgtest"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -73,5 +77,74 @@ func TestEndToEndHosts(t *testing.T) {
 	list, err = d.client.Hosts(ctx)
 	if err != nil || len(list) != 1 || list[0].ID != h.ID || !strings.HasPrefix(list[0].Advertise, "http://127.0.0.1:") {
 		t.Errorf("hosts after a restart = %+v, %v; want %s alone, at its listen address", list, err, h.ID)
+	}
+}
+
+// TestEndToEndHostsShareAPostgresStore runs two daemons (own homes and
+// ports) on one PostgreSQL database: each lists both hosts, itself marked,
+// each provider names the hosts that can run it (one of them only on the
+// host whose providers.json has it), and a host that stops leaves the
+// other's list.
+func TestEndToEndHostsShareAPostgresStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	cluster, err := pgtest.Start()
+	agenttest.RequireFeature(t, err == nil, "PostgreSQL: "+errString(err))
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Errorf("stop PostgreSQL: %v", err)
+		}
+	})
+	url, err := cluster.NewDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := agentpoolBinary(t)
+	homeA, homeB := t.TempDir(), t.TempDir()
+	writeScripted(t, homeA, bin, map[string]any{"only-a": spareScript(0)})
+	a := startDaemon(t, bin, homeA, "AGENTPOOL_STORE="+url, "AGENTPOOL_HOST_ID=host-a")
+	a.stopAtCleanup()
+	b := startDaemon(t, bin, homeB, "AGENTPOOL_STORE="+url, "AGENTPOOL_HOST_ID=host-b")
+	ctx := context.Background()
+	var list []hosts.Status
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		list, err = a.client.Hosts(ctx)
+		if err == nil && len(list) == 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || len(list) != 2 || list[0].ID != "host-a" || !list[0].Self || list[1].ID != "host-b" || list[1].Self ||
+		!list[1].Alive || list[1].Advertise != b.client.BaseURL {
+		t.Fatalf("hosts seen from a = %+v, %v; want a (self) and b, alive, at %s", list, err, b.client.BaseURL)
+	}
+	if fromB, err := b.client.Hosts(ctx); err != nil || len(fromB) != 2 || fromB[0].Self || !fromB[1].Self {
+		t.Errorf("hosts seen from b = %+v, %v; want both, b marked", fromB, err)
+	}
+	// Providers name their hosts: only-a is in a's providers.json alone.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		snap, err := b.client.Providers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		demo, _ := snap.Provider("demo")
+		_, onB := snap.Provider("only-a")
+		if slices.Equal(demo.Hosts, []string{"host-a", "host-b"}) && !onB {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("providers seen from b: demo on %v, only-a in b's registry %v; want demo on both hosts and only-a not b's", demo.Hosts, onB)
+		}
+	}
+	if snap, err := a.client.Providers(ctx); err == nil {
+		if p, _ := snap.Provider("only-a"); !slices.Equal(p.Hosts, []string{"host-a"}) {
+			t.Errorf("only-a seen from a runs on %v; want host-a alone", p.Hosts)
+		}
+	}
+	// b stops: it leaves a's list.
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	_ = b.cmd.Wait()
+	if list, err := a.client.Hosts(ctx); err != nil || len(list) != 1 || list[0].ID != "host-a" {
+		t.Errorf("hosts after b stopped = %+v, %v; want a alone", list, err)
 	}
 }
