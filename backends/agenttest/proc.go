@@ -128,7 +128,9 @@ func appendPidFile(path string, e PidEntry) error {
 // exists, is not a zombie's, and has e's start time.
 func Alive(e PidEntry) bool {
 	st, err := ReadProcStat(e.Pid)
-	return err == nil && st.State != 'Z' && st.StartTime == e.StartTime
+	// A zombie has exited; so has one the kernel is reaping (X, dead),
+	// which a reader can catch between its exit and its removal.
+	return err == nil && st.State != 'Z' && st.State != 'X' && st.State != 'x' && st.StartTime == e.StartTime
 }
 
 // Kill sends SIGKILL to the process e names, if it is still that process,
