@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,22 +31,7 @@ func TestEndToEndCreateWithFirstPrompt(t *testing.T) {
 		Usage: json.RawMessage(`{"inputTokens":1200,"outputTokens":300,"totalTokens":1500}`)}}}
 	writeScripted(t, home, bin, map[string]any{"slow": spareScript(300), "meter": meter})
 	// The meter provider's budget is spent by one turn.
-	path := filepath.Join(home, providersFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	doc["providers"].(map[string]any)["meter"].(map[string]any)["budget"] = map[string]any{"tokens": 1000}
-	if b, err = json.Marshal(doc); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	setProviderField(t, home, "meter", "budget", map[string]any{"tokens": 1000})
 	d := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+filepath.Join(t.TempDir(), "trees"),
 		"AGENTPOOL_SPARES=slow=1", "AGENTPOOL_SPARES_REPOS="+repo)
 	d.stopAtCleanup()

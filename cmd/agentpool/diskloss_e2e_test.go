@@ -172,6 +172,13 @@ const envDiskDeadlineNS = "AGENTPOOL_TEST_DISKDEADLINE_NS"
 func writeFakeProviderTimeout(t *testing.T, home string, s agenttest.Script, turnTimeout string) {
 	t.Helper()
 	writeFakeProvider(t, home, s)
+	setProviderField(t, home, "fake", "turn_timeout", turnTimeout)
+}
+
+// setProviderField sets one field of a provider's entry in home's
+// providers.json.
+func setProviderField(t *testing.T, home, provider, field string, value any) {
+	t.Helper()
 	path := filepath.Join(home, providersFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -181,7 +188,7 @@ func writeFakeProviderTimeout(t *testing.T, home string, s agenttest.Script, tur
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	doc["providers"].(map[string]any)["fake"].(map[string]any)["turn_timeout"] = turnTimeout
+	doc["providers"].(map[string]any)[provider].(map[string]any)[field] = value
 	b, _ = json.MarshalIndent(doc, "", "  ")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)

@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/hosts"
-	"github.com/agentpool/agentpool/internal/pgtest"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -89,17 +87,7 @@ func TestEndToEndHostsShareAPostgresStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
 	}
-	cluster, err := pgtest.Start()
-	agenttest.RequireFeature(t, err == nil, "PostgreSQL: "+errString(err))
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Errorf("stop PostgreSQL: %v", err)
-		}
-	})
-	url, err := cluster.NewDatabase(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := startPostgres(t)
 	bin := agentpoolBinary(t)
 	homeA, homeB := t.TempDir(), t.TempDir()
 	writeScripted(t, homeA, bin, map[string]any{"only-a": spareScript(0)})
@@ -108,6 +96,7 @@ func TestEndToEndHostsShareAPostgresStore(t *testing.T) {
 	b := startDaemon(t, bin, homeB, "AGENTPOOL_STORE="+url, "AGENTPOOL_HOST_ID=host-b")
 	ctx := context.Background()
 	var list []hosts.Status
+	var err error
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		list, err = a.client.Hosts(ctx)
 		if err == nil && len(list) == 2 || time.Now().After(deadline) {

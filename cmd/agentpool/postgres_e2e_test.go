@@ -24,17 +24,7 @@ func TestEndToEndPostgresStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
 	}
-	cluster, err := pgtest.Start()
-	agenttest.RequireFeature(t, err == nil, "PostgreSQL: "+errString(err))
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Errorf("stop PostgreSQL: %v", err)
-		}
-	})
-	url, err := cluster.NewDatabase(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := startPostgres(t)
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
 	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# project\n"})
@@ -107,4 +97,23 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// startPostgres starts a throwaway PostgreSQL cluster for the test (it
+// skips without PostgreSQL, fails under CI=true) and returns the URL of a
+// new database in it; the cluster is removed at cleanup.
+func startPostgres(t *testing.T) string {
+	t.Helper()
+	cluster, err := pgtest.Start()
+	agenttest.RequireFeature(t, err == nil, "PostgreSQL: "+errString(err))
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Errorf("stop PostgreSQL: %v", err)
+		}
+	})
+	url, err := cluster.NewDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
 }
