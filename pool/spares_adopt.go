@@ -150,10 +150,7 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 // memory: its one agent running, no usage yet (the spare's agent has had
 // no turn), the budget the request set. A create waits for no store read.
 func (p *Pool) adopted(s *session, budget *backends.Budget) Session {
-	var running []AgentStatus
-	for _, st := range p.backendsOf(s.id) {
-		running = append(running, st)
-	}
+	running := p.backendsOf(s.id)
 	s.mu.Lock()
 	out := Session{
 		ID: s.id, Repo: s.rec.Repo, BaseRef: s.rec.BaseRef, Title: s.rec.Title, ActiveAgent: s.rec.ActiveAgent,
