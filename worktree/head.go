@@ -3,9 +3,11 @@ package worktree
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // maxRefFile bounds what ReadHead reads of one file of a repository's
@@ -78,16 +80,37 @@ func gitDirs(top string) (gitDir, common string, ok bool) {
 	} else if _, err := os.Lstat(filepath.Join(gitDir, "commondir")); !os.IsNotExist(err) {
 		return "", "", false
 	}
-	if cfg, err := os.ReadFile(filepath.Join(common, "config")); err != nil || bytes.Contains(bytes.ToLower(cfg), []byte("refstorage")) {
+	cfg, ok := openRegular(filepath.Join(common, "config"))
+	if !ok {
+		return "", "", false
+	}
+	defer cfg.Close()
+	if b, err := io.ReadAll(io.LimitReader(cfg, 1<<20)); err != nil || bytes.Contains(bytes.ToLower(b), []byte("refstorage")) {
 		return "", "", false // reftable, or a config git must read itself
 	}
 	return gitDir, common, true
 }
 
-// readSmall reads a one-line file of at most maxRefFile bytes, trimmed.
-func readSmall(path string) (string, bool) {
-	f, err := os.Open(path)
+// openRegular opens path for reading if it is a regular file, never
+// following a symlink and never blocking on what an agent could plant in
+// its place (a FIFO): a ref an agent can write must not hang a create.
+func openRegular(path string) (*os.File, bool) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
+		return nil, false
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, false
+	}
+	return f, true
+}
+
+// readSmall reads a one-line regular file of at most maxRefFile bytes,
+// trimmed.
+func readSmall(path string) (string, bool) {
+	f, ok := openRegular(path)
+	if !ok {
 		return "", false
 	}
 	defer f.Close()
@@ -105,8 +128,8 @@ func readSmall(path string) (string, bool) {
 
 // packedRef finds ref in a packed-refs file.
 func packedRef(path, ref string) (string, bool) {
-	f, err := os.Open(path)
-	if err != nil {
+	f, ok := openRegular(path)
+	if !ok {
 		return "", false
 	}
 	defer f.Close()

@@ -3,7 +3,9 @@ package worktree
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestReadHeadAgreesWithGit reads HEAD from the git directory's files in
@@ -56,5 +58,33 @@ func TestReadHeadAgreesWithGit(t *testing.T) {
 	}
 	if _, ok := ReadHead(t.TempDir()); ok {
 		t.Error("a directory without .git: ReadHead answered")
+	}
+
+	// A FIFO or a symlink in a ref's place (an agent may write refs) is
+	// left to git, without blocking on it.
+	if err := os.WriteFile(filepath.Join(repo, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref := filepath.Join(repo, ".git", "refs", "heads", "main")
+	_ = os.Remove(ref)
+	if err := syscall.Mkfifo(ref, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan bool, 1)
+	go func() { _, ok := ReadHead(repo); done <- ok }()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("a FIFO as the branch's ref: ReadHead answered")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadHead blocked on a FIFO in a ref's place")
+	}
+	_ = os.Remove(ref)
+	if err := os.Symlink("/etc/hostname", ref); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := ReadHead(repo); ok {
+		t.Errorf("a symlink as the branch's ref: ReadHead = %q, want it left to git", got)
 	}
 }

@@ -8,9 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agentpool/agentpool/worktree"
 )
+
+// headTimeout bounds the git that reads a repository's head.
+const headTimeout = 10 * time.Second
 
 // SpareGit is pool.SpareGit over the worktree manager and git.
 type SpareGit struct{ M *worktree.Manager }
@@ -22,6 +26,9 @@ func (g SpareGit) Head(ctx context.Context, repo string) (string, error) {
 	if commit, ok := worktree.ReadHead(repo); ok {
 		return commit, nil
 	}
+	// Bounded: a ref an agent replaced with a FIFO would block git too.
+	ctx, cancel := context.WithTimeout(ctx, headTimeout)
+	defer cancel()
 	out, err := exec.CommandContext(ctx, "git", "-C", repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").Output()
 	if err != nil {
 		return "", fmt.Errorf("head of %s: %w", repo, err)
