@@ -234,6 +234,11 @@ func (m *Main) Open(ctx context.Context) error {
 		m.shutdownParts()
 		return err
 	}
+	// Registered before the first request is served: a daemon that
+	// answers is among the hosts (Run beats from then on).
+	if err := m.hosts.Beat(ctx); err != nil {
+		m.Logger.Warn("host heartbeat failed", "host", m.hosts.ID(), "err", err)
+	}
 	// Agents run outside any session: to list theirs, or to log in.
 	outside := wiring.NewAgentSessions(m.reg.Resolve, acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, filepath.Join(home, tmpDir))
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Catalog: agents, Token: token, Logger: m.Logger, Version: version,
