@@ -162,8 +162,8 @@ func (h *Heartbeat) Run(ctx context.Context) {
 }
 
 // List returns every host with the age of its heartbeat. The host that
-// answers shows its load and providers as they are now, not as its last
-// heartbeat had them.
+// answers is alive, and shows its load and providers as they are now, not
+// as its last heartbeat had them.
 func (h *Heartbeat) List(ctx context.Context) ([]Status, error) {
 	list, err := h.cfg.Store.ListHosts(ctx)
 	if err != nil {
@@ -177,13 +177,15 @@ func (h *Heartbeat) List(ctx context.Context) ([]Status, error) {
 			x.Providers = []string{}
 		}
 		self := x.ID == h.cfg.ID
+		alive := age <= aliveBeats*h.cfg.Interval
 		if self {
 			x.Warm, x.Sessions = h.cfg.Load()
 			if p := h.cfg.Providers(); p != nil {
 				x.Providers = p
 			}
+			alive = true // it answers
 		}
-		out = append(out, Status{Host: x, HeartbeatAgeMS: age.Milliseconds(), Alive: age <= aliveBeats*h.cfg.Interval, Self: self})
+		out = append(out, Status{Host: x, HeartbeatAgeMS: age.Milliseconds(), Alive: alive, Self: self})
 	}
 	return out, nil
 }

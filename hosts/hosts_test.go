@@ -87,8 +87,8 @@ func TestHeartbeatsAndList(t *testing.T) {
 	// Heartbeats missed for more than three intervals: gone.
 	clk.add(3500 * time.Millisecond)
 	list, _ = b.List(ctx)
-	if list[1].Alive || !list[1].Self || list[0].Alive {
-		t.Errorf("3.5 s after a's last heartbeat, 5 s after b's: %+v; want both gone (b seen from itself)", list)
+	if !list[1].Alive || !list[1].Self || list[1].HeartbeatAgeMS != 5000 || list[0].Alive {
+		t.Errorf("3.5 s after a's last heartbeat, 5 s after b's: %+v; want a gone, b (which answers) alive with its heartbeat's age", list)
 	}
 
 	// Run beats at once, and removes the record when it stops.

@@ -312,7 +312,7 @@ func (m *Main) openHosts(addr, home string) error {
 	}
 	var err error
 	m.hosts, err = hosts.New(hosts.Config{Store: wiring.Hosts{S: m.store}, ID: id, Advertise: advertise, Capacity: maxWarm, Version: version,
-		Logger: m.Logger, Providers: m.readyProviders, Load: func() (int, int) {
+		Interval: m.heartbeatInterval(), Logger: m.Logger, Providers: m.readyProviders, Load: func() (int, int) {
 			st := m.pool.Stats()
 			warm := 0
 			for _, states := range st.Warm {
@@ -323,6 +323,20 @@ func (m *Main) openHosts(addr, home string) error {
 			return warm, st.Sessions
 		}})
 	return err
+}
+
+// soloHeartbeat is how often a daemon alone on its SQLite store
+// heartbeats: no other host reads it, and a write every 2 s would keep an
+// idle laptop's disk busy for nothing.
+const soloHeartbeat = time.Minute
+
+// heartbeatInterval is hosts.DefaultInterval on a shared (PostgreSQL)
+// store, soloHeartbeat on SQLite.
+func (m *Main) heartbeatInterval() time.Duration {
+	if m.Store == "" {
+		return soloHeartbeat
+	}
+	return hosts.DefaultInterval
 }
 
 // readyProviders are the ids of the providers this daemon can run now:
