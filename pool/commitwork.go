@@ -33,14 +33,7 @@ func (p *Pool) CommitWork(ctx context.Context, id string) (CommitResult, error) 
 	if err != nil {
 		return CommitResult{}, err
 	}
-	s.mu.Lock()
-	busy, turn := s.turn != nil, int64(0)
-	if busy {
-		turn = s.turn.id
-	}
-	closed, wt, rec := s.closed, s.wt, s.rec
-	s.mu.Unlock()
-	wt.Agent = rec.ActiveAgent
+	busy, turn, closed, wt, rec := s.state()
 	switch {
 	case busy:
 		return CommitResult{}, fmt.Errorf("session %q is running turn %d; commit its work when the turn has ended: %w", id, turn, ErrBusy)

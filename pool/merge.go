@@ -92,14 +92,7 @@ func (p *Pool) Merge(ctx context.Context, id string, req MergeRequest) (MergeRes
 	if err != nil {
 		return MergeResult{}, err
 	}
-	s.mu.Lock()
-	busy, turn := s.turn != nil, int64(0)
-	if busy {
-		turn = s.turn.id
-	}
-	closed, wt, rec := s.closed, s.wt, s.rec
-	s.mu.Unlock()
-	wt.Agent = rec.ActiveAgent
+	busy, turn, closed, wt, rec := s.state()
 	switch {
 	case busy:
 		return MergeResult{}, fmt.Errorf("session %q is running turn %d; merge it when the turn has ended: %w", id, turn, ErrBusy)

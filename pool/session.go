@@ -32,6 +32,21 @@ type session struct {
 	spare bool
 }
 
+// state is what Merge and CommitWork check of s in one hold of its lock:
+// whether it runs a turn (busy from the moment a prompt claims it, before
+// its number is known) and which, whether it is closed, its worktree with
+// its active agent, and its record.
+func (s *session) state() (busy bool, turn int64, closed bool, wt Worktree, rec SessionRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turn != nil {
+		busy, turn = true, s.turn.id
+	}
+	wt = s.wt
+	wt.Agent = s.rec.ActiveAgent
+	return busy, turn, s.closed, wt, s.rec
+}
+
 // isSpare says whether s is still a spare.
 func (s *session) isSpare() bool {
 	s.mu.Lock()
