@@ -49,23 +49,8 @@ func TestEndToEndPushAndPR(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
 	}
-	bin := agentpoolBinary(t)
-	home := t.TempDir()
-	writeReviewAgent(t, home, bin, reviewScript())
-	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"a.go": reviewFile(nil)})
-	bare := filepath.Join(t.TempDir(), "origin.git")
-	e2eGit(t, filepath.Dir(bare), "init", "-q", "--bare", bare)
-	e2eGit(t, repo, "remote", "add", "origin", bare)
-	d := startDaemon(t, bin, home)
-	d.stopAtCleanup()
+	d, repo, bare, sess := pushSession(t)
 	ctx := context.Background()
-	sess, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: "rev", Title: "number lines"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.client.Prompt(ctx, sess.ID, "", "change some lines", true); err != nil {
-		t.Fatal(err)
-	}
 	branch := sess.Worktree.Branch
 
 	out, err := d.cliEnv(e2eGitEnv, "session", "push", sess.ID, "--remote", "nowhere")
@@ -151,4 +136,29 @@ func TestEndToEndPushAndPR(t *testing.T) {
 	if s, err := d.client.SetSessionPR(ctx, sess.ID, ""); err != nil || s.PRURL != "" {
 		t.Errorf("SetSessionPR(\"\") = %q, %v; want it forgotten", s.PRURL, err)
 	}
+}
+
+// pushSession starts the daemon with the review agent, on a repository
+// whose origin is a bare repository, and returns a session after one
+// turn that changed lines, with the repository and the bare remote.
+func pushSession(t *testing.T) (d *daemon, repo, bare string, sess pool.Session) {
+	t.Helper()
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	writeReviewAgent(t, home, bin, reviewScript())
+	repo = e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"a.go": reviewFile(nil)})
+	bare = filepath.Join(t.TempDir(), "origin.git")
+	e2eGit(t, filepath.Dir(bare), "init", "-q", "--bare", bare)
+	e2eGit(t, repo, "remote", "add", "origin", bare)
+	d = startDaemon(t, bin, home)
+	d.stopAtCleanup()
+	ctx := context.Background()
+	sess, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: "rev", Title: "number lines"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.Prompt(ctx, sess.ID, "", "change some lines", true); err != nil {
+		t.Fatal(err)
+	}
+	return d, repo, bare, sess
 }

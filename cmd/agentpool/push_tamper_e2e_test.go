@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/agentpool/agentpool/pool"
 )
 
 // The agent can write its worktree, and with it the `.git` file that says
@@ -20,23 +17,7 @@ func TestSessionPushNeverRunsTheWorktreesGit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
 	}
-	bin := agentpoolBinary(t)
-	home := t.TempDir()
-	writeReviewAgent(t, home, bin, reviewScript())
-	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"a.go": reviewFile(nil)})
-	bare := filepath.Join(t.TempDir(), "origin.git")
-	e2eGit(t, filepath.Dir(bare), "init", "-q", "--bare", bare)
-	e2eGit(t, repo, "remote", "add", "origin", bare)
-	d := startDaemon(t, bin, home)
-	d.stopAtCleanup()
-	ctx := context.Background()
-	sess, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: repo, Agent: "rev", Title: "number lines"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.client.Prompt(ctx, sess.ID, "", "change some lines", true); err != nil {
-		t.Fatal(err)
-	}
+	d, _, bare, sess := pushSession(t)
 	// What a hostile agent plants: a repository of its own in the
 	// worktree, with a program to run, and `.git` pointing at it.
 	wt := sess.Worktree.Path
