@@ -99,16 +99,25 @@ type AttachMessage struct {
 // Authorization header (the CLI's way) a single-use ticket of this session
 // (POST .../attach-ticket) is accepted as ?ticket=. An upgrade from another
 // origin is refused before any ticket is looked at (the Origin, when sent,
-// must be the request's own scheme and Host).
+// must be the request's own scheme and Host). The host that checked the
+// credential forwards the upgrade to the session's owner, if another.
 func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	if r.Header.Get("Origin") != "" && !originMatches(r) {
 		return errCrossOrigin
 	}
 	id, agent := r.PathValue("id"), r.URL.Query().Get("agent")
-	if !s.authorized(r) && !s.ticketAuthorized(r, id) {
+	p, err := s.authenticate(r)
+	if err == errWrongClusterKey {
+		return err
+	}
+	if err != nil && !s.ticketAuthorized(r, id) {
 		return errUnauthorized
 	}
 	s.conns.prove(r)
+	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+	if handled, err := s.forwardSession(w, r, id); handled {
+		return err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

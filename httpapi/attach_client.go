@@ -47,12 +47,21 @@ func (c *Client) Attach(ctx context.Context, session, agent string) (*AttachConn
 	if c.Token != "" {
 		opts.HTTPHeader.Set("Authorization", "Bearer "+c.Token)
 	}
-	conn, resp, err := websocket.Dial(ctx, u, opts)
-	if err != nil {
-		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, answerError(resp)
+	var conn *websocket.Conn
+	for try := 0; ; try++ {
+		c, resp, err := websocket.Dial(ctx, u, opts)
+		if err == nil {
+			conn = c
+			break
 		}
-		return nil, fmt.Errorf("attach %s: %w", session, err)
+		if resp == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+			return nil, fmt.Errorf("attach %s: %w", session, err)
+		}
+		aerr := answerError(resp)
+		if try > 0 || !IsCode(aerr, CodeSessionMoved) {
+			return nil, aerr
+		}
+		// Once: the session's new owner answers now.
 	}
 	conn.SetReadLimit(-1) // output chunks are bounded by the server's terminal reads
 	return &AttachConn{conn: conn}, nil

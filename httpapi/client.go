@@ -158,13 +158,20 @@ func codeOfStatus(status int) string {
 	return CodeBadRequest
 }
 
-// call is request + do.
+// call is request + do. A request refused session_moved (it reached a
+// host that no longer owns the session, which did nothing with it) is
+// sent once more, and so reaches the new owner.
 func (c *Client) call(ctx context.Context, method, path string, body, out any) error {
-	req, err := c.request(ctx, method, path, body)
-	if err != nil {
-		return err
+	var err error
+	for try := 0; try < 2; try++ {
+		var req *http.Request
+		if req, err = c.request(ctx, method, path, body); err != nil {
+			return err
+		}
+		if _, err = c.do(req, out); !IsCode(err, CodeSessionMoved) {
+			return err
+		}
 	}
-	_, err = c.do(req, out)
 	return err
 }
 
@@ -286,6 +293,14 @@ func (c *Client) CreateSession(ctx context.Context, req pool.CreateRequest) (poo
 func (c *Client) CreateSessionPrompt(ctx context.Context, req pool.CreateRequest, prompt string) (CreatedSession, error) {
 	var s CreatedSession
 	return s, c.call(ctx, http.MethodPost, "/v1/sessions", CreateSessionRequest{CreateRequest: req, Prompt: prompt}, &s)
+}
+
+// Create creates a session as CreateSessionRequest says: on the host it
+// names, if one, with a first prompt, if one. The answer's Host names the
+// host the session runs on.
+func (c *Client) Create(ctx context.Context, req CreateSessionRequest) (CreatedSession, error) {
+	var s CreatedSession
+	return s, c.call(ctx, http.MethodPost, "/v1/sessions", req, &s)
 }
 
 // Sessions lists the sessions.

@@ -78,11 +78,15 @@ func (c *Client) follow(ctx context.Context, path string, after int64, track boo
 	if delay <= 0 {
 		delay = DefaultReconnectDelay
 	}
-	last, failures := after, 0
+	last, failures, moved := after, 0, false
 	for {
 		end, got, n, err := c.stream(ctx, path, last, track, fn)
 		var cbe callbackError
 		var ae *Error
+		if IsCode(err, CodeSessionMoved) && !moved {
+			moved = true // once: the session's new owner answers now
+			continue
+		}
 		switch {
 		case errors.As(err, &cbe):
 			if errors.Is(cbe.err, ErrStop) {

@@ -116,6 +116,9 @@ func errorFor(err error) *Error {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	if ce := clusterError(err); ce != nil {
+		return ce
+	}
 	msg := err.Error()
 	var uf userFacing
 	if errors.As(err, &uf) {

@@ -236,8 +236,9 @@ func (s *Server) revokePageSessions(w http.ResponseWriter, r *http.Request) erro
 }
 
 // principal is who a request authenticated as: the token (page "") or a
-// page credential (page = its id).
-type principal struct{ page string }
+// page credential (page = its id); or, host set, another host of the
+// cluster that forwarded the request of a user it authenticated.
+type principal struct{ page, host string }
 
 // principalKey is the context key of a request's principal.
 type principalKey struct{}
@@ -253,11 +254,16 @@ func principalOf(r *http.Request) principal {
 var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing or wrong bearer token"}
 
 // authenticate admits a request to a route that is not public: the bearer
-// token, or a live page credential in the Authorization header. Nothing a
-// browser sends by itself (a cookie) counts. Without a configured token
+// token, a live page credential in the Authorization header, the user
+// token of another host of the cluster, or the cluster key of a request
+// another host forwarded (a wrong key is refused whatever else the
+// request bears). Nothing a browser sends by itself (a cookie) counts. Without a configured token
 // every request passes, but a browser's request from another origin is
 // refused.
 func (s *Server) authenticate(r *http.Request) (principal, error) {
+	if host, ok, err := s.clusterAuth(r); ok || err != nil {
+		return principal{host: host}, err
+	}
 	b := bearer(r)
 	if strings.HasPrefix(b, PageCredentialPrefix) {
 		if id, ok := s.pages.lookup(time.Now(), b); ok {
@@ -273,7 +279,7 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		}
 		return principal{}, nil
 	}
-	if tokenEqual(b, s.cfg.Token) {
+	if tokenEqual(b, s.cfg.Token) || s.knownToken(b) {
 		return principal{}, nil
 	}
 	return principal{}, errUnauthorized

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,6 +87,14 @@ type Config struct {
 	// Hosts lists the daemons sharing the store (GET /v1/hosts); nil
 	// answers 501.
 	Hosts Hosts
+	// Cluster, when set, is the hosts sharing the pool: requests about a
+	// session another host owns are forwarded to it, new sessions are
+	// placed, and the other hosts' user tokens are accepted (cluster.go).
+	// nil: this host is alone.
+	Cluster Cluster
+	// ClusterTLS is the client TLS config of host-to-host calls (nil: the
+	// system's roots).
+	ClusterTLS *tls.Config
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -99,6 +108,7 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 	conns   *connGuard
+	fwd     *forwarder // nil without a Cluster
 
 	// base is cancelled by Shutdown; long requests (streams, waits,
 	// probes) watch it.
@@ -152,6 +162,9 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.conns = newConnGuard(cfg.Conns, log)
 	s.base, s.cancel = context.WithCancel(context.Background())
+	if cfg.Cluster != nil {
+		s.fwd = newForwarder(s, cfg.ClusterTLS)
+	}
 	s.routes()
 	return s, nil
 }
@@ -218,8 +231,10 @@ func (s *Server) routes() {
 
 // route registers h under pattern behind the adapter: authentication
 // (unless public), the body read in full within its limits (body.go),
-// error answers and request metrics.
+// forwarding to the host that owns the session the route is about
+// (forward.go), error answers and request metrics.
 func (s *Server) route(pattern string, h handlerFunc, public bool) {
+	param := sessionParam(pattern)
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() { s.metrics.request(pattern, sw.status) }()
@@ -236,6 +251,14 @@ func (s *Server) route(pattern string, h handlerFunc, public bool) {
 			s.writeError(sw, r, err)
 			return
 		}
+		if param != "" && !public {
+			if handled, err := s.forwardSession(sw, r, r.PathValue(param)); handled {
+				if err != nil && sw.status == 0 {
+					s.writeError(sw, r, err)
+				}
+				return
+			}
+		}
 		if err := h(sw, r); err != nil {
 			if sw.status != 0 {
 				// Headers are out (a stream failed midway): nothing to answer.
@@ -251,7 +274,7 @@ func (s *Server) route(pattern string, h handlerFunc, public bool) {
 // methods with error bodies, and dispatches the others.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.guardBody(w, r)()
-	if !s.hostAllowed(r.Host) {
+	if !s.hostAllowed(r.Host) && !s.fromClusterHost(r) {
 		s.metrics.request("", http.StatusForbidden)
 		s.writeError(w, r, &Error{Status: http.StatusForbidden, Code: CodeForbiddenHost,
 			Message: fmt.Sprintf("Host %q is not allowed (DNS rebinding protection)", r.Host)})
@@ -297,6 +320,7 @@ func (s *Server) Shutdown() {
 	s.mu.Unlock()
 	s.cancel()
 	s.streams.Wait()
+	s.fwd.close()
 }
 
 // longContext returns a context for a request that may last: it ends with

@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -19,6 +22,10 @@ type PromptRequest struct {
 // and optionally its first prompt.
 type CreateSessionRequest struct {
 	pool.CreateRequest
+	// Host, when set, is the id of the host (GET /v1/hosts) to run the
+	// session on; it must be alive and have the agent. "" lets the
+	// cluster place it (see Cluster.Place).
+	Host string `json:"host,omitempty"`
 	// Prompt, when set, starts the session's first turn with the
 	// session's agent in the same call, as POST …/prompt would: one round
 	// trip from nothing to a working agent (with a spare, its first token
@@ -42,10 +49,17 @@ type CancelResult struct {
 }
 
 // createSession: POST /v1/sessions {id?, repo, base_ref?, agent, title?,
-// warm?, mcp_servers?} → 201. The agent starts in the background once the session exists
+// warm?, mcp_servers?, host?} → 201. In a cluster the session is made on
+// the host Place picks, the create forwarded there if it is another; the
+// answer's "host" names it. The agent starts in the background once the session exists
 // unless warm is false (see pool.Pool.Create); its start, or why it was
 // skipped (agent.warm_skipped), is on the session's stream.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	var req CreateSessionRequest
 	if err := decodeJSON(r, &req, true); err != nil {
 		return err
@@ -62,9 +76,19 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if req.Prompt != "" && strings.TrimSpace(req.Prompt) == "" {
 		return badRequest("prompt", "field \"prompt\" must not be blank: leave it out to create the session without a first turn")
 	}
+	if host, self, err := s.place(r, req); err != nil || !self {
+		if err != nil {
+			return err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return s.forward(w, r, host)
+	}
 	sess, err := s.pool.Create(r.Context(), req.CreateRequest)
 	if err != nil {
 		return err
+	}
+	if sess.Host == "" {
+		sess.Host = s.selfHost()
 	}
 	out := CreatedSession{Session: sess}
 	if req.Prompt != "" {
@@ -247,4 +271,24 @@ func (s *Server) turn(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return &Error{Status: http.StatusNotFound, Code: CodeNoTurn, Message: "session " + id + " has no turn " + seqString(n)}
+}
+
+// place picks the host of a new session: this one without a cluster (a
+// "host" is then refused) or when another host forwarded the create here,
+// else the one the cluster picks.
+func (s *Server) place(r *http.Request, req CreateSessionRequest) (ClusterHost, bool, error) {
+	if s.cfg.Cluster == nil {
+		if req.Host != "" {
+			return ClusterHost{}, false, errNoCluster(req.Host)
+		}
+		return ClusterHost{}, true, nil
+	}
+	if principalOf(r).host != "" {
+		return ClusterHost{}, true, nil
+	}
+	h, self, err := s.cfg.Cluster.Place(r.Context(), req.Agent, req.Host)
+	if err != nil {
+		return ClusterHost{}, false, fmt.Errorf("place the session of %q on host %q: %w", req.Agent, req.Host, err)
+	}
+	return h, self, nil
 }

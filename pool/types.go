@@ -98,6 +98,9 @@ type Session struct {
 	// API recorded it (PUT /v1/sessions/{id}/pr); the pool leaves it
 	// empty.
 	PRURL string `json:"pr_url,omitempty"`
+	// Host is the id of the host that owns the session when several
+	// share the store (set by whoever lists sessions there); "" alone.
+	Host string `json:"host,omitempty"`
 }
 
 // Backend states as shown in AgentStatus.

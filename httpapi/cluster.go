@@ -1,0 +1,178 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Several daemons ("hosts") may share one store. Each open session is
+// owned by one of them; any host answers a request about a session by
+// forwarding it to the owner (forward.go), and places a new session on
+// the host best able to run it. The hosts prove themselves to each other
+// with the cluster key, carried in HeaderClusterKey.
+
+// Cluster is what the server needs of the hosts that share the pool; a
+// nil Cluster is one host alone, as without a shared store.
+type Cluster interface {
+	// Self is this host's id.
+	Self() string
+	// Owner returns the host that owns session, and self true when it is
+	// this host. A session no host owns (closed, say) is self's to answer
+	// from the shared store. It returns an error wrapping ErrSessionMoving
+	// when the owner is dead and no host has taken the session over yet,
+	// and one wrapping pool.ErrNotFound for an unknown session.
+	Owner(ctx context.Context, session string) (h ClusterHost, self bool, err error)
+	// Place picks the host for a new session of agent: want (a host id,
+	// "" = any) if it is alive and has the agent, else the alive host with
+	// the most free capacity that has it. It returns an error wrapping
+	// ErrUnknownHost or ErrHostDown for a want it cannot use, ErrNoHost
+	// when no alive host has the agent.
+	Place(ctx context.Context, agent, want string) (h ClusterHost, self bool, err error)
+	// Key is the cluster credential hosts present to each other; "" refuses
+	// every request that claims to come from a host.
+	Key() string
+	// KnownToken says whether a bearer token is the user token of a live
+	// host of the cluster (compared by SHA-256, in constant time), so that
+	// a user's token works on every host.
+	KnownToken(token string) bool
+}
+
+// ClusterHost is a host of the cluster: its id and the URL the other
+// hosts reach it at (see CheckAdvertiseURL).
+type ClusterHost struct {
+	ID        string
+	Advertise string
+}
+
+// Headers of host-to-host requests. Whatever a client sends under these
+// names is never passed on.
+const (
+	// HeaderClusterKey carries the cluster key: a request bearing the
+	// right one is authenticated (its user was, by the host that forwards
+	// it); a wrong one is refused 401.
+	HeaderClusterKey = "X-Agentpool-Cluster-Key"
+	// HeaderForwardedBy names the host that forwarded a request. A
+	// forwarded request is never forwarded again.
+	HeaderForwardedBy = "X-Agentpool-Forwarded-By"
+)
+
+// Errors a Cluster returns (wrapped); the server maps them to statuses.
+var (
+	// ErrSessionMoving: the session's owner is dead and no host has taken
+	// it over yet (503 session_moving, with Retry-After).
+	ErrSessionMoving = errors.New("the session's host is gone and no host has taken it over yet")
+	// ErrUnknownHost: a placement asked for a host the cluster does not
+	// know (400 naming "host").
+	ErrUnknownHost = errors.New("no such host")
+	// ErrHostDown: a placement asked for a host that is not alive, or
+	// lacks the agent (409 naming "host").
+	ErrHostDown = errors.New("host is not alive or lacks the agent")
+	// ErrNoHost: no alive host has the agent (409 no_host).
+	ErrNoHost = errors.New("no alive host has the agent")
+)
+
+// Codes of the cluster's errors.
+const (
+	// CodeSessionMoved (409): the host a request was forwarded to no
+	// longer owns the session; sending the request again reaches the new
+	// owner (the Client does, once).
+	CodeSessionMoved = "session_moved"
+	// CodeSessionMoving (503, with Retry-After): the session's host is
+	// gone and no host has taken it over yet.
+	CodeSessionMoving = "session_moving"
+	// CodeHostDown (409): the host asked for cannot take the session.
+	CodeHostDown = "host_down"
+	// CodeNoHost (409): no alive host has the agent.
+	CodeNoHost = "no_host"
+	// CodeHostUnreachable (502): the host that owns the session did not
+	// answer a forwarded request.
+	CodeHostUnreachable = "host_unreachable"
+)
+
+// retryAfterMoving is the Retry-After of a session_moving answer: about
+// one heartbeat, after which a host may have taken the session over.
+const retryAfterMoving = 2 * time.Second
+
+// clusterError maps the cluster's errors, or returns nil.
+func clusterError(err error) *Error {
+	mk := func(status int, code, field string) *Error {
+		return &Error{Status: status, Code: code, Field: field, Message: err.Error()}
+	}
+	switch {
+	case errors.Is(err, ErrSessionMoving):
+		e := mk(http.StatusServiceUnavailable, CodeSessionMoving, "")
+		e.RetryAfter = retryAfterMoving
+		return e
+	case errors.Is(err, ErrUnknownHost):
+		return mk(http.StatusBadRequest, CodeBadRequest, "host")
+	case errors.Is(err, ErrHostDown):
+		return mk(http.StatusConflict, CodeHostDown, "host")
+	case errors.Is(err, ErrNoHost):
+		return mk(http.StatusConflict, CodeNoHost, "agent")
+	}
+	return nil
+}
+
+// errWrongClusterKey answers a request bearing a wrong cluster key.
+var errWrongClusterKey = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "wrong cluster key"}
+
+// clusterAuth checks the cluster key of r, if it bears one: ok when it is
+// right (host names the host that says it sent r), errWrongClusterKey
+// (logged) when it is wrong or this host has no cluster. ok false and a
+// nil error: r bears no cluster key.
+func (s *Server) clusterAuth(r *http.Request) (host string, ok bool, err error) {
+	got := r.Header.Get(HeaderClusterKey)
+	if got == "" {
+		return "", false, nil
+	}
+	var want string
+	if s.cfg.Cluster != nil {
+		want = s.cfg.Cluster.Key()
+	}
+	host = r.Header.Get(HeaderForwardedBy)
+	if want == "" || !tokenEqual(got, want) {
+		s.log.Warn("request with a wrong cluster key refused", "remote", r.RemoteAddr, "forwarded_by", host,
+			logKeyMethod, r.Method, logKeyPath, r.URL.Path)
+		return "", false, errWrongClusterKey
+	}
+	if host == "" {
+		host = "?"
+	}
+	return host, true, nil
+}
+
+// knownToken says whether tok is the user token of a host of the cluster.
+func (s *Server) knownToken(tok string) bool {
+	return tok != "" && s.cfg.Cluster != nil && s.cfg.Cluster.KnownToken(tok)
+}
+
+// selfHost is this host's id, or "" without a cluster.
+func (s *Server) selfHost() string {
+	if s.cfg.Cluster == nil {
+		return ""
+	}
+	return s.cfg.Cluster.Self()
+}
+
+// errNoCluster refuses a placement on a daemon that is alone.
+func errNoCluster(want string) *Error {
+	return badRequest("host", "this daemon shares its store with no other host: field \"host\" (%q) must be left out", want)
+}
+
+// sessionMoved answers a forwarded request that reached a host that no
+// longer owns the session.
+func sessionMoved(session string, owner ClusterHost) *Error {
+	return &Error{Status: http.StatusConflict, Code: CodeSessionMoved,
+		Message: fmt.Sprintf("session %q moved to host %q while the request was on its way: send it again", session, owner.ID)}
+}
+
+// fromClusterHost says whether r bears the right cluster key: another
+// host forwarded it, to the name it knows this host by, which the Host
+// check (meant for browsers) does not apply to.
+func (s *Server) fromClusterHost(r *http.Request) bool {
+	_, ok, _ := s.clusterAuth(r)
+	return ok
+}

@@ -1,0 +1,166 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Bounds of the connections to other hosts.
+const (
+	// forwardDialTimeout bounds connecting to another host.
+	forwardDialTimeout = 10 * time.Second
+	// forwardIdleConns is how many idle connections to each host are kept.
+	forwardIdleConns = 32
+	// forwardIdleTimeout closes an idle connection to another host.
+	forwardIdleTimeout = 90 * time.Second
+)
+
+// forwarder sends requests about sessions other hosts own to them: a
+// reverse proxy that streams as it reads (FlushInterval -1, so an event
+// stream through it is the owner's, byte for byte, as it comes) and passes
+// WebSocket upgrades through.
+type forwarder struct {
+	proxy     *httputil.ReverseProxy
+	transport *http.Transport
+}
+
+// forwardKey is the request context key of a forwarded request's target.
+type forwardKey struct{}
+
+// forwardTarget is the host a request is forwarded to.
+type forwardTarget struct {
+	host ClusterHost
+	url  *url.URL
+}
+
+// newForwarder returns the forwarder of s, whose host-to-host calls use
+// tlsConf (nil: the system's roots).
+func newForwarder(s *Server, tlsConf *tls.Config) *forwarder {
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsConf.Clone(),
+		TLSHandshakeTimeout:   forwardDialTimeout,
+		MaxIdleConnsPerHost:   forwardIdleConns,
+		IdleConnTimeout:       forwardIdleTimeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &forwarder{transport: tr, proxy: &httputil.ReverseProxy{
+		Rewrite:       s.rewriteForward,
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorHandler:  s.forwardError,
+		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}}
+}
+
+// sessionParam returns the name of the path parameter of pattern that
+// holds the session a request is about, or "" for a route that is not
+// about one session. The attach ticket is not: it is a credential of the
+// host the page talks to, which checks it and forwards the attach itself.
+func sessionParam(pattern string) string {
+	_, path, _ := strings.Cut(pattern, " ")
+	switch {
+	case path == "/v1/sessions/{id}/attach-ticket":
+		return ""
+	case path == "/v1/sessions/{id}" || strings.HasPrefix(path, "/v1/sessions/{id}/"):
+		return "id"
+	case strings.HasPrefix(path, "/v1/pool/{session}/"):
+		return "session"
+	}
+	return ""
+}
+
+// forwardSession forwards r, an authenticated request about session, to
+// the session's owner when that is another host. handled says it was
+// answered, or that err is the answer: a forwarded request that reached a
+// host that no longer owns the session is refused (session_moved), never
+// forwarded again. Without a cluster nothing is forwarded.
+func (s *Server) forwardSession(w http.ResponseWriter, r *http.Request, session string) (handled bool, err error) {
+	if s.cfg.Cluster == nil {
+		return false, nil
+	}
+	owner, self, err := s.cfg.Cluster.Owner(r.Context(), session)
+	if err != nil {
+		return true, fmt.Errorf("owner of session %q: %w", session, err)
+	}
+	if self {
+		return false, nil
+	}
+	if principalOf(r).host != "" {
+		return true, sessionMoved(session, owner)
+	}
+	return true, s.forward(w, r, owner)
+}
+
+// forward sends r to host and copies its answer back; the request may
+// last (a stream, a wait, a terminal) until it ends or Shutdown. A host
+// that cannot be reached is answered 502 naming it.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, host ClusterHost) error {
+	u, err := url.Parse(host.Advertise)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return &Error{Status: http.StatusBadGateway, Code: CodeHostUnreachable,
+			Message: fmt.Sprintf("host %q has no usable address (%q)", host.ID, host.Advertise)}
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errShuttingDown
+	}
+	s.streams.Add(1)
+	s.mu.Unlock()
+	defer s.streams.Done()
+	ctx, cancel := s.longContext(r)
+	defer cancel()
+	ctx = context.WithValue(ctx, forwardKey{}, forwardTarget{host: host, url: u})
+	s.fwd.proxy.ServeHTTP(w, r.WithContext(ctx))
+	return nil
+}
+
+// rewriteForward addresses the outgoing request to the owner: the user's
+// credential stays here (the cluster key stands for it), and so do the
+// browser's origin headers (checked here) and an attach ticket (used
+// here); what a client sent under the cluster's header names is replaced.
+func (s *Server) rewriteForward(pr *httputil.ProxyRequest) {
+	t := pr.In.Context().Value(forwardKey{}).(forwardTarget)
+	pr.SetURL(t.url)
+	h := pr.Out.Header
+	for _, k := range []string{"Authorization", "Cookie", "Origin", "Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Sec-Fetch-User"} {
+		h.Del(k)
+	}
+	h.Set(HeaderClusterKey, s.cfg.Cluster.Key())
+	h.Set(HeaderForwardedBy, s.cfg.Cluster.Self())
+	if q := pr.Out.URL.Query(); q.Has("ticket") {
+		q.Del("ticket")
+		pr.Out.URL.RawQuery = q.Encode()
+	}
+	pr.SetXForwarded()
+}
+
+// forwardError answers a forward that failed before the owner answered:
+// 502 naming the host, or nothing when the client went away.
+func (s *Server) forwardError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		if s.base.Err() != nil {
+			s.writeError(w, r, errShuttingDown)
+		}
+		return
+	}
+	t, _ := r.Context().Value(forwardKey{}).(forwardTarget)
+	s.writeError(w, r, &Error{Status: http.StatusBadGateway, Code: CodeHostUnreachable,
+		Message: fmt.Sprintf("host %q (%s), which owns the session, did not answer: %v", t.host.ID, t.url.Redacted(), err)})
+}
+
+// close drops the idle connections to other hosts.
+func (f *forwarder) close() {
+	if f != nil {
+		f.transport.CloseIdleConnections()
+	}
+}
