@@ -167,7 +167,8 @@ func TestForwardAttach(t *testing.T) {
 		t.Fatalf("attach-ticket on host a error = %v", err)
 	}
 	ctx := fwdContext(t)
-	conn, resp, err := websocket.Dial(ctx, strings.Replace(ce.a.ts.URL, "http", "ws", 1)+"/v1/sessions/s/attach?agent=shell&ticket="+tk.Ticket, nil)
+	conn, resp, err := websocket.Dial(ctx, strings.Replace(ce.a.ts.URL, "http", "ws", 1)+"/v1/sessions/s/attach?agent=shell&ticket="+tk.Ticket,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Origin": {ce.a.ts.URL}}}) // as the page on host a sends
 	if err != nil {
 		status := 0
 		if resp != nil {
