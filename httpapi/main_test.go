@@ -4,8 +4,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentpool/agentpool/backends/agenttest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	agenttest.Dispatch() // the fake agents of the tests with real pools
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("os/signal.loop"))
 }
