@@ -370,3 +370,62 @@ func TestSessionHostJSON(t *testing.T) {
 		t.Errorf("json of a session on host b = %s, %v; want \"host\":\"b\"", b, err)
 	}
 }
+
+// Every route about one session is forwarded, but for the attach ticket
+// (a credential of the host the page talks to); the others are not.
+func TestSessionParam(t *testing.T) {
+	for pattern, want := range map[string]string{
+		"GET /v1/sessions/{id}":                        "id",
+		"DELETE /v1/sessions/{id}":                     "id",
+		"POST /v1/sessions/{id}/prompt":                "id",
+		"GET /v1/sessions/{id}/events":                 "id",
+		"GET /v1/sessions/{id}/attach":                 "id",
+		"POST /v1/sessions/{id}/permissions/{request}": "id",
+		"PUT /v1/sessions/{id}/agents/{agent}/config":  "id",
+		"DELETE /v1/pool/{session}/{agent}":            "session",
+		"POST /v1/sessions/{id}/attach-ticket":         "",
+		"POST /v1/sessions":                            "",
+		"GET /v1/sessions":                             "",
+		"GET /v1/attempts/{id}":                        "",
+		"GET /v1/pool":                                 "",
+	} {
+		if got := sessionParam(pattern); got != want {
+			t.Errorf("sessionParam(%q) = %q; want %q", pattern, got, want)
+		}
+	}
+}
+
+// Shutdown ends the event streams a host forwards, as it ends its own.
+func TestForwardedStreamEndsAtShutdown(t *testing.T) {
+	fpB := &fakePool{}
+	sessionWorld(fpB)
+	log := newLog(t, 64)
+	streamWorld(fpB, log)
+	ce := newClusterEnv(t, refusingPool(t, "a"), fpB)
+	ce.m.owners["s1"] = "b"
+	log.Publish("s1", backends.EventTurnStarted, 1, map[string]any{"turn": 1})
+	got := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- ce.a.client.Events(fwdContext(t), "s1", 0, func(backends.Event) error {
+			close(got)
+			return nil
+		})
+	}()
+	select {
+	case <-got:
+	case <-time.After(fwdWait):
+		t.Fatal("no event through host a")
+	}
+	shut := make(chan struct{})
+	go func() { ce.a.srv.Shutdown(); close(shut) }()
+	select {
+	case <-shut:
+	case <-time.After(fwdWait):
+		t.Fatal("host a's Shutdown() did not return with a forwarded stream open")
+	}
+	ce.b.srv.Shutdown() // b's stream ends: the client stops reconnecting
+	if err := <-done; err == nil {
+		t.Errorf("Events through a host shut down = nil; want an error")
+	}
+}
