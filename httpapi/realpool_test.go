@@ -99,7 +99,7 @@ func newRealHost(t *testing.T, c *realCluster, id, repo string) *realHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wt, err := worktree.NewManager(worktree.Config{Root: filepath.Join(dir, "worktrees"), TrustFile: filepath.Join(dir, "trusted.json")})
+	wt, err := worktree.NewManager(worktree.Config{Root: filepath.Join(dir, "worktrees"), TrustFile: filepath.Join(dir, "trusted.json"), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
 	"math/big"
 	"net"
@@ -149,7 +150,7 @@ func tlsHost(t testing.TB, cfg Config, cert, key string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := srv.HTTPServer(nil)
+	hs := srv.HTTPServer(log.New(io.Discard, "", 0)) // the refused handshake of the untrusting host
 	done := make(chan error, 1)
 	go func() { done <- ServeTLS(hs, ln, cert, key) }()
 	t.Cleanup(func() {
