@@ -13,9 +13,9 @@ const (
 		VALUES (:id, :repo, :base_ref, :title, :active_agent, :status, :created_at, :updated_at, :mcp_servers)`
 	// insertLeasedSessionSQL is insertSessionSQL with the session leased
 	// to :lease_owner at epoch 1 for :lease_ttl (see leasedSessionRow).
-	insertLeasedSessionSQL = `INSERT INTO sessions (` + sessionCols + `, lease_owner, lease_epoch, lease_expires)
+	insertLeasedSessionSQL = `INSERT INTO sessions (` + sessionCols + `, lease_owner, lease_run, lease_epoch, lease_expires)
 		VALUES (:id, :repo, :base_ref, :title, :active_agent, :status, :created_at, :updated_at, :mcp_servers,
-			:lease_owner, 1, ` + dbNowSQL + ` + :lease_ttl)`
+			:lease_owner, :lease_run, 1, ` + dbNowSQL + ` + :lease_ttl)`
 	putWorktreeSQL = `INSERT INTO session_worktrees (` + worktreeCols + `)
 		VALUES (:session_id, :path, :branch, :base_commit, :created_at, :removed_at, :host)
 		ON CONFLICT (session_id) DO UPDATE SET path = excluded.path, branch = excluded.branch,
@@ -87,6 +87,7 @@ func (s *Store) AdoptSession(ctx context.Context, sess Session, wt WorktreeRow, 
 type leasedSessionRow struct {
 	sessionRow
 	LeaseOwner string `db:"lease_owner"`
+	LeaseRun   string `db:"lease_run"`
 	// LeaseTTL is the lease's length in ns, from the database's clock.
 	LeaseTTL int64 `db:"lease_ttl"`
 }
@@ -97,7 +98,7 @@ func (s *Store) insertSession(row sessionRow) (string, any) {
 	if !s.leasing {
 		return insertSessionSQL, row
 	}
-	return insertLeasedSessionSQL, leasedSessionRow{sessionRow: row, LeaseOwner: s.cfg.HostID, LeaseTTL: s.cfg.LeaseTTL.Nanoseconds()}
+	return insertLeasedSessionSQL, leasedSessionRow{sessionRow: row, LeaseOwner: s.cfg.HostID, LeaseRun: s.leaseRun, LeaseTTL: s.cfg.LeaseTTL.Nanoseconds()}
 }
 
 // holdNew holds the lease of a session this store has just created.

@@ -232,7 +232,8 @@ func (s *Store) GetLease(ctx context.Context, session string) (Lease, error) {
 
 // Hold makes this store hold session when the database says that this
 // host owns it and the lease has not expired: it remembers the epoch and
-// renews the lease. The pool calls it when it loads a session: after a
+// renews the lease, unless another run of this host holds it (a run that
+// ClaimOwn fenced cannot come back this way). The pool calls it when it loads a session: after a
 // hand-over, the new owner learns its epoch this way. It returns an
 // error wrapping ErrFenced (naming the owner) when another host owns the
 // session, when its lease expired, or when this store held it at another
@@ -243,9 +244,9 @@ func (s *Store) Hold(ctx context.Context, session string) (Lease, error) {
 		return s.GetLease(ctx, session)
 	}
 	var row leaseRow
-	err := s.db.GetContext(ctx, &row, `UPDATE sessions SET lease_expires = `+dbNowSQL+` + ?
-		WHERE id = ? AND lease_owner = ? AND lease_expires > `+dbNowSQL+`
-		RETURNING `+leaseCols, s.cfg.LeaseTTL.Nanoseconds(), session, s.cfg.HostID)
+	err := s.db.GetContext(ctx, &row, `UPDATE sessions SET lease_expires = `+dbNowSQL+` + ?, lease_run = ?
+		WHERE id = ? AND lease_owner = ? AND lease_run IN ('', ?) AND lease_expires > `+dbNowSQL+`
+		RETURNING `+leaseCols, s.cfg.LeaseTTL.Nanoseconds(), s.leaseRun, session, s.cfg.HostID, s.leaseRun)
 	if errors.Is(err, sql.ErrNoRows) {
 		l, gerr := s.GetLease(ctx, session)
 		if gerr != nil {
@@ -253,6 +254,10 @@ func (s *Store) Hold(ctx context.Context, session string) (Lease, error) {
 		}
 		held, _ := s.leases.get(session)
 		s.leases.drop(session, held)
+		if l.Owner == s.cfg.HostID && l.Expires.After(time.Now()) {
+			return Lease{}, fmt.Errorf("hold session %q: another run of host %q holds it at epoch %d: %w",
+				session, s.cfg.HostID, l.Epoch, ErrFenced)
+		}
 		if l.Owner == s.cfg.HostID {
 			return Lease{}, fmt.Errorf("hold session %q: its lease expired at epoch %d: %w", session, l.Epoch, ErrFenced)
 		}
@@ -282,9 +287,9 @@ func (s *Store) ClaimOwn(ctx context.Context) ([]Lease, error) {
 	// The rows are locked in the order of their ids, as the writers
 	// lock them (see lockSeqs), so that no deadlock can come of it.
 	err := s.db.SelectContext(ctx, &rows, `UPDATE sessions
-		SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires = `+dbNowSQL+` + ?
+		SET lease_owner = ?, lease_run = ?, lease_epoch = lease_epoch + 1, lease_expires = `+dbNowSQL+` + ?
 		WHERE id IN (SELECT id FROM sessions WHERE status <> ? AND lease_owner IN (?, '') ORDER BY id FOR NO KEY UPDATE)
-		RETURNING `+leaseCols, s.cfg.HostID, s.cfg.LeaseTTL.Nanoseconds(), SessionClosed, s.cfg.HostID)
+		RETURNING `+leaseCols, s.cfg.HostID, s.leaseRun, s.cfg.LeaseTTL.Nanoseconds(), SessionClosed, s.cfg.HostID)
 	if err != nil {
 		return nil, fmt.Errorf("claim own sessions: %w", err)
 	}

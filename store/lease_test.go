@@ -341,6 +341,10 @@ func TestClaimOwnFencesThePreviousRun(t *testing.T) {
 	if got := eventTypes(t, restarted, "s1"); len(got) != 0 {
 		t.Errorf("events of s1 = %v; want none from the previous run", got)
 	}
+	// Nor can it hold the session again at the new epoch.
+	if _, err := old.Hold(ctx, "s1"); !errors.Is(err, ErrFenced) {
+		t.Errorf("Hold() by the previous run error = %v; want ErrFenced", err)
+	}
 	if err := restarted.UpdateSessionStatus(ctx, "s1", SessionClosed); err != nil {
 		t.Errorf("UpdateSessionStatus by the new run error = %v; want nil", err)
 	}
@@ -562,4 +566,29 @@ func TestHostTokenDigest(t *testing.T) {
 			t.Errorf("ListHosts() = %+v, %v; want h1 with its token digest", hs, err)
 		}
 	})
+}
+
+// TestAdoptSessionLeased: a session adopted from a spare is leased to the
+// host at epoch 1 and held, its worktree recorded on the host.
+func TestAdoptSessionLeased(t *testing.T) {
+	ctx := context.Background()
+	st := hostsOn(t, "a", "b")
+	a, b := st[0], st[1]
+	err := a.AdoptSession(ctx, Session{ID: "s1", Repo: "/r"}, WorktreeRow{SessionID: "s1", Path: "/wt/s1"},
+		AgentSession{SessionID: "s1", Agent: "claude", Status: AgentIdle}, nil)
+	if err != nil {
+		t.Fatalf("AdoptSession() error = %v", err)
+	}
+	if l, err := b.GetLease(ctx, "s1"); err != nil || l.Owner != "a" || l.Epoch != 1 || l.Expires.Year() < 2000 {
+		t.Errorf("GetLease() = %+v, %v; want a's at epoch 1", l, err)
+	}
+	if wt, err := b.GetWorktree(ctx, "s1"); err != nil || wt.Host != "a" {
+		t.Errorf("GetWorktree() = %+v, %v; want on host a", wt, err)
+	}
+	if err := a.SetAgentStatus(ctx, "s1", "claude", AgentActive); err != nil {
+		t.Errorf("SetAgentStatus by the holder error = %v; want nil", err)
+	}
+	if err := b.SetAgentStatus(ctx, "s1", "claude", AgentClosed); !errors.Is(err, ErrFenced) {
+		t.Errorf("SetAgentStatus by another host error = %v; want ErrFenced", err)
+	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -237,6 +238,9 @@ type Store struct {
 	// sessions this store holds, with their epochs (see lease.go).
 	leasing bool
 	leases  heldLeases
+	// leaseRun names this run of the host in the leases it holds (see
+	// Hold), random at each Open.
+	leaseRun string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -323,6 +327,9 @@ func newStore(db *sqlx.DB, eng engine, cfg Config, log *slog.Logger) *Store {
 		wrote:   cfg.Now(), // a store just opened is not yet quiet
 		leasing: eng.postgres && cfg.HostID != "",
 		leases:  heldLeases{epochs: map[string]int64{}},
+	}
+	if s.leasing {
+		s.leaseRun = rand.Text()
 	}
 	s.prog.changed = make(chan struct{})
 	return s

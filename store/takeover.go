@@ -105,7 +105,7 @@ func (s *Store) TakeOver(ctx context.Context, session string) (_ Moved, err erro
 			time.Duration(row.Expires-now), ErrLeaseHeld)
 	}
 	m := Moved{From: row.Owner}
-	if m.Lease, err = s.moveLease(ctx, tx, session, s.cfg.HostID); err != nil {
+	if m.Lease, err = s.moveLease(ctx, tx, session, s.cfg.HostID, s.leaseRun); err != nil {
 		return Moved{}, err
 	}
 	at := s.now().UTC()
@@ -203,7 +203,7 @@ func (s *Store) HandOver(ctx context.Context, session, to, reason string) (_ Mov
 		return Moved{}, err
 	}
 	m := Moved{From: s.cfg.HostID, Interrupted: []int64{}}
-	if m.Lease, err = s.moveLease(ctx, tx, session, to); err != nil {
+	if m.Lease, err = s.moveLease(ctx, tx, session, to, ""); err != nil {
 		return Moved{}, err
 	}
 	seq, err := s.eng.nextSeqTx(ctx, tx, session, 0)
@@ -224,12 +224,13 @@ func (s *Store) HandOver(ctx context.Context, session, to, reason string) (_ Mov
 	return m, nil
 }
 
-// moveLease gives session, whose row tx has locked, to owner at the next
-// epoch with a fresh lease, and returns it.
-func (s *Store) moveLease(ctx context.Context, tx *sqlx.Tx, session, owner string) (Lease, error) {
+// moveLease gives session, whose row tx has locked, to run of owner
+// ("": any run of it) at the next epoch with a fresh lease, and returns
+// it.
+func (s *Store) moveLease(ctx context.Context, tx *sqlx.Tx, session, owner, run string) (Lease, error) {
 	var row leaseRow
-	err := tx.GetContext(ctx, &row, `UPDATE sessions SET lease_owner = ?, lease_epoch = lease_epoch + 1,
-		lease_expires = `+dbNowSQL+` + ? WHERE id = ? RETURNING `+leaseCols, owner, s.cfg.LeaseTTL.Nanoseconds(), session)
+	err := tx.GetContext(ctx, &row, `UPDATE sessions SET lease_owner = ?, lease_run = ?, lease_epoch = lease_epoch + 1,
+		lease_expires = `+dbNowSQL+` + ? WHERE id = ? RETURNING `+leaseCols, owner, run, s.cfg.LeaseTTL.Nanoseconds(), session)
 	if err != nil {
 		return Lease{}, fmt.Errorf("move the lease: %w", err)
 	}

@@ -8,6 +8,10 @@
 ALTER TABLE sessions ADD COLUMN lease_owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN lease_expires INTEGER NOT NULL DEFAULT 0;
+-- lease_run names the run of the owner (a daemon's start) that holds
+-- the lease, '' for any run (a session handed over): a run that another
+-- run of the same host fenced cannot hold the session again.
+ALTER TABLE sessions ADD COLUMN lease_run TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN pushed_branch TEXT NOT NULL DEFAULT '';
 ALTER TABLE sessions ADD COLUMN pushed_checkpoint TEXT NOT NULL DEFAULT '';
 ALTER TABLE session_worktrees ADD COLUMN host TEXT NOT NULL DEFAULT '';
