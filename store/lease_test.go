@@ -79,6 +79,13 @@ func TestFencedStoreWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("StartTurn by the new holder error = %v; want nil", err)
 	}
+	// b's agent and permission request, which a must not change either.
+	if err := b.UpsertAgentSession(ctx, AgentSession{SessionID: "s1", Agent: "codex", Status: AgentActive}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.InsertPermission(ctx, PermissionRow{ID: "p0", SessionID: "s1", Agent: "codex", Action: "edit"}); err != nil {
+		t.Fatal(err)
+	}
 
 	a.Append(backends.Event{Session: "s1", Type: backends.EventMessageChunk, Data: []byte(`{"text":"stale"}`)})
 	if _, err := a.StartTurn(ctx, Turn{SessionID: "s1", Agent: "claude", Prompt: "a's"}); !errors.Is(err, ErrFenced) {
@@ -93,13 +100,21 @@ func TestFencedStoreWritesNothing(t *testing.T) {
 	}
 	mustFlush(t, a)
 	direct := map[string]error{
-		"UpdateSessionStatus": a.UpdateSessionStatus(ctx, "s1", SessionClosed),
-		"PutWorktree":         a.PutWorktree(ctx, WorktreeRow{SessionID: "s1", Path: "/wt/stale"}),
-		"MarkWorktreeRemoved": a.MarkWorktreeRemoved(ctx, "s1"),
-		"UpsertAgentSession":  a.UpsertAgentSession(ctx, AgentSession{SessionID: "s1", Agent: "claude", Status: AgentIdle}),
-		"RecordPushed":        a.RecordPushed(ctx, "s1", "agentpool/s1", "deadbeef"),
-		"PutTurnUsage":        a.PutTurnUsage(ctx, TurnUsage{SessionID: "s1", Turn: n, Agent: "claude", Total: 5}),
-		"InsertPermission":    a.InsertPermission(ctx, PermissionRow{ID: "p1", SessionID: "s1", Agent: "claude", Action: "edit"}),
+		"UpdateSessionStatus":  a.UpdateSessionStatus(ctx, "s1", SessionClosed),
+		"PutWorktree":          a.PutWorktree(ctx, WorktreeRow{SessionID: "s1", Path: "/wt/stale"}),
+		"MarkWorktreeRemoved":  a.MarkWorktreeRemoved(ctx, "s1"),
+		"UpsertAgentSession":   a.UpsertAgentSession(ctx, AgentSession{SessionID: "s1", Agent: "claude", Status: AgentIdle}),
+		"RecordPushed":         a.RecordPushed(ctx, "s1", "agentpool/s1", "deadbeef"),
+		"PutTurnUsage":         a.PutTurnUsage(ctx, TurnUsage{SessionID: "s1", Turn: n, Agent: "claude", Total: 5}),
+		"InsertPermission":     a.InsertPermission(ctx, PermissionRow{ID: "p1", SessionID: "s1", Agent: "claude", Action: "edit"}),
+		"ResolvePermission":    a.ResolvePermission(ctx, "p0", PermissionDecision{Decision: "allow", DecidedBy: "a"}),
+		"SetAgentStatus":       a.SetAgentStatus(ctx, "s1", "codex", AgentClosed),
+		"SetAgentMode":         a.SetAgentMode(ctx, "s1", "codex", "plan"),
+		"SetAgentConfigOption": a.SetAgentConfigOption(ctx, "s1", "codex", "model", "x"),
+		"SetAgentAdvertised":   a.SetAgentAdvertised(ctx, "s1", "codex", []byte(`{"modes":[]}`)),
+		"PutAgentUsage":        a.PutAgentUsage(ctx, AgentUsage{SessionID: "s1", Agent: "codex", ContextUsed: 1}),
+		"SetSessionBudget":     a.SetSessionBudget(ctx, "s1", Budget{Tokens: &n}),
+		"PutReview":            a.PutReview(ctx, Review{Session: "s1", Turn: n, Summary: "stale"}),
 	}
 	for name, err := range direct {
 		if !errors.Is(err, ErrFenced) {
@@ -136,8 +151,24 @@ func TestFencedStoreWritesNothing(t *testing.T) {
 	if br, ck, _ := b.Pushed(ctx, "s1"); br != "" || ck != "" {
 		t.Errorf("Pushed() = %q, %q; want nothing recorded", br, ck)
 	}
-	if agents, _ := b.ListAgentSessions(ctx, "s1"); len(agents) != 0 {
-		t.Errorf("agents of s1 = %+v; want none", agents)
+	if agents, _ := b.ListAgentSessions(ctx, "s1"); len(agents) != 1 || agents[0].Status != AgentActive || agents[0].Mode != "" ||
+		len(agents[0].ConfigOptions) != 0 {
+		t.Errorf("agents of s1 = %+v; want b's codex alone, untouched", agents)
+	}
+	if adv, _ := b.AgentAdvertised(ctx, "s1", "codex"); adv != nil {
+		t.Errorf("AgentAdvertised() = %s; want nothing", adv)
+	}
+	if perms, _ := b.ListPermissions(ctx, "s1"); len(perms) != 1 || perms[0].Decision != "" {
+		t.Errorf("permissions of s1 = %+v; want b's p0 alone, undecided", perms)
+	}
+	if u, _ := b.ListAgentUsage(ctx, "s1"); len(u) != 0 {
+		t.Errorf("agent usage of s1 = %+v; want none", u)
+	}
+	if _, ok, _ := b.SessionBudget(ctx, "s1"); ok {
+		t.Errorf("SessionBudget() found one; want none")
+	}
+	if r, _ := b.Reviews(ctx, "s1"); len(r) != 0 {
+		t.Errorf("Reviews() = %+v; want none", r)
 	}
 	// The holder's own writes go through.
 	if err := b.UpdateSessionStatus(ctx, "s1", "open"); err != nil {
