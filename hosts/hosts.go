@@ -42,6 +42,10 @@ type Host struct {
 	Version     string    `json:"version,omitempty"`
 	StartedAt   time.Time `json:"started_at"`
 	HeartbeatAt time.Time `json:"heartbeat_at"`
+	// TokenSHA256 is the hex SHA-256 of the host's user API token, so
+	// that any host can accept a token another host issued. It is never
+	// shown.
+	TokenSHA256 string `json:"-"`
 }
 
 // Status is a host as GET /v1/hosts lists it.
@@ -73,6 +77,9 @@ type Config struct {
 	Capacity int
 	// Version is its build's version.
 	Version string
+	// TokenSHA256 is the hex SHA-256 of its user API token (see
+	// Host.TokenSHA256).
+	TokenSHA256 string
 	// Providers lists the providers it can run now; Load its warm agents
 	// and open sessions. Both are called at each heartbeat.
 	Providers func() []string
@@ -128,7 +135,8 @@ func (h *Heartbeat) Beat(ctx context.Context) error {
 		providers = []string{}
 	}
 	return h.cfg.Store.PutHost(ctx, Host{ID: h.cfg.ID, Advertise: h.cfg.Advertise, Capacity: h.cfg.Capacity, Providers: providers,
-		Warm: warm, Sessions: sessions, Version: h.cfg.Version, StartedAt: h.started, HeartbeatAt: h.cfg.Now().UTC()})
+		Warm: warm, Sessions: sessions, Version: h.cfg.Version, StartedAt: h.started, HeartbeatAt: h.cfg.Now().UTC(),
+		TokenSHA256: h.cfg.TokenSHA256})
 }
 
 // Run heartbeats at once and then every Interval until ctx ends, and

@@ -11,10 +11,16 @@ import (
 const (
 	insertSessionSQL = `INSERT INTO sessions (` + sessionCols + `)
 		VALUES (:id, :repo, :base_ref, :title, :active_agent, :status, :created_at, :updated_at, :mcp_servers)`
+	// insertLeasedSessionSQL is insertSessionSQL with the session leased
+	// to :lease_owner at epoch 1 for :lease_ttl (see leasedSessionRow).
+	insertLeasedSessionSQL = `INSERT INTO sessions (` + sessionCols + `, lease_owner, lease_run, lease_epoch, lease_expires)
+		VALUES (:id, :repo, :base_ref, :title, :active_agent, :status, :created_at, :updated_at, :mcp_servers,
+			:lease_owner, :lease_run, 1, ` + dbNowSQL + ` + :lease_ttl)`
 	putWorktreeSQL = `INSERT INTO session_worktrees (` + worktreeCols + `)
-		VALUES (:session_id, :path, :branch, :base_commit, :created_at, :removed_at)
+		VALUES (:session_id, :path, :branch, :base_commit, :created_at, :removed_at, :host)
 		ON CONFLICT (session_id) DO UPDATE SET path = excluded.path, branch = excluded.branch,
-			base_commit = excluded.base_commit, created_at = excluded.created_at, removed_at = excluded.removed_at`
+			base_commit = excluded.base_commit, created_at = excluded.created_at, removed_at = excluded.removed_at,
+			host = excluded.host`
 	upsertAgentSQL = `INSERT INTO agent_sessions (` + agentCols + `)
 		VALUES (:session_id, :agent, :kind, :agent_session_id, :pid, :pgid, :pid_start_ticks, :status, :restarts,
 			:resume_supported, :mode, :config_options, :provider_spec_hash, :last_active_at, :created_at)
@@ -31,7 +37,8 @@ const (
 // agent (as UpsertAgentSession, with what the agent advertised when
 // advertised is not nil), all in one transaction, so that a session
 // created from a spare costs its caller one commit and is never stored
-// in part. It returns ErrExists if the id is taken.
+// in part. With leasing the session is leased to this host at epoch 1,
+// and held. It returns ErrExists if the id is taken.
 func (s *Store) AdoptSession(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte) (err error) {
 	row, err := s.sessionRowOf(sess)
 	if err != nil {
@@ -53,7 +60,8 @@ func (s *Store) AdoptSession(ctx context.Context, sess Session, wt WorktreeRow, 
 			_ = tx.Rollback()
 		}
 	}()
-	if _, err = tx.NamedExecContext(ctx, insertSessionSQL, row); err != nil {
+	q, arg := s.insertSession(row)
+	if _, err = tx.NamedExecContext(ctx, q, arg); err != nil {
 		return fmt.Errorf("adopt session %q: %w", sess.ID, s.mapWriteErr(err))
 	}
 	if _, err = tx.NamedExecContext(ctx, putWorktreeSQL, s.worktreeRowOf(wt)); err != nil {
@@ -71,7 +79,33 @@ func (s *Store) AdoptSession(ctx context.Context, sess Session, wt WorktreeRow, 
 	if err = tx.Commit(); err != nil {
 		return fmt.Errorf("adopt session %q: commit: %w", sess.ID, s.mapWriteErr(err))
 	}
+	s.holdNew(sess.ID)
 	return nil
+}
+
+// leasedSessionRow is a new session's row leased to LeaseOwner.
+type leasedSessionRow struct {
+	sessionRow
+	LeaseOwner string `db:"lease_owner"`
+	LeaseRun   string `db:"lease_run"`
+	// LeaseTTL is the lease's length in ns, from the database's clock.
+	LeaseTTL int64 `db:"lease_ttl"`
+}
+
+// insertSession returns the named statement that inserts row, and its
+// argument: with leasing, the session leased to this host at epoch 1.
+func (s *Store) insertSession(row sessionRow) (string, any) {
+	if !s.leasing {
+		return insertSessionSQL, row
+	}
+	return insertLeasedSessionSQL, leasedSessionRow{sessionRow: row, LeaseOwner: s.cfg.HostID, LeaseRun: s.leaseRun, LeaseTTL: s.cfg.LeaseTTL.Nanoseconds()}
+}
+
+// holdNew holds the lease of a session this store has just created.
+func (s *Store) holdNew(id string) {
+	if s.leasing {
+		s.leases.set(id, 1)
+	}
 }
 
 // sessionRowOf checks sess and makes its row: Status defaults to
@@ -97,7 +131,7 @@ func (s *Store) sessionRowOf(sess Session) (sessionRow, error) {
 func (s *Store) worktreeRowOf(w WorktreeRow) worktreeRow {
 	row := worktreeRow{
 		SessionID: w.SessionID, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit,
-		CreatedAt: toUnix(s.orNow(w.CreatedAt)),
+		CreatedAt: toUnix(s.orNow(w.CreatedAt)), Host: s.cfg.HostID,
 	}
 	if w.RemovedAt != nil {
 		at := toUnix(*w.RemovedAt)

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // SetAgentAdvertised records what the agent of (sessionID, agent) last
@@ -16,14 +18,14 @@ import (
 func (s *Store) SetAgentAdvertised(ctx context.Context, sessionID, agent string, advertised json.RawMessage) error {
 	err := validOptions(advertised)
 	if err == nil {
-		var res sql.Result
-		res, err = s.db.ExecContext(ctx, `UPDATE agent_sessions SET advertised = ? WHERE session_id = ? AND agent = ?`,
-			nullText(advertised), sessionID, agent)
-		if err == nil {
-			err = mustAffect(res)
-		} else {
-			err = s.mapWriteErr(err)
-		}
+		err = s.fenced(ctx, sessionID, func(ex sqlx.ExtContext) error {
+			res, err := ex.ExecContext(ctx, `UPDATE agent_sessions SET advertised = ? WHERE session_id = ? AND agent = ?`,
+				nullText(advertised), sessionID, agent)
+			if err == nil {
+				return mustAffect(res)
+			}
+			return s.mapWriteErr(err)
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("set advertised of agent %q of session %q: %w", agent, sessionID, err)

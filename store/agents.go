@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // Statuses of an agent session (a (session, agent) backend).
@@ -86,7 +88,7 @@ func (r agentRow) agentSession() AgentSession {
 const agentCols = `session_id, agent, kind, agent_session_id, pid, pgid, pid_start_ticks, status, restarts,
 	resume_supported, mode, config_options, provider_spec_hash, last_active_at, created_at`
 
-// UpsertAgentSession records a, replacing the row of (a.SessionID, a.Agent)
+// UpsertAgentSession (fenced, see ErrFenced) records a, replacing the row of (a.SessionID, a.Agent)
 // except its CreatedAt. LastActiveAt and CreatedAt default to now. It returns
 // ErrNotFound if the session does not exist, and an error for an unknown
 // status or ConfigOptions that are not a JSON object.
@@ -95,7 +97,10 @@ func (s *Store) UpsertAgentSession(ctx context.Context, a AgentSession) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.NamedExecContext(ctx, upsertAgentSQL, row)
+	err = s.fenced(ctx, a.SessionID, func(ex sqlx.ExtContext) error {
+		_, err := sqlx.NamedExecContext(ctx, ex, upsertAgentSQL, row)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("upsert agent %q of session %q: %w", a.Agent, a.SessionID, s.mapWriteErr(err))
 	}
@@ -145,12 +150,14 @@ func (s *Store) listAgents(ctx context.Context, where string, args ...any) ([]Ag
 func (s *Store) SetAgentStatus(ctx context.Context, sessionID, agent, status string) error {
 	err := validAgentStatus(status)
 	if err == nil {
-		var res sql.Result
-		res, err = s.db.ExecContext(ctx, `UPDATE agent_sessions SET status = ?, last_active_at = ?
+		err = s.fenced(ctx, sessionID, func(ex sqlx.ExtContext) error {
+			res, err := ex.ExecContext(ctx, `UPDATE agent_sessions SET status = ?, last_active_at = ?
 			WHERE session_id = ? AND agent = ?`, status, toUnix(s.now()), sessionID, agent)
-		if err == nil {
-			err = mustAffect(res)
-		}
+			if err == nil {
+				err = mustAffect(res)
+			}
+			return err
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("set agent %q of session %q to %s: %w", agent, sessionID, status, err)
@@ -161,11 +168,14 @@ func (s *Store) SetAgentStatus(ctx context.Context, sessionID, agent, status str
 // SetAgentMode records the session mode of (sessionID, agent). It returns
 // ErrNotFound for an unknown pair.
 func (s *Store) SetAgentMode(ctx context.Context, sessionID, agent, mode string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE agent_sessions SET mode = ? WHERE session_id = ? AND agent = ?`,
-		mode, sessionID, agent)
-	if err == nil {
-		err = mustAffect(res)
-	}
+	err := s.fenced(ctx, sessionID, func(ex sqlx.ExtContext) error {
+		res, err := ex.ExecContext(ctx, `UPDATE agent_sessions SET mode = ? WHERE session_id = ? AND agent = ?`,
+			mode, sessionID, agent)
+		if err == nil {
+			err = mustAffect(res)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("set mode of agent %q of session %q: %w", agent, sessionID, err)
 	}
@@ -186,6 +196,9 @@ func (s *Store) SetAgentConfigOption(ctx context.Context, sessionID, agent, id, 
 		return err
 	}
 	defer tx.Rollback()
+	if err := s.fence(ctx, tx, sessionID); err != nil {
+		return err
+	}
 	var raw *string
 	err = tx.GetContext(ctx, &raw, `SELECT config_options FROM agent_sessions WHERE session_id = ? AND agent = ?`,
 		sessionID, agent)
@@ -217,6 +230,8 @@ func (s *Store) SetAgentConfigOption(ctx context.Context, sessionID, agent, id, 
 // every AgentActive row into AgentCrashed and every AgentIdle row into
 // AgentClosed, and returns those rows as they were before (with their PID,
 // PGID and StartTicks, so that the caller can kill the recorded groups).
+// With leasing it sees only the sessions this store holds (call it after
+// ClaimOwn): the others' agents are other hosts' processes.
 func (s *Store) MarkStaleAgentSessions(ctx context.Context) (_ []AgentSession, err error) {
 	defer func() {
 		if err != nil {
@@ -228,14 +243,15 @@ func (s *Store) MarkStaleAgentSessions(ctx context.Context) (_ []AgentSession, e
 		return nil, err
 	}
 	defer tx.Rollback()
+	scope, args := s.heldScope("session_id")
 	var rows []agentRow
 	if err := tx.SelectContext(ctx, &rows, `SELECT `+agentCols+` FROM agent_sessions
-		WHERE status IN ('active', 'idle') ORDER BY created_at, session_id, agent`); err != nil {
+		WHERE status IN ('active', 'idle')`+scope+` ORDER BY created_at, session_id, agent`, args...); err != nil {
 		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE agent_sessions
 		SET status = CASE status WHEN 'active' THEN 'crashed' ELSE 'closed' END
-		WHERE status IN ('active', 'idle')`); err != nil {
+		WHERE status IN ('active', 'idle')`+scope, args...); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {

@@ -168,36 +168,61 @@ func (e engine) nextSeqTx(ctx context.Context, tx *sqlx.Tx, session string, floo
 // whose events batch holds (but pg.refused), in the order of their ids, so
 // that two stores writing the same sessions take the locks in the same
 // order. A session without a row (deleted, or never created) is left out
-// of pg.seqs; its events are refused.
+// of pg.seqs; its events are refused. With leasing it locks the rows of
+// every session the batch writes for, events or other writes, and reads
+// their leases in the same statement: the items of a session this store
+// does not hold at the database's epoch are fenced (pg.fenced), and the
+// lock keeps the lease from moving until the batch commits.
 func (s *Store) lockSeqs(ctx context.Context, tx *sqlx.Tx, batch []item, pg *pgAttempt) error {
 	ids := make([]string, 0, 4)
 	seen := make(map[string]bool, 4)
 	for i := range batch {
-		if _, ok := pg.refused[i]; ok || !batch[i].hasEvent() {
+		if _, ok := pg.refused[i]; ok || !batch[i].hasEvent() && !s.leasing {
 			continue
 		}
-		if id := batch[i].ev.Session; !seen[id] {
+		id := batch[i].session()
+		if id == "" && !batch[i].hasEvent() {
+			continue // a write about no one session
+		}
+		if !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
 		}
 	}
 	pg.seqs = make(map[string]int64, len(ids))
 	pg.moved = make(map[string]bool, len(ids))
+	pg.fenced = nil
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, last_seq FROM sessions WHERE id = ANY(?) ORDER BY id FOR NO KEY UPDATE`, ids)
+	q := `SELECT id, last_seq FROM sessions WHERE id = ANY(?) ORDER BY id FOR NO KEY UPDATE`
+	var held map[string]int64
+	if s.leasing {
+		q = `SELECT id, last_seq, lease_owner, lease_epoch FROM sessions WHERE id = ANY(?) ORDER BY id FOR NO KEY UPDATE`
+		held = s.leases.epochsOf(ids)
+	}
+	rows, err := tx.QueryContext(ctx, q, ids)
 	if err != nil {
 		return fmt.Errorf("lock seq counters: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id string
-		var last int64
-		if err := rows.Scan(&id, &last); err != nil {
+		var id, owner string
+		var last, epoch int64
+		dest := []any{&id, &last}
+		if s.leasing {
+			dest = append(dest, &owner, &epoch)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("lock seq counters: %w", err)
 		}
 		pg.seqs[id] = last
+		if s.leasing && (owner != s.cfg.HostID || epoch != held[id] || held[id] == 0) {
+			if pg.fenced == nil {
+				pg.fenced = map[string]error{}
+			}
+			pg.fenced[id] = s.fencedError(id, owner, epoch, held[id])
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("lock seq counters: %w", err)

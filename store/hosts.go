@@ -23,6 +23,9 @@ type Host struct {
 	// StartedAt is when the daemon started; HeartbeatAt its last
 	// heartbeat.
 	StartedAt, HeartbeatAt time.Time
+	// TokenSHA256 is the hex SHA-256 of the host's user API token, so
+	// that any host can accept a token another host issued.
+	TokenSHA256 string
 }
 
 type hostRow struct {
@@ -35,9 +38,10 @@ type hostRow struct {
 	Version     string `db:"version"`
 	StartedAt   int64  `db:"started_at"`
 	HeartbeatAt int64  `db:"heartbeat_at"`
+	TokenSHA256 string `db:"token_sha256"`
 }
 
-const hostCols = `id, advertise, capacity, providers, warm, sessions, version, started_at, heartbeat_at`
+const hostCols = `id, advertise, capacity, providers, warm, sessions, version, started_at, heartbeat_at, token_sha256`
 
 // PutHost records h's heartbeat: its row is made or replaced whole, its
 // HeartbeatAt defaulting to now.
@@ -54,12 +58,14 @@ func (s *Store) PutHost(ctx context.Context, h Host) error {
 		return fmt.Errorf("put host %q: %w", h.ID, err)
 	}
 	row := hostRow{ID: h.ID, Advertise: h.Advertise, Capacity: int64(h.Capacity), Providers: string(raw), Warm: int64(h.Warm),
-		Sessions: int64(h.Sessions), Version: h.Version, StartedAt: toUnix(s.orNow(h.StartedAt)), HeartbeatAt: toUnix(s.orNow(h.HeartbeatAt))}
+		Sessions: int64(h.Sessions), Version: h.Version, StartedAt: toUnix(s.orNow(h.StartedAt)), HeartbeatAt: toUnix(s.orNow(h.HeartbeatAt)),
+		TokenSHA256: h.TokenSHA256}
 	_, err = s.db.NamedExecContext(ctx, `INSERT INTO hosts (`+hostCols+`)
-		VALUES (:id, :advertise, :capacity, :providers, :warm, :sessions, :version, :started_at, :heartbeat_at)
+		VALUES (:id, :advertise, :capacity, :providers, :warm, :sessions, :version, :started_at, :heartbeat_at, :token_sha256)
 		ON CONFLICT (id) DO UPDATE SET advertise = excluded.advertise, capacity = excluded.capacity,
 			providers = excluded.providers, warm = excluded.warm, sessions = excluded.sessions,
-			version = excluded.version, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`, row)
+			version = excluded.version, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+			token_sha256 = excluded.token_sha256`, row)
 	if err != nil {
 		return fmt.Errorf("put host %q: %w", h.ID, s.mapWriteErr(err))
 	}
@@ -75,7 +81,7 @@ func (s *Store) ListHosts(ctx context.Context) ([]Host, error) {
 	out := make([]Host, 0, len(rows))
 	for _, r := range rows {
 		h := Host{ID: r.ID, Advertise: r.Advertise, Capacity: int(r.Capacity), Warm: int(r.Warm), Sessions: int(r.Sessions),
-			Version: r.Version, StartedAt: fromUnix(r.StartedAt), HeartbeatAt: fromUnix(r.HeartbeatAt)}
+			Version: r.Version, StartedAt: fromUnix(r.StartedAt), HeartbeatAt: fromUnix(r.HeartbeatAt), TokenSHA256: r.TokenSHA256}
 		// Written by PutHost: a value that does not decode lists no
 		// provider rather than hide the host.
 		_ = json.Unmarshal([]byte(r.Providers), &h.Providers)

@@ -86,6 +86,10 @@ type pgAttempt struct {
 	// attempt goes; committed the session's counter row moves to it.
 	seqs  map[string]int64
 	moved map[string]bool
+	// fenced holds, with leasing, the sessions of the batch this store
+	// does not hold at the database's epoch, with the error their items
+	// are refused with (see lockSeqs).
+	fenced map[string]error
 	// pending holds the events to insert in one statement; oneByOne
 	// inserts each in its own instead, to find the one a failed
 	// statement refused.
@@ -149,6 +153,11 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 		it := &batch[i]
 		if pg != nil {
 			if _, ok := pg.refused[i]; ok {
+				continue
+			}
+			if ferr, ok := pg.fenced[it.session()]; ok {
+				// Refused without a statement: the transaction goes on.
+				rejected = append(rejected, rejection{index: i, err: ferr})
 				continue
 			}
 		}

@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // PermissionRow is the audit record of one permission request and its
@@ -88,9 +91,12 @@ func (s *Store) InsertPermission(ctx context.Context, p PermissionRow) error {
 		at := toUnix(*p.DecidedAt)
 		row.DecidedAt = &at
 	}
-	_, err := s.db.NamedExecContext(ctx, `INSERT INTO permissions (`+permissionCols+`)
+	err := s.fenced(ctx, p.SessionID, func(ex sqlx.ExtContext) error {
+		_, err := sqlx.NamedExecContext(ctx, ex, `INSERT INTO permissions (`+permissionCols+`)
 		VALUES (:id, :session_id, :turn, :agent, :action, :risk, :request, :decision, :decided_by, :option_kind,
 			:requested_at, :decided_at)`, row)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("insert permission %q: %w", p.ID, s.mapWriteErr(err))
 	}
@@ -100,10 +106,27 @@ func (s *Store) InsertPermission(ctx context.Context, p PermissionRow) error {
 // ResolvePermission records the decision on request id, stamped now. It
 // returns ErrNotFound for an unknown id.
 func (s *Store) ResolvePermission(ctx context.Context, id string, d PermissionDecision) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE permissions SET decision = ?, decided_by = ?, option_kind = ?, decided_at = ?
+	write := func(ex sqlx.ExtContext) error {
+		res, err := ex.ExecContext(ctx, `UPDATE permissions SET decision = ?, decided_by = ?, option_kind = ?, decided_at = ?
 		WHERE id = ?`, d.Decision, d.DecidedBy, d.OptionKind, toUnix(s.now()), id)
-	if err == nil {
-		err = mustAffect(res)
+		if err == nil {
+			err = mustAffect(res)
+		}
+		return err
+	}
+	var err error
+	if !s.leasing {
+		err = write(s.db)
+	} else {
+		// Fenced by the session of the request.
+		var session string
+		err = s.db.GetContext(ctx, &session, `SELECT session_id FROM permissions WHERE id = ?`, id)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = ErrNotFound
+		}
+		if err == nil {
+			err = s.fenced(ctx, session, write)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("resolve permission %q: %w", id, err)

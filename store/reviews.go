@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/agentpool/agentpool/backends"
 )
 
@@ -41,11 +43,14 @@ func (s *Store) PutReview(ctx context.Context, r Review) error {
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = s.now()
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO reviews (session_id, turn, summary, comments, judged, created_at)
+	err := s.fenced(ctx, r.Session, func(ex sqlx.ExtContext) error {
+		_, err := ex.ExecContext(ctx, `INSERT INTO reviews (session_id, turn, summary, comments, judged, created_at)
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, turn) DO UPDATE SET summary = excluded.summary,
 			comments = excluded.comments, judged = excluded.judged`,
-		r.Session, r.Turn, r.Summary, r.Comments, r.Judged, toUnix(r.CreatedAt))
+			r.Session, r.Turn, r.Summary, r.Comments, r.Judged, toUnix(r.CreatedAt))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put review of session %q turn %d: %w", r.Session, r.Turn, s.mapWriteErr(err))
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // Session statuses the pool uses; the store accepts any non-empty status.
@@ -55,15 +57,18 @@ const sessionCols = `id, repo, base_ref, title, active_agent, status, created_at
 
 // CreateSession inserts sess and returns it as stored: Status defaults to
 // SessionOpen, and CreatedAt (when zero) and UpdatedAt come from the clock.
+// With leasing the session is leased to this host at epoch 1, and held.
 // It returns ErrExists if the id is taken.
 func (s *Store) CreateSession(ctx context.Context, sess Session) (Session, error) {
 	row, err := s.sessionRowOf(sess)
 	if err != nil {
 		return Session{}, err
 	}
-	if _, err := s.db.NamedExecContext(ctx, insertSessionSQL, row); err != nil {
+	q, arg := s.insertSession(row)
+	if _, err := s.db.NamedExecContext(ctx, q, arg); err != nil {
 		return Session{}, fmt.Errorf("create session %q: %w", sess.ID, s.mapWriteErr(err))
 	}
+	s.holdNew(row.ID)
 	return row.session(), nil
 }
 
@@ -119,7 +124,7 @@ func (s *Store) DeleteClosedSession(ctx context.Context, id string) error {
 }
 
 // UpdateSessionStatus sets the status of session id and stamps UpdatedAt.
-// It returns ErrNotFound for an unknown id.
+// It is fenced (see ErrFenced). It returns ErrNotFound for an unknown id.
 func (s *Store) UpdateSessionStatus(ctx context.Context, id, status string) error {
 	if status == "" {
 		return fmt.Errorf("update session %q: empty status", id)
@@ -145,11 +150,14 @@ func (s *Store) SetActiveAgent(ctx context.Context, id, agent string) error {
 
 // updateSession sets one column, named by the caller (never by user input).
 func (s *Store) updateSession(ctx context.Context, id, column, value string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET `+column+` = ?, updated_at = ? WHERE id = ?`,
-		value, toUnix(s.now()), id)
-	if err == nil {
-		err = mustAffect(res)
-	}
+	err := s.fenced(ctx, id, func(ex sqlx.ExtContext) error {
+		res, err := ex.ExecContext(ctx, `UPDATE sessions SET `+column+` = ?, updated_at = ? WHERE id = ?`,
+			value, toUnix(s.now()), id)
+		if err == nil {
+			err = mustAffect(res)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("update session %q %s: %w", id, column, s.mapWriteErr(err))
 	}
@@ -165,6 +173,9 @@ type WorktreeRow struct {
 	CreatedAt  time.Time
 	// RemovedAt is set once the worktree directory is gone.
 	RemovedAt *time.Time
+	// Host is the host whose disk holds the worktree: the store's
+	// HostID when it was recorded (PutWorktree ignores the field).
+	Host string
 }
 
 type worktreeRow struct {
@@ -174,22 +185,27 @@ type worktreeRow struct {
 	BaseCommit string `db:"base_commit"`
 	CreatedAt  int64  `db:"created_at"`
 	RemovedAt  *int64 `db:"removed_at"`
+	Host       string `db:"host"`
 }
 
 func (r worktreeRow) worktree() WorktreeRow {
 	return WorktreeRow{
 		SessionID: r.SessionID, Path: r.Path, Branch: r.Branch, BaseCommit: r.BaseCommit,
-		CreatedAt: fromUnix(r.CreatedAt), RemovedAt: fromNullUnix(r.RemovedAt),
+		CreatedAt: fromUnix(r.CreatedAt), RemovedAt: fromNullUnix(r.RemovedAt), Host: r.Host,
 	}
 }
 
-const worktreeCols = `session_id, path, branch, base_commit, created_at, removed_at`
+const worktreeCols = `session_id, path, branch, base_commit, created_at, removed_at, host`
 
 // PutWorktree records (or replaces) the worktree of w.SessionID, with
-// CreatedAt from the clock when zero and RemovedAt as given. It returns
-// ErrNotFound if the session does not exist.
+// CreatedAt from the clock when zero, RemovedAt as given and Host this
+// store's HostID. It is fenced (see ErrFenced). It returns ErrNotFound if
+// the session does not exist.
 func (s *Store) PutWorktree(ctx context.Context, w WorktreeRow) error {
-	_, err := s.db.NamedExecContext(ctx, putWorktreeSQL, s.worktreeRowOf(w))
+	err := s.fenced(ctx, w.SessionID, func(ex sqlx.ExtContext) error {
+		_, err := sqlx.NamedExecContext(ctx, ex, putWorktreeSQL, s.worktreeRowOf(w))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put worktree of session %q: %w", w.SessionID, s.mapWriteErr(err))
 	}
@@ -211,13 +227,16 @@ func (s *Store) GetWorktree(ctx context.Context, sessionID string) (WorktreeRow,
 
 // MarkWorktreeRemoved stamps the worktree of sessionID as removed now. A
 // worktree already marked keeps its first time. It returns ErrNotFound when
-// the session has no worktree row.
+// the session has no worktree row. It is fenced (see ErrFenced).
 func (s *Store) MarkWorktreeRemoved(ctx context.Context, sessionID string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE session_worktrees SET removed_at = COALESCE(removed_at, ?) WHERE session_id = ?`,
-		toUnix(s.now()), sessionID)
-	if err == nil {
-		err = mustAffect(res)
-	}
+	err := s.fenced(ctx, sessionID, func(ex sqlx.ExtContext) error {
+		res, err := ex.ExecContext(ctx, `UPDATE session_worktrees SET removed_at = COALESCE(removed_at, ?) WHERE session_id = ?`,
+			toUnix(s.now()), sessionID)
+		if err == nil {
+			err = mustAffect(res)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("mark worktree of session %q removed: %w", sessionID, s.mapWriteErr(err))
 	}

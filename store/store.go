@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -47,6 +48,9 @@ const (
 	DefaultBusyTimeout = 5 * time.Second
 	// DefaultCloseTimeout bounds Close's last attempts to write.
 	DefaultCloseTimeout = 10 * time.Second
+	// DefaultLeaseTTL is how long a session's lease lasts unless renewed
+	// (see RenewLeases).
+	DefaultLeaseTTL = 10 * time.Second
 	// readWait bounds how long a read of sessions or turns waits for the
 	// writes queued before it (SetActiveAgent, EndTurn) while the writer
 	// is healthy; a failing writer (a full disk) is not waited for, and the
@@ -155,6 +159,15 @@ type Config struct {
 	// snapshot, which no checkpoint can pass, delays that).
 	WALLimit int64
 
+	// HostID names this daemon among those sharing a PostgreSQL
+	// database. With it, on PostgreSQL, the store leases sessions to
+	// this host and fences every write for a session it does not hold
+	// (see Leasing); on SQLite it only stamps the worktrees it records.
+	HostID string
+	// LeaseTTL is how long a lease lasts unless renewed, by the
+	// database's clock.
+	LeaseTTL time.Duration
+
 	// trace, when set (by a benchmark), is told of the writer's steps.
 	trace traceHook
 }
@@ -176,6 +189,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.AppendWait, DefaultAppendWait)
 	setDefault(&c.BusyTimeout, DefaultBusyTimeout)
 	setDefault(&c.CloseTimeout, DefaultCloseTimeout)
+	setDefault(&c.LeaseTTL, DefaultLeaseTTL)
 	setDefault(&c.CheckpointInterval, DefaultCheckpointInterval)
 	setDefault(&c.CheckpointIdle, DefaultCheckpointIdle)
 	setDefault(&c.WALLimit, DefaultWALLimit)
@@ -219,6 +233,14 @@ type Store struct {
 	// allocated holds, on PostgreSQL, the seq the database gave each
 	// event of the batch being written (see insertOnce).
 	allocated []int64
+
+	// leasing is set on PostgreSQL with a HostID; leases holds the
+	// sessions this store holds, with their epochs (see lease.go).
+	leasing bool
+	leases  heldLeases
+	// leaseRun names this run of the host in the leases it holds (see
+	// Hold), random at each Open.
+	leaseRun string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -303,6 +325,11 @@ func newStore(db *sqlx.DB, eng engine, cfg Config, log *slog.Logger) *Store {
 		abandon: abandon,
 		done:    make(chan struct{}),
 		wrote:   cfg.Now(), // a store just opened is not yet quiet
+		leasing: eng.postgres && cfg.HostID != "",
+		leases:  heldLeases{epochs: map[string]int64{}},
+	}
+	if s.leasing {
+		s.leaseRun = rand.Text()
 	}
 	s.prog.changed = make(chan struct{})
 	return s

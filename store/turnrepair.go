@@ -16,21 +16,22 @@ const typeTurnEnded = string(backends.EventTurnEnded)
 // events_turn_ended.
 const unreportedTurnEndsSQL = `SELECT ` + turnCols + ` FROM turns t
 	WHERE t.ended_at IS NOT NULL AND NOT EXISTS (
-		SELECT 1 FROM events e WHERE e.session_id = t.session_id AND e.turn = t.number AND e.type = 'turn.ended')
-	ORDER BY t.id`
+		SELECT 1 FROM events e WHERE e.session_id = t.session_id AND e.turn = t.number AND e.type = 'turn.ended')`
 
 // UnreportedTurnEnds returns the turns that have ended but have no
 // turn.ended event, in the order they were stored. A turn ended through
 // EndTurnEvent always has its event; these are turns whose end row an
 // earlier version committed apart from its event, which a crash between
 // the two lost. Each turn costs one lookup in an index of turn.ended
-// events, not a read of its session's stream.
+// events, not a read of its session's stream. With leasing it sees only
+// the sessions this store holds (call it after ClaimOwn).
 func (s *Store) UnreportedTurnEnds(ctx context.Context) ([]Turn, error) {
 	if err := s.awaitWrites(ctx); err != nil {
 		return nil, fmt.Errorf("list unreported turn ends: %w", err)
 	}
+	scope, args := s.heldScope("t.session_id")
 	var rows []turnRow
-	if err := s.db.SelectContext(ctx, &rows, unreportedTurnEndsSQL); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, unreportedTurnEndsSQL+scope+` ORDER BY t.id`, args...); err != nil {
 		return nil, fmt.Errorf("list unreported turn ends: %w", err)
 	}
 	out := make([]Turn, len(rows))

@@ -204,10 +204,12 @@ func (s *Store) EndTurnEvent(ctx context.Context, number int64, end TurnEnd, ev 
 }
 
 // OpenTurns returns the turns that have not ended, oldest first: at
-// startup, those a previous daemon left running.
+// startup, those a previous daemon left running. With leasing it sees
+// only the sessions this store holds (call it after ClaimOwn).
 func (s *Store) OpenTurns(ctx context.Context) ([]Turn, error) {
+	scope, args := s.heldScope("session_id")
 	var rows []turnRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT `+turnCols+` FROM turns WHERE ended_at IS NULL ORDER BY id`); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, `SELECT `+turnCols+` FROM turns WHERE ended_at IS NULL`+scope+` ORDER BY id`, args...); err != nil {
 		return nil, fmt.Errorf("list open turns: %w", err)
 	}
 	out := make([]Turn, len(rows))
@@ -219,13 +221,15 @@ func (s *Store) OpenTurns(ctx context.Context) ([]Turn, error) {
 
 // EndOpenTurns ends every turn still running with stop reason "error" and
 // the message errText; it is for the startup sweep, when no turn can still be
-// running. It returns the number of turns ended.
+// running. It returns the number of turns ended. With leasing it ends
+// only the turns of the sessions this store holds.
 func (s *Store) EndOpenTurns(ctx context.Context, errText string) (int64, error) {
 	if err := s.awaitWrites(ctx); err != nil {
 		return 0, fmt.Errorf("end open turns: %w", err)
 	}
+	scope, args := s.heldScope("session_id")
 	res, err := s.db.ExecContext(ctx, `UPDATE turns SET stop_reason = 'error', error = ?, ended_at = ?
-		WHERE ended_at IS NULL`, errText, toUnix(s.now()))
+		WHERE ended_at IS NULL`+scope, append([]any{errText, toUnix(s.now())}, args...)...)
 	if err != nil {
 		return 0, fmt.Errorf("end open turns: %w", s.mapWriteErr(err))
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // TurnUsage is the token count of one turn, as its agent reported it in
@@ -71,14 +73,17 @@ type Budget struct {
 // PutTurnUsage records the tokens of a turn, replacing what was recorded
 // for it. It returns ErrNotFound for an unknown session.
 func (s *Store) PutTurnUsage(ctx context.Context, u TurnUsage) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO turn_usage
+	err := s.fenced(ctx, u.SessionID, func(ex sqlx.ExtContext) error {
+		_, err := ex.ExecContext(ctx, `INSERT INTO turn_usage
 		(session_id, turn, agent, input_tokens, output_tokens, cached_read, cached_write, thought, total, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, turn) DO UPDATE SET agent = excluded.agent,
 			input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
 			cached_read = excluded.cached_read, cached_write = excluded.cached_write,
 			thought = excluded.thought, total = excluded.total`,
-		u.SessionID, u.Turn, u.Agent, u.Input, u.Output, u.CachedRead, u.CachedWrite, u.Thought, u.Total, toUnix(s.now()))
+			u.SessionID, u.Turn, u.Agent, u.Input, u.Output, u.CachedRead, u.CachedWrite, u.Thought, u.Total, toUnix(s.now()))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put usage of turn %d of session %q: %w", u.Turn, u.SessionID, s.mapWriteErr(err))
 	}
@@ -120,7 +125,8 @@ func (s *Store) SumTurnUsage(ctx context.Context, sessionID string) ([]TokenSum,
 // figures and a nil Cost leave the recorded ones as they are (an update may
 // carry only some of them). It returns ErrNotFound for an unknown session.
 func (s *Store) PutAgentUsage(ctx context.Context, u AgentUsage) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO agent_usage
+	err := s.fenced(ctx, u.SessionID, func(ex sqlx.ExtContext) error {
+		_, err := ex.ExecContext(ctx, `INSERT INTO agent_usage
 		(session_id, agent, agent_session_id, context_used, context_size, cost, currency, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (session_id, agent, agent_session_id) DO UPDATE SET
@@ -129,7 +135,9 @@ func (s *Store) PutAgentUsage(ctx context.Context, u AgentUsage) error {
 			cost = COALESCE(excluded.cost, agent_usage.cost),
 			currency = CASE WHEN excluded.cost IS NOT NULL THEN excluded.currency ELSE agent_usage.currency END,
 			updated_at = excluded.updated_at`,
-		u.SessionID, u.Agent, u.AgentSessionID, u.ContextUsed, u.ContextSize, u.Cost, u.Currency, toUnix(s.orNow(u.UpdatedAt)))
+			u.SessionID, u.Agent, u.AgentSessionID, u.ContextUsed, u.ContextSize, u.Cost, u.Currency, toUnix(s.orNow(u.UpdatedAt)))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put usage of agent %q of session %q: %w", u.Agent, u.SessionID, s.mapWriteErr(err))
 	}
@@ -162,15 +170,17 @@ func (s *Store) ListAgentUsage(ctx context.Context, sessionID string) ([]AgentUs
 // SetSessionBudget sets a session's budget; a Budget with no limit
 // removes it. It returns ErrNotFound for an unknown session.
 func (s *Store) SetSessionBudget(ctx context.Context, sessionID string, b Budget) error {
-	var err error
-	if b.Tokens == nil && b.Cost == nil {
-		_, err = s.db.ExecContext(ctx, `DELETE FROM session_budgets WHERE session_id = ?`, sessionID)
-	} else {
-		_, err = s.db.ExecContext(ctx, `INSERT INTO session_budgets (session_id, tokens, cost, currency, updated_at)
+	err := s.fenced(ctx, sessionID, func(ex sqlx.ExtContext) error {
+		if b.Tokens == nil && b.Cost == nil {
+			_, err := ex.ExecContext(ctx, `DELETE FROM session_budgets WHERE session_id = ?`, sessionID)
+			return err
+		}
+		_, err := ex.ExecContext(ctx, `INSERT INTO session_budgets (session_id, tokens, cost, currency, updated_at)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET tokens = excluded.tokens,
 			cost = excluded.cost, currency = excluded.currency, updated_at = excluded.updated_at`,
 			sessionID, b.Tokens, b.Cost, b.Currency, toUnix(s.now()))
-	}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("set budget of session %q: %w", sessionID, s.mapWriteErr(err))
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"sync"
 	"time"
 )
@@ -290,7 +291,10 @@ func (s *Store) committed(batch []item, rejected []rejection) {
 	refused := make(map[int]error, len(rejected))
 	for _, r := range rejected {
 		refused[r.index] = r.err
-		if it := batch[r.index]; it.w != nil {
+		if it := batch[r.index]; errors.Is(r.err, ErrFenced) {
+			// Not the database's fault: this host lost the session.
+			s.log.Warn("write for a session this host does not hold refused", logKeySession, it.session(), logKeyErr, r.err)
+		} else if it.w != nil {
 			s.log.Error("write rejected by the database", logKeyWrite, it.w.what, logKeyErr, r.err)
 		} else {
 			s.log.Error("event rejected by the database", logKeySession, it.ev.Session, logKeySeq, it.ev.Seq, logKeyErr, r.err)

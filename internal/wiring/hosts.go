@@ -15,7 +15,8 @@ var _ hosts.Store = Hosts{}
 // PutHost records a heartbeat.
 func (a Hosts) PutHost(ctx context.Context, h hosts.Host) error {
 	return a.S.PutHost(ctx, store.Host{ID: h.ID, Advertise: h.Advertise, Capacity: h.Capacity, Providers: h.Providers,
-		Warm: h.Warm, Sessions: h.Sessions, Version: h.Version, StartedAt: h.StartedAt, HeartbeatAt: h.HeartbeatAt})
+		Warm: h.Warm, Sessions: h.Sessions, Version: h.Version, StartedAt: h.StartedAt, HeartbeatAt: h.HeartbeatAt,
+		TokenSHA256: h.TokenSHA256})
 }
 
 // ListHosts reads every host.
@@ -24,7 +25,8 @@ func (a Hosts) ListHosts(ctx context.Context) ([]hosts.Host, error) {
 	out := make([]hosts.Host, 0, len(l))
 	for _, h := range l {
 		out = append(out, hosts.Host{ID: h.ID, Advertise: h.Advertise, Capacity: h.Capacity, Providers: h.Providers,
-			Warm: h.Warm, Sessions: h.Sessions, Version: h.Version, StartedAt: h.StartedAt, HeartbeatAt: h.HeartbeatAt})
+			Warm: h.Warm, Sessions: h.Sessions, Version: h.Version, StartedAt: h.StartedAt, HeartbeatAt: h.HeartbeatAt,
+			TokenSHA256: h.TokenSHA256})
 	}
 	return out, err
 }
