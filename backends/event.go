@@ -11,8 +11,11 @@ type EventType string
 
 // Event types.
 const (
-	EventSessionCreated     EventType = "session.created"
-	EventSessionClosed      EventType = "session.closed"
+	EventSessionCreated EventType = "session.created"
+	EventSessionClosed  EventType = "session.closed"
+	// EventSessionMoved: the session went to another host of the pool
+	// (moved, drained, or taken over from a host that died).
+	EventSessionMoved       EventType = "session.moved"
 	EventAgentStarting      EventType = "agent.starting"
 	EventAgentReady         EventType = "agent.ready"
 	EventAgentExited        EventType = "agent.exited"

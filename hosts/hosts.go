@@ -84,6 +84,9 @@ type Config struct {
 	// and open sessions. Both are called at each heartbeat.
 	Providers func() []string
 	Load      func() (warm, sessions int)
+	// Draining, when set and true, makes the heartbeat say capacity 0: a
+	// draining host takes no new sessions.
+	Draining func() bool
 	// Interval is how often it heartbeats (default DefaultInterval).
 	Interval time.Duration
 	// Now is the clock (default time.Now).
@@ -134,9 +137,12 @@ func (h *Heartbeat) Beat(ctx context.Context) error {
 	if providers == nil {
 		providers = []string{}
 	}
-	return h.cfg.Store.PutHost(ctx, Host{ID: h.cfg.ID, Advertise: h.cfg.Advertise, Capacity: h.cfg.Capacity, Providers: providers,
-		Warm: warm, Sessions: sessions, Version: h.cfg.Version, StartedAt: h.started, HeartbeatAt: h.cfg.Now().UTC(),
-		TokenSHA256: h.cfg.TokenSHA256})
+	capacity := h.cfg.Capacity
+	if h.cfg.Draining != nil && h.cfg.Draining() {
+		capacity = 0
+	}
+	return h.cfg.Store.PutHost(ctx, Host{ID: h.cfg.ID, Advertise: h.cfg.Advertise, Capacity: capacity, Providers: providers,
+		Warm: warm, Sessions: sessions, Version: h.cfg.Version, StartedAt: h.started, HeartbeatAt: h.cfg.Now().UTC(), TokenSHA256: h.cfg.TokenSHA256})
 }
 
 // Run heartbeats at once and then every Interval until ctx ends, and

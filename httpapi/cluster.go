@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentpool/agentpool/pool"
 	"net/http"
 	"time"
 )
@@ -87,7 +88,7 @@ const (
 	CodeHostDown = "host_down"
 	// CodeNoHost (409): no alive host has the agent.
 	CodeNoHost = "no_host"
-	// CodeHostUnreachable (502): the host that owns the session did not
+	// CodeHostUnreachable (503, with Retry-After): the host that owns the session did not
 	// answer a forwarded request.
 	CodeHostUnreachable = "host_unreachable"
 )
@@ -112,6 +113,11 @@ func clusterError(err error) *Error {
 		return mk(http.StatusConflict, CodeHostDown, "host")
 	case errors.Is(err, ErrNoHost):
 		return mk(http.StatusConflict, CodeNoHost, "agent")
+	case errors.Is(err, pool.ErrNotOwner):
+		// The session left this host (moved, or taken over) since the
+		// request was routed: the client sends it again, once, and is
+		// forwarded to the new owner.
+		return mk(http.StatusConflict, CodeSessionMoved, "")
 	}
 	return nil
 }

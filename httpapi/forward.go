@@ -102,7 +102,7 @@ func (s *Server) forwardSession(w http.ResponseWriter, r *http.Request, session 
 
 // forward sends r to host and copies its answer back; the request may
 // last (a stream, a wait, a terminal) until it ends or Shutdown. A host
-// that cannot be reached is answered 502 naming it.
+// that cannot be reached is answered 503 naming it (see forwardError).
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, host ClusterHost) error {
 	u, err := url.Parse(host.Advertise)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -145,7 +145,7 @@ func (s *Server) rewriteForward(pr *httputil.ProxyRequest) {
 }
 
 // forwardError answers a forward that failed before the owner answered:
-// 502 naming the host, or nothing when the client went away.
+// 503 naming the host, or nothing when the client went away.
 func (s *Server) forwardError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		if s.base.Err() != nil {
@@ -154,8 +154,11 @@ func (s *Server) forwardError(w http.ResponseWriter, r *http.Request, err error)
 		return
 	}
 	t, _ := r.Context().Value(forwardKey{}).(forwardTarget)
-	s.writeError(w, r, &Error{Status: http.StatusBadGateway, Code: CodeHostUnreachable,
-		Message: fmt.Sprintf("host %q (%s), which owns the session, did not answer: %v", t.host.ID, t.url.Redacted(), err)})
+	// 503 with Retry-After: a host that died has its sessions taken over
+	// by the others once its leases expire, and the same request then
+	// reaches the new owner.
+	s.writeError(w, r, &Error{Status: http.StatusServiceUnavailable, Code: CodeHostUnreachable, RetryAfter: retryAfterMoving,
+		Message: fmt.Sprintf("host %q (%s), which owns the session, did not answer (%v); if it stopped, another host takes the session over once its lease expires", t.host.ID, t.url.Redacted(), err)})
 }
 
 // close drops the idle connections to other hosts.

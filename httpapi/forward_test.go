@@ -313,7 +313,7 @@ func TestClientRetriesSessionMoved(t *testing.T) {
 }
 
 // A session whose host is gone and not yet taken over is answered 503
-// with Retry-After; a host that does not answer, 502 naming it.
+// with Retry-After; a host that does not answer, 503 naming it, with Retry-After.
 func TestForwardOwnerGone(t *testing.T) {
 	ce := newClusterEnv(t, refusingPool(t, "a"), refusingPool(t, "b"))
 	ce.m.hosts["dead"] = ClusterHost{ID: "dead", Advertise: "http://127.0.0.1:1"}
@@ -336,8 +336,8 @@ func TestForwardOwnerGone(t *testing.T) {
 	ce.m.mu.Unlock()
 	_, err = ce.a.client.Session(fwdContext(t), "s")
 	var ae *Error
-	if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway || ae.Code != CodeHostUnreachable || !strings.Contains(ae.Message, `"dead"`) {
-		t.Errorf("Session(s) whose host does not answer error = %v; want 502 %s naming the host", err, CodeHostUnreachable)
+	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.RetryAfter == 0 || ae.Code != CodeHostUnreachable || !strings.Contains(ae.Message, `"dead"`) {
+		t.Errorf("Session(s) whose host does not answer error = %v; want 503 %s naming the host, with Retry-After", err, CodeHostUnreachable)
 	}
 }
 

@@ -226,6 +226,7 @@ func (s *Server) routes() {
 	s.route("DELETE /v1/page-sessions/{id}", s.revokePageSession, false)
 	s.trustRoutes()  // trust.go
 	s.reviewRoutes() // review.go
+	s.moveRoutes()   // move.go
 	s.webRoutes()
 }
 

@@ -15,6 +15,9 @@ type SessionRecord struct {
 	CreatedAt, UpdatedAt                          time.Time
 	// MCPServers are the session's own MCP servers, secrets included.
 	MCPServers backends.MCPServers
+	// Host is the host that holds the session's lease when several hosts
+	// share the store ("" alone).
+	Host string
 }
 
 // Session statuses.
@@ -163,6 +166,9 @@ type Worktree struct {
 	// Agent is the session's active agent, given to Remove and Merge so
 	// that the commits of the session's work name it; not stored.
 	Agent string `json:"-"`
+	// Host is the host whose disk holds the worktree when several hosts
+	// share the store ("" alone).
+	Host string `json:"host,omitempty"`
 }
 
 // RemoveResult says what closing a worktree did with its work.

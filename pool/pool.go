@@ -41,6 +41,9 @@ type Config struct {
 	Worktrees Worktrees
 	Resolver  Resolver
 	Launcher  Launcher
+	// Leases, when several hosts share the store, says which sessions this
+	// host owns and hands them over (see lease.go); nil for one host.
+	Leases Leases
 	// Usage keeps what agents report they used and the sessions'
 	// budgets (see usage.go); nil: usage is not kept and no budget holds.
 	Usage UsageStore
@@ -116,6 +119,10 @@ type Pool struct {
 
 	// budgetStops counts the turns a budget cancelled.
 	budgetStops atomic.Int64
+
+	// moveMu serializes the making of worktrees of sessions that came
+	// from another host (see loadHere).
+	moveMu sync.Mutex
 
 	histMu   sync.Mutex
 	turnHist histogram

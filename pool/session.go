@@ -30,6 +30,10 @@ type session struct {
 	// the store: its events are dropped and its agent is not stored until
 	// a Create adopts it. Written under Pool.mu and mu both.
 	spare bool
+	// moving marks a session that is leaving this host (Move) or that it
+	// lost (Release): closed is set with it, to keep prompts and agents
+	// out, but the session is not closed.
+	moving bool
 }
 
 // state is what Merge and CommitWork check of s in one hold of its lock:
@@ -83,6 +87,9 @@ func (p *Pool) loadSession(ctx context.Context, id string) (*session, error) {
 	next, err := p.cfg.Store.NextSeq(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("session %q events: %w", id, err)
+	}
+	if wt, err = p.loadHere(ctx, rec, wt); err != nil {
+		return nil, err
 	}
 	s := &session{id: id, rec: rec, wt: wt, seq: next - 1, closed: rec.Status == StatusClosed}
 	s.feed = newSessionFeed(p.cfg.RingSize, p.cfg.RingBytes, s.seq, p.storedEvents(id), &p.catchups)
@@ -373,7 +380,14 @@ func (p *Pool) List(ctx context.Context) ([]Session, error) {
 	}
 	out := make([]Session, 0, len(recs))
 	live := p.Backends() // one /proc scan for the whole list
+	self := p.host()
 	for _, r := range recs {
+		if self != "" && r.Host != "" && r.Host != self && r.Status != StatusClosed {
+			// Owned by another host: described as stored, not loaded here.
+			out = append(out, Session{ID: r.ID, Repo: r.Repo, BaseRef: r.BaseRef, Title: r.Title, ActiveAgent: r.ActiveAgent,
+				Status: r.Status, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, MCPServers: r.MCPServers.Redact(), Host: r.Host})
+			continue
+		}
 		s, err := p.loadSession(ctx, r.ID)
 		if err != nil {
 			p.logger.Warn("load session", "session", r.ID, "err", err)
@@ -391,7 +405,7 @@ func (p *Pool) describe(ctx context.Context, s *session, running []AgentStatus) 
 	out := Session{
 		ID: s.id, Repo: s.rec.Repo, BaseRef: s.rec.BaseRef, Title: s.rec.Title, ActiveAgent: s.rec.ActiveAgent,
 		Status: s.rec.Status, Worktree: s.wt, CreatedAt: s.rec.CreatedAt, UpdatedAt: s.rec.UpdatedAt, LastSeq: s.seq,
-		MCPServers: s.rec.MCPServers.Redact(),
+		MCPServers: s.rec.MCPServers.Redact(), Host: p.host(),
 	}
 	if s.turn != nil {
 		out.Busy, out.Turn = true, s.turn.id

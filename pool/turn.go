@@ -70,6 +70,11 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 		return Turn{}, err
 	}
 	s.mu.Lock()
+	if s.closed && s.moving {
+		s.mu.Unlock()
+		return Turn{}, &userError{msg: fmt.Sprintf("session %s is moving to another host: send the prompt again in a moment", s.id),
+			err: fmt.Errorf("session %q: %w", s.id, ErrNotOwner)}
+	}
 	if s.closed {
 		s.mu.Unlock()
 		return Turn{}, fmt.Errorf("session %q: %w", s.id, ErrClosed)

@@ -98,8 +98,8 @@ type Session struct {
 	// API recorded it (PUT /v1/sessions/{id}/pr); the pool leaves it
 	// empty.
 	PRURL string `json:"pr_url,omitempty"`
-	// Host is the id of the host that owns the session when several
-	// share the store (set by whoever lists sessions there); "" alone.
+	// Host is the host that owns the session when several hosts share the
+	// pool ("" for a daemon alone).
 	Host string `json:"host,omitempty"`
 }
 

@@ -36,6 +36,10 @@ type Lease struct {
 	// Expires is when the lease runs out unless renewed, by the
 	// database's clock.
 	Expires time.Time
+	// Open is false for a closed session, whose lease no longer matters;
+	// Agent is the session's active agent.
+	Open  bool
+	Agent string
 }
 
 // dbNowSQL is the database's clock in the stored form (unix ns); leases
@@ -109,6 +113,9 @@ func (h *heldLeases) epochsOf(ids []string) map[string]int64 {
 // HostID. Without leasing (SQLite, one host) the lease methods do nothing
 // and the host owns every session.
 func (s *Store) Leasing() bool { return s.leasing }
+
+// LeaseTTL is how long a lease lasts unless renewed (Config.LeaseTTL).
+func (s *Store) LeaseTTL() time.Duration { return s.cfg.LeaseTTL }
 
 // HostID returns the host the store writes for (Config.HostID).
 func (s *Store) HostID() string { return s.cfg.HostID }
@@ -196,10 +203,12 @@ type leaseRow struct {
 	Owner   string `db:"lease_owner"`
 	Epoch   int64  `db:"lease_epoch"`
 	Expires int64  `db:"lease_expires"`
+	Status  string `db:"lease_status"`
+	Agent   string `db:"lease_agent"`
 }
 
 func (r leaseRow) lease() Lease {
-	return Lease{Session: r.ID, Owner: r.Owner, Epoch: r.Epoch, Expires: fromUnix(r.Expires)}
+	return Lease{Session: r.ID, Owner: r.Owner, Epoch: r.Epoch, Expires: fromUnix(r.Expires), Open: r.Status != SessionClosed, Agent: r.Agent}
 }
 
 func leases(rows []leaseRow) []Lease {
@@ -210,7 +219,7 @@ func leases(rows []leaseRow) []Lease {
 	return out
 }
 
-const leaseCols = `id, lease_owner, lease_epoch, lease_expires`
+const leaseCols = `id, lease_owner, lease_epoch, lease_expires, status AS lease_status, active_agent AS lease_agent`
 
 // GetLease returns the lease of session as the database has it, or
 // ErrNotFound. Without leasing its Owner is this host.
@@ -333,6 +342,27 @@ func (s *Store) RenewLeases(ctx context.Context) (lost []string, err error) {
 		}
 	}
 	return lost, nil
+}
+
+// OwnedLeases returns the open sessions the database leases to this
+// host (whatever their expiry), by id: those a drain hands over. Without
+// leasing, every open session.
+func (s *Store) OwnedLeases(ctx context.Context) ([]Lease, error) {
+	var rows []leaseRow
+	q, args := `SELECT `+leaseCols+` FROM sessions WHERE status <> ? ORDER BY id`, []any{SessionClosed}
+	if s.leasing {
+		q, args = `SELECT `+leaseCols+` FROM sessions WHERE status <> ? AND lease_owner = ? ORDER BY id`, []any{SessionClosed, s.cfg.HostID}
+	}
+	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
+		return nil, fmt.Errorf("list owned leases: %w", err)
+	}
+	out := leases(rows)
+	if !s.leasing {
+		for i := range out {
+			out[i].Owner = s.cfg.HostID
+		}
+	}
+	return out, nil
 }
 
 // Release forgets the lease this store holds of session (a session

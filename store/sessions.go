@@ -31,6 +31,9 @@ type Session struct {
 	// MCPServers is the session's own MCP servers as the pool encodes
 	// them (JSON), "" for none. It holds secrets.
 	MCPServers string
+	// Host is the host that holds the session's lease (PostgreSQL shared
+	// by several hosts); read only, "" when none does.
+	Host string
 }
 
 type sessionRow struct {
@@ -43,17 +46,22 @@ type sessionRow struct {
 	CreatedAt   int64  `db:"created_at"`
 	UpdatedAt   int64  `db:"updated_at"`
 	MCPServers  string `db:"mcp_servers"`
+	LeaseOwner  string `db:"lease_owner"`
 }
 
 func (r sessionRow) session() Session {
 	return Session{
 		ID: r.ID, Repo: r.Repo, BaseRef: r.BaseRef, Title: r.Title,
 		ActiveAgent: r.ActiveAgent, Status: r.Status,
-		CreatedAt: fromUnix(r.CreatedAt), UpdatedAt: fromUnix(r.UpdatedAt), MCPServers: r.MCPServers,
+		CreatedAt: fromUnix(r.CreatedAt), UpdatedAt: fromUnix(r.UpdatedAt), MCPServers: r.MCPServers, Host: r.LeaseOwner,
 	}
 }
 
 const sessionCols = `id, repo, base_ref, title, active_agent, status, created_at, updated_at, mcp_servers`
+
+// sessionReadCols are the columns a read of a session gets: sessionCols
+// and the host holding its lease.
+const sessionReadCols = sessionCols + `, lease_owner`
 
 // CreateSession inserts sess and returns it as stored: Status defaults to
 // SessionOpen, and CreatedAt (when zero) and UpdatedAt come from the clock.
@@ -78,7 +86,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (Session, error) {
 		return Session{}, fmt.Errorf("get session %q: %w", id, err)
 	}
 	var row sessionRow
-	err := s.db.GetContext(ctx, &row, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id)
+	err := s.db.GetContext(ctx, &row, `SELECT `+sessionReadCols+` FROM sessions WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, fmt.Errorf("get session %q: %w", id, ErrNotFound)
 	}
@@ -94,7 +102,7 @@ func (s *Store) ListSessions(ctx context.Context) ([]Session, error) {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	var rows []sessionRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT `+sessionCols+` FROM sessions ORDER BY created_at, id`); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, `SELECT `+sessionReadCols+` FROM sessions ORDER BY created_at, id`); err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	out := make([]Session, len(rows))

@@ -146,8 +146,8 @@ func (s *Store) TakeOver(ctx context.Context, session string) (_ Moved, err erro
 		return Moved{}, fmt.Errorf("mark agents crashed: %w", err)
 	}
 	data := map[string]any{"from": row.Owner, "to": s.cfg.HostID, "epoch": m.Lease.Epoch, "reason": MoveFailover,
-		"interrupted_turns": m.Interrupted, "checkpoint": row.Checkpoint, "branch": row.Branch,
-		"lost": lostSentence(row.Owner, row.Branch, row.Checkpoint)}
+		"interrupted_turns": m.Interrupted, "checkpoint": row.Checkpoint, "branch_head": row.Branch,
+		"lost": lostSentence(row.Owner, row.Checkpoint)}
 	if err = store(backends.Event{Type: EventSessionMoved, Data: backends.MustJSON(data)}); err != nil {
 		return Moved{}, fmt.Errorf("report the move: %w", err)
 	}
@@ -238,8 +238,8 @@ func (s *Store) moveLease(ctx context.Context, tx *sqlx.Tx, session, owner, run 
 }
 
 // lostSentence says, for session.moved, what a take-over from host from
-// loses: the work after the last pushed checkpoint.
-func lostSentence(from, branch, checkpoint string) string {
+// loses: the work after the last pushed checkpoint (a commit id).
+func lostSentence(from, checkpoint string) string {
 	if checkpoint == "" {
 		return fmt.Sprintf("work on %s is lost: no checkpoint of the session was pushed", orNobody(from))
 	}
@@ -247,10 +247,7 @@ func lostSentence(from, branch, checkpoint string) string {
 	if len(short) > 12 {
 		short = short[:12]
 	}
-	if branch != "" {
-		return fmt.Sprintf("work on %s after the last pushed checkpoint %s (branch %s) is lost", orNobody(from), short, branch)
-	}
-	return fmt.Sprintf("work on %s after the last pushed checkpoint %s is lost", orNobody(from), short)
+	return fmt.Sprintf("the changes made on %s after the last pushed checkpoint %s are lost", orNobody(from), short)
 }
 
 // orNobody names host from in messages.

@@ -145,8 +145,8 @@ func TestTakeOverInterruptsTheOldOwnersWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"from": "a", "to": "b", "epoch": 2.0, "reason": "failover", "interrupted_turns": []any{float64(n)},
-		"checkpoint": ck, "branch": "agentpool/s1",
-		"lost": "work on a after the last pushed checkpoint 0123456789ab (branch agentpool/s1) is lost"}
+		"checkpoint": ck, "branch_head": "agentpool/s1",
+		"lost": "the changes made on a after the last pushed checkpoint 0123456789ab are lost"}
 	if diff := cmp.Diff(want, moved); diff != "" {
 		t.Errorf("session.moved data (-want +got):\n%s", diff)
 	}

@@ -194,3 +194,42 @@ func splitLines(out string) []string {
 func cutTab(line string) (id, ref string, ok bool) {
 	return strings.Cut(line, "\t")
 }
+
+// Abandon removes this host's worktree of session, a session of the
+// repository repo (a URL) that continues on another host since: a copy
+// left behind when this host lost the session (it died, or could not
+// renew its lease), which stands in the way of Continue. Its directory
+// and its registration in the mirror go; what it held past the last push
+// was reported lost when the session moved. A session with no worktree
+// here is not an error.
+func (m *Manager) Abandon(ctx context.Context, session, repo string) error {
+	if err := ValidSession(session); err != nil {
+		return err
+	}
+	r, err := m.remoteFor(ctx, repo)
+	if err != nil {
+		return err
+	}
+	if m.mirrors == "" {
+		return fmt.Errorf("%w: this Manager has no mirror root", ErrNotMirrored)
+	}
+	lock := m.repoLock(m.mirrorDir(r.url))
+	lock.Lock()
+	defer lock.Unlock()
+	info, err := m.ensureMirrorLocked(ctx, r)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(m.namespace(info.top), session)
+	if _, err := os.Lstat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			_, _ = m.git(ctx, at(info.top), "worktree", "prune")
+			return nil
+		}
+		return fmt.Errorf("abandon session %q: %w", session, err)
+	}
+	m.log.Warn("worktree of a session that continued on another host removed", keySession, session, keyPath, path)
+	m.undoContinueLocked(ctx, info, path)
+	_, _ = m.git(ctx, at(info.top), "worktree", "prune")
+	return nil
+}

@@ -238,10 +238,16 @@ func benchRepo(tb testing.TB) string {
 // startBenchDaemon starts `agentpool serve` on home and returns its pid,
 // a client, and the function that stops it (SIGTERM, then wait).
 func startBenchDaemon(tb testing.TB, bin, home string, args ...string) (int, *httpapi.Client, func()) {
+	return startBenchDaemonEnv(tb, bin, home, nil, args...)
+}
+
+// startBenchDaemonEnv is startBenchDaemon with env added to the daemon's
+// environment.
+func startBenchDaemonEnv(tb testing.TB, bin, home string, env []string, args ...string) (int, *httpapi.Client, func()) {
 	_ = os.Remove(filepath.Join(home, daemonFileName))
 	out := &bytes.Buffer{}
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home, "XDG_STATE_HOME="+tb.TempDir())
+	cmd.Env = append(append(os.Environ(), "AGENTPOOL_HOME="+home, "XDG_STATE_HOME="+tb.TempDir()), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)

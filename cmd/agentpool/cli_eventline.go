@@ -49,6 +49,11 @@ type lineData struct {
 	Warm       bool            `json:"warm"`
 	// session.closed
 	Discard bool `json:"discard"`
+	// session.moved
+	FromHost    string  `json:"from"`
+	ToHost      string  `json:"to"`
+	Lost        string  `json:"lost"`
+	Interrupted []int64 `json:"interrupted_turns"`
 	// session.merged
 	Into    string `json:"into"`
 	Method  string `json:"method"`
@@ -145,6 +150,15 @@ func eventSummary(ev backends.Event) string {
 		return s
 	case backends.EventSessionClosed:
 		return closedSummary(l)
+	case backends.EventSessionMoved:
+		s := fmt.Sprintf("from %s to %s (%s)", l.FromHost, l.ToHost, d.Reason)
+		if len(l.Interrupted) > 0 {
+			s += fmt.Sprintf(", turn %v interrupted", l.Interrupted)
+		}
+		if l.Lost != "" {
+			s += "; " + l.Lost
+		}
+		return oneLine(s, 160)
 	case pool.EventSessionMerged:
 		verb := "merged into " + l.Into
 		if l.Rebase {

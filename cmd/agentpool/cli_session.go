@@ -27,6 +27,7 @@ const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a sessi
   push SESSION [--remote origin]              push its branch with your own git (commits its work first)
   pr SESSION [--base B] [--title T] [--draft] push, then open a pull request with gh (or print the forge's page)
   setup SESSION                               run the repository's trusted setup in it now (see trust)
+  move SESSION HOST                           hand an idle session, with its work, to another host of the pool
   budget SESSION [--tokens N] [--cost X --currency USD] [--clear]  set the session's budget (or show its usage)
 `
 
@@ -65,8 +66,10 @@ func (c *cli) session(ctx context.Context, args []string) error {
 		return c.sessionMode(ctx, args)
 	case "commands":
 		return c.sessionCommands(ctx, args)
+	case "move":
+		return c.sessionMove(ctx, args)
 	}
-	return fmt.Errorf("session: unknown command %q (want new, list, show, close, merge, review, push, pr, setup, budget, config, mode or commands)", sub)
+	return fmt.Errorf("session: unknown command %q (want new, list, show, close, merge, review, push, pr, setup, move, budget, config, mode or commands)", sub)
 }
 
 // gitTopLevel returns the top directory of the git repository holding dir.
@@ -365,6 +368,31 @@ func (c *cli) sessionClose(ctx context.Context, args []string) error {
 	default:
 		fmt.Fprintf(c.stdout, "session %s closed; nothing uncommitted, its work is on branch %s\n", res.Session, w.Branch)
 	}
+	return nil
+}
+
+func (c *cli) sessionMove(ctx context.Context, args []string) error {
+	fs := c.flagSet("session move", "session move SESSION HOST [--json]\n\nHands a session to another host of the pool (see hosts): its agents stop,\nits work is checkpointed and pushed to its repository, and HOST continues it\nfrom there, starting its agent on the next prompt. The session must be idle\n(wait for its turn, or cancel it) and its repository given by URL.")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	pos, err := c.parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	api, err := c.client()
+	if err != nil {
+		return err
+	}
+	c.progress("moving %s to %s (stopping its agent, pushing its work)… ", pos[0], pos[1])
+	res, err := api.MoveSession(ctx, pos[0], pos[1])
+	if err != nil {
+		c.progress("failed\n")
+		return err
+	}
+	c.progress("done\n")
+	if *asJSON {
+		return c.printJSON(res)
+	}
+	fmt.Fprintf(c.stdout, "session %s moved from %s to %s; its agent starts there on the next prompt\n", res.Session, res.From, res.To)
 	return nil
 }
 

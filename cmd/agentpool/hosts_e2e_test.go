@@ -91,9 +91,10 @@ func TestEndToEndHostsShareAPostgresStore(t *testing.T) {
 	bin := agentpoolBinary(t)
 	homeA, homeB := t.TempDir(), t.TempDir()
 	writeScripted(t, homeA, bin, map[string]any{"only-a": spareScript(0)})
-	a := startDaemon(t, bin, homeA, "AGENTPOOL_STORE="+url, "AGENTPOOL_HOST_ID=host-a")
+	key := clusterKeyEnv + "=" + clusterKeyFile(t)
+	a := startDaemon(t, bin, homeA, "AGENTPOOL_STORE="+url, "AGENTPOOL_HOST_ID=host-a", key)
 	a.stopAtCleanup()
-	b := startDaemon(t, bin, homeB, "AGENTPOOL_STORE="+url, "AGENTPOOL_HOST_ID=host-b")
+	b := startDaemon(t, bin, homeB, "AGENTPOOL_STORE="+url, "AGENTPOOL_HOST_ID=host-b", key)
 	ctx := context.Background()
 	var list []hosts.Status
 	var err error

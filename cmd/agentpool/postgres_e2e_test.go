@@ -37,7 +37,15 @@ func TestEndToEndPostgresStore(t *testing.T) {
 		t.Fatalf("serve --store with a password: %v\n%s", err, b)
 	}
 
-	d := startDaemon(t, bin, home, "AGENTPOOL_STORE="+url)
+	// Without the cluster key the hosts present to each other, too.
+	nokey := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--store", url)
+	nokey.Env = append(os.Environ(), "AGENTPOOL_HOME="+home, clusterKeyEnv+"=")
+	if b, err := nokey.CombinedOutput(); err == nil || !strings.Contains(string(b), "--cluster-key-file") {
+		t.Fatalf("serve --store without a cluster key: %v\n%s", err, b)
+	}
+
+	key := clusterKeyEnv + "=" + clusterKeyFile(t)
+	d := startDaemon(t, bin, home, "AGENTPOOL_STORE="+url, key)
 	out, err := d.cli("session", "new", "--repo", repo, "--agent", "demo")
 	if err != nil {
 		t.Fatalf("session new: %v\n%s", err, out)
@@ -61,7 +69,7 @@ func TestEndToEndPostgresStore(t *testing.T) {
 		t.Errorf("Stat(%s) error = %v; want no SQLite file with the store on PostgreSQL", databaseFile, err)
 	}
 
-	d = startDaemon(t, bin, home, "AGENTPOOL_STORE="+url)
+	d = startDaemon(t, bin, home, "AGENTPOOL_STORE="+url, key)
 	out = d.promptApproved(id, "and a second one")
 	if !strings.Contains(out, "end_turn") {
 		t.Errorf("second prompt output lacks the turn's end:\n%s", out)
@@ -102,7 +110,7 @@ func errString(err error) string {
 // startPostgres starts a throwaway PostgreSQL cluster for the test (it
 // skips without PostgreSQL, fails under CI=true) and returns the URL of a
 // new database in it; the cluster is removed at cleanup.
-func startPostgres(t *testing.T) string {
+func startPostgres(t testing.TB) string {
 	t.Helper()
 	cluster, err := pgtest.Start()
 	agenttest.RequireFeature(t, err == nil, "PostgreSQL: "+errString(err))

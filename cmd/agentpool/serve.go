@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentpool/agentpool/attempts"
 	"github.com/agentpool/agentpool/backends/acp"
 	"github.com/agentpool/agentpool/backends/sandbox"
+	"github.com/agentpool/agentpool/cluster"
 	"github.com/agentpool/agentpool/hosts"
 	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/internal/wiring"
@@ -96,6 +98,20 @@ type Main struct {
 	// StorePasswordFile is a file (mode 0600) holding the password of
 	// Store; "" leaves it to $PGPASSFILE or ~/.pgpass.
 	StorePasswordFile string
+	// ClusterKeyFile holds the key the hosts of a cluster (a shared
+	// PostgreSQL store) present to each other; required with Store.
+	ClusterKeyFile string
+	// LeaseTTL is how long a host owns its sessions without renewing
+	// (default store.DefaultLeaseTTL); Drain hands them to other hosts
+	// on Close, within DrainTimeout.
+	LeaseTTL time.Duration
+	// TLSCert and TLSKey, when set, make the daemon serve HTTPS (required
+	// to listen beyond loopback); ClusterCA, when set, is the PEM file of
+	// the authorities that sign the other hosts' certificates (default:
+	// the system's).
+	TLSCert, TLSKey, ClusterCA string
+	Drain                      bool
+	DrainTimeout               time.Duration
 	// CgroupParent is where the daemon's cgroup tree goes ("" finds one,
 	// "none" uses the subreaper fallback).
 	CgroupParent string
@@ -115,19 +131,21 @@ type Main struct {
 	Logger     *slog.Logger
 	Stdout     io.Writer
 
-	store   *store.Store
-	sandbox *sandbox.Manager
-	wt      *worktree.Manager
-	reg     *registry.Registry
-	pool    *pool.Pool
-	api     *httpapi.Server
-	hosts   *hosts.Heartbeat
-	http    *http.Server
-	ln      net.Listener
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	closeMu sync.Mutex
-	closed  bool
+	store      *store.Store
+	sandbox    *sandbox.Manager
+	wt         *worktree.Manager
+	reg        *registry.Registry
+	pool       *pool.Pool
+	api        *httpapi.Server
+	hosts      *hosts.Heartbeat
+	cluster    *cluster.Cluster
+	clusterTLS *tls.Config
+	http       *http.Server
+	ln         net.Listener
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	closeMu    sync.Mutex
+	closed     bool
 
 	// attempts runs attempt sets over the pool.
 	attempts *attempts.Manager
@@ -165,7 +183,7 @@ func (m *Main) Open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
-	if err := httpapi.ListenCheck(m.Addr, token); err != nil {
+	if err := httpapi.ListenCheckTLS(m.Addr, token, m.TLSCert, m.TLSKey); err != nil {
 		return err
 	}
 	provPath := filepath.Join(home, providersFile)
@@ -174,7 +192,11 @@ func (m *Main) Open(ctx context.Context) error {
 			return fmt.Errorf("create %s: %w", provPath, err)
 		}
 	}
-	scfg := store.Config{Path: filepath.Join(home, databaseFile), Logger: m.Logger, CloseTimeout: storeCloseBudget}
+	hostID, err := m.hostID(home)
+	if err != nil {
+		return err
+	}
+	scfg := store.Config{Path: filepath.Join(home, databaseFile), Logger: m.Logger, CloseTimeout: storeCloseBudget, HostID: hostID, LeaseTTL: m.LeaseTTL}
 	if m.Store != "" {
 		scfg.URL, scfg.PasswordFile, scfg.Path = m.Store, m.StorePasswordFile, filepath.Join(home, postgresLossLog)
 	}
@@ -209,8 +231,21 @@ func (m *Main) Open(ctx context.Context) error {
 		m.shutdownParts()
 		return fmt.Errorf("registry: %w", err)
 	}
+	worktrees := wiring.Worktrees{M: wt, Logger: m.Logger}
+	var leases pool.Leases
+	if m.store.Leasing() {
+		// Before the recovery: it handles only the sessions this host
+		// owns, and a previous run of this host is fenced off.
+		owned, err := m.store.ClaimOwn(ctx)
+		if err != nil {
+			m.shutdownParts()
+			return fmt.Errorf("claim this host's sessions: %w", err)
+		}
+		m.Logger.Info("sessions owned by this host", "host", hostID, "sessions", len(owned))
+		leases, worktrees.Ledger = wiring.Leases{S: m.store}, wiring.Leases{S: m.store}
+	}
 	m.pool, err = pool.New(pool.Config{
-		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Worktrees: wiring.Worktrees{M: wt, Logger: m.Logger}, Resolver: m.reg,
+		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Worktrees: worktrees, Resolver: m.reg, Leases: leases,
 		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport, Identity: wt.Identity},
 		MaxWarm:  m.MaxWarm, IdleTimeout: m.IdleTimeout,
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger, Spares: m.sparesConfig(wt),
@@ -230,7 +265,11 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	agents := catalog.Open(catalog.Config{Path: filepath.Join(home, catalogFile), Logger: m.Logger})
 	m.reconcile(ctx, wt)
-	if err := m.openHosts(ln.Addr().String(), home); err != nil {
+	if err := m.openHosts(ln.Addr().String(), hostID, token); err != nil {
+		m.shutdownParts()
+		return err
+	}
+	if err := m.openCluster(); err != nil {
 		m.shutdownParts()
 		return err
 	}
@@ -244,7 +283,8 @@ func (m *Main) Open(ctx context.Context) error {
 	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Catalog: agents, Token: token, Logger: m.Logger, Version: version,
 		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile),
 		Conns:         httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)},
-		AgentSessions: outside.List, Login: outside.Login, Reviews: wiring.Reviews{S: m.store}, Attempts: m.attempts, Hosts: m.hosts})
+		AgentSessions: outside.List, Login: outside.Login, Reviews: wiring.Reviews{S: m.store}, Attempts: m.attempts, Hosts: m.hosts,
+		Cluster: m.clusterAPI(), ClusterTLS: m.clusterTLS})
 	if err != nil {
 		m.shutdownParts()
 		return err
@@ -260,6 +300,10 @@ func (m *Main) Open(ctx context.Context) error {
 	go func() { defer m.wg.Done(); m.forwardProviderChanges(runCtx) }()
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.hosts.Run(runCtx) }()
+	if m.cluster != nil {
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); m.cluster.Run(runCtx) }()
+	}
 	if m.Notify != "" {
 		n := &Notifier{Command: []string{m.Notify}, Logger: m.Logger}
 		m.wg.Add(1)
@@ -267,7 +311,7 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	go func() {
 		defer m.wg.Done()
-		if err := m.http.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := m.serveHTTP(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.Logger.Error("http server", "err", err)
 		}
 	}()
@@ -288,17 +332,19 @@ func (m *Main) Open(ctx context.Context) error {
 // hostIDFile, in the data directory, keeps this daemon's host id.
 const hostIDFile = "host-id"
 
-// openHosts makes the heartbeat that registers this daemon among the
-// hosts sharing its store, under its id (--host-id, else the one kept in
-// the data directory) and address (--advertise, else addr's http URL).
-func (m *Main) openHosts(addr, home string) error {
-	id := m.HostID
-	if id == "" {
-		var err error
-		if id, err = hosts.LoadID(filepath.Join(home, hostIDFile)); err != nil {
-			return err
-		}
+// hostID is this daemon's id among the hosts sharing its store:
+// --host-id, else the one kept in the data directory.
+func (m *Main) hostID(home string) (string, error) {
+	if m.HostID != "" {
+		return m.HostID, hosts.ValidID(m.HostID)
 	}
+	return hosts.LoadID(filepath.Join(home, hostIDFile))
+}
+
+// openHosts makes the heartbeat that registers this daemon among the
+// hosts sharing its store, under its id and address (--advertise, else
+// addr's http URL), with the hash of its user token.
+func (m *Main) openHosts(addr, id, token string) error {
 	advertise := m.Advertise
 	if advertise == "" {
 		advertise = "http://" + addr
@@ -306,13 +352,20 @@ func (m *Main) openHosts(addr, home string) error {
 	if u, err := url.Parse(advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--advertise %q: want an http:// or https:// URL with a host", advertise)
 	}
+	if m.Store != "" {
+		// Other hosts call it: https unless it is on loopback.
+		if _, err := httpapi.CheckAdvertiseURL(advertise); err != nil {
+			return fmt.Errorf("--advertise: %w", err)
+		}
+	}
 	maxWarm := m.MaxWarm
 	if maxWarm <= 0 {
 		maxWarm = pool.DefaultMaxWarm
 	}
 	var err error
 	m.hosts, err = hosts.New(hosts.Config{Store: wiring.Hosts{S: m.store}, ID: id, Advertise: advertise, Capacity: maxWarm, Version: version,
-		Interval: m.heartbeatInterval(), Logger: m.Logger, Providers: m.readyProviders, Load: func() (int, int) {
+		Interval: m.heartbeatInterval(), Logger: m.Logger, Providers: m.readyProviders, TokenSHA256: sha256Hex(token),
+		Draining: func() bool { return m.cluster != nil && m.cluster.Draining() }, Load: func() (int, int) {
 			st := m.pool.Stats()
 			warm := 0
 			for _, states := range st.Warm {
@@ -336,7 +389,14 @@ func (m *Main) heartbeatInterval() time.Duration {
 	if m.Store == "" {
 		return soloHeartbeat
 	}
-	return hosts.DefaultInterval
+	// A host is seen as gone after three missed heartbeats: within a
+	// lease's time to live, so that a host whose sessions are taken over
+	// is no longer placed any.
+	ttl := m.LeaseTTL
+	if ttl <= 0 {
+		ttl = store.DefaultLeaseTTL
+	}
+	return min(hosts.DefaultInterval, ttl/3)
 }
 
 // readyProviders are the ids of the providers this daemon can run now:
@@ -502,6 +562,11 @@ func (m *Main) Close() error {
 	}
 	m.closed = true
 	begin := time.Now()
+	if m.Drain {
+		// Before anything stops: the sessions leave with their work while
+		// this host still answers (forwarded requests included).
+		m.drain()
+	}
 
 	// The API refuses new requests and ends its event streams while the
 	// server stops accepting and waits for the requests in flight; a stream
@@ -653,6 +718,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&m.CgroupParent, "cgroup-parent", os.Getenv("AGENTPOOL_CGROUP_PARENT"), "cgroup v2 directory for the agents' cgroups (default: found at start; \"none\": no cgroups)")
 	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
 	fs.StringVar(&m.Store, "store", os.Getenv("AGENTPOOL_STORE"), "keep state in PostgreSQL: a postgres:// `URL` or key=value DSN, without a password ($AGENTPOOL_STORE; default: SQLite in the data directory; see README)")
+	fs.StringVar(&m.ClusterKeyFile, "cluster-key-file", os.Getenv(clusterKeyEnv), "with --store: a `FILE` (0600) holding the key the hosts of the cluster present to each other, the same on every host ($"+clusterKeyEnv+")")
+	fs.DurationVar(&m.LeaseTTL, "lease-ttl", 0, "with --store: how long this host owns its sessions without renewing; another host takes them over after (default 10s)")
+	fs.StringVar(&m.TLSCert, "tls-cert", os.Getenv("AGENTPOOL_TLS_CERT"), "serve HTTPS with this certificate `FILE` (PEM; required to listen beyond loopback, with --tls-key)")
+	fs.StringVar(&m.TLSKey, "tls-key", os.Getenv("AGENTPOOL_TLS_KEY"), "the private key `FILE` of --tls-cert (PEM)")
+	fs.StringVar(&m.ClusterCA, "cluster-ca", os.Getenv("AGENTPOOL_CLUSTER_CA"), "with --store: the PEM `FILE` of the authorities that sign the other hosts' certificates (default: the system's)")
+	fs.BoolVar(&m.Drain, "drain", false, "with --store: on stop, hand every session to other hosts first (waiting for running turns, up to --drain-timeout)")
+	fs.DurationVar(&m.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long --drain waits for sessions to be handed over")
 	fs.StringVar(&m.StorePasswordFile, "store-password-file", os.Getenv("AGENTPOOL_STORE_PASSWORD_FILE"), "a `FILE` only you can read (0600) holding the password of --store (default: $PGPASSFILE or ~/.pgpass)")
 	budget := fs.Int64("memory-budget-mb", 0, "memory budget for all agents in MiB (default half the machine; -1 disables)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")

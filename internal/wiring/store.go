@@ -48,7 +48,7 @@ func toSession(s pool.SessionRecord) (store.Session, error) {
 }
 
 func fromSession(s store.Session) pool.SessionRecord {
-	r := pool.SessionRecord{ID: s.ID, Repo: s.Repo, BaseRef: s.BaseRef, Title: s.Title, ActiveAgent: s.ActiveAgent, Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	r := pool.SessionRecord{ID: s.ID, Repo: s.Repo, BaseRef: s.BaseRef, Title: s.Title, ActiveAgent: s.ActiveAgent, Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Host: s.Host}
 	if s.MCPServers != "" {
 		// Written by CreateSession: a row that does not decode leaves the
 		// session without servers rather than unreadable.
@@ -98,7 +98,7 @@ func (a Store) GetWorktree(ctx context.Context, session string) (pool.Worktree, 
 	if err != nil {
 		return pool.Worktree{}, notFound(err)
 	}
-	return pool.Worktree{Session: w.SessionID, Repo: s.Repo, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit, CreatedAt: w.CreatedAt}, nil
+	return pool.Worktree{Session: w.SessionID, Repo: s.Repo, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit, CreatedAt: w.CreatedAt, Host: w.Host}, nil
 }
 
 // MarkWorktreeRemoved records that the worktree is gone.

@@ -20,9 +20,78 @@ type Worktrees struct {
 	M *worktree.Manager
 	// Logger receives what could not be pushed (nil: slog.Default()).
 	Logger *slog.Logger
+	// Ledger, when several hosts share the store, keeps what was last
+	// pushed of each session under the owner's lease: pushes expect it on
+	// the remote (so a host that lost the session cannot overwrite what
+	// the new owner pushed), and a host continuing a session starts from
+	// it. Nil: the mirror's own record (worktree.Manager.LastPushed).
+	Ledger PushLedger
 }
 
-var _ pool.Worktrees = Worktrees{}
+// PushLedger records what was pushed of sessions (the store's
+// RecordPushed, fenced by the lease).
+type PushLedger interface {
+	Pushed(ctx context.Context, session string) (branch, checkpoint string, err error)
+	RecordPushed(ctx context.Context, session, branch, checkpoint string) error
+}
+
+var (
+	_ pool.Worktrees = Worktrees{}
+	_ pool.Mover     = Worktrees{}
+)
+
+// Movable says whether a session of repo can continue on another host.
+func (a Worktrees) Movable(ctx context.Context, repo string) bool {
+	return a.M.Mirrored(ctx, repo)
+}
+
+// Handoff checkpoints wt and pushes it, failing when the push does.
+func (a Worktrees) Handoff(ctx context.Context, wt pool.Worktree) error {
+	if _, err := a.M.Checkpoint(ctx, toWT(wt)); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return a.push(ctx, wt)
+}
+
+// Continue makes on this host the worktree of a session another host
+// pushed, from the checkpoint the ledger recorded. A stale copy of the
+// session's worktree left here (this host lost the session earlier) is
+// removed first.
+func (a Worktrees) Continue(ctx context.Context, wt pool.Worktree) (pool.Worktree, error) {
+	opts := worktree.ContinueOptions{Branch: wt.Branch, BaseCommit: wt.BaseCommit}
+	if a.Ledger != nil {
+		_, ckpt, err := a.Ledger.Pushed(ctx, wt.Session)
+		if err != nil {
+			return pool.Worktree{}, fmt.Errorf("what was pushed of the session: %w", err)
+		}
+		opts.Checkpoint = ckpt
+	}
+	w, pushed, err := a.M.Continue(ctx, wt.Session, wt.Repo, opts)
+	if errors.Is(err, worktree.ErrExists) {
+		if aerr := a.M.Abandon(ctx, wt.Session, wt.Repo); aerr != nil {
+			return pool.Worktree{}, fmt.Errorf("%w (and the stale copy here could not be removed: %w)", err, aerr)
+		}
+		w, pushed, err = a.M.Continue(ctx, wt.Session, wt.Repo, opts)
+	}
+	if err != nil {
+		return pool.Worktree{}, err
+	}
+	if a.Ledger != nil {
+		if err := a.Ledger.RecordPushed(ctx, wt.Session, pushed.Branch, pushed.Checkpoint); err != nil {
+			a.logger().Warn("record what the session continued from", "session", wt.Session, "err", err)
+		}
+	}
+	out := fromWT(w)
+	out.CreatedAt = wt.CreatedAt
+	return out, nil
+}
+
+func (a Worktrees) logger() *slog.Logger {
+	if a.Logger == nil {
+		return slog.Default()
+	}
+	return a.Logger
+}
 
 func toWT(w pool.Worktree) worktree.Worktree {
 	return worktree.Worktree{Session: w.Session, Repo: w.Repo, Path: w.Path, Branch: w.Branch, BaseCommit: w.BaseCommit, CreatedAt: w.CreatedAt, Agent: w.Agent}
@@ -96,21 +165,42 @@ func (a Worktrees) pushAfter(ctx context.Context, wt pool.Worktree, after string
 	if !a.M.Mirrored(ctx, wt.Repo) {
 		return
 	}
+	if err := a.push(ctx, wt); err != nil {
+		a.logger().Warn("session not pushed to its repository", "session", wt.Session, "after", after,
+			"remote_moved", errors.Is(err, worktree.ErrRemoteMoved), "err", err)
+	}
+}
+
+// push pushes the session's branch and checkpoint ref, expecting on the
+// remote what the ledger (or this host's mirror) says was last pushed,
+// and records what it pushed.
+func (a Worktrees) push(ctx context.Context, wt pool.Worktree) error {
 	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
 	defer cancel()
 	w := toWT(wt)
-	lease, err := a.M.LastPushed(ctx, w)
-	if err == nil {
-		_, err = a.M.Push(ctx, w, lease)
-	}
+	lease, err := a.lastPushed(ctx, w)
 	if err != nil {
-		log := a.Logger
-		if log == nil {
-			log = slog.Default()
-		}
-		log.Warn("session not pushed to its repository", "session", wt.Session, "after", after,
-			"remote_moved", errors.Is(err, worktree.ErrRemoteMoved), "err", err)
+		return err
 	}
+	pushed, err := a.M.Push(ctx, w, lease)
+	if err != nil {
+		return err
+	}
+	if a.Ledger != nil {
+		if err := a.Ledger.RecordPushed(ctx, wt.Session, pushed.Branch, pushed.Checkpoint); err != nil {
+			return fmt.Errorf("record the push: %w", err)
+		}
+	}
+	return nil
+}
+
+// lastPushed is the lease of the next push of w.
+func (a Worktrees) lastPushed(ctx context.Context, w worktree.Worktree) (worktree.Lease, error) {
+	if a.Ledger == nil {
+		return a.M.LastPushed(ctx, w)
+	}
+	b, c, err := a.Ledger.Pushed(ctx, w.Session)
+	return worktree.Lease{Branch: b, Checkpoint: c}, err
 }
 
 // Diff compares two states.
@@ -182,13 +272,21 @@ func (a Worktrees) Merge(ctx context.Context, wt pool.Worktree, req pool.Worktre
 	if a.M.Mirrored(ctx, wt.Repo) {
 		// The session branch goes with the merge, expected where this
 		// host last pushed it.
-		lease, err := a.M.LastPushed(ctx, toWT(wt))
+		lease, err := a.lastPushed(ctx, toWT(wt))
 		if err != nil {
 			return pool.MergeResult{}, err
 		}
 		opts.Lease = &lease
 	}
 	r, err := a.M.Merge(ctx, toWT(wt), opts)
+	if err == nil && opts.Lease != nil && a.Ledger != nil {
+		// The merge pushed the session branch: the ledger follows.
+		if now, lerr := a.M.LastPushed(ctx, toWT(wt)); lerr == nil {
+			if lerr = a.Ledger.RecordPushed(ctx, wt.Session, now.Branch, now.Checkpoint); lerr != nil {
+				a.logger().Warn("record the push of a merge", "session", wt.Session, "err", lerr)
+			}
+		}
+	}
 	if err != nil {
 		for _, e := range []error{worktree.ErrConflict, worktree.ErrDirty, worktree.ErrBranchInUse, worktree.ErrRemoteMoved} {
 			if errors.Is(err, e) {

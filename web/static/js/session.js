@@ -126,7 +126,8 @@ export function sessionView(main, id) {
       sess.base_ref ? h('span', 'from ', h('span.mono', sess.base_ref)) : null,
       closed ? h('span', { title: wt.path || '', 'data-worktree': 'removed' }, 'worktree ', h('s.mono', wt.path || '—'), ' removed')
         : h('span', { title: wt.path || '', 'data-worktree': 'present' }, 'worktree ', h('span.mono', wt.path || '—')),
-      sess.title ? h('span', 'id ', h('span.mono', sess.id)) : null);
+      sess.title ? h('span', 'id ', h('span.mono', sess.id)) : null,
+      sess.host ? h('span', { 'data-host': sess.host, title: 'the host of the pool that runs this session' }, 'host ', h('span.mono', sess.host)) : null);
     put(agents, agentChips(sess));
     put(mcp, mcpView(sess));
     mcp.hidden = !mcp.firstChild;
@@ -256,7 +257,7 @@ export function sessionView(main, id) {
   // The session's event stream: from the start, then live; each
   // reconnection asks for the events after the last one seen (?after=), so
   // nothing is lost or repeated.
-  const types = ['session.created', 'session.closed', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
+  const types = ['session.created', 'session.closed', 'session.moved', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
     'turn.started', 'turn.ended', 'turn.queued', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
     'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'setup.untrusted', 'setup.copied', 'setup.started',
@@ -277,7 +278,7 @@ export function sessionView(main, id) {
     ctl.onEvent(ev);
     usage.onEvent(ev);
     if (type === 'budget.changed') refreshSoon();
-    if (type.startsWith('agent.') || type === 'turn.ended') refreshSoon();
+    if (type.startsWith('agent.') || type === 'turn.ended' || type === 'session.moved') refreshSoon();
     if (type === 'permission.requested') addPending(permFromEvent(ev));
     if (type === 'permission.resolved') { removePending(id, ev.data.request); closeApproval(ev.data.request); }
   }

@@ -175,6 +175,11 @@ export class TurnStream {
       case 'agent.context_lost': this.note(`${ev.agent} could not resume its conversation and starts a new one`); break;
       case 'session.created': this.note('session created'); break;
       case 'session.closed': this.note('session closed'); break;
+      case 'session.moved': {
+        const cut = (d.interrupted_turns || []).length ? `; turn ${d.interrupted_turns.join(', ')} was interrupted` : '';
+        this.note(`session moved from host ${d.from} to ${d.to} (${d.reason})${cut}${d.lost ? '. ' + d.lost : ''}`, !!d.lost);
+        break;
+      }
       case 'worktree.restored': this.note(`worktree restored to ${d.after ? 'after' : 'before'} turn ${d.turn}`); break;
       case 'setup.started': this.setupStarted(d); break;
       case 'setup.output': this.setupOutput(d); break;

@@ -1,0 +1,438 @@
+// Package cluster runs what makes several agentpool daemons (hosts) on
+// one shared store one pool: it renews the leases of the sessions this
+// host owns and releases those it lost, takes over the sessions of hosts
+// that died once their leases expire (failover), hands every session to
+// other hosts when this one drains, and answers httpapi's questions about
+// the cluster: which host owns a session, where to place a new one, and
+// which credentials other hosts accept.
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentpool/agentpool/hosts"
+	"github.com/agentpool/agentpool/pool"
+)
+
+// Lease is the ownership of one session by one host.
+type Lease struct {
+	Session string
+	Owner   string
+	Epoch   int64
+	Expires time.Time
+	// Open is false for a closed session (its lease no longer matters).
+	Open bool
+	// Agent is the session's active agent.
+	Agent string
+}
+
+// Store is what the cluster needs of the shared store's leases.
+type Store interface {
+	// Lease returns the lease of a session; an error wrapping
+	// pool.ErrNotFound when there is no such session.
+	Lease(ctx context.Context, session string) (Lease, error)
+	// RenewLeases extends the leases this host holds and returns the
+	// sessions whose lease it lost.
+	RenewLeases(ctx context.Context) (lost []string, err error)
+	// ExpiredLeases lists open sessions of other hosts whose lease
+	// expired.
+	ExpiredLeases(ctx context.Context, limit int) ([]Lease, error)
+	// TakeOver takes the expired lease of session for this host, ending
+	// its running turns as interrupted and recording session.moved, once.
+	TakeOver(ctx context.Context, session string) error
+	// Owned lists the open sessions this host holds.
+	Owned(ctx context.Context) ([]Lease, error)
+}
+
+// Hosts lists the hosts of the cluster with their liveness.
+type Hosts interface {
+	List(ctx context.Context) ([]hosts.Status, error)
+}
+
+// Pool is what the cluster needs of this host's pool.
+type Pool interface {
+	Release(ctx context.Context, ids []string, reason string)
+	Move(ctx context.Context, id, to, reason string) (pool.MoveResult, error)
+	Owned() []string
+}
+
+// Config configures a Cluster.
+type Config struct {
+	Self  string
+	Store Store
+	Hosts Hosts
+	Pool  Pool
+	// Providers says whether this host can run an agent now.
+	Providers func(agent string) bool
+	// Key is the cluster credential.
+	Key string
+	// TTL is the leases' time to live; they are renewed every TTL/3.
+	TTL time.Duration
+	// HostsTTL is how long a listing of hosts is reused (default 500ms).
+	HostsTTL time.Duration
+	Logger   *slog.Logger
+}
+
+// Cluster is this host's part of a pool shared by several hosts.
+type Cluster struct {
+	cfg Config
+
+	mu       sync.Mutex
+	listed   []hosts.Status
+	listedAt time.Time
+	draining bool
+	placed   map[string]placed
+	// selfPlaced counts the sessions placed here since the last listing.
+	selfPlaced int
+}
+
+// ErrSessionMoving is the error of Owner for a session whose owner died
+// and that no host has taken over yet.
+var ErrSessionMoving = errors.New("session is moving: its host stopped answering and another host will take it over")
+
+// New returns the cluster part of host cfg.Self.
+func New(cfg Config) (*Cluster, error) {
+	if cfg.Self == "" || cfg.Store == nil || cfg.Hosts == nil || cfg.Pool == nil {
+		return nil, errors.New("cluster: Self, Store, Hosts and Pool are required")
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 10 * time.Second
+	}
+	if cfg.HostsTTL <= 0 {
+		cfg.HostsTTL = 500 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Providers == nil {
+		cfg.Providers = func(string) bool { return true }
+	}
+	return &Cluster{cfg: cfg}, nil
+}
+
+// Self is this host's id.
+func (c *Cluster) Self() string { return c.cfg.Self }
+
+// Key is the cluster credential.
+func (c *Cluster) Key() string { return c.cfg.Key }
+
+// Draining says whether this host is handing its sessions over.
+func (c *Cluster) Draining() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.draining
+}
+
+// hostList returns the hosts, listed at most HostsTTL ago.
+func (c *Cluster) hostList(ctx context.Context) ([]hosts.Status, error) {
+	c.mu.Lock()
+	if c.listed != nil && time.Since(c.listedAt) < c.cfg.HostsTTL {
+		l := c.listed
+		c.mu.Unlock()
+		return l, nil
+	}
+	c.mu.Unlock()
+	l, err := c.cfg.Hosts.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.listed, c.listedAt, c.selfPlaced = l, time.Now(), 0
+	c.mu.Unlock()
+	return l, nil
+}
+
+// Host is a host as httpapi reaches it.
+type Host struct{ ID, Advertise string }
+
+// Owner returns the host that owns session, and whether it is this one.
+// A closed session, or one this host owns, is served here. A session
+// whose owner is dead and whose lease has not been taken over yet is
+// ErrSessionMoving.
+func (c *Cluster) Owner(ctx context.Context, session string) (Host, bool, error) {
+	l, err := c.cfg.Store.Lease(ctx, session)
+	if err != nil {
+		if errors.Is(err, pool.ErrNotFound) {
+			return Host{ID: c.cfg.Self}, true, nil // the pool says it is not found
+		}
+		return Host{}, false, fmt.Errorf("owner of session %q: %w", session, err)
+	}
+	if !l.Open || l.Owner == c.cfg.Self || l.Owner == "" {
+		return Host{ID: c.cfg.Self}, true, nil
+	}
+	list, err := c.hostList(ctx)
+	if err != nil {
+		return Host{}, false, fmt.Errorf("owner of session %q: %w", session, err)
+	}
+	for _, h := range list {
+		if h.ID == l.Owner && h.Alive && h.Advertise != "" {
+			return Host{ID: h.ID, Advertise: h.Advertise}, false, nil
+		}
+	}
+	return Host{ID: l.Owner}, false, fmt.Errorf("session %q of host %s: %w", session, l.Owner, ErrSessionMoving)
+}
+
+// Errors of Place.
+var (
+	// ErrNoHost: no live host has the agent.
+	ErrNoHost = errors.New("no host can run the agent")
+	// ErrUnknownHost: the host asked for is not in the pool.
+	ErrUnknownHost = errors.New("no such host")
+	// ErrHostDown: the host asked for is not alive, is draining, or does
+	// not have the agent.
+	ErrHostDown = errors.New("host is not alive, is draining, or does not have the agent")
+)
+
+// Place picks the host of a new session of agent: want, if set (it must
+// be alive, not draining, and have the agent), else the alive host with
+// the most free capacity that has the agent (its capacity less its warm
+// agents or its open sessions, whichever is more), then the fewest
+// sessions, then this one.
+func (c *Cluster) Place(ctx context.Context, agent, want string) (Host, bool, error) {
+	list, err := c.hostList(ctx)
+	if err != nil {
+		return Host{}, false, fmt.Errorf("place a session: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	best, bestFree, bestLoad := -1, 0, 0
+	for i, h := range list {
+		ok := h.Alive && h.Capacity > 0 && slices.Contains(h.Providers, agent)
+		if h.Self {
+			ok = !c.draining && c.cfg.Providers(agent)
+		}
+		if want != "" {
+			if h.ID != want {
+				continue
+			}
+			if !ok {
+				return Host{}, false, fmt.Errorf("host %s, agent %q: %w", want, agent, ErrHostDown)
+			}
+			return Host{ID: h.ID, Advertise: h.Advertise}, h.Self, nil
+		}
+		if !ok {
+			continue
+		}
+		// What this host placed there since that host's last heartbeat
+		// counts too: a burst of creates must not all go to one host.
+		// An open session soon holds a warm agent: a host's room is its
+		// capacity less the larger of the two.
+		n := c.placedSince(h)
+		free, load := h.Capacity-max(h.Warm, h.Sessions)-n, h.Sessions+n
+		if best < 0 || free > bestFree || free == bestFree && (load < bestLoad || load == bestLoad && h.Self) {
+			best, bestFree, bestLoad = i, free, load
+		}
+	}
+	if want != "" {
+		return Host{}, false, fmt.Errorf("%w: %q is not a host of the pool (see agentpool hosts)", ErrUnknownHost, want)
+	}
+	if best < 0 {
+		return Host{}, false, fmt.Errorf("%w %q", ErrNoHost, agent)
+	}
+	h := list[best]
+	c.place(h)
+	return Host{ID: h.ID, Advertise: h.Advertise}, h.Self, nil
+}
+
+// placed counts the sessions this host placed on another since that
+// host's heartbeat at.
+type placed struct {
+	at time.Time
+	n  int
+}
+
+// placedSince is how many sessions this host placed on h since h's last
+// heartbeat (on itself, since it was last listed, its listing being
+// live). c.mu is held.
+func (c *Cluster) placedSince(h hosts.Status) int {
+	if h.Self {
+		return c.selfPlaced
+	}
+	p, ok := c.placed[h.ID]
+	if !ok || h.HeartbeatAt.After(p.at) {
+		return 0
+	}
+	return p.n
+}
+
+// place counts a session placed on h. c.mu is held.
+func (c *Cluster) place(h hosts.Status) {
+	if h.Self {
+		c.selfPlaced++
+		return
+	}
+	if c.placed == nil {
+		c.placed = map[string]placed{}
+	}
+	p := c.placed[h.ID]
+	if h.HeartbeatAt.After(p.at) {
+		p = placed{at: h.HeartbeatAt}
+	}
+	p.n++
+	c.placed[h.ID] = p
+}
+
+// KnownToken says whether token is the user token of a live host of the
+// cluster (compared by SHA-256).
+func (c *Cluster) KnownToken(ctx context.Context, token string) bool {
+	if token == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(token))
+	want := hex.EncodeToString(sum[:])
+	list, err := c.hostList(ctx)
+	if err != nil {
+		return false
+	}
+	ok := false
+	for _, h := range list {
+		if h.Alive && h.TokenSHA256 != "" && subtle.ConstantTimeCompare([]byte(h.TokenSHA256), []byte(want)) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// Run renews this host's leases every TTL/3, releasing the sessions it
+// lost, and takes over the sessions of dead hosts, until ctx ends. When
+// it cannot renew for half the TTL, it releases every session it holds
+// before their leases run out, so that no agent runs for a session
+// another host may take.
+func (c *Cluster) Run(ctx context.Context) {
+	tick := time.NewTicker(c.cfg.TTL / 3)
+	defer tick.Stop()
+	lastRenew := time.Now()
+	failing := false
+	for {
+		lost, err := c.cfg.Store.RenewLeases(ctx)
+		switch {
+		case err == nil:
+			lastRenew = time.Now()
+			if failing {
+				c.cfg.Logger.Info("leases renewed again")
+				failing = false
+			}
+			if len(lost) > 0 {
+				c.cfg.Pool.Release(ctx, lost, "its lease was taken by another host")
+			}
+		case ctx.Err() != nil:
+			return
+		default:
+			if !failing {
+				c.cfg.Logger.Warn("renew leases", "err", err)
+				failing = true
+			}
+			if time.Since(lastRenew) > c.cfg.TTL/2 {
+				if owned := c.cfg.Pool.Owned(); len(owned) > 0 {
+					c.cfg.Pool.Release(ctx, owned, "its lease could not be renewed in time")
+				}
+			}
+		}
+		if !c.Draining() {
+			c.takeOver(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// takeOver takes this host's share of the sessions whose leases expired:
+// those of an agent it has, at most its share of them (the expired ones
+// divided among the live hosts), in random order so that hosts racing for
+// them spread them.
+func (c *Cluster) takeOver(ctx context.Context) {
+	expired, err := c.cfg.Store.ExpiredLeases(ctx, 1000)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.cfg.Logger.Warn("list expired leases", "err", err)
+		}
+		return
+	}
+	if len(expired) == 0 {
+		return
+	}
+	alive := 1
+	if list, err := c.hostList(ctx); err == nil {
+		alive = 0
+		for _, h := range list {
+			if h.Alive && h.Capacity > 0 {
+				alive++
+			}
+		}
+		alive = max(alive, 1)
+	}
+	share := (len(expired) + alive - 1) / alive
+	rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
+	taken := 0
+	for _, l := range expired {
+		if taken >= share || ctx.Err() != nil {
+			return
+		}
+		if l.Agent != "" && !c.cfg.Providers(l.Agent) {
+			continue
+		}
+		if err := c.cfg.Store.TakeOver(ctx, l.Session); err != nil {
+			c.cfg.Logger.Debug("take over a session", "session", l.Session, "from", l.Owner, "err", err)
+			continue
+		}
+		taken++
+		c.cfg.Logger.Warn("session taken over from a host that stopped renewing its lease", "session", l.Session, "from", l.Owner)
+	}
+}
+
+// Drain hands every session this host owns to other hosts (placed as new
+// sessions are), waiting for running turns to end, until none is left or
+// ctx ends; it stops taking over and being placed first. It returns the
+// sessions it could not move.
+func (c *Cluster) Drain(ctx context.Context) []string {
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
+	for {
+		owned, err := c.cfg.Store.Owned(ctx)
+		if err != nil {
+			c.cfg.Logger.Warn("drain: list sessions", "err", err)
+		}
+		if len(owned) == 0 && err == nil {
+			return nil
+		}
+		var left []string
+		for _, l := range owned {
+			to, self, err := c.Place(ctx, l.Agent, "")
+			if err == nil && self {
+				err = fmt.Errorf("%w: no other host", ErrNoHost)
+			}
+			if err == nil {
+				_, err = c.cfg.Pool.Move(ctx, l.Session, to.ID, "drain")
+			}
+			if err != nil {
+				left = append(left, l.Session)
+				c.cfg.Logger.Info("drain: session not moved yet", "session", l.Session, "err", err)
+			}
+		}
+		if len(left) == 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return left
+		case <-time.After(250 * time.Millisecond):
+		}
+		c.mu.Lock()
+		c.listed = nil // a fresh listing: a host may have come
+		c.mu.Unlock()
+	}
+}

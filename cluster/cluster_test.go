@@ -1,0 +1,324 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/hosts"
+	"github.com/agentpool/agentpool/pool"
+)
+
+// The cluster's decisions are tested here over a store and hosts kept in
+// memory; the end-to-end test (cmd/agentpool TestEndToEndCluster) runs
+// them over PostgreSQL with three daemons.
+
+type memStore struct {
+	mu      sync.Mutex
+	self    string
+	leases  map[string]Lease
+	taken   []string
+	renewed int
+	lost    []string
+	failing error
+}
+
+func (m *memStore) Lease(_ context.Context, s string) (Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[s]
+	if !ok {
+		return Lease{}, fmt.Errorf("session %q: %w", s, pool.ErrNotFound)
+	}
+	return l, nil
+}
+
+func (m *memStore) RenewLeases(context.Context) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		return nil, m.failing
+	}
+	m.renewed++
+	lost := m.lost
+	m.lost = nil
+	return lost, nil
+}
+
+func (m *memStore) ExpiredLeases(context.Context, int) ([]Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Lease
+	for _, l := range m.leases {
+		if l.Open && l.Owner != m.self && time.Now().After(l.Expires) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) TakeOver(_ context.Context, s string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.leases[s]
+	if !time.Now().After(l.Expires) {
+		return errors.New("held")
+	}
+	l.Owner, l.Epoch, l.Expires = m.self, l.Epoch+1, time.Now().Add(time.Minute)
+	m.leases[s] = l
+	m.taken = append(m.taken, s)
+	return nil
+}
+
+func (m *memStore) Owned(context.Context) ([]Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Lease
+	for _, l := range m.leases {
+		if l.Open && l.Owner == m.self {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+type memHosts []hosts.Status
+
+func (h memHosts) List(context.Context) ([]hosts.Status, error) { return h, nil }
+
+type memPool struct {
+	mu       sync.Mutex
+	released []string
+	moves    []string
+	st       *memStore
+}
+
+func (p *memPool) Release(_ context.Context, ids []string, _ string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.released = append(p.released, ids...)
+}
+
+func (p *memPool) Move(_ context.Context, id, to, reason string) (pool.MoveResult, error) {
+	p.mu.Lock()
+	p.moves = append(p.moves, id+">"+to+":"+reason)
+	p.mu.Unlock()
+	p.st.mu.Lock()
+	l := p.st.leases[id]
+	l.Owner = to
+	p.st.leases[id] = l
+	p.st.mu.Unlock()
+	return pool.MoveResult{Session: id, From: p.st.self, To: to}, nil
+}
+
+func (p *memPool) Owned() []string { return []string{"held-1"} }
+
+func host(id string, self, alive bool, capacity, warm int, providers ...string) hosts.Status {
+	return hosts.Status{Host: hosts.Host{ID: id, Advertise: "http://" + id, Capacity: capacity, Warm: warm, Providers: providers},
+		Alive: alive, Self: self}
+}
+
+func newTestCluster(t *testing.T, st *memStore, list memHosts, providers ...string) (*Cluster, *memPool) {
+	t.Helper()
+	p := &memPool{st: st}
+	c, err := New(Config{Self: st.self, Store: st, Hosts: list, Pool: p, TTL: 30 * time.Millisecond,
+		Providers: func(a string) bool {
+			for _, x := range providers {
+				if x == a {
+					return true
+				}
+			}
+			return false
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, p
+}
+
+func TestPlace(t *testing.T) {
+	st := &memStore{self: "a", leases: map[string]Lease{}}
+	list := memHosts{
+		host("a", true, true, 16, 10, "demo"),
+		host("b", false, true, 16, 2, "demo"),
+		host("c", false, true, 16, 0, "other"),
+		host("d", false, false, 16, 0, "demo"),
+		host("e", false, true, 0, 0, "demo"), // draining
+	}
+	c, _ := newTestCluster(t, st, list, "demo")
+	ctx := context.Background()
+	if h, self, err := c.Place(ctx, "demo", ""); err != nil || h.ID != "b" || self {
+		t.Errorf("Place(demo) = %+v %v %v; want b, the live host with the agent and the most room", h, self, err)
+	}
+	if h, _, err := c.Place(ctx, "other", ""); err != nil || h.ID != "c" {
+		t.Errorf("Place(other) = %+v %v; want c, the only host that has it", h, err)
+	}
+	if _, _, err := c.Place(ctx, "nobody", ""); !errors.Is(err, ErrNoHost) {
+		t.Errorf("Place(nobody) error = %v; want ErrNoHost", err)
+	}
+	if h, self, err := c.Place(ctx, "demo", "a"); err != nil || h.ID != "a" || !self {
+		t.Errorf("Place(demo, want a) = %+v %v %v; want a, itself", h, self, err)
+	}
+	for _, want := range []string{"d", "e", "c"} {
+		if _, _, err := c.Place(ctx, "demo", want); !errors.Is(err, ErrHostDown) {
+			t.Errorf("Place(demo, want %s) error = %v; want ErrHostDown (dead, draining, without the agent)", want, err)
+		}
+	}
+	if _, _, err := c.Place(ctx, "demo", "zz"); !errors.Is(err, ErrUnknownHost) {
+		t.Errorf("Place(demo, want zz) error = %v; want ErrUnknownHost", err)
+	}
+	// A burst of placements within one listing spreads: what was placed
+	// counts until the hosts' next heartbeats.
+	even := memHosts{host("a", true, true, 16, 0, "demo"), host("b", false, true, 16, 0, "demo"), host("c", false, true, 16, 0, "demo")}
+	c3, _ := newTestCluster(t, st, even, "demo")
+	count := map[string]int{}
+	for range 9 {
+		h, _, err := c3.Place(ctx, "demo", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		count[h.ID]++
+	}
+	if count["a"] != 3 || count["b"] != 3 || count["c"] != 3 {
+		t.Errorf("9 placements in a burst went %v; want 3 on each host", count)
+	}
+	// A tie goes to the host that asks.
+	tie := memHosts{host("a", true, true, 16, 4, "demo"), host("b", false, true, 16, 4, "demo")}
+	c2, _ := newTestCluster(t, st, tie, "demo")
+	if h, self, _ := c2.Place(ctx, "demo", ""); h.ID != "a" || !self {
+		t.Errorf("Place on a tie = %+v; want itself", h)
+	}
+}
+
+func TestOwner(t *testing.T) {
+	future, past := time.Now().Add(time.Minute), time.Now().Add(-time.Second)
+	st := &memStore{self: "a", leases: map[string]Lease{
+		"mine":   {Session: "mine", Owner: "a", Open: true, Expires: future},
+		"theirs": {Session: "theirs", Owner: "b", Open: true, Expires: future},
+		"dead":   {Session: "dead", Owner: "d", Open: true, Expires: past},
+		"closed": {Session: "closed", Owner: "d", Open: false, Expires: past},
+	}}
+	c, _ := newTestCluster(t, st, memHosts{host("a", true, true, 16, 0), host("b", false, true, 16, 0), host("d", false, false, 16, 0)})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		session string
+		want    string
+		self    bool
+		err     error
+	}{
+		{"mine", "a", true, nil},
+		{"theirs", "b", false, nil},
+		{"dead", "d", false, ErrSessionMoving},
+		{"closed", "a", true, nil},
+		{"unknown", "a", true, nil},
+	} {
+		h, self, err := c.Owner(ctx, tc.session)
+		if h.ID != tc.want || self != tc.self || !errors.Is(err, tc.err) || (err == nil && !self && h.Advertise != "http://"+tc.want) {
+			t.Errorf("Owner(%s) = %+v self %v err %v; want %s self %v err %v", tc.session, h, self, err, tc.want, tc.self, tc.err)
+		}
+	}
+}
+
+func TestKnownToken(t *testing.T) {
+	sum := sha256.Sum256([]byte("token-of-b"))
+	b := host("b", false, true, 16, 0)
+	b.TokenSHA256 = hex.EncodeToString(sum[:])
+	dead := host("d", false, false, 16, 0)
+	dsum := sha256.Sum256([]byte("token-of-dead"))
+	dead.TokenSHA256 = hex.EncodeToString(dsum[:])
+	c, _ := newTestCluster(t, &memStore{self: "a"}, memHosts{host("a", true, true, 16, 0), b, dead})
+	ctx := context.Background()
+	if !c.KnownToken(ctx, "token-of-b") {
+		t.Error("the token of live host b is refused")
+	}
+	for _, tok := range []string{"", "token-of-c", "token-of-dead", b.TokenSHA256} {
+		if c.KnownToken(ctx, tok) {
+			t.Errorf("KnownToken(%q) = true; want false", tok)
+		}
+	}
+}
+
+// TestTakeOverShare: of the expired sessions of a dead host, a live host
+// takes those of agents it has, at most its share, once.
+func TestTakeOverShare(t *testing.T) {
+	past := time.Now().Add(-time.Second)
+	st := &memStore{self: "a", leases: map[string]Lease{}}
+	for i := range 6 {
+		id := fmt.Sprint("s", i)
+		st.leases[id] = Lease{Session: id, Owner: "d", Open: true, Expires: past, Agent: "demo"}
+	}
+	st.leases["x"] = Lease{Session: "x", Owner: "d", Open: true, Expires: past, Agent: "other"}
+	c, _ := newTestCluster(t, st, memHosts{host("a", true, true, 16, 0), host("b", false, true, 16, 0), host("d", false, false, 16, 0)}, "demo")
+	c.takeOver(context.Background())
+	if len(st.taken) != 4 { // ceil(7 expired / 2 live hosts)
+		t.Errorf("took %v; want 4 (its share of 7 among 2 live hosts)", st.taken)
+	}
+	for _, s := range st.taken {
+		if s == "x" {
+			t.Error("took a session of an agent this host does not have")
+		}
+	}
+	c.takeOver(context.Background())
+	if len(st.taken) != 6 {
+		t.Errorf("after a second round took %v; want every demo session", st.taken)
+	}
+}
+
+// TestRunReleases: leases lost are released; when renewals fail for half
+// the TTL, every session held is released before the leases run out.
+func TestRunReleases(t *testing.T) {
+	st := &memStore{self: "a", leases: map[string]Lease{}, lost: []string{"lost-1"}}
+	c, p := newTestCluster(t, st, memHosts{host("a", true, true, 16, 0)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	waitFor(t, "the lost lease released", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.released) == 1 })
+	st.mu.Lock()
+	st.failing = errors.New("database unreachable")
+	st.mu.Unlock()
+	waitFor(t, "the held sessions released", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.released) >= 2 && p.released[1] == "held-1"
+	})
+	cancel()
+	<-done
+}
+
+func TestDrain(t *testing.T) {
+	future := time.Now().Add(time.Minute)
+	st := &memStore{self: "a", leases: map[string]Lease{
+		"s1": {Session: "s1", Owner: "a", Open: true, Expires: future, Agent: "demo"},
+		"s2": {Session: "s2", Owner: "a", Open: true, Expires: future, Agent: "demo"},
+	}}
+	c, p := newTestCluster(t, st, memHosts{host("a", true, true, 16, 0, "demo"), host("b", false, true, 16, 8, "demo")}, "demo")
+	if left := c.Drain(context.Background()); len(left) != 0 {
+		t.Fatalf("Drain left %v", left)
+	}
+	if len(p.moves) != 2 || !c.Draining() {
+		t.Errorf("moves %v draining %v; want both sessions moved to b, for drain", p.moves, c.Draining())
+	}
+	for _, m := range p.moves {
+		if m != "s1>b:drain" && m != "s2>b:drain" {
+			t.Errorf("move %s; want to b for drain", m)
+		}
+	}
+	// Draining, it is placed no session.
+	if h, _, err := c.Place(context.Background(), "demo", ""); err != nil || h.ID != "b" {
+		t.Errorf("Place while draining = %+v, %v; want b", h, err)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

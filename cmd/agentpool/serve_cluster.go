@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentpool/agentpool/cluster"
+	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/internal/wiring"
+)
+
+// Several hosts on one PostgreSQL store: the daemon holds leases on the
+// sessions it owns (see cluster and pool/lease.go), forwards requests for
+// the others to their owner, takes over the sessions of hosts that die,
+// and with --drain hands its sessions to other hosts when it stops.
+
+// DefaultDrainTimeout bounds a drain (serve --drain): sessions still
+// running a turn past it stay here, and are taken over by another host
+// once this one's leases expire.
+const DefaultDrainTimeout = 2 * time.Minute
+
+// clusterKeyEnv names the cluster key file when --cluster-key-file is not
+// given.
+const clusterKeyEnv = "AGENTPOOL_CLUSTER_KEY_FILE"
+
+// minClusterKey is the shortest cluster key accepted.
+const minClusterKey = 32
+
+// readClusterKey reads the cluster credential from path: a file only its
+// owner may read (0600 or stricter) holding at least minClusterKey
+// characters, the same on every host of the cluster.
+func readClusterKey(path string) (string, error) {
+	if path == "" {
+		return "", fmt.Errorf("a daemon on a shared PostgreSQL store needs the cluster key that its hosts present to each other: " +
+			"give every host the same file with --cluster-key-file (or $" + clusterKeyEnv + "), made for example with " +
+			"`umask 077; head -c 32 /dev/urandom | base64 > cluster.key`")
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("cluster key: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("cluster key %s: mode %v lets others read it; chmod 600 it", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("cluster key: %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	if len(key) < minClusterKey {
+		return "", fmt.Errorf("cluster key %s: %d characters; want at least %d", path, len(key), minClusterKey)
+	}
+	return key, nil
+}
+
+// openCluster makes this host's part of the cluster when its store is
+// shared (PostgreSQL): nil otherwise.
+func (m *Main) openCluster() error {
+	if !m.store.Leasing() {
+		return nil
+	}
+	key, err := readClusterKey(m.ClusterKeyFile)
+	if err != nil {
+		return err
+	}
+	if err := m.loadClusterTLS(); err != nil {
+		return err
+	}
+	m.cluster, err = cluster.New(cluster.Config{Self: m.store.HostID(), Store: wiring.Leases{S: m.store}, Hosts: m.hosts, Pool: m.pool,
+		Providers: func(agent string) bool { return slices.Contains(m.readyProviders(), agent) },
+		Key:       key, TTL: m.store.LeaseTTL(), Logger: m.Logger})
+	return err
+}
+
+// sha256Hex is the hex SHA-256 of s.
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// drain hands this host's sessions to other hosts, for serve --drain,
+// within DrainTimeout.
+func (m *Main) drain() {
+	if m.cluster == nil {
+		return
+	}
+	timeout := m.DrainTimeout
+	if timeout <= 0 {
+		timeout = DefaultDrainTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	begin := time.Now()
+	m.Logger.Info("draining: handing every session to other hosts", "timeout", timeout)
+	left := m.cluster.Drain(ctx)
+	if len(left) > 0 {
+		m.Logger.Warn("drain: sessions still here; other hosts take them over once their leases expire", "sessions", left,
+			"err", errors.New("drain timed out"))
+		return
+	}
+	m.Logger.Info("drained", "took", time.Since(begin).Round(time.Millisecond))
+}
+
+// clusterAPI is what httpapi asks of the cluster: nil alone.
+func (m *Main) clusterAPI() httpapi.Cluster {
+	if m.cluster == nil {
+		return nil
+	}
+	return wiring.ClusterAPI{C: m.cluster}
+}
+
+// loadClusterTLS makes the client TLS config of host-to-host calls:
+// the authorities of --cluster-ca, else the system's.
+func (m *Main) loadClusterTLS() error {
+	if m.ClusterCA == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(m.ClusterCA)
+	if err != nil {
+		return fmt.Errorf("--cluster-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("--cluster-ca %s: no PEM certificate in it", m.ClusterCA)
+	}
+	m.clusterTLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return nil
+}
+
+// serveHTTP serves the API on the listener: HTTPS with --tls-cert.
+func (m *Main) serveHTTP() error {
+	if m.TLSCert != "" {
+		return httpapi.ServeTLS(m.http, m.ln, m.TLSCert, m.TLSKey)
+	}
+	return m.http.Serve(m.ln)
+}
