@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -97,16 +98,23 @@ func (s *Server) forwardSession(w http.ResponseWriter, r *http.Request, session 
 	if principalOf(r).host != "" {
 		return true, sessionMoved(session, owner)
 	}
-	return true, s.forward(w, r, owner)
+	return true, s.forward(w, r, session, owner)
 }
 
 // forward sends r to host and copies its answer back; the request may
 // last (a stream, a wait, a terminal) until it ends or Shutdown. A host
 // that cannot be reached is answered 503 naming it (see forwardError).
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, host ClusterHost) error {
+//
+// The forward is watched while it lasts (see watchOwner): a host that
+// stops answering without closing its connections (frozen, or cut off)
+// loses the session once its lease expires, and when another host has
+// taken it over the forward is cut. A client still waiting for an answer
+// gets session_moved, which it sends again to reach the new owner; a
+// stream simply ends, and its reader resumes after the last event it got.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, session string, host ClusterHost) error {
 	u, err := url.Parse(host.Advertise)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return &Error{Status: http.StatusBadGateway, Code: CodeHostUnreachable,
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeHostUnreachable, RetryAfter: retryAfterMoving,
 			Message: fmt.Sprintf("host %q has no usable address (%q)", host.ID, host.Advertise)}
 	}
 	s.mu.Lock()
@@ -119,10 +127,78 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, host ClusterHos
 	defer s.streams.Done()
 	ctx, cancel := s.longContext(r)
 	defer cancel()
+	ctx, cut := context.WithCancel(ctx)
+	defer cut()
 	ctx = context.WithValue(ctx, forwardKey{}, forwardTarget{host: host, url: u})
-	s.fwd.proxy.ServeHTTP(w, r.WithContext(ctx))
+	aw := &answerWatch{ResponseWriter: w}
+	done := make(chan struct{})
+	moved := make(chan ClusterHost, 1)
+	if session != "" { // a create placed on host has no owner to watch
+		go s.watchOwner(ctx, session, host, done, moved, cut)
+	}
+	s.fwd.proxy.ServeHTTP(aw, r.WithContext(ctx))
+	close(done)
+	select {
+	case now := <-moved:
+		if !aw.started.Load() {
+			return sessionMoved(session, now)
+		}
+	default:
+	}
 	return nil
 }
+
+// forwardWatchEvery is how often a forward in progress checks that its
+// target still owns the session.
+const forwardWatchEvery = 2 * time.Second
+
+// watchOwner checks every forwardWatchEvery, until done, that host still
+// owns session; when another host does, it says which on moved and cuts
+// the forward.
+func (s *Server) watchOwner(ctx context.Context, session string, host ClusterHost, done <-chan struct{}, moved chan<- ClusterHost, cut func()) {
+	t := time.NewTicker(forwardWatchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now, self, err := s.cfg.Cluster.Owner(ctx, session)
+		if err != nil || (!self && now.ID == host.ID) {
+			continue // still its owner, or not known yet
+		}
+		if self {
+			now = ClusterHost{ID: s.cfg.Cluster.Self()}
+		}
+		s.log.Warn("forward cut: the session has another owner", "session", session, "was", host.ID, "now", now.ID)
+		moved <- now
+		cut()
+		return
+	}
+}
+
+// answerWatch notes whether the answer to a forwarded request has begun.
+type answerWatch struct {
+	http.ResponseWriter
+	started atomic.Bool
+}
+
+func (a *answerWatch) WriteHeader(code int) {
+	a.started.Store(true)
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *answerWatch) Write(b []byte) (int, error) {
+	a.started.Store(true)
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath (to
+// flush a stream, or hijack an upgraded connection).
+func (a *answerWatch) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // rewriteForward addresses the outgoing request to the owner: the user's
 // credential stays here (the cluster key stands for it), and so do the

@@ -81,7 +81,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		return s.forward(w, r, host)
+		return s.forward(w, r, "", host)
 	}
 	sess, err := s.pool.Create(r.Context(), req.CreateRequest)
 	if err != nil {

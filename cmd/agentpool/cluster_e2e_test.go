@@ -366,3 +366,113 @@ func TestEndToEndCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestEndToEndClusterFrozenHost freezes a host (SIGSTOP) with a turn
+// running, past its leases' TTL: another host takes its session over and
+// runs the next turn. Thawed, the frozen host finds its lease lost,
+// stops the session's agent, and writes nothing more for it: every
+// event is stored once, the cut turn ended once.
+func TestEndToEndClusterFrozenHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs two daemons")
+	}
+	url := startPostgres(t)
+	bin := agentpoolBinary(t)
+	key := clusterKeyFile(t)
+	remote := sharedRemote(t)
+	a := startClusterHost(t, bin, "host-a", url, key)
+	b := startClusterHost(t, bin, "host-b", url, key)
+	a.waitHosts(2)
+	ctx := context.Background()
+	var created httpapi.CreatedSession
+	if err := a.client.Call(ctx, "POST", "/v1/sessions", map[string]any{"repo": remote, "agent": "slow", "host": "host-b"}, &created); err != nil {
+		t.Fatal(err)
+	}
+	id := created.ID
+	promptRetry(t, a.client, id, "first", 30*time.Second)
+	if _, err := a.client.Prompt(ctx, id, "", "slow turn", false); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the slow turn streams
+	agentPIDs := agentPIDsOf(t, b.client, id)
+	if len(agentPIDs) == 0 {
+		t.Fatal("no agent of the session runs on host-b")
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			_ = b.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer thaw()
+	turn := promptRetry(t, a.client, id, "on host-a", clusterTTL+30*time.Second)
+	if turn.StopReason != "end_turn" {
+		t.Fatalf("turn on host-a = %+v", turn)
+	}
+	thaw()
+	// Thawed, host-b releases the session: its agent stops.
+	for deadline := time.Now().Add(clusterTTL + 10*time.Second); ; time.Sleep(100 * time.Millisecond) {
+		alive := 0
+		for _, pid := range agentPIDs {
+			if agenttest.Alive(pid) {
+				alive++
+			}
+		}
+		if alive == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host-b's agent of the session still runs %v after it lost the lease", clusterTTL+10*time.Second)
+		}
+	}
+	time.Sleep(time.Second) // anything host-b would still write
+	evs := eventsOf(t, a.client, id)
+	checkSeqs(t, "the session taken over", evs)
+	ends := map[int64]int{}
+	moved := 0
+	for _, ev := range evs {
+		switch ev.Type {
+		case backends.EventTurnEnded:
+			ends[ev.Turn]++
+		case backends.EventSessionMoved:
+			moved++
+		}
+	}
+	for turn, n := range ends {
+		if n != 1 {
+			t.Errorf("turn %d has %d turn.ended; want 1", turn, n)
+		}
+	}
+	if moved != 1 || len(ends) != 3 {
+		t.Errorf("%d session.moved, turns ended %v; want 1 and three turns (first, the cut one, the one on host-a)", moved, ends)
+	}
+	if s, err := b.client.Session(ctx, id); err != nil || s.Host != "host-a" {
+		t.Errorf("the session seen from host-b: host %q, %v; want host-a", s.Host, err)
+	}
+	// host-b answers for it by forwarding to host-a.
+	promptRetry(t, b.client, id, "through host-b", 30*time.Second)
+}
+
+// agentPIDsOf returns the processes of session's agents as the owner's
+// pool lists them.
+func agentPIDsOf(t *testing.T, c *httpapi.Client, session string) []agenttest.PidEntry {
+	t.Helper()
+	st, err := c.Pool(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []agenttest.PidEntry
+	for _, be := range st.Backends {
+		if be.Session != session || be.PID <= 0 {
+			continue
+		}
+		if ps, err := agenttest.ReadProcStat(be.PID); err == nil {
+			out = append(out, agenttest.PidEntry{Pid: be.PID, StartTime: ps.StartTime})
+		}
+	}
+	return out
+}
