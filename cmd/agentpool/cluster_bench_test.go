@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,8 +22,9 @@ import (
 // 100 sessions of the demo agent on each, every agent warm, and 100 SSE
 // subscribers spread over the hosts (each reading a session of one host
 // through another, so through forwarding). Each iteration prompts all 300
-// sessions at once, each turn streaming `chunks` message chunks as fast
-// as the agent can, and waits for every turn to end. Reported:
+// sessions at once, each turn streaming `chunks` message chunks at
+// `rate` a second (300 × 20 = 6,000 events/s offered; a rate of 0 is as
+// fast as the agents can), and waits for every turn to end. Reported:
 // events_per_s (events stored by all hosts over the iteration's wall
 // time), delivery p50/p99/max (event time to its arrival at a
 // subscriber), and whether every session got its turn. It also measures
@@ -29,22 +32,45 @@ import (
 // forwards it (prompt_owner_p50_ms, prompt_forwarded_p50_ms,
 // forward_extra_p50_ms). Run it with -benchtime 1x; it needs PostgreSQL.
 func BenchmarkCluster(b *testing.B) {
-	const perHost, subscribers, chunks = 100, 100, 100
+	const chunks = 100
+	rate := benchEnvInt(b, "AGENTPOOL_BENCH_RATE", 20)
+	perHost := benchEnvInt(b, "AGENTPOOL_BENCH_SESSIONS", 100)
+	nHosts := benchEnvInt(b, "AGENTPOOL_BENCH_HOSTS", 3)
+	subscribers := min(100, perHost*nHosts)
 	url := startPostgres(b)
 	bin := agentpoolBinary(b)
 	key := clusterKeyFile(b)
-	script := agenttest.Script{AgentName: "bench", Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunks: chunks}}}}}
-	ids := []string{"host-a", "host-b", "host-c"}
+	// Paced in bursts of a tenth of a second's chunks (an agent waking
+	// every millisecond, as ChunksPerSecond does, would take the CPUs).
+	var steps []agenttest.Step
+	for sent := 0; sent < chunks; {
+		n := min(max(rate/10, 1), chunks-sent)
+		if rate == 0 {
+			n = chunks
+		}
+		steps = append(steps, agenttest.Step{Chunks: n})
+		sent += n
+		if rate > 0 && sent < chunks {
+			steps = append(steps, agenttest.Step{SleepMs: 1000 * n / rate})
+		}
+	}
+	script := agenttest.Script{AgentName: "bench", Turns: []agenttest.Turn{{Steps: steps}}}
+	ids := []string{"host-a", "host-b", "host-c"}[:nHosts]
 	clients := map[string]*httpapi.Client{}
 	for _, id := range ids {
 		home := b.TempDir()
-		writeScripted(b, home, bin, map[string]any{"stream": script})
+		writeScripted(b, home, bin, map[string]any{"stream": script, "quick": spareScript(0)})
 		_, c, _ := startBenchDaemonEnv(b, bin, home, []string{"AGENTPOOL_STORE=" + url, "AGENTPOOL_HOST_ID=" + id, clusterKeyEnv + "=" + key},
 			"--log-level", "warn", "--max-warm", fmt.Sprint(perHost+4))
 		clients[id] = c
 	}
 	ctx := context.Background()
-	repo := e2eRepoAtB(b, filepath.Join(b.TempDir(), "repo"))
+	// A checkout per host: a local repository belongs to one host (git
+	// does not take worktrees added by several processes at once).
+	repos := map[string]string{}
+	for _, h := range ids {
+		repos[h] = e2eRepoAtB(b, filepath.Join(b.TempDir(), "repo"))
+	}
 	type sess struct{ id, host string }
 	var sessions []sess
 	var mu sync.Mutex
@@ -55,7 +81,7 @@ func BenchmarkCluster(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				var created httpapi.CreatedSession
-				err := clients[h].Call(ctx, "POST", "/v1/sessions", map[string]any{"repo": repo, "agent": "stream", "host": h,
+				err := clients[h].Call(ctx, "POST", "/v1/sessions", map[string]any{"repo": repos[h], "agent": "stream", "host": h,
 					"id": fmt.Sprintf("%s-%03d", h, i)}, &created)
 				if err != nil {
 					b.Errorf("create on %s: %v", h, err)
@@ -94,30 +120,42 @@ func BenchmarkCluster(b *testing.B) {
 		}
 	}
 
-	// Forwarded prompt against a prompt to the owner, on idle sessions.
+	// Forwarded prompt against a prompt to the owner, on an idle session
+	// of the quick agent on each host.
 	var direct, forwarded []time.Duration
-	for i := range 40 {
-		s := sessions[i*7%len(sessions)]
-		other := ids[(indexOf(ids, s.host)+1)%len(ids)]
-		for _, via := range []string{s.host, other} {
+	for hi, h := range ids {
+		var created httpapi.CreatedSession
+		if err := clients[h].Call(ctx, "POST", "/v1/sessions", map[string]any{"repo": repos[h], "agent": "quick", "host": h}, &created); err != nil {
+			b.Fatal(err)
+		}
+		other := ids[(hi+1)%len(ids)]
+		for i := range 30 {
+			via := h
+			if i%2 == 1 {
+				via = other
+			}
 			start := time.Now()
-			if _, err := clients[via].Prompt(ctx, s.id, "", "warm", false); err != nil {
+			if _, err := clients[via].Prompt(ctx, created.ID, "", "warm", false); err != nil {
 				b.Fatal(err)
 			}
 			d := time.Since(start)
-			waitIdle(b, clients[s.host], s.id)
-			if via == s.host {
+			waitIdle(b, clients[h], created.ID)
+			if i < 2 {
+				continue // the agent's first turns
+			}
+			if via == h {
 				direct = append(direct, d)
 			} else {
 				forwarded = append(forwarded, d)
 			}
 		}
 	}
-	dp, fp := median(direct), median(forwarded)
-	b.ReportMetric(ms(dp), "prompt_owner_p50_ms")
-	b.ReportMetric(ms(fp), "prompt_forwarded_p50_ms")
-	b.ReportMetric(ms(fp-dp), "forward_extra_p50_ms")
+	var dp, fp time.Duration
+	if len(forwarded) > 0 {
+		dp, fp = median(direct), median(forwarded)
+	}
 
+	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
 		b.StopTimer()
 		// Subscribers: session i of the first 100, read through the
@@ -192,6 +230,25 @@ func BenchmarkCluster(b *testing.B) {
 		}
 		b.ReportMetric(float64(got.Load()), "events_subscribed")
 	}
+	if fp > 0 {
+		b.ReportMetric(ms(dp), "prompt_owner_p50_ms")
+		b.ReportMetric(ms(fp), "prompt_forwarded_p50_ms")
+		b.ReportMetric(ms(fp-dp), "forward_extra_p50_ms")
+	}
+}
+
+// benchEnvInt reads an integer setting of a benchmark from the
+// environment, def when unset.
+func benchEnvInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		b.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return n
 }
 
 // waitIdle waits until session runs no turn.
