@@ -168,6 +168,9 @@ func BenchmarkCluster(b *testing.B) {
 		for i := range subscribers {
 			s := sessions[i*len(sessions)/subscribers]
 			via := clients[ids[(indexOf(ids, s.host)+1)%len(ids)]]
+			if direct := os.Getenv("AGENTPOOL_BENCH_DIRECT") != ""; direct {
+				via = clients[s.host] // the owner's own stream, for comparison
+			}
 			evs, err := clients[s.host].EventLog(ctx, s.id, 0)
 			if err != nil {
 				b.Fatal(err)
