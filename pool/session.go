@@ -352,16 +352,28 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 	if req.warmOn() {
 		p.startWarmUp(s, req.Agent) // warmup.go
 	}
-	return p.Get(ctx, id)
+	return p.get(ctx, id, true)
 }
 
 // Get returns a session with its live state.
 func (p *Pool) Get(ctx context.Context, id string) (Session, error) {
+	return p.get(ctx, id, false)
+}
+
+// get is Get; with own, the session's agents are listed without their
+// memory (see backendsOf): a create answers without scanning every
+// process of the system, which made creating N sessions cost N scans of
+// N agents.
+func (p *Pool) get(ctx context.Context, id string, own bool) (Session, error) {
 	s, err := p.loadSession(ctx, id)
 	if err != nil {
 		return Session{}, err
 	}
-	sess := p.describe(ctx, s, p.Backends())
+	running := p.backendsOf(id)
+	if !own {
+		running = p.Backends()
+	}
+	sess := p.describe(ctx, s, running)
 	if p.cfg.Usage != nil {
 		u, err := p.SessionUsage(ctx, id)
 		if err != nil {

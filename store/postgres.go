@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -55,7 +56,13 @@ func HasPassword(s string) bool { return postgres.HasPassword(s) }
 
 // openPostgres opens the database cfg.URL names (see package postgres).
 func openPostgres(cfg Config) (*sqlx.DB, error) {
-	db, err := postgres.Open(postgres.Config{URL: cfg.URL, PasswordFile: cfg.PasswordFile})
+	pc := postgres.Config{URL: cfg.URL, PasswordFile: cfg.PasswordFile}
+	if cfg.HostID != "" {
+		// A host frozen mid-transaction must not keep its sessions' rows
+		// locked past its leases (see TakeOver).
+		pc.IdleInTransaction = max(cfg.LeaseTTL/2, time.Second)
+	}
+	db, err := postgres.Open(pc)
 	if err != nil {
 		return nil, err
 	}

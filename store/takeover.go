@@ -77,6 +77,13 @@ func (s *Store) TakeOver(ctx context.Context, session string) (_ Moved, err erro
 			_ = tx.Rollback()
 		}
 	}()
+	// The old owner may hold the row in a transaction it never ends (it
+	// froze mid-write): the wait is bounded, and the database ends such a
+	// transaction (see Config.LeaseTTL and postgres.Config), so a later
+	// attempt takes it.
+	if _, err = tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(s.cfg.LeaseTTL/2, time.Second).Milliseconds())); err != nil {
+		return Moved{}, err
+	}
 	var row struct {
 		leaseRow
 		Status     string `db:"status"`

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -220,5 +221,41 @@ func TestHandOverThenHold(t *testing.T) {
 	want := map[string]any{"from": "a", "to": "b", "epoch": 2.0, "reason": "drain", "lost": ""}
 	if diff := cmp.Diff(want, moved); diff != "" {
 		t.Errorf("session.moved data (-want +got):\n%s", diff)
+	}
+}
+
+// TestTakeOverFromAFrozenHolder: the holder froze in the middle of a
+// transaction that locks its session's row (a daemon stopped between two
+// statements of a write). The take-over is not blocked for good: its wait
+// is bounded, and the database ends the frozen transaction, so a later
+// attempt takes the session.
+func TestTakeOverFromAFrozenHolder(t *testing.T) {
+	ctx := context.Background()
+	loc := testEngines[1].db(t, Config{})
+	a, _ := openTest(t, at(loc, Config{HostID: "a", LeaseTTL: 2 * time.Second}))
+	b, _ := openTest(t, at(loc, Config{HostID: "b", LeaseTTL: 2 * time.Second}))
+	mustSession(t, a, "s1")
+	expireLease(t, b, "s1")
+	frozen, err := a.db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Rollback()
+	var id string
+	if err := frozen.GetContext(ctx, &id, `SELECT id FROM sessions WHERE id = ? FOR NO KEY UPDATE`, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := b.TakeOver(ctx, "s1")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TakeOver while the old holder's transaction hangs: %v after 20 s", err)
+		}
+	}
+	if l, err := b.GetLease(ctx, "s1"); err != nil || l.Owner != "b" {
+		t.Errorf("lease after the take-over = %+v, %v; want b's", l, err)
 	}
 }

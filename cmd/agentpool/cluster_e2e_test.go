@@ -103,7 +103,11 @@ func promptRetry(t *testing.T, c *httpapi.Client, session, text string, limit ti
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		turn, err := c.Prompt(context.Background(), session, "", text, true)
+		// Bounded: a prompt stuck on its way fails the test, with the
+		// daemons' logs, rather than hang it.
+		ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(time.Minute))
+		turn, err := c.Prompt(ctx, session, "", text, true)
+		cancel()
 		if err == nil {
 			return turn
 		}
@@ -341,7 +345,8 @@ func TestEndToEndCluster(t *testing.T) {
 		}
 	}
 
-	// The drain: host-b stops, handing its sessions to host-a.
+	// The drain: host-b stops, handing its sessions to host-a; one of
+	// them is closed first, through host-a.
 	var onB []string
 	for id, own := range owner {
 		if own == "host-b" {
@@ -349,6 +354,24 @@ func TestEndToEndCluster(t *testing.T) {
 		}
 	}
 	sort.Strings(onB)
+	if len(onB) > 1 {
+		gone := onB[0]
+		before, err := b.client.Session(ctx, gone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.client.CloseSession(ctx, gone, false)
+		if err != nil || res.Session != gone {
+			t.Fatalf("close %s (host-b's) through host-a: %+v, %v", gone, res, err)
+		}
+		if _, err := os.Stat(before.Worktree.Path); !os.IsNotExist(err) {
+			t.Errorf("worktree %s of the closed session on host-b: %v; want it removed", before.Worktree.Path, err)
+		}
+		if s, err := b.client.Session(ctx, gone); err != nil || s.Status != "closed" {
+			t.Errorf("closed session seen from host-b: %q, %v; want closed", s.Status, err)
+		}
+		onB = onB[1:]
+	}
 	a.waitHosts(2) // host-c is seen gone: the drain hands nothing to it
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	_ = b.cmd.Wait()

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -62,6 +63,11 @@ type Config struct {
 	// PasswordFile, when set, is a file whose first line is the password;
 	// otherwise pgx reads $PGPASSFILE or ~/.pgpass (or $PGPASSWORD).
 	PasswordFile string
+	// IdleInTransaction, when set, makes the server end a transaction of
+	// these connections left idle this long (and release its locks): a
+	// host that froze mid-transaction must not keep the rows of its
+	// sessions locked from the host that takes them over.
+	IdleInTransaction time.Duration
 }
 
 // IsURL reports whether s is a postgres:// or postgresql:// URL.
@@ -133,6 +139,12 @@ func Open(cfg Config) (*sql.DB, error) {
 			return nil, err
 		}
 		cc.Password = pw
+	}
+	if cfg.IdleInTransaction > 0 {
+		if cc.RuntimeParams == nil {
+			cc.RuntimeParams = map[string]string{}
+		}
+		cc.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(cfg.IdleInTransaction.Milliseconds())
 	}
 	return sql.OpenDB(rebindConnector{stdlib.GetConnector(*cc)}), nil
 }
