@@ -91,13 +91,21 @@ func TestEndToEndHostsShareAPostgresStore(t *testing.T) {
 	bin := agentpoolBinary(t)
 	homeA, homeB := t.TempDir(), t.TempDir()
 	writeScripted(t, homeA, bin, map[string]any{"only-a": spareScript(0)})
-	key := clusterKeyEnv + "=" + clusterKeyFile(t)
-	a := startDaemon(t, bin, homeA, "AGENTPOOL_STORE="+url, "AGENTPOOL_HOST_ID=host-a", key)
+	keyFile := clusterKeyFile(t)
+	key := clusterKeyEnv + "=" + keyFile
+	// a reads the key from its data directory, b from the file named.
+	kb, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(homeA, clusterKeyFileName), kb, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startDaemon(t, bin, homeA, "AGENTPOOL_STORE="+url, "AGENTPOOL_HOST_ID=host-a", clusterKeyEnv+"=")
 	a.stopAtCleanup()
 	b := startDaemon(t, bin, homeB, "AGENTPOOL_STORE="+url, "AGENTPOOL_HOST_ID=host-b", key)
 	ctx := context.Background()
 	var list []hosts.Status
-	var err error
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		list, err = a.client.Hosts(ctx)
 		if err == nil && len(list) == 2 || time.Now().After(deadline) {

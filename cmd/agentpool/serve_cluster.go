@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,10 @@ const DefaultDrainTimeout = 2 * time.Minute
 // given.
 const clusterKeyEnv = "AGENTPOOL_CLUSTER_KEY_FILE"
 
+// clusterKeyFileName is the cluster key's file in the data directory,
+// read when --cluster-key-file is not given.
+const clusterKeyFileName = "cluster.key"
+
 // minClusterKey is the shortest cluster key accepted.
 const minClusterKey = 32
 
@@ -41,8 +46,8 @@ const minClusterKey = 32
 func readClusterKey(path string) (string, error) {
 	if path == "" {
 		return "", fmt.Errorf("a daemon on a shared PostgreSQL store needs the cluster key that its hosts present to each other: " +
-			"give every host the same file with --cluster-key-file (or $" + clusterKeyEnv + "), made for example with " +
-			"`umask 077; head -c 32 /dev/urandom | base64 > cluster.key`")
+			"give every host the same file, as " + clusterKeyFileName + " in its data directory (where no agent can read it) or with " +
+			"--cluster-key-file (or $" + clusterKeyEnv + "), made for example with `umask 077; head -c 32 /dev/urandom | base64 > " + clusterKeyFileName + "`")
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -68,7 +73,15 @@ func (m *Main) openCluster() error {
 	if !m.store.Leasing() {
 		return nil
 	}
-	key, err := readClusterKey(m.ClusterKeyFile)
+	path := m.ClusterKeyFile
+	if path == "" {
+		// In the data directory, where no agent may read it (see
+		// protectedHomes).
+		if p := filepath.Join(m.Home, clusterKeyFileName); fileExists(p) {
+			path = p
+		}
+	}
+	key, err := readClusterKey(path)
 	if err != nil {
 		return err
 	}
@@ -142,4 +155,10 @@ func (m *Main) serveHTTP() error {
 		return httpapi.ServeTLS(m.http, m.ln, m.TLSCert, m.TLSKey)
 	}
 	return m.http.Serve(m.ln)
+}
+
+// fileExists says whether path names an existing file (not a directory).
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir()
 }
