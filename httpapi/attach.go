@@ -118,13 +118,9 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	if handled, err := s.forwardSession(w, r, id); handled {
 		return err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errShuttingDown
+	if err := s.holdStream(); err != nil {
+		return err
 	}
-	s.streams.Add(1)
-	s.mu.Unlock()
 	defer s.streams.Done()
 	ctx, cancel := s.longContext(r)
 	defer cancel()

@@ -117,13 +117,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, session string,
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeHostUnreachable, RetryAfter: retryAfterMoving,
 			Message: fmt.Sprintf("host %q has no usable address (%q)", host.ID, host.Advertise)}
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errShuttingDown
+	if err := s.holdStream(); err != nil {
+		return err
 	}
-	s.streams.Add(1)
-	s.mu.Unlock()
 	defer s.streams.Done()
 	ctx, cancel := s.longContext(r)
 	defer cancel()

@@ -60,16 +60,25 @@ type sseWriter struct {
 	err     error
 }
 
+// holdStream registers a long request (a stream, a terminal, a forward)
+// that Shutdown waits for and ends, or refuses it during shutdown; the
+// caller calls s.streams.Done when it ends.
+func (s *Server) holdStream() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errShuttingDown
+	}
+	s.streams.Add(1)
+	return nil
+}
+
 // startStream refuses a stream during shutdown, else sends the headers and
 // registers the stream; the returned function unregisters it.
 func (s *Server) startStream(w http.ResponseWriter) (*sseWriter, func(), error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, nil, errShuttingDown
+	if err := s.holdStream(); err != nil {
+		return nil, nil, err
 	}
-	s.streams.Add(1)
-	s.mu.Unlock()
 	s.metrics.streams.Inc()
 	rc := http.NewResponseController(w)
 	done := func() {

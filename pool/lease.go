@@ -255,7 +255,8 @@ func (p *Pool) leave(s *session, evs []backends.Event) {
 	p.mu.Unlock()
 }
 
-// Owned lists the open sessions this host holds in memory, for a drain.
+// Owned lists the open sessions this host has in memory: those the
+// cluster releases when it cannot renew their leases in time.
 func (p *Pool) Owned() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
