@@ -117,12 +117,14 @@ func (c *Client) do(req *http.Request, out any) (http.Header, error) {
 const resetRetries = 3
 
 // retryable reports whether req failed on a reset or closed connection
-// and, being a GET without a body, can be sent again.
+// (a reset read, an end of stream, or a write to a connection the server
+// had closed: a broken pipe) and, being a GET without a body, can be sent
+// again.
 func retryable(req *http.Request, err error) bool {
 	if req.Method != http.MethodGet || req.Body != nil && req.Body != http.NoBody || req.Context().Err() != nil {
 		return false
 	}
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // readError turns a failed answer into an *Error.
