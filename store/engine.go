@@ -230,11 +230,22 @@ func (s *Store) lockSeqs(ctx context.Context, tx *sqlx.Tx, batch []item, pg *pgA
 	return nil
 }
 
-// storeSeqs moves, in tx, the counter rows of the sessions that got events
-// to the last seq handed out.
-func (s *Store) storeSeqs(ctx context.Context, tx *sqlx.Tx, pg *pgAttempt) error {
+// storeSeqsSQL moves the counter rows of the sessions given (ids, last
+// seqs) to their last seq. The second condition on the ids lets the
+// planner reach the rows through the primary key: it cannot tell how many
+// rows unnest gives a prepared statement, guesses 100 and would otherwise
+// scan the whole table.
+const storeSeqsSQL = `UPDATE sessions SET last_seq = v.last
+	FROM unnest(?::text[], ?::bigint[]) AS v(id, last) WHERE sessions.id = v.id AND sessions.id = ANY(?::text[])`
+
+// finishPostgres ends a PostgreSQL attempt's statements: it inserts the
+// pending events and moves the counter rows of the sessions that got
+// events to the last seq handed out, in one statement (one round trip
+// fewer per transaction, on the writer's path). An event the insert
+// refuses makes it fail with errOneByOne, as flushPending does.
+func (s *Store) finishPostgres(ctx context.Context, tx *sqlx.Tx, pg *pgAttempt) error {
 	if len(pg.moved) == 0 {
-		return nil
+		return s.flushPending(ctx, tx, pg)
 	}
 	ids := make([]string, 0, len(pg.moved))
 	lasts := make([]int64, 0, len(pg.moved))
@@ -242,9 +253,21 @@ func (s *Store) storeSeqs(ctx context.Context, tx *sqlx.Tx, pg *pgAttempt) error
 		ids = append(ids, id)
 		lasts = append(lasts, pg.seqs[id])
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seq = v.last
-		FROM unnest(?::text[], ?::bigint[]) AS v(id, last) WHERE sessions.id = v.id`, ids, lasts); err != nil {
-		return fmt.Errorf("store seq counters: %w", err)
+	p := &pg.pending
+	if len(p.seqs) == 0 {
+		if _, err := tx.ExecContext(ctx, storeSeqsSQL, ids, lasts, ids); err != nil {
+			return fmt.Errorf("store seq counters: %w", err)
+		}
+		return nil
+	}
+	defer p.reset()
+	_, err := tx.ExecContext(ctx, `WITH inserted AS (`+insertManySQL+`) `+storeSeqsSQL,
+		p.sessions, p.seqs, p.turns, p.agents, p.types, p.data, p.at, ids, lasts, ids)
+	if err != nil && refusesEvent(err) {
+		return fmt.Errorf("%w: %w", errOneByOne, err)
+	}
+	if err != nil {
+		return fmt.Errorf("store events and seq counters: %w", err)
 	}
 	return nil
 }

@@ -259,10 +259,7 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 		}
 	}
 	if pg != nil {
-		if err := s.flushPending(ctx, tx, pg); err != nil {
-			return nil, -1, err
-		}
-		if err := s.storeSeqs(ctx, tx, pg); err != nil {
+		if err := s.finishPostgres(ctx, tx, pg); err != nil {
 			return nil, -1, err
 		}
 	}

@@ -54,6 +54,19 @@ func IsPostgresURL(s string) bool { return postgres.IsURL(s) }
 // password itself, which Open refuses (see ErrPasswordInURL).
 func HasPassword(s string) bool { return postgres.HasPassword(s) }
 
+// PostgresConns is how many connections a daemon opens to PostgreSQL at
+// most, and keeps open while they are used. Each PostgreSQL connection is
+// a server process: a daemon that opened one per concurrent query and
+// closed all but a few afterwards made the server start and end hundreds
+// of processes a second under load (half its CPU, the writer's
+// transactions waiting behind them), and a burst of requests on three
+// hosts ran past the server's max_connections. A cluster of N hosts needs
+// max_connections of at least N × PostgresConns plus what else connects.
+const PostgresConns = 16
+
+// postgresConnIdle closes a connection unused for that long.
+const postgresConnIdle = time.Minute
+
 // openPostgres opens the database cfg.URL names (see package postgres).
 func openPostgres(cfg Config) (*sqlx.DB, error) {
 	pc := postgres.Config{URL: cfg.URL, PasswordFile: cfg.PasswordFile}
@@ -77,7 +90,9 @@ func openPostgresStore(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store on postgres: %w", err)
 	}
-	db.SetMaxIdleConns(maxIdleConns)
+	db.SetMaxOpenConns(PostgresConns)
+	db.SetMaxIdleConns(PostgresConns)
+	db.SetConnMaxIdleTime(postgresConnIdle)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store on postgres: %w", err)

@@ -500,3 +500,51 @@ func TestTwoStoresStartTurnsOfOneSession(t *testing.T) {
 		t.Errorf("LastTurn(s1) = %+v, %v; want number %d", last, err, 2*perStore)
 	}
 }
+
+// TestPostgresConnectionsAreKept: bursts of concurrent reads, far more
+// than PostgresConns, open at most PostgresConns connections, and the
+// next burst reuses them instead of starting new server processes.
+func TestPostgresConnectionsAreKept(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	ctx := context.Background()
+	s, _ := openTest(t, at(loc, Config{}))
+	mustSession(t, s, "s1")
+	var dbName string
+	if err := s.db.GetContext(ctx, &dbName, `SELECT current_database()`); err != nil {
+		t.Fatal(err)
+	}
+	// Backends started for this database so far (PostgreSQL 14+).
+	started := func() int64 {
+		var n int64
+		if err := s.db.GetContext(ctx, &n, `SELECT sessions FROM pg_stat_database WHERE datname = ?`, dbName); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	burst := func() {
+		var wg sync.WaitGroup
+		for range 4 * PostgresConns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Long enough that the reads overlap.
+				if _, err := s.db.ExecContext(ctx, `SELECT pg_sleep(0.02)`); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	burst()
+	if open := s.db.Stats().OpenConnections; open > PostgresConns {
+		t.Errorf("%d connections open after a burst; want at most %d", open, PostgresConns)
+	}
+	// The statistics collector reports the sessions a backend ended.
+	before := started()
+	for range 3 {
+		burst()
+	}
+	if after := started(); after != before {
+		t.Errorf("three more bursts started %d server processes; want the connections kept and reused", after-before)
+	}
+}

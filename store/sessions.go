@@ -121,9 +121,43 @@ func (s *Store) DeleteClosedSession(ctx context.Context, id string) error {
 	if err := s.flushUnlessFull(ctx); err != nil {
 		return fmt.Errorf("delete session %q: %w", id, err)
 	}
+	if s.eng.postgres {
+		return s.deleteClosedPostgres(ctx, id)
+	}
 	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id = ? AND status = ?`, id, SessionClosed)
 	if err == nil {
 		err = mustAffect(res)
+	}
+	if err != nil {
+		return fmt.Errorf("delete session %q: %w", id, s.mapWriteErr(err))
+	}
+	return nil
+}
+
+// deleteClosedPostgres is DeleteClosedSession on PostgreSQL, where events
+// have no foreign key (see migrations_pg/0011): the session's row goes
+// first, which waits for a writer holding it, then its events, in the same
+// transaction; a writer coming later finds no row and refuses the
+// session's events.
+func (s *Store) deleteClosedPostgres(ctx context.Context, id string) (err error) {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("delete session %q: %w", id, err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ? AND status = ?`, id, SessionClosed)
+	if err == nil {
+		err = mustAffect(res)
+	}
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `DELETE FROM events WHERE session_id = ?`, id)
+	}
+	if err == nil {
+		err = tx.Commit()
 	}
 	if err != nil {
 		return fmt.Errorf("delete session %q: %w", id, s.mapWriteErr(err))

@@ -3,6 +3,7 @@ package agenttest
 import (
 	"encoding/json"
 	"os"
+	"runtime"
 )
 
 // DemoFile is the file the demo agent writes in the session's worktree.
@@ -44,6 +45,9 @@ func DemoScript() Script {
 // RunDemo runs the demo agent on the process's standard streams. A script
 // in AGENTPOOL_DEMO_SCRIPT (JSON) replaces the built-in one.
 func RunDemo() error {
+	// The demo agent's work is serial: one processor spares the machine
+	// the runtime's idle threads waking each other (see BenchmarkCluster).
+	runtime.GOMAXPROCS(1)
 	s := DemoScript()
 	if raw := os.Getenv("AGENTPOOL_DEMO_SCRIPT"); raw != "" {
 		s = Script{}

@@ -42,6 +42,25 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 		a.update(textUpdate("agent_message_chunk", a.expand(s.Chunk, prompt)))
 	case s.Thought != "":
 		a.update(textUpdate("agent_thought_chunk", s.Thought))
+	case s.Chunks > 0 && s.ChunksPerSecond == 0:
+		// A burst, as a model's reply often arrives: the chunks go out
+		// in one write, each on its own line.
+		a.mu.Lock()
+		sid := a.sessionID
+		a.mu.Unlock()
+		var buf []byte
+		for range s.Chunks {
+			b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update",
+				"params": map[string]any{"sessionId": sid, "update": textUpdate("agent_message_chunk", "c")}})
+			if err != nil {
+				fmt.Fprintln(a.stderr, "fake agent: marshal:", err)
+				return false
+			}
+			buf = append(append(buf, b...), '\n')
+		}
+		a.wmu.Lock()
+		_, _ = a.out.Write(buf)
+		a.wmu.Unlock()
 	case s.Chunks > 0:
 		start := time.Now()
 		for i := 0; i < s.Chunks; i++ {
