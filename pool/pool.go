@@ -78,7 +78,8 @@ type Config struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// GroupRSS returns the RSS in bytes of every process group, by pgid
-	// (default: read from /proc).
+	// (default: read from /proc, one scan kept for a quarter second). The
+	// map returned is not changed by its callers.
 	GroupRSS func() map[int]int64
 	// NewID makes session ids (default: random).
 	NewID  func() string
@@ -168,7 +169,10 @@ func New(cfg Config) (*Pool, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.GroupRSS == nil {
-		cfg.GroupRSS = backends.GroupRSS
+		// The real scan is kept for rssFresh; a GroupRSS given (by a
+		// test) is asked every time.
+		c := &rssCache{scan: backends.GroupRSS, fresh: rssFresh, now: time.Now}
+		cfg.GroupRSS = c.get
 	}
 	if cfg.NewID == nil {
 		cfg.NewID = newID

@@ -30,7 +30,9 @@ import (
 // subscriber), and whether every session got its turn. It also measures
 // a prompt sent to the owner against one sent to another host that
 // forwards it (prompt_owner_p50_ms, prompt_forwarded_p50_ms,
-// forward_extra_p50_ms). Run it with -benchtime 1x; it needs PostgreSQL.
+// forward_extra_p50_ms), and the time from the first create to every
+// agent warm (create_to_all_warm_s). Run it with -benchtime 1x; it needs
+// PostgreSQL.
 func BenchmarkCluster(b *testing.B) {
 	const chunks = 100
 	rate := benchEnvInt(b, "AGENTPOOL_BENCH_RATE", 20)
@@ -75,6 +77,7 @@ func BenchmarkCluster(b *testing.B) {
 	var sessions []sess
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	createStart := time.Now()
 	for _, h := range ids {
 		for i := range perHost {
 			wg.Add(1)
@@ -119,6 +122,8 @@ func BenchmarkCluster(b *testing.B) {
 			b.Fatalf("%d of %d agents warm after 5 minutes", warm, len(sessions))
 		}
 	}
+
+	allWarm := time.Since(createStart)
 
 	// Forwarded prompt against a prompt to the owner, on an idle session
 	// of the quick agent on each host.
@@ -233,6 +238,7 @@ func BenchmarkCluster(b *testing.B) {
 		}
 		b.ReportMetric(float64(got.Load()), "events_subscribed")
 	}
+	b.ReportMetric(allWarm.Seconds(), "create_to_all_warm_s")
 	if fp > 0 {
 		b.ReportMetric(ms(dp), "prompt_owner_p50_ms")
 		b.ReportMetric(ms(fp), "prompt_forwarded_p50_ms")
