@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -326,13 +327,57 @@ func (c *Client) CloseSession(ctx context.Context, id string, discard bool) (poo
 
 // Prompt starts a turn and returns it at once; with wait, it returns the
 // turn once it has ended.
+//
+// The prompt carries a key of its own (Idempotency-Key), so that it can be
+// sent again when the client cannot know whether it arrived: the
+// connection broke before the answer, or the session was moving between
+// hosts. The daemon answers a prompt sent again with the turn the first
+// started, so a turn is never started twice.
 func (c *Client) Prompt(ctx context.Context, session, agent, text string, wait bool) (pool.Turn, error) {
-	var t pool.Turn
 	p := sessionPath(session, "prompt")
 	if wait {
 		p += "?wait=true"
 	}
-	return t, c.call(ctx, http.MethodPost, p, PromptRequest{Agent: agent, Text: text}, &t)
+	key := rand.Text()
+	var err error
+	for try := 0; ; try++ {
+		var t pool.Turn
+		var req *http.Request
+		if req, err = c.request(ctx, http.MethodPost, p, PromptRequest{Agent: agent, Text: text}); err != nil {
+			return t, err
+		}
+		req.Header.Set(IdempotencyKeyHeader, key)
+		if _, err = c.do(req, &t); err == nil || try >= promptResends || !resendPrompt(err) || ctx.Err() != nil {
+			return t, err
+		}
+		pause := time.Duration(try+1) * 200 * time.Millisecond
+		var ae *Error
+		if errors.As(err, &ae) && ae.RetryAfter > 0 {
+			pause = min(ae.RetryAfter, 2*time.Second)
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return t, err
+		}
+	}
+}
+
+// promptResends is how many times Prompt sends a prompt again.
+const promptResends = 3
+
+// resendPrompt reports whether a prompt that failed with err may have
+// arrived, or can arrive if sent again: its connection broke before the
+// answer, or the session was moving between hosts
+// (session_moved, session_moving) or its host did not answer the host
+// that forwarded it (host_unreachable).
+func resendPrompt(err error) bool {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae.Code == CodeSessionMoved || ae.Code == CodeSessionMoving || ae.Code == CodeHostUnreachable
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // CommitWork commits the session's uncommitted work to its branch, with

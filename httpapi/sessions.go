@@ -162,9 +162,15 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) error {
 
 // prompt: POST /v1/sessions/{id}/prompt {agent?, text} → 202 with the
 // started turn, whose queue_position is set when it waits for a backend
-// slot; with ?wait=true, 200 with the finished turn.
+// slot; with ?wait=true, 200 with the finished turn. With an
+// Idempotency-Key header, a prompt whose key already started a turn of
+// the session answers that turn and starts nothing.
 func (s *Server) prompt(w http.ResponseWriter, r *http.Request) error {
 	wait, err := boolParam(r, "wait")
+	if err != nil {
+		return err
+	}
+	key, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
@@ -176,7 +182,7 @@ func (s *Server) prompt(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("text", "field \"text\" is required and must not be blank")
 	}
 	id := r.PathValue("id")
-	t, err := s.pool.StartPrompt(r.Context(), pool.PromptRequest{Session: id, Agent: req.Agent, Text: req.Text})
+	t, err := s.pool.StartPrompt(r.Context(), pool.PromptRequest{Session: id, Agent: req.Agent, Text: req.Text, Key: key})
 	if err != nil {
 		return err
 	}
@@ -186,6 +192,28 @@ func (s *Server) prompt(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	return s.waitTurn(w, r, id, t.ID)
+}
+
+// IdempotencyKeyHeader carries the key a client chose for a prompt: the
+// same prompt sent again with it (the client did not learn whether the
+// first arrived) gets the turn the first started.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// maxIdempotencyKey bounds the key's length.
+const maxIdempotencyKey = 200
+
+// idempotencyKey reads the request's Idempotency-Key: "" when absent,
+// else 1 to 200 visible ASCII characters.
+func idempotencyKey(r *http.Request) (string, error) {
+	vals := r.Header.Values(IdempotencyKeyHeader)
+	if len(vals) == 0 {
+		return "", nil
+	}
+	k := vals[0]
+	if len(vals) > 1 || k == "" || len(k) > maxIdempotencyKey || strings.IndexFunc(k, func(c rune) bool { return c < 0x21 || c > 0x7e }) >= 0 {
+		return "", badRequest(IdempotencyKeyHeader, "header %s must be one value of 1 to %d visible ASCII characters", IdempotencyKeyHeader, maxIdempotencyKey)
+	}
+	return k, nil
 }
 
 // waitTurn answers with the turn once it has ended.

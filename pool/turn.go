@@ -15,6 +15,7 @@ type turnRun struct {
 	id     int64
 	agent  string
 	prompt string
+	key    string // the prompt's PromptRequest.Key
 	done   chan struct{}
 
 	// ctx is the turn's context: cancelling it cancels the turn the
@@ -69,6 +70,17 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	if err != nil {
 		return Turn{}, err
 	}
+	if req.Key != "" {
+		// Sent again: the turn this key started, running or ended (on
+		// this host or, before a move, on another).
+		t, err := p.cfg.Store.TurnByKey(ctx, s.id, req.Key)
+		if err == nil {
+			return t, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return Turn{}, fmt.Errorf("turn of prompt key %q: %w", req.Key, err)
+		}
+	}
 	s.mu.Lock()
 	if s.closed && s.moving {
 		s.mu.Unlock()
@@ -80,15 +92,20 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 		return Turn{}, fmt.Errorf("session %q: %w", s.id, ErrClosed)
 	}
 	if s.turn != nil {
-		id := s.turn.id
+		id, same := s.turn.id, req.Key != "" && s.turn.key == req.Key
 		s.mu.Unlock()
+		if same && id != 0 {
+			// The same prompt, sent again while its first copy started
+			// the turn.
+			return p.cfg.Store.GetTurn(ctx, s.id, id)
+		}
 		return Turn{}, fmt.Errorf("session %q is running turn %d: %w", s.id, id, ErrBusy)
 	}
 	agent := req.Agent
 	if agent == "" {
 		agent = s.rec.ActiveAgent
 	}
-	tr := &turnRun{agent: agent, prompt: req.Text, done: make(chan struct{})}
+	tr := &turnRun{agent: agent, prompt: req.Text, key: req.Key, done: make(chan struct{})}
 	tr.ctx, tr.cancel = context.WithCancel(p.ctx)
 	s.turn = tr
 	switchAgent := agent != s.rec.ActiveAgent
@@ -133,7 +150,7 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	if err != nil {
 		return fail(fmt.Errorf("checkpoint before the turn: %w", err))
 	}
-	t := Turn{Session: s.id, Agent: agent, Prompt: req.Text, CheckpointBefore: before, StartedAt: p.cfg.Now()}
+	t := Turn{Session: s.id, Agent: agent, Prompt: req.Text, CheckpointBefore: before, StartedAt: p.cfg.Now(), RequestKey: req.Key}
 	t.ID, err = p.cfg.Store.StartTurn(ctx, t)
 	if err != nil {
 		return fail(fmt.Errorf("store turn: %w", err))

@@ -158,6 +158,9 @@ type Turn struct {
 	QueuePosition int `json:"queue_position,omitempty"`
 	// Usage is the turn's tokens, when its agent reported them.
 	Usage *Tokens `json:"usage,omitempty"`
+	// RequestKey is the key of the prompt that started the turn (see
+	// PromptRequest.Key); only StartTurn reads it.
+	RequestKey string `json:"-"`
 	// Review is the review of the session's diff that this turn answers,
 	// when its prompt was one (POST /v1/sessions/{id}/review); the API
 	// fills it in, the pool leaves it nil.
@@ -170,6 +173,12 @@ type PromptRequest struct {
 	// Agent selects the agent; empty means the session's active agent.
 	Agent string `json:"agent,omitempty"`
 	Text  string `json:"text"`
+	// Key, when set, is the key the client chose for this prompt (the
+	// Idempotency-Key header): a prompt with the key of a turn the
+	// session already has gets that turn instead of starting another, so
+	// that a client may send it again when it does not know whether it
+	// arrived.
+	Key string `json:"-"`
 }
 
 // CloseResult says what closing a session did.

@@ -135,7 +135,7 @@ func (s *Store) DeleteClosedSession(ctx context.Context, id string) error {
 }
 
 // deleteClosedPostgres is DeleteClosedSession on PostgreSQL, where events
-// have no foreign key (see migrations_pg/0011): the session's row goes
+// have no foreign key (see migrations_pg/0011_prompt_keys.sql): the session's row goes
 // first, which waits for a writer holding it, then its events, in the same
 // transaction; a writer coming later finds no row and refuses the
 // session's events.

@@ -28,6 +28,9 @@ type Turn struct {
 	StartedAt        time.Time
 	// EndedAt is nil while the turn runs.
 	EndedAt *time.Time
+	// RequestKey is the key the prompt that started the turn carried
+	// (see TurnByKey); "" for none. Only StartTurn reads it.
+	RequestKey string
 }
 
 // TurnEnd is how a turn ended, recorded by EndTurn.
@@ -98,17 +101,17 @@ func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
 		// session row, no turn row, no number: the write is refused.
 		w.what = "start turn of session " + strconv.Quote(t.SessionID)
 		w.query = `WITH n AS (UPDATE sessions SET last_turn = last_turn + 1 WHERE id = ?1 RETURNING last_turn)
-			INSERT INTO turns (session_id, number, agent, prompt, checkpoint_before, started_at)
-			SELECT ?1, n.last_turn, ?2, ?3, ?4, ?5 FROM n
+			INSERT INTO turns (session_id, number, agent, prompt, checkpoint_before, started_at, request_key)
+			SELECT ?1, n.last_turn, ?2, ?3, ?4, ?5, ?6 FROM n
 			RETURNING number`
-		w.args = []any{t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt))}
+		w.args = []any{t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt)), nullString(t.RequestKey)}
 	} else {
 		id := s.turnSeq.Add(1)
 		w.what = "start turn " + strconv.FormatInt(id, 10) + " of session " + strconv.Quote(t.SessionID)
-		w.query = `INSERT INTO turns (id, session_id, number, agent, prompt, checkpoint_before, started_at)
-			VALUES (?1, ?2, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?2), ?3, ?4, ?5, ?6)
+		w.query = `INSERT INTO turns (id, session_id, number, agent, prompt, checkpoint_before, started_at, request_key)
+			VALUES (?1, ?2, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?2), ?3, ?4, ?5, ?6, ?7)
 			RETURNING number`
-		w.args = []any{id, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt))}
+		w.args = []any{id, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt)), nullString(t.RequestKey)}
 	}
 	what := w.what
 	err := s.enqueue(w)
@@ -257,6 +260,25 @@ func (s *Store) GetTurn(ctx context.Context, sessionID string, number int64) (Tu
 	return row.turn(), nil
 }
 
+// TurnByKey returns the turn of sessionID that a prompt carrying key
+// started (see Turn.RequestKey), once the writes queued before the call
+// are written. It returns ErrNotFound when there is none.
+func (s *Store) TurnByKey(ctx context.Context, sessionID, key string) (Turn, error) {
+	if err := s.awaitWrites(ctx); err != nil {
+		return Turn{}, fmt.Errorf("turn of session %q with key %q: %w", sessionID, key, err)
+	}
+	var row turnRow
+	err := s.db.GetContext(ctx, &row, `SELECT `+turnCols+` FROM turns WHERE session_id = ? AND request_key = ?`,
+		sessionID, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return Turn{}, fmt.Errorf("turn of session %q with key %q: %w", sessionID, key, err)
+	}
+	return row.turn(), nil
+}
+
 // ListTurns returns the turns of sessionID in the order they started
 // (by number).
 func (s *Store) ListTurns(ctx context.Context, sessionID string) ([]Turn, error) {
@@ -291,4 +313,12 @@ func (s *Store) LastTurn(ctx context.Context, sessionID string) (Turn, error) {
 		return Turn{}, fmt.Errorf("last turn of session %q: %w", sessionID, err)
 	}
 	return row.turn(), nil
+}
+
+// nullString is s, or NULL when it is empty.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -251,3 +251,37 @@ func TestPermissions(t *testing.T) {
 		}
 	})
 }
+
+// TestTurnByKey: a turn started with a key is found by it in its own
+// session only; another key, or none, finds nothing; a second turn of the
+// session with the same key is refused by the database.
+func TestTurnByKey(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e testEngine) {
+		ctx := context.Background()
+		s, _ := openTest(t, e.db(t, Config{}))
+		mustSession(t, s, "s1")
+		mustSession(t, s, "s2")
+		if _, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "no key"}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "keyed", RequestKey: "k-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.TurnByKey(ctx, "s1", "k-1")
+		if err != nil || got.Number != n || got.Prompt != "keyed" {
+			t.Errorf("TurnByKey(s1, k-1) = %+v, %v; want turn %d", got, err, n)
+		}
+		for _, tt := range []struct{ session, key string }{{"s2", "k-1"}, {"s1", "k-2"}, {"s1", ""}} {
+			if _, err := s.TurnByKey(ctx, tt.session, tt.key); !errors.Is(err, ErrNotFound) {
+				t.Errorf("TurnByKey(%s, %q) error = %v; want ErrNotFound", tt.session, tt.key, err)
+			}
+		}
+		if _, err := s.StartTurn(ctx, Turn{SessionID: "s2", Agent: "a", Prompt: "same key, other session", RequestKey: "k-1"}); err != nil {
+			t.Errorf("a key used in another session: %v", err)
+		}
+		if _, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "again", RequestKey: "k-1"}); err == nil {
+			t.Error("a second turn with the same key in one session was stored")
+		}
+	})
+}

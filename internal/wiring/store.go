@@ -192,7 +192,14 @@ func fromTurn(t store.Turn) pool.Turn {
 // StartTurn stores a new turn's row and returns its number in the session
 // once it is durable.
 func (a Store) StartTurn(ctx context.Context, t pool.Turn) (int64, error) {
-	return a.S.StartTurn(ctx, store.Turn{SessionID: t.Session, Agent: t.Agent, Prompt: t.Prompt, CheckpointBefore: t.CheckpointBefore, StartedAt: t.StartedAt})
+	return a.S.StartTurn(ctx, store.Turn{SessionID: t.Session, Agent: t.Agent, Prompt: t.Prompt, CheckpointBefore: t.CheckpointBefore,
+		StartedAt: t.StartedAt, RequestKey: t.RequestKey})
+}
+
+// TurnByKey reads the turn a prompt carrying key started.
+func (a Store) TurnByKey(ctx context.Context, session, key string) (pool.Turn, error) {
+	t, err := a.S.TurnByKey(ctx, session, key)
+	return fromTurn(t), notFound(err)
 }
 
 // EndTurnEvent queues how a turn ended with the event that reports it, in
