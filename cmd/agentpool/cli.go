@@ -3,12 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,8 +112,24 @@ func shellQuote(s string) string {
 
 // daemonInfo is the content of daemon.json.
 type daemonInfo struct {
+	// Addr is host:port for a daemon serving HTTP, an https:// URL for
+	// one serving HTTPS.
 	Addr string `json:"addr"`
 	PID  int    `json:"pid"`
+	// Cert is, for a daemon serving HTTPS, its certificate file, which
+	// the CLI trusts besides the system's authorities (a daemon's own
+	// certificate is often self-signed).
+	Cert string `json:"cert,omitempty"`
+}
+
+// port is the port of d.Addr, "" when it has none.
+func (d daemonInfo) port() string {
+	hostport := d.Addr
+	if u, err := url.Parse(d.Addr); err == nil && u.Host != "" {
+		hostport = u.Host
+	}
+	_, port, _ := net.SplitHostPort(hostport)
+	return port
 }
 
 // readDaemonFile reads home/daemon.json. A missing file is an error
@@ -138,10 +159,11 @@ func (d daemonInfo) alive() bool {
 	return d.PID <= 0 || syscall.Kill(d.PID, 0) != syscall.ESRCH
 }
 
-// writeDaemonFile records the daemon's address and pid in home/daemon.json,
-// atomically, for clients to find.
-func writeDaemonFile(home, addr string, pid int) error {
-	b, err := json.Marshal(daemonInfo{Addr: addr, PID: pid})
+// writeDaemonFile records d, the daemon's address and pid (and, serving
+// HTTPS, its certificate file) in home/daemon.json, atomically, for
+// clients to find.
+func writeDaemonFile(home string, d daemonInfo) error {
+	b, err := json.Marshal(d)
 	if err != nil {
 		return err
 	}
@@ -288,12 +310,13 @@ func (c *cli) client() (*httpapi.Client, error) {
 			return nil, err
 		}
 	}
+	var cert string
 	if addr == "" {
 		d, err := c.findDaemon()
 		if err != nil {
 			return nil, err
 		}
-		addr = d.Addr
+		addr, cert = d.Addr, d.Cert
 	}
 	if token == "" {
 		b, err := readTrusted(filepath.Join(c.env.Home, tokenFileName))
@@ -307,7 +330,35 @@ func (c *cli) client() (*httpapi.Client, error) {
 		base = "http://" + base
 	}
 	c.api = &httpapi.Client{BaseURL: base, Token: token}
+	if cert != "" && strings.HasPrefix(base, "https://") {
+		hc, err := trustingClient(cert)
+		if err != nil {
+			return nil, err
+		}
+		c.api.HTTP = hc
+	}
 	return c.api, nil
+}
+
+// trustingClient is an HTTP client that trusts the certificates of the
+// PEM file cert (the daemon's own, named by its daemon.json) besides the
+// system's authorities. The file is read only if this user owns it and
+// no one else may write it (see readTrusted).
+func trustingClient(cert string) (*http.Client, error) {
+	b, err := readTrusted(cert)
+	if err != nil {
+		return nil, fmt.Errorf("read the daemon's certificate: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("the daemon's certificate %s holds no PEM certificate", cert)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}, nil
 }
 
 // findDaemon reads the daemon.json of the data directory. When that is the

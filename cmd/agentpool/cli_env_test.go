@@ -71,7 +71,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 		e.wg.Wait()
 		_ = reg.Close()
 	})
-	if err := writeDaemonFile(home, e.ts.Listener.Addr().String(), os.Getpid()); err != nil {
+	if err := writeDaemonFile(home, daemonInfo{Addr: e.ts.Listener.Addr().String(), PID: os.Getpid()}); err != nil {
 		t.Fatalf("writeDaemonFile() error = %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(home, tokenFileName), []byte(cliTestToken+"\n"), 0o600); err != nil {

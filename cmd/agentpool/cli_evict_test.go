@@ -50,7 +50,7 @@ func TestEvictCommand(t *testing.T) {
 	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { srv.Shutdown(); ts.Close(); _ = reg.Close() })
-	if err := writeDaemonFile(home, ts.Listener.Addr().String(), os.Getpid()); err != nil {
+	if err := writeDaemonFile(home, daemonInfo{Addr: ts.Listener.Addr().String(), PID: os.Getpid()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(home, tokenFileName), []byte(cliTestToken+"\n"), 0o600); err != nil {

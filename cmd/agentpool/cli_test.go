@@ -237,13 +237,13 @@ func TestClientDiscovery(t *testing.T) {
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeDaemonFile(home, "127.0.0.1:1", dead.Process.Pid); err != nil {
+	if err := writeDaemonFile(home, daemonInfo{Addr: "127.0.0.1:1", PID: dead.Process.Pid}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.client(); err == nil || !strings.Contains(err.Error(), "is not running") {
 		t.Errorf("client() with a dead daemon's pid error = %v; want not running", err)
 	}
-	if err := writeDaemonFile(home, "127.0.0.1:1", os.Getpid()); err != nil {
+	if err := writeDaemonFile(home, daemonInfo{Addr: "127.0.0.1:1", PID: os.Getpid()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(home, tokenFileName), []byte("tok\n"), 0o600); err != nil {

@@ -132,6 +132,13 @@ func (d *daemon) connect(out fmt.Stringer) {
 		d.t.Fatal(err)
 	}
 	d.client = &httpapi.Client{BaseURL: "http://" + info.Addr, Token: strings.TrimSpace(string(token))}
+	if info.Cert != "" {
+		hc, err := trustingClient(info.Cert)
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		d.client.BaseURL, d.client.HTTP = info.Addr, hc
+	}
 }
 
 // removeCgroupTree removes what is left of a test daemon's cgroup tree (the

@@ -322,7 +322,7 @@ func (m *Main) Open(ctx context.Context) error {
 			m.Logger.Warn("write the per-user pointer to this data directory", "err", err)
 		}
 	}
-	if err := writeDaemonFile(home, addr, os.Getpid()); err != nil {
+	if err := writeDaemonFile(home, m.daemonInfo(addr)); err != nil {
 		m.Logger.Warn("write daemon.json", "err", err)
 	}
 	m.banner(addr)
@@ -481,7 +481,7 @@ func listen(addr, home string) (net.Listener, error) {
 	host, port, _ := net.SplitHostPort(addr)
 	who := "another program (another agentpool daemon?)"
 	if d, derr := readDaemonFile(home); derr == nil && d.alive() && d.PID > 0 {
-		if _, dport, _ := net.SplitHostPort(d.Addr); dport == port {
+		if d.port() == port {
 			who = fmt.Sprintf("the daemon of this data directory, %s (pid %d): it is already running", home, d.PID)
 		}
 	}
@@ -787,4 +787,23 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// daemonInfo is what daemon.json records of this daemon listening on
+// addr: serving HTTPS, the URL the CLI calls it by (the advertised one
+// when it is https, whose name the certificate holds, else addr's) and
+// the certificate file to trust.
+func (m *Main) daemonInfo(addr string) daemonInfo {
+	d := daemonInfo{Addr: addr, PID: os.Getpid()}
+	if m.TLSCert == "" {
+		return d
+	}
+	d.Addr = "https://" + addr
+	if u, err := url.Parse(m.Advertise); err == nil && u.Scheme == "https" && u.Host != "" {
+		d.Addr = "https://" + u.Host
+	}
+	if abs, err := filepath.Abs(m.TLSCert); err == nil {
+		d.Cert = abs
+	}
+	return d
 }
