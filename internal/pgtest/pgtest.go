@@ -19,7 +19,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,14 +65,28 @@ func binDir() (string, error) {
 	return "", errors.New("PostgreSQL server programs (initdb, pg_ctl) not found")
 }
 
-// Start initialises and starts a cluster in a new temporary directory.
+// ownerFile, in a cluster's directory, holds the pid and start time (see
+// procStart) of the test process that started it.
+const ownerFile = "owner"
+
+// dirPattern matches the clusters' directories in the temporary directory.
+const dirPattern = "agentpool-pgtest-*"
+
+// Start initialises and starts a cluster in a new temporary directory,
+// first stopping and removing the clusters left by test processes that
+// are gone (killed, or timed out, before their Stop).
 func Start() (*Cluster, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
 	}
+	ReapStale(bin)
 	dir, err := os.MkdirTemp("", "agentpool-pgtest-")
 	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(fmt.Sprintf("%d %d\n", os.Getpid(), procStart(os.Getpid()))), 0o600); err != nil {
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
 	c := &Cluster{dir: dir, bin: bin}
@@ -225,4 +241,63 @@ func dbName(url string) string {
 		}
 	}
 	return rest
+}
+
+// ReapStale stops (immediate shutdown) and removes every cluster in the
+// temporary directory whose owner file, written by this user, names a
+// test process that no longer runs (no such pid, or a pid reused by a
+// process started at another time). A cluster without an owner file, or
+// one another user's file names, is left alone. bin is PostgreSQL's bin
+// directory.
+func ReapStale(bin string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPattern))
+	for _, dir := range dirs {
+		path := filepath.Join(dir, ownerFile)
+		fi, err := os.Lstat(path)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var pid int
+		var start uint64
+		if n, _ := fmt.Sscanf(string(b), "%d %d", &pid, &start); n != 2 || pid <= 0 {
+			continue
+		}
+		if syscall.Kill(pid, 0) != syscall.ESRCH && procStart(pid) == start {
+			continue // its test process still runs
+		}
+		c := &Cluster{dir: dir, bin: bin}
+		if os.Geteuid() == 0 {
+			c.runAs = "postgres"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = c.run(ctx, "pg_ctl", "-D", filepath.Join(dir, "data"), "-m", "immediate", "-w", "stop")
+		cancel()
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// procStart returns the start time of process pid (field 22 of
+// /proc/PID/stat, in clock ticks since boot), 0 when it cannot be read.
+func procStart(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
 }
