@@ -1,74 +1,26 @@
 package httpapi
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/agentpool/agentpool/internal/testcert"
 	"github.com/agentpool/agentpool/registry"
 )
 
-// selfSigned writes a self-signed certificate for 127.0.0.1 and its key
-// in dir, and returns their paths and a pool that trusts the certificate.
-func selfSigned(t testing.TB, dir string) (certFile, keyFile string, roots *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "agentpool test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		IsCA:         true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots = x509.NewCertPool()
-	roots.AddCert(cert)
-	return certFile, keyFile, roots
-}
-
 func TestListenCheckTLS(t *testing.T) {
 	dir := t.TempDir()
-	cert, key, _ := selfSigned(t, dir)
+	cert, key, _ := testcert.Loopback(t, dir)
 	junk := filepath.Join(dir, "junk.pem")
 	if err := os.WriteFile(junk, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
@@ -167,7 +119,7 @@ func tlsHost(t testing.TB, cfg Config, cert, key string) string {
 // A host served over TLS answers clients that trust its certificate, and
 // another host forwards to it with ClusterTLS; without, it cannot.
 func TestForwardOverTLS(t *testing.T) {
-	cert, key, roots := selfSigned(t, t.TempDir())
+	cert, key, roots := testcert.Loopback(t, t.TempDir())
 	fpB := &fakePool{}
 	prompts := promptRecorder(fpB)
 	m := &clusterMap{key: clusterKey, hosts: map[string]ClusterHost{}, alive: map[string]bool{"a": true, "b": true},
