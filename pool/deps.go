@@ -117,8 +117,8 @@ type Store interface {
 	ReportTurnEnd(ctx context.Context, ev backends.Event, committed func(backends.Event)) error
 	GetTurn(ctx context.Context, session string, turn int64) (Turn, error)
 	// TurnByKey reads the turn of session that a prompt carrying key
-	// started (Turn.RequestKey); an error wrapping ErrNotFound when there
-	// is none.
+	// started (Turn.RequestKey), as committed, without waiting for queued
+	// writes; an error wrapping ErrNotFound when there is none.
 	TurnByKey(ctx context.Context, session, key string) (Turn, error)
 	LastTurn(ctx context.Context, session string) (Turn, error)
 	ListTurns(ctx context.Context, session string) ([]Turn, error)

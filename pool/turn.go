@@ -16,7 +16,11 @@ type turnRun struct {
 	agent  string
 	prompt string
 	key    string // the prompt's PromptRequest.Key
-	done   chan struct{}
+	// registered is closed once StartPrompt has stored the turn (id is
+	// set) or given it up: a copy of the prompt sent again meanwhile
+	// waits for it.
+	registered chan struct{}
+	done       chan struct{}
 
 	// ctx is the turn's context: cancelling it cancels the turn the
 	// protocol's way, even before the backend has registered it.
@@ -72,7 +76,8 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	}
 	if req.Key != "" {
 		// Sent again: the turn this key started, running or ended (on
-		// this host or, before a move, on another).
+		// this host or, before a move, on another). One still being
+		// started here is s.turn, below.
 		t, err := p.cfg.Store.TurnByKey(ctx, s.id, req.Key)
 		if err == nil {
 			return t, nil
@@ -92,12 +97,25 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 		return Turn{}, fmt.Errorf("session %q: %w", s.id, ErrClosed)
 	}
 	if s.turn != nil {
-		id, same := s.turn.id, req.Key != "" && s.turn.key == req.Key
+		first := s.turn
+		id, same := first.id, req.Key != "" && first.key == req.Key
 		s.mu.Unlock()
-		if same && id != 0 {
-			// The same prompt, sent again while its first copy started
-			// the turn.
-			return p.cfg.Store.GetTurn(ctx, s.id, id)
+		if same {
+			// The same prompt, sent again while its first copy runs or
+			// is being started: that copy's turn, once it is stored; if
+			// the first copy gave up, this one starts the turn.
+			select {
+			case <-first.registered:
+			case <-ctx.Done():
+				return Turn{}, ctx.Err()
+			}
+			s.mu.Lock()
+			id = first.id
+			s.mu.Unlock()
+			if id != 0 {
+				return p.cfg.Store.GetTurn(ctx, s.id, id)
+			}
+			return p.StartPrompt(ctx, req)
 		}
 		return Turn{}, fmt.Errorf("session %q is running turn %d: %w", s.id, id, ErrBusy)
 	}
@@ -105,7 +123,7 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	if agent == "" {
 		agent = s.rec.ActiveAgent
 	}
-	tr := &turnRun{agent: agent, prompt: req.Text, key: req.Key, done: make(chan struct{})}
+	tr := &turnRun{agent: agent, prompt: req.Text, key: req.Key, done: make(chan struct{}), registered: make(chan struct{})}
 	tr.ctx, tr.cancel = context.WithCancel(p.ctx)
 	s.turn = tr
 	switchAgent := agent != s.rec.ActiveAgent
@@ -117,6 +135,7 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 		s.mu.Unlock()
 		tr.cancel()
 		close(tr.done)
+		close(tr.registered)
 		return Turn{}, err
 	}
 	// Refuse what can be refused before the turn exists: an unknown or
@@ -158,6 +177,7 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	s.mu.Lock()
 	tr.id = t.ID
 	s.mu.Unlock()
+	close(tr.registered)
 	p.turns.Add(1)
 	p.publish(s, backends.Event{Type: backends.EventTurnStarted, Agent: agent, Turn: t.ID,
 		Data: backends.MustJSON(map[string]any{"turn": t.ID, "agent": agent, "prompt": req.Text, "checkpoint": before})})

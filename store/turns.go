@@ -261,12 +261,12 @@ func (s *Store) GetTurn(ctx context.Context, sessionID string, number int64) (Tu
 }
 
 // TurnByKey returns the turn of sessionID that a prompt carrying key
-// started (see Turn.RequestKey), once the writes queued before the call
-// are written. It returns ErrNotFound when there is none.
+// started (see Turn.RequestKey), as committed: unlike GetTurn it does not
+// wait for the writes queued before it (every keyed prompt asks, and must
+// not wait behind other sessions' events), so a turn whose StartTurn has
+// not returned yet is not found, and a turn found may have ended since.
+// It returns ErrNotFound when there is none.
 func (s *Store) TurnByKey(ctx context.Context, sessionID, key string) (Turn, error) {
-	if err := s.awaitWrites(ctx); err != nil {
-		return Turn{}, fmt.Errorf("turn of session %q with key %q: %w", sessionID, key, err)
-	}
 	var row turnRow
 	err := s.db.GetContext(ctx, &row, `SELECT `+turnCols+` FROM turns WHERE session_id = ? AND request_key = ?`,
 		sessionID, key)
