@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +13,8 @@ import (
 // TestPromptKeySentTogether: copies of one keyed prompt sent at once (a
 // client resending while its first copy is still being started) all get
 // the one turn the first started, none ErrBusy; the session has one turn.
-// A copy sent after the turn ended gets it too.
+// A copy sent after the turn ended gets it too; the key sent with another
+// prompt is refused, not taken for the first.
 func TestPromptKeySentTogether(t *testing.T) {
 	e := newEnv(t, map[string]any{"fake": providerEntry(echo)}, nil)
 	s := e.session("fake")
@@ -42,6 +44,9 @@ func TestPromptKeySentTogether(t *testing.T) {
 	late, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s.ID, Text: "once", Key: "k-1"})
 	if err != nil || late.ID != ids[0] {
 		t.Errorf("a copy after the turn ended = turn %d, %v; want %d", late.ID, err, ids[0])
+	}
+	if _, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s.ID, Text: "another prompt", Key: "k-1"}); !errors.Is(err, pool.ErrInvalid) {
+		t.Errorf("the key sent with another prompt: error = %v; want ErrInvalid", err)
 	}
 	turns, err := e.p.Turns(ctx, s.ID)
 	if err != nil || len(turns) != 1 {

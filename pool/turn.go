@@ -80,7 +80,7 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 		// started here is s.turn, below.
 		t, err := p.cfg.Store.TurnByKey(ctx, s.id, req.Key)
 		if err == nil {
-			return t, nil
+			return keyedTurn(t, req)
 		}
 		if !errors.Is(err, ErrNotFound) {
 			return Turn{}, fmt.Errorf("turn of prompt key %q: %w", req.Key, err)
@@ -113,7 +113,11 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 			id = first.id
 			s.mu.Unlock()
 			if id != 0 {
-				return p.cfg.Store.GetTurn(ctx, s.id, id)
+				t, err := p.cfg.Store.GetTurn(ctx, s.id, id)
+				if err != nil {
+					return Turn{}, err
+				}
+				return keyedTurn(t, req)
 			}
 			return p.StartPrompt(ctx, req)
 		}
@@ -205,6 +209,17 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	p.publish(s, backends.Event{Time: queuedAt, Type: EventTurnQueued, Agent: agent, Turn: t.ID,
 		Data: backends.MustJSON(map[string]any{"turn": t.ID, "position": pos, "max_warm": p.cfg.MaxWarm})})
 	go p.awaitSlot(s, w, tr, t)
+	return t, nil
+}
+
+// keyedTurn answers a prompt whose key started turn t: t, if it is the
+// same prompt (text, and agent when one is named); else the key was
+// reused for another prompt, which is refused rather than dropped.
+func keyedTurn(t Turn, req PromptRequest) (Turn, error) {
+	if t.Prompt != req.Text || req.Agent != "" && req.Agent != t.Agent {
+		return Turn{}, &userError{msg: fmt.Sprintf("the prompt key %q started turn %d with another prompt: a key names one prompt, send a new one with another key", req.Key, t.ID),
+			err: fmt.Errorf("%w: prompt key %q reused", ErrInvalid, req.Key)}
+	}
 	return t, nil
 }
 

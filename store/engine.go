@@ -231,12 +231,9 @@ func (s *Store) lockSeqs(ctx context.Context, tx *sqlx.Tx, batch []item, pg *pgA
 }
 
 // storeSeqsSQL moves the counter rows of the sessions given (ids, last
-// seqs) to their last seq. The second condition on the ids lets the
-// planner reach the rows through the primary key: it cannot tell how many
-// rows unnest gives a prepared statement, guesses 100 and would otherwise
-// scan the whole table.
+// seqs) to their last seq.
 const storeSeqsSQL = `UPDATE sessions SET last_seq = v.last
-	FROM unnest(?::text[], ?::bigint[]) AS v(id, last) WHERE sessions.id = v.id AND sessions.id = ANY(?::text[])`
+	FROM unnest(?::text[], ?::bigint[]) AS v(id, last) WHERE sessions.id = v.id`
 
 // finishPostgres ends a PostgreSQL attempt's statements: it inserts the
 // pending events and moves the counter rows of the sessions that got
@@ -255,14 +252,14 @@ func (s *Store) finishPostgres(ctx context.Context, tx *sqlx.Tx, pg *pgAttempt) 
 	}
 	p := &pg.pending
 	if len(p.seqs) == 0 {
-		if _, err := tx.ExecContext(ctx, storeSeqsSQL, ids, lasts, ids); err != nil {
+		if _, err := tx.ExecContext(ctx, storeSeqsSQL, ids, lasts); err != nil {
 			return fmt.Errorf("store seq counters: %w", err)
 		}
 		return nil
 	}
 	defer p.reset()
 	_, err := tx.ExecContext(ctx, `WITH inserted AS (`+insertManySQL+`) `+storeSeqsSQL,
-		p.sessions, p.seqs, p.turns, p.agents, p.types, p.data, p.at, ids, lasts, ids)
+		p.sessions, p.seqs, p.turns, p.agents, p.types, p.data, p.at, ids, lasts)
 	if err != nil && refusesEvent(err) {
 		return fmt.Errorf("%w: %w", errOneByOne, err)
 	}

@@ -198,10 +198,15 @@ func (a *agent) notify(method string, params any) {
 }
 
 func (a *agent) update(u any) {
+	a.notify("session/update", a.updateParams(u))
+}
+
+// updateParams are the params of a session/update carrying u.
+func (a *agent) updateParams(u any) map[string]any {
 	a.mu.Lock()
 	sid := a.sessionID
 	a.mu.Unlock()
-	a.notify("session/update", map[string]any{"sessionId": sid, "update": u})
+	return map[string]any{"sessionId": sid, "update": u}
 }
 
 func (a *agent) handleNotification(m message) {

@@ -1,6 +1,7 @@
 package agenttest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -45,22 +46,14 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 	case s.Chunks > 0 && s.ChunksPerSecond == 0:
 		// A burst, as a model's reply often arrives: the chunks go out
 		// in one write, each on its own line.
-		a.mu.Lock()
-		sid := a.sessionID
-		a.mu.Unlock()
-		var buf []byte
-		for range s.Chunks {
-			b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update",
-				"params": map[string]any{"sessionId": sid, "update": textUpdate("agent_message_chunk", "c")}})
-			if err != nil {
-				fmt.Fprintln(a.stderr, "fake agent: marshal:", err)
-				return false
-			}
-			buf = append(append(buf, b...), '\n')
+		line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update",
+			"params": a.updateParams(textUpdate("agent_message_chunk", "c"))})
+		if err != nil {
+			fmt.Fprintln(a.stderr, "fake agent: marshal:", err)
+			return false
 		}
-		a.wmu.Lock()
-		_, _ = a.out.Write(buf)
-		a.wmu.Unlock()
+		burst := bytes.Repeat(append(line, '\n'), s.Chunks)
+		a.writeRaw(burst[:len(burst)-1])
 	case s.Chunks > 0:
 		start := time.Now()
 		for i := 0; i < s.Chunks; i++ {

@@ -80,7 +80,7 @@ func Start() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	ReapStale(bin)
+	reapStale(bin)
 	dir, err := os.MkdirTemp("", "agentpool-pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
@@ -243,13 +243,13 @@ func dbName(url string) string {
 	return rest
 }
 
-// ReapStale stops (immediate shutdown) and removes every cluster in the
+// reapStale stops (immediate shutdown) and removes every cluster in the
 // temporary directory whose owner file, written by this user, names a
 // test process that no longer runs (no such pid, or a pid reused by a
 // process started at another time). A cluster without an owner file, or
 // one another user's file names, is left alone. bin is PostgreSQL's bin
 // directory.
-func ReapStale(bin string) {
+func reapStale(bin string) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPattern))
 	for _, dir := range dirs {
 		path := filepath.Join(dir, ownerFile)

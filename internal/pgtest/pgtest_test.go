@@ -32,7 +32,7 @@ func TestDatabase(t *testing.T) {
 }
 
 // TestReapStale: a cluster whose owner file names a process that has
-// ended is stopped and removed by the next ReapStale; one whose owner
+// ended is stopped and removed by the next reapStale; one whose owner
 // runs (this test) is kept.
 func TestReapStale(t *testing.T) {
 	if shared.err != nil {
@@ -56,7 +56,7 @@ func TestReapStale(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dead.dir, ownerFile), []byte(owner), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ReapStale(dead.bin)
+	reapStale(dead.bin)
 	if _, err := os.Stat(dead.dir); !os.IsNotExist(err) {
 		t.Errorf("the cluster of an ended process is still there: %v", err)
 		dead.Stop()
