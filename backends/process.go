@@ -251,6 +251,10 @@ func (p *Process) wait() {
 	err := p.cmd.Wait()
 	_ = KillGroup(p.pid)
 	p.killJail()
+	// SIGKILL is delivered asynchronously: a member may still run for a
+	// moment (TestStopRemovesGrandchild saw one under load). Stop
+	// promises an empty group.
+	waitGroupGone(p.pid, groupGoneWait)
 	select {
 	case <-p.drained:
 	case <-time.After(stderrDrainWait):
@@ -350,6 +354,18 @@ func (e *ExitError) Error() string {
 
 // Unwrap returns the underlying wait error, if any.
 func (e *ExitError) Unwrap() error { return e.Err }
+
+// groupGoneWait bounds how long a process's end waits for the members of
+// its group, SIGKILLed, to be gone (one in uninterruptible sleep can take
+// longer; it is dead once it wakes).
+const groupGoneWait = 2 * time.Second
+
+// waitGroupGone waits, up to d, until group pgid has no live member.
+func waitGroupGone(pgid int, d time.Duration) {
+	for deadline := time.Now().Add(d); GroupAlive(pgid) && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
 
 // KillGroup sends SIGKILL to every member of process group pgid. A group
 // that no longer exists is not an error.
