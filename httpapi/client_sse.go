@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
@@ -141,7 +142,15 @@ func (c *Client) stream(ctx context.Context, path string, after int64, track boo
 	if resp.StatusCode != http.StatusOK {
 		return nil, last, n, readError(resp)
 	}
-	rd := bufio.NewReaderSize(resp.Body, 64<<10)
+	return readStream(resp.Body, path, after, track, fn, nil)
+}
+
+// readStream reads an event stream from body as stream does; events of
+// the stream's own types other than stream.end (create.result) go to
+// other, which may be nil.
+func readStream(body io.Reader, path string, after int64, track bool, fn func(backends.Event) error, other func(backends.Event) error) (end *EndData, last int64, n int, err error) {
+	last = after
+	rd := bufio.NewReaderSize(body, 64<<10)
 	var typ string
 	var data []byte
 	for {
@@ -182,6 +191,12 @@ func (c *Client) stream(ctx context.Context, path string, after int64, track boo
 			}
 			return &ed, last, n, nil
 		}
+		if ev.Type == EventCreateResult && other != nil {
+			if err := other(ev); err != nil {
+				return nil, last, n, callbackError{err}
+			}
+			continue
+		}
 		if !track {
 			n++
 			if err := fn(ev); err != nil {
@@ -219,4 +234,98 @@ func readLine(rd *bufio.Reader) ([]byte, error) {
 	}
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	return bytes.TrimSuffix(line, []byte("\r")), nil
+}
+
+// CreateStream creates a session as Create does and follows its event
+// stream from the first event, in the same request (POST /v1/sessions
+// answered as text/event-stream): created is called with the answer once
+// the session exists (with a prompt, its first turn has started), then fn
+// with every event of the session, in order and each once, as Events
+// does, reconnecting with GET …/events when the stream is dropped. It
+// returns as Events does, with the answer once there is one: a session
+// exists whenever the answer's ID is set, whatever the error. The create
+// itself is sent once: a broken connection before the answer leaves it
+// unknown whether the session was made (set req.ID to send it again
+// safely).
+func (c *Client) CreateStream(ctx context.Context, req CreateSessionRequest, created func(CreatedSession) error, fn func(backends.Event) error) (CreatedSession, error) {
+	var out CreatedSession
+	hreq, err := c.request(ctx, http.MethodPost, "/v1/sessions", req)
+	if err != nil {
+		return out, err
+	}
+	hreq.Header.Set("Accept", "text/event-stream")
+	resp, err := c.httpClient().Do(hreq)
+	if err != nil {
+		return out, fmt.Errorf("POST /v1/sessions: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return out, readError(resp)
+	}
+	answered := func(data []byte) error {
+		if err := json.Unmarshal(data, &out); err != nil {
+			return fmt.Errorf("POST /v1/sessions: decode answer: %w", err)
+		}
+		if out.ID == "" {
+			return fmt.Errorf("POST /v1/sessions: an answer without a session id")
+		}
+		if created != nil {
+			if err := created(out); err != nil {
+				return callbackError{err}
+			}
+		}
+		return nil
+	}
+	var last int64
+	if ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) != "text/event-stream" {
+		// A daemon that answered as JSON: follow the stream on its own.
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		if err == nil {
+			err = answered(b)
+		}
+		if err != nil {
+			return out, unwrapCallback(err)
+		}
+	} else {
+		end, got, _, err := readStream(resp.Body, "/v1/sessions", 0, true, func(ev backends.Event) error {
+			if out.ID == "" {
+				return fmt.Errorf("POST /v1/sessions: event %s before the answer", ev.Type)
+			}
+			return fn(ev)
+		}, func(ev backends.Event) error { return answered(ev.Data) })
+		last = got
+		var cbe callbackError
+		switch {
+		case errors.As(err, &cbe):
+			if errors.Is(cbe.err, ErrStop) {
+				return out, nil
+			}
+			return out, cbe.err
+		case out.ID == "":
+			if err == nil {
+				err = fmt.Errorf("POST /v1/sessions: the stream ended before the answer")
+			}
+			return out, err
+		case ctx.Err() != nil:
+			return out, ctx.Err()
+		case end != nil && end.Reason == EndClosed:
+			return out, nil
+		case end != nil && end.Reason == EndShutdown:
+			return out, ErrShutdown
+		}
+		// Dropped or broken: go on from the last event delivered.
+	}
+	return out, c.follow(ctx, sessionPath(out.ID, "events"), last, true, fn)
+}
+
+// unwrapCallback returns the caller's own error out of a callbackError.
+func unwrapCallback(err error) error {
+	var cbe callbackError
+	if errors.As(err, &cbe) {
+		if errors.Is(cbe.err, ErrStop) {
+			return nil
+		}
+		return cbe.err
+	}
+	return err
 }

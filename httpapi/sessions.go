@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -53,7 +55,10 @@ type CancelResult struct {
 // the host Place picks, the create forwarded there if it is another; the
 // answer's "host" names it. The agent starts in the background once the session exists
 // unless warm is false (see pool.Pool.Create); its start, or why it was
-// skipped (agent.warm_skipped), is on the session's stream.
+// skipped (agent.warm_skipped), is on the session's stream. Asked for
+// with Accept: text/event-stream, the answer is that stream itself: a
+// create.result event carrying the answer, then the session's events
+// from its first, as GET …/events gives them, in the one request.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	body, err := readBody(r)
 	if err != nil {
@@ -91,8 +96,44 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		sess.Host = s.selfHost()
 	}
 	out := CreatedSession{Session: sess}
+	if wantsEventStream(r) {
+		// Subscribed before the first turn starts, so that its events
+		// need no second request and none is missed.
+		ctx, cancel := s.longContext(r)
+		defer cancel()
+		if sub, err := s.pool.Subscribe(ctx, sess.ID, 0); err == nil {
+			defer sub.Close()
+			s.startFirstTurn(r, req, &out)
+			w.Header().Set("Location", "/v1/sessions/"+sess.ID)
+			sw, done, err := s.startStreamStatus(w, http.StatusCreated)
+			if done == nil {
+				// Refused before the headers (shutting down): the session
+				// exists all the same, so say so.
+				writeJSON(w, http.StatusCreated, out)
+				return nil
+			}
+			defer done()
+			if err != nil {
+				return err
+			}
+			sw.event(backends.Event{Session: sess.ID, Time: time.Now(), Type: EventCreateResult, Data: backends.MustJSON(out)}, false)
+			s.followStream(ctx, sw, sub, 0)
+			return nil
+		}
+		// The session is made: answer as JSON, the client follows its
+		// stream with another request.
+	}
+	s.startFirstTurn(r, req, &out)
+	w.Header().Set("Location", "/v1/sessions/"+sess.ID)
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+// startFirstTurn starts the first turn of a session created with a
+// prompt, recording it, or why it did not start, in out.
+func (s *Server) startFirstTurn(r *http.Request, req CreateSessionRequest, out *CreatedSession) {
 	if req.Prompt != "" {
-		t, err := s.pool.StartPrompt(r.Context(), pool.PromptRequest{Session: sess.ID, Text: req.Prompt})
+		t, err := s.pool.StartPrompt(r.Context(), pool.PromptRequest{Session: out.ID, Text: req.Prompt})
 		if err != nil {
 			// The session exists: say so with its id, and why its first
 			// turn did not start (a budget, say), rather than fail the call.
@@ -102,9 +143,20 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 			out.Busy, out.Turn = true, t.ID
 		}
 	}
-	w.Header().Set("Location", "/v1/sessions/"+sess.ID)
-	writeJSON(w, http.StatusCreated, out)
-	return nil
+}
+
+// wantsEventStream reports whether the client asks for the answer as a
+// server-sent event stream.
+func wantsEventStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // listSessions: GET /v1/sessions?status=open|closed. Without status,

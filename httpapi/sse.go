@@ -22,6 +22,10 @@ const (
 	EventProviderChanged backends.EventType = "provider.changed"
 	// EventPoolStatus opens the daemon-wide stream with a PoolStatus.
 	EventPoolStatus backends.EventType = "pool.status"
+	// EventCreateResult opens the stream of POST /v1/sessions asked for
+	// as text/event-stream: its data is the CreatedSession the JSON
+	// answer would be, and the session's own events follow.
+	EventCreateResult backends.EventType = "create.result"
 )
 
 // Reasons a stream ends, the Reason of EndData.
@@ -76,6 +80,12 @@ func (s *Server) holdStream() error {
 // startStream refuses a stream during shutdown, else sends the headers and
 // registers the stream; the returned function unregisters it.
 func (s *Server) startStream(w http.ResponseWriter) (*sseWriter, func(), error) {
+	return s.startStreamStatus(w, http.StatusOK)
+}
+
+// startStreamStatus is startStream answering with status (201 for a
+// session created with its stream).
+func (s *Server) startStreamStatus(w http.ResponseWriter, status int) (*sseWriter, func(), error) {
 	if err := s.holdStream(); err != nil {
 		return nil, nil, err
 	}
@@ -91,7 +101,7 @@ func (s *Server) startStream(w http.ResponseWriter) (*sseWriter, func(), error) 
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	sw := &sseWriter{w: bufio.NewWriterSize(w, 32<<10), rc: rc, timeout: s.cfg.WriteTimeout}
 	sw.line("retry: " + seqString(sseRetryMillis))
 	sw.line("")
@@ -270,6 +280,24 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 		sw.end(EndBacklog, last)
 		return nil
 	}
+	s.followStream(ctx, sw, sub, last)
+	return nil
+}
+
+// followStream writes sub's events after seq last to sw as they come,
+// each once and in order, with heartbeats, until the client goes, the
+// server shuts down or the subscription ends (stream.end says why).
+func (s *Server) followStream(ctx context.Context, sw *sseWriter, sub *pool.Subscription, last int64) {
+	write := func(evs []backends.Event) {
+		sw.renew()
+		for _, ev := range evs {
+			if ev.Seq > last {
+				sw.event(ev, true)
+				last = ev.Seq
+			}
+		}
+		sw.flush()
+	}
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
 	for sw.err == nil {
@@ -278,7 +306,7 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 			if s.base.Err() != nil {
 				sw.end(EndShutdown, last)
 			}
-			return nil
+			return
 		case <-hb.C:
 			sw.comment("ping")
 			sw.flush()
@@ -286,12 +314,11 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 			evs, err := sub.Next(ctx, maxBatch)
 			if err != nil {
 				s.endStream(ctx, sw, err, last)
-				return nil
+				return
 			}
-			write(evs, 0)
+			write(evs)
 		}
 	}
-	return nil
 }
 
 // endStream ends a stream whose subscription's Next failed with err: the

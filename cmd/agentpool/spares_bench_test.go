@@ -109,29 +109,76 @@ func awaitFirstToken(ctx context.Context, c *httpapi.Client, session string, sta
 // created at once: the first two adopt spares, the others start their
 // agent. Reported: warm_ms, the median and the slowest create→first
 // token (create_p50_ms, create_max_ms), the fastest's POST /v1/sessions
-// alone (create_call_ms), how many sessions adopted a spare,
-// and ratio_first = the first session's time over the warm prompt's of
-// the same iteration; each figure is the median over the iterations
-// (the warm prompt's of an iteration, the median of five). With calls=2
-// a session is created, then prompted (two requests, as the warm
-// reference's one prompt); with calls=1 it is created with its first
-// prompt in the same POST /v1/sessions. Run it with -benchtime 1x.
+// alone, to its answer (create_call_ms), how many sessions adopted a
+// spare, and ratio_first = the first session's time over the warm
+// prompt's of the same iteration (warm_ms: a prompt after the session sat
+// idle for idleBefore, as the create comes after the daemon did), and
+// ratio_hot the same over a warm prompt sent right after another turn
+// (warm_hot_ms); each figure is the median over the iterations (the warm
+// prompt's of an iteration, the median of five, each measured as a
+// client would: subscribe, prompt, first token). The
+// modes: create,prompt creates the session, then subscribes and prompts
+// it; create+prompt,events creates it with its first prompt, then
+// subscribes; create+prompt+events creates it with its first prompt and
+// reads its stream in the answer, one request. Run it with -benchtime 7x.
 func BenchmarkSpares(b *testing.B) {
 	for _, n := range []int{1, 10, 50} {
-		for _, calls := range []int{2, 1} {
-			b.Run(fmt.Sprintf("sessions=%d/calls=%d", n, calls), func(b *testing.B) { benchSpares(b, n, calls) })
+		for _, mode := range []string{modeTwoCalls, modePromptInCreate, modeStreamed} {
+			b.Run(fmt.Sprintf("sessions=%d/%s", n, mode), func(b *testing.B) { benchSpares(b, n, mode) })
 		}
 	}
 }
 
+// How BenchmarkSpares creates a session and prompts it.
+const (
+	// modeTwoCalls: POST /v1/sessions, then GET …/events and POST …/prompt.
+	modeTwoCalls = "create,prompt"
+	// modePromptInCreate: POST /v1/sessions with "prompt", then GET …/events.
+	modePromptInCreate = "create+prompt,events"
+	// modeStreamed: POST /v1/sessions with "prompt" answered as the
+	// session's event stream (httpapi.Client.CreateStream): one request.
+	modeStreamed = "create+prompt+events"
+)
+
+// createStreamed creates a session with its first prompt and its event
+// stream in one request and returns the time from start to the first
+// token of that prompt's turn, and the time the answer came.
+func createStreamed(ctx context.Context, c *httpapi.Client, req pool.CreateRequest, start time.Time) (id string, call, first time.Duration, err error) {
+	var turn int64
+	cs, err := c.CreateStream(ctx, httpapi.CreateSessionRequest{CreateRequest: req, Prompt: "go"},
+		func(cs httpapi.CreatedSession) error {
+			call = time.Since(start)
+			if cs.FirstTurnError != nil {
+				return cs.FirstTurnError
+			}
+			turn = cs.FirstTurn.ID
+			return nil
+		},
+		func(ev backends.Event) error {
+			if ev.Type == backends.EventMessageChunk && ev.Turn == turn {
+				first = time.Since(start)
+				return httpapi.ErrStop
+			}
+			return nil
+		})
+	if err == nil && first == 0 {
+		err = errors.New("the stream ended before the first token")
+	}
+	return cs.ID, call, first, err
+}
+
+// idleBefore is how long BenchmarkSpares lets the daemon and the agents
+// sit idle before a measured prompt or create.
+const idleBefore = time.Second
+
 // benchSpares is one case of BenchmarkSpares.
-func benchSpares(b *testing.B, n, calls int) {
+func benchSpares(b *testing.B, n int, mode string) {
 	repo := e2eRepoAtB(b, filepath.Join(b.TempDir(), "repo"))
 	c := benchDaemon(b, []string{"--max-warm", "64", "--spares", "slow=2", "--spares-repo", repo},
 		"AGENTPOOL_WORKTREES="+filepath.Join(b.TempDir(), "trees"))
 	ctx := context.Background()
-	var warm, first, p50, worst, createCall []time.Duration
-	var ratios []float64
+	var warm, warmHot, first, p50, worst, createCall []time.Duration
+	var ratios, ratiosHot []float64
 	adopted := 0
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -144,18 +191,33 @@ func benchSpares(b *testing.B, n, calls int) {
 		if _, err := c.Prompt(ctx, ws.ID, "", "start", true); err != nil {
 			b.Fatal(err)
 		}
-		// Its figure is the median of a few prompts, as noisy as the
-		// creates it is compared with.
-		var ws5 []time.Duration
-		for range 5 {
+		waitSparesReady(b, c, 2)
+		// Its figures are medians of a few prompts, as noisy as the
+		// creates they are compared with: five back to back (hot), and
+		// five each after the daemon and the agent sat idle for
+		// idleBefore, as a spare's agent sits until it is adopted and a
+		// session's agent until its user's next prompt.
+		var hot5, idle5 []time.Duration
+		for k := range 10 {
+			if k >= 5 {
+				time.Sleep(idleBefore)
+			}
 			w, err := firstToken(ctx, c, ws.ID, time.Now())
 			if err != nil {
 				b.Fatal(err)
 			}
-			ws5 = append(ws5, w)
+			if k < 5 {
+				hot5 = append(hot5, w)
+			} else {
+				idle5 = append(idle5, w)
+			}
+			// The next prompt waits for this turn's end: a prompt to a
+			// busy session is refused.
+			waitIdle(b, c, ws.ID) // cluster_bench_test.go
 		}
-		warm = append(warm, median(ws5))
-		waitSparesReady(b, c, 2)
+		warm = append(warm, median(idle5))
+		warmHot = append(warmHot, median(hot5))
+		time.Sleep(idleBefore)
 		b.StartTimer()
 		times := make([]time.Duration, n)
 		callTimes := make([]time.Duration, n)
@@ -169,7 +231,17 @@ func benchSpares(b *testing.B, n, calls int) {
 				start := time.Now()
 				var id string
 				var firstTurn int64 // 0: awaitFirstToken prompts
-				if calls == 1 {
+				if mode == modeStreamed {
+					id, call, d, err := createStreamed(ctx, c, pool.CreateRequest{Repo: repo, Agent: "slow"}, start)
+					ids[j] = id
+					if err != nil {
+						errs <- err
+						return
+					}
+					callTimes[j], times[j] = call, d
+					return
+				}
+				if mode == modePromptInCreate {
 					s, err := c.CreateSessionPrompt(ctx, pool.CreateRequest{Repo: repo, Agent: "slow"}, "go")
 					if err == nil && s.FirstTurnError != nil {
 						err = s.FirstTurnError
@@ -216,6 +288,7 @@ func benchSpares(b *testing.B, n, calls int) {
 		p50 = append(p50, sorted[len(sorted)/2])
 		worst = append(worst, sorted[len(sorted)-1])
 		ratios = append(ratios, float64(sorted[0])/float64(warm[len(warm)-1]))
+		ratiosHot = append(ratiosHot, float64(sorted[0])/float64(warmHot[len(warmHot)-1]))
 		for _, id := range append(ids, ws.ID) {
 			_, _ = c.CloseSession(ctx, id, true)
 		}
@@ -223,12 +296,15 @@ func benchSpares(b *testing.B, n, calls int) {
 	}
 	ms := func(d []time.Duration) float64 { return float64(median(d).Microseconds()) / 1000 }
 	b.ReportMetric(ms(warm), "warm_ms")
+	b.ReportMetric(ms(warmHot), "warm_hot_ms")
 	b.ReportMetric(ms(first), "create_first_ms")
 	b.ReportMetric(ms(createCall), "create_call_ms")
 	b.ReportMetric(ms(p50), "create_p50_ms")
 	b.ReportMetric(ms(worst), "create_max_ms")
 	slices.Sort(ratios)
 	b.ReportMetric(ratios[len(ratios)/2], "ratio_first")
+	slices.Sort(ratiosHot)
+	b.ReportMetric(ratiosHot[len(ratiosHot)/2], "ratio_hot")
 	b.ReportMetric(float64(adopted)/float64(b.N), "adopted")
 }
 
