@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 )
+
+// RefillDelay is how long after an adoption its spare's replacement
+// starts being made.
+const RefillDelay = 250 * time.Millisecond
 
 // spareFits says whether req may adopt a spare: it leaves the session's
 // id, base, MCP servers and agent session to the pool (see spares.go).
@@ -142,7 +147,10 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	adopted := map[string]any{"spare": sp.id, "repo": sp.repo, "base_commit": sp.base, "age_ms": now.Sub(sp.created).Milliseconds()}
 	p.emit(s, EventSpareAdopted, req.Agent, adopted)
 	p.logger.Info("spare adopted", "session", sp.id, "repo", sp.repo, "agent", sp.agent)
-	p.wakeSpares()
+	// Its replacement is made a moment later, not now: making a worktree
+	// and starting an agent would take the CPUs from the session's first
+	// turn, which the create's caller is about to send or has sent.
+	time.AfterFunc(RefillDelay, p.wakeSpares)
 	return p.adopted(s, req.Budget), nil
 }
 
