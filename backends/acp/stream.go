@@ -153,7 +153,12 @@ func (b *Backend) handleLine(line []byte) error {
 		b.cfg.Wire(true, line)
 	}
 	var m inbound
-	err := json.Unmarshal(line, &m)
+	var err error
+	span, fast := decodeInbound(line, &m) // fastline.go
+	if !fast {
+		m = inbound{}
+		err = json.Unmarshal(line, &m)
+	}
 	isUpdate := m.Method == "session/update" && len(m.ID) == 0
 	switch {
 	case err != nil || (isUpdate && m.Params.Update == nil):
@@ -170,7 +175,12 @@ func (b *Backend) handleLine(line []byte) error {
 	case m.Method == "" && len(m.ID) == 0:
 		return notJSONRPC(line)
 	case isUpdate:
-		return b.queueUpdate(m.Params.SessionID, *m.Params.Update, func() json.RawMessage { return rawUpdate(line) })
+		return b.queueUpdate(m.Params.SessionID, *m.Params.Update, func() json.RawMessage {
+			if fast {
+				return bytes.Clone(span) // line's buffer is reused
+			}
+			return rawUpdate(line)
+		})
 	}
 	switch {
 	case m.Method == "fs/read_text_file" && isRequestID(m.ID) && b.cfg.FS != nil:

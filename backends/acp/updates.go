@@ -39,7 +39,19 @@ type textContent struct {
 // as Content when it is anything else.
 func chunkData(role, messageID string, content json.RawMessage) json.RawMessage {
 	var tc textContent
-	if json.Unmarshal(content, &tc) != nil || tc.Type != "text" ||
+	if !decodeText(content, &tc) { // fastline.go
+		tc = textContent{}
+		if json.Unmarshal(content, &tc) != nil {
+			tc = textContent{}
+		}
+	}
+	return chunkDataWith(role, messageID, content, tc)
+}
+
+// chunkDataWith is chunkData once content is decoded into tc (zero when
+// it is not a JSON object of textContent's shape).
+func chunkDataWith(role, messageID string, content json.RawMessage, tc textContent) json.RawMessage {
+	if tc.Type != "text" ||
 		len(tc.Text) > 0 && tc.Text[0] != '"' && string(tc.Text) != "null" {
 		return backends.MustJSON(backends.ChunkData{Role: role, Content: content, MessageID: messageID})
 	}
