@@ -142,3 +142,31 @@ func TestChunkDataAgrees(t *testing.T) {
 		t.Error("a text block kept as content")
 	}
 }
+
+// The fast path's keys are the structs' JSON names: a field added to one
+// of them and not to its keys fails here, not silently in production.
+func TestFastKeysMatchTheStructs(t *testing.T) {
+	names := func(v any) []string {
+		var out []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			out = append(out, name)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		what string
+		v    any
+		keys []string
+	}{
+		{"inbound", inbound{}, inboundKeys},
+		{"inbound params", inbound{}.Params, paramsKeys},
+		{"update", update{}, updateKeys},
+		{"textContent", textContent{}, textKeys},
+	} {
+		if got := names(c.v); !reflect.DeepEqual(got, c.keys) {
+			t.Errorf("%s's JSON names %q; the fast path knows %q", c.what, got, c.keys)
+		}
+	}
+}
