@@ -26,17 +26,7 @@ func TestEndToEndCreateWithFirstPrompt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
 	}
-	bin := agentpoolBinary(t)
-	home := t.TempDir()
-	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "hi\n"})
-	meter := agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "metered answer\n"}},
-		Usage: json.RawMessage(`{"inputTokens":1200,"outputTokens":300,"totalTokens":1500}`)}}}
-	writeScripted(t, home, bin, map[string]any{"slow": spareScript(300), "meter": meter})
-	// The meter provider's budget is spent by one turn.
-	setProviderField(t, home, "meter", "budget", map[string]any{"tokens": 1000})
-	d := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+filepath.Join(t.TempDir(), "trees"),
-		"AGENTPOOL_SPARES=slow=1", "AGENTPOOL_SPARES_REPOS="+repo)
-	d.stopAtCleanup()
+	d, repo := createPromptDaemon(t)
 	ctx := context.Background()
 
 	spare := d.waitSpares("ready", readySpares(1, ""))[0]
@@ -107,16 +97,7 @@ func TestEndToEndCreateStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
 	}
-	bin := agentpoolBinary(t)
-	home := t.TempDir()
-	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "hi\n"})
-	meter := agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "metered answer\n"}},
-		Usage: json.RawMessage(`{"inputTokens":1200,"outputTokens":300,"totalTokens":1500}`)}}}
-	writeScripted(t, home, bin, map[string]any{"slow": spareScript(300), "meter": meter})
-	setProviderField(t, home, "meter", "budget", map[string]any{"tokens": 1000})
-	d := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+filepath.Join(t.TempDir(), "trees"),
-		"AGENTPOOL_SPARES=slow=1", "AGENTPOOL_SPARES_REPOS="+repo)
-	d.stopAtCleanup()
+	d, repo := createPromptDaemon(t)
 	ctx := context.Background()
 
 	// streamed creates a session with its stream and reads it to the
@@ -232,4 +213,22 @@ func typesOf(evs []backends.Event) []string {
 		out[i] = fmt.Sprintf("%d:%s", ev.Seq, ev.Type)
 	}
 	return out
+}
+
+// createPromptDaemon starts the daemon for the create-with-prompt tests,
+// with a repository: "slow" (one spare of it kept) and "meter", whose
+// budget one turn spends.
+func createPromptDaemon(t *testing.T) (*daemon, string) {
+	t.Helper()
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "hi\n"})
+	meter := agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "metered answer\n"}},
+		Usage: json.RawMessage(`{"inputTokens":1200,"outputTokens":300,"totalTokens":1500}`)}}}
+	writeScripted(t, home, bin, map[string]any{"slow": spareScript(300), "meter": meter})
+	setProviderField(t, home, "meter", "budget", map[string]any{"tokens": 1000})
+	d := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+filepath.Join(t.TempDir(), "trees"),
+		"AGENTPOOL_SPARES=slow=1", "AGENTPOOL_SPARES_REPOS="+repo)
+	d.stopAtCleanup()
+	return d, repo
 }
