@@ -75,13 +75,35 @@ func (c *Client) DaemonEvents(ctx context.Context, fn func(backends.Event) error
 // follow reads the stream at path, reconnecting after drops; with track,
 // from the last seq delivered.
 func (c *Client) follow(ctx context.Context, path string, after int64, track bool, fn func(backends.Event) error) error {
+	return c.followFrom(ctx, path, after, track, fn, nil)
+}
+
+// streamResult is what one connection of an event stream gave (see
+// stream).
+type streamResult struct {
+	end  *EndData
+	last int64
+	n    int
+	err  error
+}
+
+// followFrom is follow, with first, when set, the outcome of a first
+// connection already read (the stream of POST /v1/sessions) in place of
+// the first GET.
+func (c *Client) followFrom(ctx context.Context, path string, after int64, track bool, fn func(backends.Event) error, first *streamResult) error {
 	delay := c.ReconnectDelay
 	if delay <= 0 {
 		delay = DefaultReconnectDelay
 	}
 	last, failures, moved := after, 0, false
 	for {
-		end, got, n, err := c.stream(ctx, path, last, track, fn)
+		var r streamResult
+		if first != nil {
+			r, first = *first, nil
+		} else {
+			r.end, r.last, r.n, r.err = c.stream(ctx, path, last, track, fn)
+		}
+		end, got, n, err := r.end, r.last, r.n, r.err
 		var cbe callbackError
 		var ae *Error
 		if IsCode(err, CodeSessionMoved) && !moved {
@@ -276,7 +298,6 @@ func (c *Client) CreateStream(ctx context.Context, req CreateSessionRequest, cre
 		}
 		return nil
 	}
-	var last int64
 	if ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) != "text/event-stream" {
 		// A daemon that answered as JSON: follow the stream on its own.
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
@@ -286,36 +307,24 @@ func (c *Client) CreateStream(ctx context.Context, req CreateSessionRequest, cre
 		if err != nil {
 			return out, unwrapCallback(err)
 		}
-	} else {
-		end, got, _, err := readStream(resp.Body, "/v1/sessions", 0, true, func(ev backends.Event) error {
-			if out.ID == "" {
-				return fmt.Errorf("POST /v1/sessions: event %s before the answer", ev.Type)
-			}
-			return fn(ev)
-		}, func(ev backends.Event) error { return answered(ev.Data) })
-		last = got
-		var cbe callbackError
-		switch {
-		case errors.As(err, &cbe):
-			if errors.Is(cbe.err, ErrStop) {
-				return out, nil
-			}
-			return out, cbe.err
-		case out.ID == "":
-			if err == nil {
-				err = fmt.Errorf("POST /v1/sessions: the stream ended before the answer")
-			}
-			return out, err
-		case ctx.Err() != nil:
-			return out, ctx.Err()
-		case end != nil && end.Reason == EndClosed:
-			return out, nil
-		case end != nil && end.Reason == EndShutdown:
-			return out, ErrShutdown
-		}
-		// Dropped or broken: go on from the last event delivered.
+		return out, c.follow(ctx, sessionPath(out.ID, "events"), 0, true, fn)
 	}
-	return out, c.follow(ctx, sessionPath(out.ID, "events"), last, true, fn)
+	var r streamResult
+	r.end, r.last, r.n, r.err = readStream(resp.Body, "/v1/sessions", 0, true, func(ev backends.Event) error {
+		if out.ID == "" {
+			return fmt.Errorf("POST /v1/sessions: event %s before the answer", ev.Type)
+		}
+		return fn(ev)
+	}, func(ev backends.Event) error { return answered(ev.Data) })
+	if out.ID == "" { // no answer: no session to follow
+		if r.err == nil {
+			r.err = fmt.Errorf("POST /v1/sessions: the stream ended before the answer")
+		}
+		return out, unwrapCallback(r.err)
+	}
+	// Its end as GET …/events's: done, or dropped and followed from the
+	// last event delivered.
+	return out, c.followFrom(ctx, sessionPath(out.ID, "events"), 0, true, fn, &r)
 }
 
 // unwrapCallback returns the caller's own error out of a callbackError.
