@@ -36,6 +36,11 @@ func (b *Backend) Stop(ctx context.Context) error {
 	}
 	select {
 	case <-b.done:
+		if ctx.Err() != nil {
+			// The ladder, cut short by ctx, killed the program and saw it
+			// end: that is still a stop the context did not allow for.
+			return fmt.Errorf("stop agent %q: %w", b.cfg.Spec.Provider, ctx.Err())
+		}
 		return nil
 	case <-ctx.Done():
 		if !b.hasExited() {
