@@ -71,6 +71,7 @@ func BenchmarkBigUpdates(b *testing.B) {
 		var wg sync.WaitGroup
 		done := make(chan struct{})
 		var lat []time.Duration
+		var prompts []bystanderPrompt
 		wg.Add(1)
 		go func() { // the bystander prompts until the floods are read
 			defer wg.Done()
@@ -81,11 +82,14 @@ func BenchmarkBigUpdates(b *testing.B) {
 				default:
 				}
 				start := time.Now()
-				if _, err := client.Prompt(ctx, bystander, "", "hello", true); err != nil {
+				t, err := client.Prompt(ctx, bystander, "", "hello", true)
+				if err != nil {
 					b.Errorf("bystander prompt: %v", err)
 					return
 				}
-				lat = append(lat, time.Since(start))
+				end := time.Now()
+				lat = append(lat, end.Sub(start))
+				prompts = append(prompts, bystanderPrompt{turn: t.ID, sent: start, answered: end})
 				time.Sleep(50 * time.Millisecond)
 			}
 		}()
@@ -131,6 +135,7 @@ func BenchmarkBigUpdates(b *testing.B) {
 		close(done)
 		wg.Wait()
 		peak := slices.Max(append(stopSampler(), idle))
+		reportTurnBreakdown(ctx, b, client, bystander, prompts)
 		cancel()
 		stop()
 		if len(lat) == 0 {
@@ -275,4 +280,89 @@ func startBenchDaemonEnv(tb testing.TB, bin, home string, env []string, args ...
 		tb.Fatal(err)
 	}
 	return cmd.Process.Pid, &httpapi.Client{BaseURL: "http://" + info.Addr, Token: strings.TrimSpace(string(token))}, stop
+}
+
+// bystanderPrompt is one prompt the bystander sent and waited for, as its
+// client saw it.
+type bystanderPrompt struct {
+	turn           int64
+	sent, answered time.Time
+}
+
+// reportTurnBreakdown splits each of prompts' time, with the times the
+// daemon stamped on the session's events, into four parts:
+//
+//   - start: request sent → turn.started (the request, the checkpoint
+//     before the turn, its row stored);
+//   - agent: turn.started → the first message.chunk (the prompt to the
+//     agent, its answer read);
+//   - end: first chunk → turn.ended (the agent's end of the turn, the
+//     checkpoint after it);
+//   - answer: turn.ended → answer received (the end's row and event
+//     committed, the response).
+//
+// It reports each part's p99 and logs the parts of the slowest prompts.
+func reportTurnBreakdown(ctx context.Context, b *testing.B, client *httpapi.Client, session string, prompts []bystanderPrompt) {
+	type stamps struct{ started, chunk, ended time.Time }
+	byTurn := map[int64]*stamps{}
+	last := int64(0)
+	for _, p := range prompts {
+		byTurn[p.turn] = &stamps{}
+		last = max(last, p.turn)
+	}
+	err := client.Events(ctx, session, 0, func(ev backends.Event) error {
+		st := byTurn[ev.Turn]
+		if st == nil {
+			return nil
+		}
+		switch {
+		case ev.Type == backends.EventTurnStarted:
+			st.started = ev.Time
+		case ev.Type == backends.EventMessageChunk && st.chunk.IsZero():
+			st.chunk = ev.Time
+		case ev.Type == backends.EventTurnEnded:
+			st.ended = ev.Time
+			if ev.Turn == last {
+				return errSeen
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, errSeen) {
+		b.Errorf("events of the bystander: %v", err)
+		return
+	}
+	names := []string{"start", "agent", "end", "answer"}
+	parts := make([][]time.Duration, len(names))
+	type row struct {
+		total time.Duration
+		parts []time.Duration
+	}
+	var rows []row
+	for _, p := range prompts {
+		st := byTurn[p.turn]
+		if st.started.IsZero() || st.chunk.IsZero() || st.ended.IsZero() {
+			continue
+		}
+		r := row{total: p.answered.Sub(p.sent), parts: []time.Duration{
+			st.started.Sub(p.sent), st.chunk.Sub(st.started), st.ended.Sub(st.chunk), p.answered.Sub(st.ended)}}
+		for i, d := range r.parts {
+			parts[i] = append(parts[i], d)
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) == 0 {
+		b.Error("no bystander turn has its events")
+		return
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for i, name := range names {
+		slices.Sort(parts[i])
+		b.ReportMetric(ms(parts[i][int(0.99*float64(len(parts[i])-1))]), name+"-p99-ms")
+	}
+	slices.SortFunc(rows, func(x, y row) int { return int(y.total - x.total) })
+	for _, r := range rows[:min(5, len(rows))] {
+		b.Logf("slow prompt %.1f ms: start %.1f, agent %.1f, end %.1f, answer %.1f", ms(r.total),
+			ms(r.parts[0]), ms(r.parts[1]), ms(r.parts[2]), ms(r.parts[3]))
+	}
 }
