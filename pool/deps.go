@@ -143,6 +143,10 @@ type Store interface {
 	// (a session holding little of the queue finds it sooner).
 	WaitRoom(ctx context.Context, session string) error
 	Flush(ctx context.Context) error
+	// AwaitDelivery waits until delivered, closed by the committed
+	// callback of a write queued before, is closed, asking the writer
+	// not to linger meanwhile.
+	AwaitDelivery(ctx context.Context, delivered <-chan struct{}) error
 	// NextSeq returns the seq after the last one stored or queued for the
 	// session, without waiting for the store's writer.
 	NextSeq(ctx context.Context, session string) (int64, error)

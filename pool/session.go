@@ -164,7 +164,8 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 // the event (Create for session.created, a prompt for its turn.ended), so
 // the store's writer is asked not to linger for a fuller batch: it
 // commits what is queued at once, which saves a waited prompt most of
-// its time in a quiet pool.
+// its time in a quiet pool. Other sessions' writes queued before are not
+// waited for once it is delivered.
 func (p *Pool) awaitDelivered(delivered <-chan struct{}) bool {
 	select {
 	case <-delivered:
@@ -173,11 +174,11 @@ func (p *Pool) awaitDelivered(delivered <-chan struct{}) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), lifecycleDeliveryWait)
 	defer cancel()
-	// Flush returns once everything queued so far, the awaited event with
-	// it, is written (its delivery made) or refused, or when ctx ends (a
-	// store that cannot write); delivered says which.
-	if err := p.cfg.Store.Flush(ctx); err != nil {
-		p.logger.Debug("flush for a waited event", "err", err)
+	// Not a Flush: the writes queued before, another session's megabytes
+	// among them, may be committed after this one (see the store's
+	// lightFirst), and are not waited for.
+	if err := p.cfg.Store.AwaitDelivery(ctx, delivered); err != nil {
+		p.logger.Debug("wait for a waited event's delivery", "err", err)
 	}
 	select {
 	case <-delivered:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -31,6 +32,16 @@ const (
 	// restartWAL is the WAL size past which the checkpointer restarts the
 	// WAL: SQLite's automatic checkpoint threshold, 1000 pages of 4 KiB.
 	restartWAL = 4 << 20
+	// catchUpPasses is how many PASSIVE checkpoints catchUp runs at most
+	// to bring the frames left to copy down to restartTail.
+	catchUpPasses = 8
+	// restartTail is the most bytes of frames the last PASSIVE checkpoint
+	// before a RESTART may copy: about what the RESTART, which holds the
+	// writer, copies.
+	restartTail = 1 << 20
+	// restartBusy is how long a RESTART checkpoint, holding the writer,
+	// waits for readers to leave the WAL.
+	restartBusy = 5 * time.Millisecond
 	// walFrameHeader is the size of the header of a WAL frame.
 	walFrameHeader = 24
 )
@@ -104,9 +115,14 @@ type checkpointer struct {
 	// frameBytes is the size of a WAL frame: a page and its header.
 	frameBytes int64
 	nudge      chan struct{}
-	ctx        context.Context // cancelled by close
-	stop       context.CancelFunc
-	done       chan struct{}
+	// quiet is set while a restart catches up: the writer leaves heavy
+	// sessions' items queued. resume (cap 1) wakes the writer when it
+	// is cleared.
+	quiet  atomic.Bool
+	resume chan struct{}
+	ctx    context.Context // cancelled by close
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
 // newCheckpointer returns a checkpointer of the database at path, not yet
@@ -120,7 +136,7 @@ func newCheckpointer(path string, cfg Config, log *slog.Logger) (*checkpointer, 
 	db.SetMaxOpenConns(1)
 	c := &checkpointer{
 		db: db, log: log, interval: cfg.CheckpointInterval, idle: cfg.CheckpointIdle, limit: cfg.WALLimit,
-		wal: path + "-wal", nudge: make(chan struct{}, 1), done: make(chan struct{}),
+		wal: path + "-wal", nudge: make(chan struct{}, 1), resume: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	return c, nil
@@ -182,18 +198,85 @@ func (c *checkpointer) run() {
 			// many, and the idle truncation folds it in anyway.
 			continue
 		}
-		frames := c.checkpoint("PASSIVE")
-		switch {
-		case 2*c.walSize() > c.limit:
-			c.exclusive("TRUNCATE")
-		case frames*c.frameBytes > min(restartWAL, c.limit/2):
-			// The PASSIVE one copied all but the latest frames: this one
-			// holds the writer for little more than two short fsyncs.
-			c.exclusive("RESTART")
+		// No TRUNCATE here, which would hold the writer while it shrinks
+		// the file: a WAL file grown past restartWAL is reused from its
+		// start, the writer truncates it at limit, and it is truncated
+		// when the writes stop.
+		if frames, _ := c.checkpoint("PASSIVE"); frames*c.frameBytes > min(restartWAL, c.limit/2) {
+			c.quietRestart(frames)
 		}
 		last = time.Now()
 		idle.Reset(c.idle)
 	}
+}
+
+// quietRestart restarts the WAL after a PASSIVE checkpoint that found
+// frames in it, holding the writer as little as it can: the writer is
+// asked to leave the heavy sessions' items queued meanwhile (see
+// Store.deferHeavy), so that the PASSIVE checkpoints that catch up have
+// little more to copy and the RESTART that holds the writer copies and
+// syncs almost nothing. Light sessions' writes go on all along, but for
+// the RESTART itself.
+func (c *checkpointer) quietRestart(frames int64) {
+	c.quiet.Store(true)
+	defer func() {
+		c.quiet.Store(false)
+		poke(c.resume) // the writer writes what it left queued
+	}()
+	if c.catchUp(frames) {
+		c.restart()
+	}
+}
+
+// catchUp runs more PASSIVE checkpoints after one that found frames in
+// the WAL, each copying what commits added during the one before, until
+// one copies few enough (restartTail) that a checkpoint holding the
+// writer would copy about as few. It reports whether that came within
+// catchUpPasses; not when commits come faster than they are copied (the
+// WAL then grows, and is truncated past half its limit), nor when the WAL
+// restarted by itself meanwhile (a writer found it all copied), which
+// needs no RESTART.
+func (c *checkpointer) catchUp(frames int64) bool {
+	for range catchUpPasses {
+		if c.ctx.Err() != nil {
+			return false
+		}
+		now, copied := c.checkpoint("PASSIVE")
+		if now < frames || copied < now {
+			// Restarted, or a reader's snapshot kept frames from being
+			// copied (a RESTART would wait for it holding the writer).
+			return false
+		}
+		if (now-frames)*c.frameBytes <= restartTail {
+			return true
+		}
+		frames = now
+	}
+	return false
+}
+
+// restart runs a RESTART checkpoint with the writer held at the gate,
+// waiting for readers at most restartBusy: a reader still in the WAL then
+// leaves it for the next round rather than hold the writer.
+func (c *checkpointer) restart() {
+	c.gate.Lock()
+	defer c.gate.Unlock()
+	conn, err := c.db.Conn(c.ctx)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(c.ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", restartBusy.Milliseconds())); err != nil {
+		c.log.Warn("checkpoint failed", logKeyMode, "RESTART", logKeyErr, err)
+		return
+	}
+	defer func() {
+		// A connection left with the short timeout is closed instead.
+		if _, err := conn.ExecContext(context.WithoutCancel(c.ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", checkpointBusyTimeout.Milliseconds())); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	c.checkpointOn(conn, "RESTART")
 }
 
 // exclusive runs a checkpoint in mode, which waits for the writer, with
@@ -224,20 +307,28 @@ func (c *checkpointer) walSize() int64 {
 	return fi.Size()
 }
 
-// checkpoint runs a checkpoint in mode and returns the frames the WAL held
-// (0 on error). One that cannot finish (busy: a reader holds an old
-// snapshot) is left to the next round.
-func (c *checkpointer) checkpoint(mode string) (frames int64) {
-	var busy, checkpointed int64
+// checkpoint runs a checkpoint in mode and returns the frames the WAL
+// held and how many of them are in the database now (0, 0 on error). One
+// that cannot finish (busy: a reader holds an old snapshot) is left to the
+// next round.
+func (c *checkpointer) checkpoint(mode string) (frames, checkpointed int64) {
+	return c.checkpointOn(c.db, mode)
+}
+
+// checkpointOn is checkpoint on q, the checkpointer's connection.
+func (c *checkpointer) checkpointOn(q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, mode string) (frames, checkpointed int64) {
+	var busy int64
 	start := time.Now()
-	err := c.db.QueryRowContext(c.ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &frames, &checkpointed)
+	err := q.QueryRowContext(c.ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &frames, &checkpointed)
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.log.Warn("checkpoint failed", logKeyMode, mode, logKeyErr, err)
 		}
-		return 0
+		return 0, 0
 	}
 	c.log.Debug("checkpoint", logKeyMode, mode, logKeyFrames, frames, logKeyCopied, checkpointed,
 		logKeyBusy, busy != 0, logKeyTook, time.Since(start))
-	return frames
+	return frames, checkpointed
 }

@@ -84,6 +84,45 @@ func (s *Store) Flush(ctx context.Context) error {
 	return s.waitFor(ctx, s.queue.position())
 }
 
+// AwaitDelivery returns once delivered is closed, which the caller does in
+// the committed callback of a write it queued before (the delivery of an
+// event someone waits for: a turn's end, a session's creation), or once
+// every write queued before the call has settled (as Flush: the awaited
+// one was refused or dropped, and delivered stays open); meanwhile the
+// writer does not linger for a fuller batch. Unlike Flush it does not wait
+// for the writes queued before when the awaited one is delivered first:
+// the writer commits a light session's writes ahead of other sessions'
+// megabytes (see lightFirst). It returns ErrClosed when the store closed
+// with the writes unsettled, and the context's error if ctx ends first.
+func (s *Store) AwaitDelivery(ctx context.Context, delivered <-chan struct{}) error {
+	select {
+	case <-delivered:
+		return nil
+	default:
+	}
+	target := s.queue.position()
+	s.flushes.Add(1)
+	defer s.flushes.Add(-1)
+	poke(s.nudge)
+	for {
+		ok, changed := s.prog.reached(target)
+		if ok {
+			return nil
+		}
+		select {
+		case <-delivered:
+			return nil
+		case <-changed:
+		case <-s.done:
+			if ok, _ := s.prog.reached(target); !ok {
+				return fmt.Errorf("await delivery: %w", ErrClosed)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("await delivery: %w", context.Cause(ctx))
+		}
+	}
+}
+
 // fullPoll is how often flushUnlessFull looks at whether the writer is
 // failing for a full disk.
 const fullPoll = 50 * time.Millisecond

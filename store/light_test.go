@@ -168,9 +168,16 @@ func TestLightFirstKeepsOrderWithinSessionsAndBarriers(t *testing.T) {
 	if cut != 2 {
 		t.Errorf("cut = %d; want 2 (the leading light run)", cut)
 	}
-	// Items that fit one transaction are left alone.
+	// Items that would fit one transaction are split all the same: the
+	// light session's item is not committed with a megabyte.
 	small := []item{ev("heavy", 1, 1<<20), ev("light", 1, 10)}
-	if _, _, moved := lightFirst(small, nil, 256, 4<<20); moved {
-		t.Error("one transaction's items were reordered")
+	got, cut, moved = lightFirst(small, nil, 256, 4<<20)
+	if !moved || cut != 1 || got[0].ev.Session != "light" {
+		t.Errorf("lightFirst(1 MiB of heavy, 10 B of light) = %d items, cut %d, moved %t; want light:1 alone first", len(got), cut, moved)
+	}
+	// A take of light sessions only is left alone.
+	calm := []item{ev("a", 1, 10<<10), ev("b", 1, 10), ev("a", 2, 10<<10)}
+	if _, _, moved := lightFirst(calm, nil, 256, 4<<20); moved {
+		t.Error("a take of light sessions only was reordered")
 	}
 }

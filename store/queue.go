@@ -24,6 +24,8 @@ type item struct {
 	ev        backends.Event
 	w         *write
 	committed func(backends.Event)
+	// pos is the item's position in the queue (see queue.push).
+	pos int64
 }
 
 // hasEvent reports whether the item inserts an event.
@@ -147,8 +149,9 @@ func (q *queue) push(it item, wait time.Duration) (int64, error) {
 		// slot and is let in by count alone; a negative wait goes past
 		// the limits (see AppendPast).
 		if wait < 0 || len(q.items) < q.limit && (cap(it.ev.Data) == 0 || q.bytes < q.hardBytes) {
-			q.items = append(q.items, it)
 			q.pushed++
+			it.pos = q.pushed
+			q.items = append(q.items, it)
 			b := itemBytes(&it)
 			q.bytes += b
 			if k := it.session(); k != "" {

@@ -39,9 +39,11 @@ const (
 	// session's ring.
 	DefaultQueueBytes = 8 << 20
 	// DefaultBatchBytes bounds the bytes of the events of one transaction
-	// (one event bigger than that goes alone): half the queue, so that
-	// producers refill it while the writer commits.
-	DefaultBatchBytes = 4 << 20
+	// (one event bigger than that goes alone): 1 MiB, a few milliseconds
+	// of the writer's work, which is what a light session's write that
+	// comes in the middle of a flood waits for (see writeTaken); producers
+	// refill the queue meanwhile.
+	DefaultBatchBytes = 1 << 20
 	// DefaultAppendWait is how long Append waits for room in a full queue.
 	DefaultAppendWait = 50 * time.Millisecond
 	// DefaultBusyTimeout is SQLite's wait for a lock held elsewhere.
@@ -224,12 +226,15 @@ type Store struct {
 	done    chan struct{}   // closed when the writer has exited
 
 	// The writer's own (see writeTaken): the slice it reorders a take
-	// into, and whether and how many settled items it holds back from
-	// prog until the whole reordered take is written.
+	// into.
 	reordered []item
-	holding   bool
-	held      int
-	wrote     time.Time // when the writer last finished a take (or the store opened)
+	// deferred holds the items left queued while the checkpointer
+	// restarts the WAL, deferredFrom their sessions (see deferHeavy);
+	// draining is set at Close, when nothing is left any more.
+	deferred     []item
+	deferredFrom map[string]bool
+	draining     bool
+	wrote        time.Time // when the writer last finished a take (or the store opened)
 	// allocated holds, on PostgreSQL, the seq the database gave each
 	// event of the batch being written (see insertOnce).
 	allocated []int64

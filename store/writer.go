@@ -6,21 +6,43 @@ import (
 	"time"
 )
 
-// progress counts the queued items the writer has settled (written,
-// rejected or abandoned), in queue order, so that Flush can wait for a
-// position in the queue.
+// progress follows the queued items the writer has settled (written,
+// rejected or abandoned), by their positions in the queue, so that Flush
+// can wait for a position: settled is the position up to which every item
+// has settled. The writer settles items out of queue order (a light
+// session's items before another's megabytes, see lightFirst); those
+// settled past the first one still unsettled wait in ahead.
 type progress struct {
 	mu      sync.Mutex
 	settled int64
+	ahead   map[int64]struct{}
 	changed chan struct{} // closed and replaced on every settle
 }
 
-func (p *progress) settle(n int) {
+// settle counts the items of batch settled.
+func (p *progress) settle(batch []item) {
 	p.mu.Lock()
-	p.settled += int64(n)
+	defer p.mu.Unlock()
+	for i := range batch {
+		pos := batch[i].pos
+		if pos != p.settled+1 {
+			if p.ahead == nil {
+				p.ahead = map[int64]struct{}{}
+			}
+			p.ahead[pos] = struct{}{}
+			continue
+		}
+		p.settled++
+		for {
+			if _, ok := p.ahead[p.settled+1]; !ok {
+				break
+			}
+			delete(p.ahead, p.settled+1)
+			p.settled++
+		}
+	}
 	close(p.changed)
 	p.changed = make(chan struct{})
-	p.mu.Unlock()
 }
 
 // reached reports whether the items up to position target have settled
@@ -31,7 +53,7 @@ func (p *progress) reached(target int64) (bool, <-chan struct{}) {
 	return p.settled >= target, p.changed
 }
 
-// done returns the position of the last item settled.
+// done returns the position up to which every item has settled.
 func (p *progress) done() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -51,9 +73,12 @@ func (s *Store) run() {
 		case <-s.queue.ready:
 			s.trace(stepWoke, nil)
 			s.linger(timer)
+		case <-s.resumed():
+			// A restart of the WAL ended: write what it left queued.
 		case <-s.quit:
+			s.draining = true // nothing is left queued any more
 			for {
-				if buf = s.queue.take(buf); len(buf) == 0 {
+				if buf = s.queue.take(buf); len(buf) == 0 && len(s.deferred) == 0 {
 					return
 				}
 				s.writeTaken(buf)
@@ -100,63 +125,133 @@ func drain(c chan struct{}) {
 	}
 }
 
-// writeTaken commits the items the writer took, lighter sessions first
-// (see lightFirst). When it reorders them, the queue positions settle
-// only once all of them are written, so that Flush and the reads that
-// wait for a position never pass an item that is still to be written; the
-// callers waiting for one write (StartTurn, a turn's end) and the readers
-// of a light session's events are answered as soon as their own batch
+// writeTaken commits the items the writer took, one transaction at a
+// time, lighter sessions first (see lightFirst): after each transaction
+// the items queued meanwhile join those still to write, so that a light
+// session's write that comes while megabytes of others' are being written
+// waits for one transaction of them, not for all. Each item's position
+// settles when its transaction commits: Flush and the reads that wait for
+// a position never pass an item still to be written, while the callers
+// waiting for one write (StartTurn, a turn's end) and the readers of a
+// light session's events are answered as soon as their own transaction
 // commits.
 func (s *Store) writeTaken(items []item) {
-	ordered, cut, moved := lightFirst(items, s.reordered, s.cfg.BatchSize, s.cfg.BatchBytes)
-	if !moved {
-		s.writeAll(items)
-	} else {
-		s.holding = true
-		// The light items lead in a transaction of their own, which is
-		// quick: none of the heavy sessions' bytes are in it.
-		s.writeAll(ordered[:cut])
-		s.writeAll(ordered[cut:])
-		s.holding = false
-		s.prog.settle(s.held)
-		s.held = 0
+	pending := s.deferHeavy(items)
+	var own []item // pending, once reordered or joined by later items
+	for len(pending) > 0 {
+		n := batchLen(pending, s.cfg.BatchSize, s.cfg.BatchBytes)
+		ordered, cut, moved := lightFirst(pending, s.reordered, s.cfg.BatchSize, s.cfg.BatchBytes)
+		if moved {
+			// The light items lead in a transaction of their own, which
+			// is quick: none of the heavy sessions' bytes are in it.
+			own = append(own[:0], ordered...)
+			pending, n = own, batchLen(own, s.cfg.BatchSize, s.cfg.BatchBytes)
+			if cut > 0 {
+				n = min(n, cut)
+			}
+		}
+		clear(ordered)
+		s.reordered = ordered[:0]
+		s.writeBatch(pending[:n])
+		pending = pending[n:]
+		if len(pending) == 0 {
+			break
+		}
+		if more := s.queue.take(nil); len(more) > 0 {
+			more = s.deferHeavy(more)
+			joined := make([]item, 0, len(pending)+len(more))
+			own = append(append(joined, pending...), more...)
+			pending = own
+		}
 	}
-	clear(ordered)
-	s.reordered = ordered[:0]
 	if cap(s.reordered) > 4*s.cfg.BatchSize {
 		s.reordered = nil // do not keep the memory of a burst
 	}
 }
 
-// settleProgress counts n more items settled, or holds them back while a
-// reordered take is being written.
-func (s *Store) settleProgress(n int) {
-	if s.holding {
-		s.held += n
-		return
+// resumed is the channel that tells the writer a restart of the WAL
+// ended (nil, never ready, without a checkpointer).
+func (s *Store) resumed() <-chan struct{} {
+	if s.ckpt == nil {
+		return nil
 	}
-	s.prog.settle(n)
+	return s.ckpt.resume
+}
+
+// deferHeavy returns the items of a take to write now. While the
+// checkpointer restarts the WAL (see checkpointer.quietRestart), the items
+// of heavy sessions (more than BatchBytes/lightShare bytes in the take) and
+// of sessions with items already left are left in s.deferred, in order, to
+// be written first once it is over: the light sessions' items go on being
+// written, and the WAL grows little meanwhile. Left items stay in the
+// queue's bytes, so that their producers wait for room, and their
+// positions settle once they are written. An item about no one session
+// (which nothing may pass) ends the wait for this take.
+func (s *Store) deferHeavy(items []item) []item {
+	quiet := s.ckpt != nil && s.ckpt.quiet.Load() && !s.draining
+	if quiet {
+		for i := range items {
+			if items[i].session() == "" {
+				quiet = false
+				break
+			}
+		}
+	}
+	if !quiet {
+		if len(s.deferred) == 0 {
+			return items
+		}
+		out := append(s.deferred, items...) // the left items are older
+		s.deferred = nil
+		clear(s.deferredFrom)
+		return out
+	}
+	perSession := map[string]int64{}
+	for i := range items {
+		perSession[items[i].session()] += itemBytes(&items[i])
+	}
+	light := s.cfg.BatchBytes / lightShare
+	now := items[:0] // in place: an item moves only towards the start
+	for _, it := range items {
+		k := it.session()
+		if perSession[k] > light || s.deferredFrom[k] {
+			if s.deferredFrom == nil {
+				s.deferredFrom = map[string]bool{}
+			}
+			s.deferredFrom[k] = true
+			s.deferred = append(s.deferred, it)
+			continue
+		}
+		now = append(now, it)
+	}
+	clear(items[len(now):])
+	return now
 }
 
 // lightShare divides BatchBytes into the most bytes a session may have in
 // a take and still count as light.
 const lightShare = 16
 
-// lightFirst returns items reordered into out (reused) so that, when they
-// make more than one transaction, the items of light sessions (those with
-// at most BatchBytes/lightShare bytes in the take) come before those of
-// heavy ones: a bystander's turn row or few small events are not written
-// after megabytes of another session's. The order within each session is
+// lightFirst returns items reordered into out (reused) so that the items
+// of light sessions (those with at most BatchBytes/lightShare bytes in the
+// take) come before those of heavy ones, in a transaction of their own: a
+// bystander's turn row or few small events are not written after, nor
+// with, megabytes of another session's. The order within each session is
 // kept, and an item whose session is not known (a write about no one
 // session) keeps its place: nothing moves across it. It reports whether
-// anything moved, and cut, the length of the leading run of light items;
-// when nothing moved, items are to be written as they are (out may hold a
-// copy of some of them all the same).
+// the take is to be written in two parts, light and heavy (some session
+// is heavy and another light), and cut, the length of the leading run of
+// light items; when not, items are to be written as they are (out may
+// hold a copy of some of them all the same).
 func lightFirst(items, out []item, size int, maxBytes int64) (_ []item, cut int, moved bool) {
-	if batchLen(items, size, maxBytes) == len(items) {
-		return out[:0], 0, false
-	}
 	light := maxBytes / lightShare
+	var total int64
+	for i := range items {
+		total += itemBytes(&items[i])
+	}
+	if total <= light {
+		return out[:0], 0, false // no session in it can be heavy
+	}
 	out = out[:0]
 	cut = -1
 	for start := 0; start < len(items); {
@@ -171,15 +266,16 @@ func lightFirst(items, out []item, size int, maxBytes int64) (_ []item, cut int,
 				perSession[seg[i].session()] += itemBytes(&seg[i])
 			}
 			isLight := func(it *item) bool { return perSession[it.session()] <= light }
-			heavySeen := false
+			lightSeen, heavySeen := false, false
 			for i := range seg {
 				if isLight(&seg[i]) {
 					out = append(out, seg[i])
-					moved = moved || heavySeen
+					lightSeen = true
 				} else {
 					heavySeen = true
 				}
 			}
+			moved = moved || lightSeen && heavySeen
 			if cut < 0 {
 				cut = len(out)
 			}
@@ -204,16 +300,6 @@ func lightFirst(items, out []item, size int, maxBytes int64) (_ []item, cut int,
 		cut = len(out)
 	}
 	return out, cut, moved
-}
-
-// writeAll commits items in order, in transactions of at most BatchSize
-// items and BatchBytes bytes (at least one item each).
-func (s *Store) writeAll(items []item) {
-	for len(items) > 0 {
-		n := batchLen(items, s.cfg.BatchSize, s.cfg.BatchBytes)
-		s.writeBatch(items[:n])
-		items = items[n:]
-	}
 }
 
 // batchLen is how many of items, from the first, make one transaction: at
@@ -261,7 +347,7 @@ func (s *Store) writeBatch(batch []item) {
 				}
 			}
 			s.queue.settled(batch)
-			s.settleProgress(len(batch))
+			s.prog.settle(batch)
 			return
 		}
 		// Callers waiting for a write of the batch learn why it failed (a
@@ -326,5 +412,5 @@ func (s *Store) committed(batch []item, rejected []rejection) {
 	s.appended.Add(int64(events))
 	s.rejected.Add(int64(len(rejected)))
 	s.queue.settled(batch)
-	s.settleProgress(len(batch))
+	s.prog.settle(batch)
 }

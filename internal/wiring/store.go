@@ -281,6 +281,11 @@ func (a Store) WaitRoom(ctx context.Context, session string) error {
 // Flush waits for queued events to be written.
 func (a Store) Flush(ctx context.Context) error { return a.S.Flush(ctx) }
 
+// AwaitDelivery is store.Store.AwaitDelivery.
+func (a Store) AwaitDelivery(ctx context.Context, delivered <-chan struct{}) error {
+	return a.S.AwaitDelivery(ctx, delivered)
+}
+
 // NextSeq returns the next event seq of a session.
 func (a Store) NextSeq(ctx context.Context, session string) (int64, error) {
 	return a.S.NextSeq(ctx, session)
