@@ -177,7 +177,7 @@ func (c *checkpointer) run() {
 		case <-c.ctx.Done():
 			return
 		case <-idle.C:
-			c.exclusive("TRUNCATE")
+			c.idleTruncate()
 			continue
 		case <-c.nudge:
 		}
@@ -285,6 +285,32 @@ func (c *checkpointer) exclusive(mode string) {
 	c.gate.Lock()
 	defer c.gate.Unlock()
 	c.checkpoint(mode)
+}
+
+// idleTruncate folds the WAL into the database and truncates it once
+// the writes stopped, then writes the new WAL's first frame itself: the
+// first frame written to an empty WAL syncs the WAL's header (SQLite must,
+// even with synchronous=NORMAL), and that fsync would otherwise fall on
+// the next commit, which after a pause is typically a user's next prompt
+// waiting for its turn's row. Its own commit does not count as a write
+// (its connection has no commit hook), so an idle store stays idle.
+func (c *checkpointer) idleTruncate() {
+	c.gate.Lock()
+	defer c.gate.Unlock()
+	c.checkpoint("TRUNCATE")
+	if c.walSize() != 0 {
+		return // a reader kept it: the WAL goes on where it is
+	}
+	// Setting user_version (unused otherwise) to its own value writes
+	// the database's first page, one frame.
+	var v int64
+	err := c.db.QueryRowContext(c.ctx, "PRAGMA user_version").Scan(&v)
+	if err == nil {
+		_, err = c.db.ExecContext(c.ctx, fmt.Sprintf("PRAGMA user_version = %d", v))
+	}
+	if err != nil && c.ctx.Err() == nil {
+		c.log.Warn("start the WAL after truncating it", logKeyErr, err)
+	}
 }
 
 // writing is held (shared) by the writer during each transaction: it
