@@ -100,27 +100,7 @@ func (s *Store) AwaitDelivery(ctx context.Context, delivered <-chan struct{}) er
 		return nil
 	default:
 	}
-	target := s.queue.position()
-	s.flushes.Add(1)
-	defer s.flushes.Add(-1)
-	poke(s.nudge)
-	for {
-		ok, changed := s.prog.reached(target)
-		if ok {
-			return nil
-		}
-		select {
-		case <-delivered:
-			return nil
-		case <-changed:
-		case <-s.done:
-			if ok, _ := s.prog.reached(target); !ok {
-				return fmt.Errorf("await delivery: %w", ErrClosed)
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("await delivery: %w", context.Cause(ctx))
-		}
-	}
+	return s.waitUntil(ctx, s.queue.position(), delivered, "await delivery")
 }
 
 // fullPoll is how often flushUnlessFull looks at whether the writer is
@@ -147,12 +127,19 @@ func (s *Store) flushUnlessFull(ctx context.Context) error {
 
 // waitFor returns once the queued items up to position target have settled.
 func (s *Store) waitFor(ctx context.Context, target int64) error {
+	return s.waitUntil(ctx, target, nil, "flush events")
+}
+
+// waitUntil returns once the queued items up to position target have
+// settled or delivered (nil: never) is closed, asking the writer not to
+// linger meanwhile. Its errors say what, the caller's step.
+func (s *Store) waitUntil(ctx context.Context, target int64, delivered <-chan struct{}, what string) error {
 	if ok, _ := s.prog.reached(target); ok {
 		return nil
 	}
 	select {
 	case <-s.quit:
-		return fmt.Errorf("flush events: %w", ErrClosed)
+		return fmt.Errorf("%s: %w", what, ErrClosed)
 	default:
 	}
 	s.flushes.Add(1)
@@ -164,13 +151,15 @@ func (s *Store) waitFor(ctx context.Context, target int64) error {
 			return nil
 		}
 		select {
+		case <-delivered:
+			return nil
 		case <-changed:
 		case <-s.done:
 			if ok, _ := s.prog.reached(target); !ok {
-				return fmt.Errorf("flush events: %w", ErrClosed)
+				return fmt.Errorf("%s: %w", what, ErrClosed)
 			}
 		case <-ctx.Done():
-			return fmt.Errorf("flush events: %w", context.Cause(ctx))
+			return fmt.Errorf("%s: %w", what, context.Cause(ctx))
 		}
 	}
 }
