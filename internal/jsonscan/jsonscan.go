@@ -201,17 +201,9 @@ func object(b []byte, i, depth int) (int, bool) {
 		if i, ok = value(b, skipSpace(b, i+1), depth); !ok {
 			return i, false
 		}
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return i + 1, true
-		default:
-			return i, false
+		var more bool
+		if i, more, ok = after(b, i, '}'); !ok || !more {
+			return i, ok
 		}
 	}
 }
@@ -229,19 +221,28 @@ func array(b []byte, i, depth int) (int, bool) {
 		if i, ok = value(b, i, depth); !ok {
 			return i, false
 		}
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return i + 1, true
-		default:
-			return i, false
+		var more bool
+		if i, more, ok = after(b, i, ']'); !ok || !more {
+			return i, ok
 		}
 	}
+}
+
+// after reads what follows an element of a container that end closes,
+// from b[i]: a comma (more is set, and the index is that of the next
+// element) or end (the index is past it); anything else is not valid.
+func after(b []byte, i int, end byte) (_ int, more, ok bool) {
+	i = skipSpace(b, i)
+	if i >= len(b) {
+		return i, false, false
+	}
+	switch b[i] {
+	case ',':
+		return skipSpace(b, i+1), true, true
+	case end:
+		return i + 1, false, true
+	}
+	return i, false, false
 }
 
 // skipValid returns the index after the value starting at b[i] in valid
