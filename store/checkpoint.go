@@ -90,17 +90,15 @@ func (c *connector) Driver() driver.Driver { return c.drv }
 // delivered) for the time of a copy and two fsyncs. Once the WAL file
 // holds restartWAL (SQLite's own threshold), it runs a PASSIVE checkpoint,
 // which never blocks the writer, at most every interval while commits
-// come; since such a checkpoint cannot finish while commits keep
-// coming, and the WAL is only reused from its start after one that did,
-// it restarts the WAL (RESTART) right after a PASSIVE one that found more
-// than restartWAL in it (SQLite's own threshold), so that the WAL file is
-// reused from its start rather than grown; it truncates the WAL file
-// (TRUNCATE) once it holds more than half of limit, and after idle
-// without a commit. Those two need the writer to stand still: they hold
-// gate, which the writer holds (shared) during each of its transactions,
-// so that the writer waits for them on the gate, and they never lose
-// SQLite's lock to a writer that takes it again as soon as it lets it go
-// (nor wait in its busy handler's coarse sleeps). The writer itself truncates the WAL
+// come. Since such a checkpoint cannot finish while commits keep coming,
+// and the WAL is only reused from its start after one that did, it then
+// restarts the WAL (see quietRestart), so that the file is reused rather
+// than grown; it truncates the file (TRUNCATE) after idle without a
+// commit. Those two need the writer to stand still: they hold gate, which
+// the writer holds (shared) during each of its transactions, so that the
+// writer waits for them on the gate, and they never lose SQLite's lock to
+// a writer that takes it again as soon as it lets it go (nor wait in its
+// busy handler's coarse sleeps). The writer itself truncates the WAL
 // before a transaction when the WAL file has reached limit (the
 // checkpointer fell behind), so that the file never holds more than limit
 // and one transaction.
@@ -233,9 +231,9 @@ func (c *checkpointer) quietRestart(frames int64) {
 // one copies few enough (restartTail) that a checkpoint holding the
 // writer would copy about as few. It reports whether that came within
 // catchUpPasses; not when commits come faster than they are copied (the
-// WAL then grows, and is truncated past half its limit), nor when the WAL
-// restarted by itself meanwhile (a writer found it all copied), which
-// needs no RESTART.
+// WAL then grows, up to its limit, where the writer truncates it), nor
+// when the WAL restarted by itself meanwhile (a writer found it all
+// copied), which needs no RESTART.
 func (c *checkpointer) catchUp(frames int64) bool {
 	for range catchUpPasses {
 		if c.ctx.Err() != nil {
