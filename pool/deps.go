@@ -72,11 +72,14 @@ type Store interface {
 	MarkWorktreeRemoved(ctx context.Context, session string) error
 
 	UpsertAgent(ctx context.Context, a AgentRecord) error
-	// AdoptSession stores a session made from a spare in one
-	// transaction: its row (as CreateSession), its worktree (as
+	// AdoptSession queues a session made from a spare, to be stored in
+	// one transaction: its row (as CreateSession), its worktree (as
 	// PutWorktree), its running agent (as UpsertAgent) and, when adv is
-	// not nil, what that agent advertised (as SetAgentAdvertised).
-	AdoptSession(ctx context.Context, s SessionRecord, wt Worktree, a AgentRecord, adv *backends.Advertised) error
+	// not nil, what that agent advertised (as SetAgentAdvertised). It
+	// returns once queued; wait reports whether it was stored. The
+	// session's events appended after it are committed with it or after
+	// it, and refused if it was refused.
+	AdoptSession(ctx context.Context, s SessionRecord, wt Worktree, a AgentRecord, adv *backends.Advertised) (wait func(context.Context) error, err error)
 	GetAgent(ctx context.Context, session, agent string) (AgentRecord, error)
 	ListAgents(ctx context.Context, session string) ([]AgentRecord, error)
 	// SetAgentAdvertised records what the agent of (session, agent) last

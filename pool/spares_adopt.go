@@ -105,7 +105,9 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	now := p.cfg.Now()
 	rec := SessionRecord{ID: sp.id, Repo: wt.Repo, Title: req.Title, ActiveAgent: req.Agent, Status: StatusOpen, CreatedAt: now, UpdatedAt: now}
 	// One transaction: the session, its worktree and its running agent
-	// (with what it advertised) are stored together or not at all.
+	// (with what it advertised) are stored together or not at all. It is
+	// queued, not waited for: session.created, queued right after it, is
+	// committed with it, so the create waits for one commit, not two.
 	var adv *backends.Advertised
 	e.adv.mu.Lock()
 	if e.adv.known {
@@ -113,10 +115,14 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 		adv = &a
 	}
 	e.adv.mu.Unlock()
-	if err := p.cfg.Store.AdoptSession(ctx, rec, wt, p.agentRecordOf(e, info, AgentActive, AgentRecord{}), adv); err != nil {
+	stored, err := p.cfg.Store.AdoptSession(ctx, rec, wt, p.agentRecordOf(e, info, AgentActive, AgentRecord{}), adv)
+	if err != nil {
 		return fail(fmt.Errorf("store session: %w", err))
 	}
 	if req.Budget != nil && !req.Budget.IsZero() {
+		if err := stored(ctx); err != nil {
+			return fail(fmt.Errorf("store session: %w", err))
+		}
 		if err := p.cfg.Usage.SetSessionBudget(ctx, sp.id, *req.Budget); err != nil {
 			return fail(fmt.Errorf("store the session's budget: %w", err))
 		}
@@ -124,6 +130,8 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
+		// Not a session of this pool. A row stored meanwhile stays, its
+		// worktree discarded with the spare (a create racing shutdown).
 		return fail(fmt.Errorf("pool: %w", ErrClosed))
 	}
 	s.mu.Lock()
@@ -136,7 +144,23 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	if req.Budget != nil && !req.Budget.IsZero() {
 		created["budget"] = req.Budget
 	}
-	p.emit(s, backends.EventSessionCreated, req.Agent, created)
+	delivered := p.publishNoWait(s, backends.Event{Time: p.cfg.Now(), Type: backends.EventSessionCreated, Agent: req.Agent, Data: backends.MustJSON(created)})
+	if err := stored(ctx); err != nil {
+		// Refused, and session.created with it: nothing of the session
+		// reached a stream. It is a spare again, to be discarded.
+		p.mu.Lock()
+		if p.sessions[s.id] == s {
+			delete(p.sessions, s.id)
+		}
+		s.mu.Lock()
+		s.spare = true
+		s.mu.Unlock()
+		p.mu.Unlock()
+		return fail(fmt.Errorf("store session: %w", err))
+	}
+	if !p.awaitDelivered(delivered) {
+		p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", backends.EventSessionCreated)
+	}
 	for _, ev := range sp.setupEvents {
 		p.emit(s, ev.Type, "", ev.Data)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // The statements CreateSession, PutWorktree and UpsertAgentSession run,
@@ -35,25 +36,97 @@ const (
 // AdoptSession stores a session made ahead (a spare) at once: its row
 // (as CreateSession), its worktree (as PutWorktree) and its running
 // agent (as UpsertAgentSession, with what the agent advertised when
-// advertised is not nil), all in one transaction, so that a session
-// created from a spare costs its caller one commit and is never stored
-// in part. With leasing the session is leased to this host at epoch 1,
-// and held. It returns ErrExists if the id is taken.
-func (s *Store) AdoptSession(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte) (err error) {
-	row, err := s.sessionRowOf(sess)
+// advertised is not nil), all in one transaction, so that it is never
+// stored in part. With leasing the session is leased to this host at
+// epoch 1, and held. It returns ErrExists if the id is taken. It is
+// QueueAdoption followed by the adoption's Wait.
+func (s *Store) AdoptSession(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte) error {
+	ad, err := s.QueueAdoption(ctx, sess, wt, a, advertised)
 	if err != nil {
 		return err
+	}
+	return ad.Wait(ctx)
+}
+
+// Adoption is a session's adoption queued by QueueAdoption.
+type Adoption struct {
+	s    *Store
+	id   string
+	wait *waited // nil when the adoption was written before QueueAdoption returned
+	err  error   // its outcome then
+}
+
+// Wait waits until the adoption is committed, and returns nil, or was
+// refused (ErrExists when the id is taken), or ctx ended while it was not
+// being written, in which case it is never written.
+func (a *Adoption) Wait(ctx context.Context) error {
+	if a.wait == nil {
+		return a.err
+	}
+	if err := a.s.awaitWaited(ctx, a.wait); err != nil {
+		return fmt.Errorf("adopt session %q: %w", a.id, err)
+	}
+	return nil
+}
+
+// QueueAdoption is AdoptSession without the wait: on SQLite the session's
+// rows are queued to the writer as one write, which the writer commits
+// in its own savepoint (a refused statement undoes the others), and the
+// events of the session appended after QueueAdoption returns are
+// committed in the same transaction or a later one. A caller that waits
+// for the session's first event then pays one commit for both, not two;
+// an event of a session whose adoption was refused is refused too (the
+// session has no row). On PostgreSQL, and with leasing, where an event's
+// seq comes from the session's row locked when its transaction starts,
+// the adoption is written before QueueAdoption returns.
+func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte) (*Adoption, error) {
+	row, err := s.sessionRowOf(sess)
+	if err != nil {
+		return nil, err
 	}
 	agent, err := s.agentRowOf(a)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := validOptions(advertised); err != nil {
-		return fmt.Errorf("adopt session %q: advertised: %w", sess.ID, err)
+		return nil, fmt.Errorf("adopt session %q: advertised: %w", sess.ID, err)
 	}
+	if s.eng.postgres || s.leasing {
+		err := s.adoptNow(ctx, row, wt, agent, advertised)
+		return &Adoption{s: s, id: sess.ID, err: err}, nil
+	}
+	q, arg := s.insertSession(row)
+	named := []struct {
+		query string
+		arg   any
+	}{{q, arg}, {putWorktreeSQL, s.worktreeRowOf(wt)}, {upsertAgentSQL, agent}}
+	group := make([]stmt, 0, len(named)+1)
+	for _, n := range named {
+		query, args, err := s.db.BindNamed(n.query, n.arg)
+		if err != nil {
+			return nil, fmt.Errorf("adopt session %q: %w", sess.ID, err)
+		}
+		group = append(group, stmt{query: query, args: args})
+	}
+	if advertised != nil {
+		group = append(group, stmt{query: setAdvertisedSQL, args: []any{nullText(advertised), sess.ID, a.Agent}})
+	}
+	w := &write{what: "adopt session " + strconv.Quote(sess.ID), session: sess.ID, group: group, wait: newWaited()}
+	if err := s.enqueue(w); err != nil {
+		return nil, err
+	}
+	return &Adoption{s: s, id: sess.ID, wait: w.wait}, nil
+}
+
+// setAdvertisedSQL records what an agent advertised.
+const setAdvertisedSQL = `UPDATE agent_sessions SET advertised = ? WHERE session_id = ? AND agent = ?`
+
+// adoptNow writes an adoption in a transaction of its own.
+func (s *Store) adoptNow(ctx context.Context, row sessionRow, wt WorktreeRow, agent agentRow, advertised []byte) (err error) {
+	id := row.ID
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("adopt session %q: %w", sess.ID, s.mapWriteErr(err))
+		return fmt.Errorf("adopt session %q: %w", id, s.mapWriteErr(err))
 	}
 	defer func() {
 		if err != nil {
@@ -62,24 +135,23 @@ func (s *Store) AdoptSession(ctx context.Context, sess Session, wt WorktreeRow, 
 	}()
 	q, arg := s.insertSession(row)
 	if _, err = tx.NamedExecContext(ctx, q, arg); err != nil {
-		return fmt.Errorf("adopt session %q: %w", sess.ID, s.mapWriteErr(err))
+		return fmt.Errorf("adopt session %q: %w", id, s.mapWriteErr(err))
 	}
 	if _, err = tx.NamedExecContext(ctx, putWorktreeSQL, s.worktreeRowOf(wt)); err != nil {
-		return fmt.Errorf("adopt session %q: worktree: %w", sess.ID, s.mapWriteErr(err))
+		return fmt.Errorf("adopt session %q: worktree: %w", id, s.mapWriteErr(err))
 	}
 	if _, err = tx.NamedExecContext(ctx, upsertAgentSQL, agent); err != nil {
-		return fmt.Errorf("adopt session %q: agent %q: %w", sess.ID, a.Agent, s.mapWriteErr(err))
+		return fmt.Errorf("adopt session %q: agent %q: %w", id, agent.Agent, s.mapWriteErr(err))
 	}
 	if advertised != nil {
-		if _, err = tx.ExecContext(ctx, `UPDATE agent_sessions SET advertised = ? WHERE session_id = ? AND agent = ?`,
-			nullText(advertised), sess.ID, a.Agent); err != nil {
-			return fmt.Errorf("adopt session %q: advertised of agent %q: %w", sess.ID, a.Agent, s.mapWriteErr(err))
+		if _, err = tx.ExecContext(ctx, setAdvertisedSQL, nullText(advertised), id, agent.Agent); err != nil {
+			return fmt.Errorf("adopt session %q: advertised of agent %q: %w", id, agent.Agent, s.mapWriteErr(err))
 		}
 	}
 	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("adopt session %q: commit: %w", sess.ID, s.mapWriteErr(err))
+		return fmt.Errorf("adopt session %q: commit: %w", id, s.mapWriteErr(err))
 	}
-	s.holdNew(sess.ID)
+	s.holdNew(id)
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/agentpool/agentpool/backends"
 )
 
 // A session made from a spare is stored whole in one transaction: its
@@ -86,6 +88,81 @@ func TestHosts(t *testing.T) {
 		}
 		if err := s.PutHost(ctx, Host{}); err == nil {
 			t.Error("PutHost without an id: no error")
+		}
+	})
+}
+
+// A queued adoption and the session's first event, appended after it,
+// are committed in one transaction; the event is delivered once both are
+// durable, and Wait then reports the adoption stored.
+func TestQueuedAdoptionCommitsWithTheFirstEvent(t *testing.T) {
+	ctx := context.Background()
+	rec := newTransactions("other")
+	cfg := fastRetry("")
+	cfg.trace = rec.trace
+	s, _ := openTest(t, cfg)
+	mustSession(t, s, "other")
+	s.Append(testEvent("other", 1, time.Now()))
+	<-rec.held // the writer is in a transaction: what follows is queued together
+	ad, err := s.QueueAdoption(ctx, Session{ID: "sp-q", Repo: "/repo"}, WorktreeRow{SessionID: "sp-q", Path: "/trees/sp-q", Branch: "agentpool/sp-q"},
+		AgentSession{SessionID: "sp-q", Agent: "demo", Kind: "acp", Status: "active"}, []byte(`{"modes":["ask"]}`))
+	if err != nil {
+		t.Fatalf("QueueAdoption() error = %v", err)
+	}
+	delivered := make(chan struct{})
+	s.AppendNotify(testEvent("sp-q", 1, time.Now()), func(backends.Event) { close(delivered) })
+	close(rec.release)
+	if err := ad.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v", err)
+	}
+	if err := s.AwaitDelivery(ctx, delivered); err != nil {
+		t.Fatalf("AwaitDelivery() = %v", err)
+	}
+	var with [][]string
+	for _, tx := range rec.list() {
+		if slices.Contains(tx, "sp-q") {
+			with = append(with, tx)
+		}
+	}
+	if len(with) != 1 || !slices.Equal(with[0], []string{"sp-q", "sp-q"}) {
+		t.Errorf("transactions with the adopted session = %v; want one with the adoption and its event", with)
+	}
+	if a, err := s.GetAgentSession(ctx, "sp-q", "demo"); err != nil || a.Status != "active" {
+		t.Errorf("agent = %+v, %v", a, err)
+	}
+	if adv, err := s.AgentAdvertised(ctx, "sp-q", "demo"); err != nil || string(adv) != `{"modes":["ask"]}` {
+		t.Errorf("advertised = %s, %v", adv, err)
+	}
+}
+
+// An adoption the database refuses at its second statement stores none
+// of it (its savepoint undoes the session's row), and refuses the events
+// appended after it; the transaction's other writes are committed.
+func TestRefusedAdoptionStoresNothing(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e testEngine) {
+		ctx := context.Background()
+		s, _ := openTest(t, e.db(t, Config{}))
+		mustSession(t, s, "other")
+		// The worktree names a session that does not exist: its insert
+		// fails after the session's row was inserted.
+		ad, err := s.QueueAdoption(ctx, Session{ID: "sp-bad", Repo: "/repo"}, WorktreeRow{SessionID: "nobody", Path: "/trees/x", Branch: "b"},
+			AgentSession{SessionID: "sp-bad", Agent: "demo", Kind: "acp", Status: "active"}, nil)
+		if err == nil {
+			s.Append(testEvent("sp-bad", 1, time.Now()))
+			s.Append(testEvent("other", 1, time.Now()))
+			err = ad.Wait(ctx)
+		}
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("adoption with a worktree of an unknown session = %v; want ErrNotFound", err)
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetSession(ctx, "sp-bad"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetSession of the refused adoption = %v; want ErrNotFound", err)
+		}
+		if evs, err := s.Events(ctx, "other", 0, 0); err != nil || len(evs) != 1 {
+			t.Errorf("other session's events = %d, %v; want its one event", len(evs), err)
 		}
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // execWrite runs w's statement; a RETURNING one keeps its value in
@@ -21,6 +23,30 @@ func execWrite(ctx context.Context, st *sql.Stmt, w *write) (sql.Result, error) 
 		return nil, err
 	}
 	return st.ExecContext(ctx, w.args...)
+}
+
+// execGroup runs a write's group of statements in a savepoint of tx: a
+// statement refused for itself undoes the ones before it and returns its
+// error, and the transaction goes on without the write. When the undo
+// itself fails, the error returned is not a refusal, so the transaction
+// is not committed.
+func execGroup(ctx context.Context, tx *sqlx.Tx, group []stmt) error {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT write_group"); err != nil {
+		return err
+	}
+	for _, st := range group {
+		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+			if _, uerr := tx.ExecContext(ctx, "ROLLBACK TO write_group"); uerr != nil {
+				return fmt.Errorf("undo a refused write (%v): %w", err, uerr)
+			}
+			if _, uerr := tx.ExecContext(ctx, "RELEASE write_group"); uerr != nil {
+				return fmt.Errorf("undo a refused write (%v): %w", err, uerr)
+			}
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, "RELEASE write_group")
+	return err
 }
 
 // rejection is an item of a batch that the database refused.
@@ -178,14 +204,19 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 			if err := s.flushPending(ctx, tx, pg); err != nil {
 				return nil, -1, err
 			}
-			ws := prepared[w.query]
-			if ws == nil {
-				if ws, err = tx.PrepareContext(ctx, w.query); err != nil {
-					return nil, -1, err
+			var res sql.Result
+			if w.group != nil {
+				err = execGroup(ctx, tx, w.group)
+			} else {
+				ws := prepared[w.query]
+				if ws == nil {
+					if ws, err = tx.PrepareContext(ctx, w.query); err != nil {
+						return nil, -1, err
+					}
+					prepared[w.query] = ws
 				}
-				prepared[w.query] = ws
+				res, err = execWrite(ctx, ws, w)
 			}
-			res, err := execWrite(ctx, ws, w)
 			if err == nil && w.affect {
 				if n, aerr := res.RowsAffected(); aerr == nil && n == 0 {
 					rejected = append(rejected, rejection{index: i, err: fmt.Errorf("%w: %s", errNoRow, w.orphan)})

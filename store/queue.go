@@ -50,6 +50,9 @@ type write struct {
 	session string
 	query   string
 	args    []any
+	// group, when set, is the write's statements instead of query: all
+	// of them, in order, or none (see execGroup).
+	group []stmt
 	// affect: the statement must change a row; when it changes none, the
 	// write is counted as rejected and logged with orphan.
 	affect bool
@@ -65,6 +68,12 @@ type write struct {
 	// waiting caller once the attempt has committed. It needs wait.
 	returning bool
 	result    int64
+}
+
+// stmt is a statement of a write's group and its arguments.
+type stmt struct {
+	query string
+	args  []any
 }
 
 // queue holds the writes waiting for the writer. It is bounded by a count

@@ -139,23 +139,28 @@ func (a Store) UpsertAgent(ctx context.Context, r pool.AgentRecord) error {
 	return notFound(a.S.UpsertAgentSession(ctx, s))
 }
 
-// AdoptSession stores a session made from a spare in one transaction.
-func (a Store) AdoptSession(ctx context.Context, s pool.SessionRecord, wt pool.Worktree, r pool.AgentRecord, adv *backends.Advertised) error {
+// AdoptSession queues a session made from a spare, to be stored in one
+// transaction (see store.Store.QueueAdoption); wait reports the outcome.
+func (a Store) AdoptSession(ctx context.Context, s pool.SessionRecord, wt pool.Worktree, r pool.AgentRecord, adv *backends.Advertised) (wait func(context.Context) error, err error) {
 	sess, err := toSession(s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	agent, err := toAgent(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var raw []byte
 	if adv != nil {
 		if raw, err = json.Marshal(adv); err != nil {
-			return fmt.Errorf("adopt session %q: advertised: %w", s.ID, err)
+			return nil, fmt.Errorf("adopt session %q: advertised: %w", s.ID, err)
 		}
 	}
-	return a.S.AdoptSession(ctx, sess, store.WorktreeRow{SessionID: wt.Session, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}, agent, raw)
+	ad, err := a.S.QueueAdoption(ctx, sess, store.WorktreeRow{SessionID: wt.Session, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}, agent, raw)
+	if err != nil {
+		return nil, err
+	}
+	return ad.Wait, nil
 }
 
 // GetAgent reads an agent row.
