@@ -74,12 +74,11 @@ type Store interface {
 	UpsertAgent(ctx context.Context, a AgentRecord) error
 	// AdoptSession queues a session made from a spare, to be stored in
 	// one transaction: its row (as CreateSession), its worktree (as
-	// PutWorktree), its running agent (as UpsertAgent) and, when adv is
-	// not nil, what that agent advertised (as SetAgentAdvertised). It
-	// returns once queued; wait reports whether it was stored. The
-	// session's events appended after it are committed with it or after
-	// it, and refused if it was refused.
-	AdoptSession(ctx context.Context, s SessionRecord, wt Worktree, a AgentRecord, adv *backends.Advertised) (wait func(context.Context) error, err error)
+	// PutWorktree), its running agent (as UpsertAgent), when adv is not
+	// nil what that agent advertised (as SetAgentAdvertised), and its
+	// first event, appended as by Append and stored only with the rest.
+	// It returns once queued; wait reports whether it was stored.
+	AdoptSession(ctx context.Context, s SessionRecord, wt Worktree, a AgentRecord, adv *backends.Advertised, first backends.Event, committed func(backends.Event)) (wait func(context.Context) error, err error)
 	GetAgent(ctx context.Context, session, agent string) (AgentRecord, error)
 	ListAgents(ctx context.Context, session string) ([]AgentRecord, error)
 	// SetAgentAdvertised records what the agent of (session, agent) last

@@ -140,38 +140,23 @@ const lifecycleDeliveryWait = 5 * time.Second
 // delivered (see lifecycleDeliveryWait): Create returns once the session's
 // first event is on the streams, and Close ends the feed after its last.
 func (p *Pool) publish(s *session, ev backends.Event) {
-	var delivered <-chan struct{}
-	if ev.Type == backends.EventSessionCreated || ev.Type == backends.EventSessionClosed {
-		delivered = p.publishNoWait(s, ev)
-	} else {
-		p.queue(s, ev, nil)
-	}
-	if delivered != nil && !p.awaitDelivered(delivered) {
-		p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", ev.Type)
-	}
-}
-
-// publishNoWait is publish without the wait for a waited event: it
-// returns the channel closed once ev is delivered (see awaitDelivered).
-func (p *Pool) publishNoWait(s *session, ev backends.Event) <-chan struct{} {
-	delivered := make(chan struct{})
-	p.queue(s, ev, delivered)
-	return delivered
-}
-
-// queue waits for room in the store's queue (see publish) and queues ev,
-// with its delivery signalled on delivered when set.
-func (p *Pool) queue(s *session, ev backends.Event, delivered chan struct{}) {
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
 	if err := p.cfg.Store.WaitRoom(p.ctx, s.id); err != nil {
 		p.logger.Debug("publish without waiting for room in the store's queue", "session", s.id, "err", err)
 	}
+	var delivered chan struct{}
+	if ev.Type == backends.EventSessionCreated || ev.Type == backends.EventSessionClosed {
+		delivered = make(chan struct{})
+	}
 	s.mu.Lock()
 	p.queueLocked(s, ev, delivered)
 	s.mu.Unlock()
 	p.published.Add(1)
+	if delivered != nil && !p.awaitDelivered(delivered) {
+		p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", ev.Type)
+	}
 }
 
 // awaitDelivered waits until delivered is closed, at most

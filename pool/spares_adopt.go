@@ -105,9 +105,9 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	now := p.cfg.Now()
 	rec := SessionRecord{ID: sp.id, Repo: wt.Repo, Title: req.Title, ActiveAgent: req.Agent, Status: StatusOpen, CreatedAt: now, UpdatedAt: now}
 	// One transaction: the session, its worktree and its running agent
-	// (with what it advertised) are stored together or not at all. It is
-	// queued, not waited for: session.created, queued right after it, is
-	// committed with it, so the create waits for one commit, not two.
+	// (with what it advertised) are stored together or not at all, and
+	// session.created with them, so that the create waits for one
+	// commit.
 	var adv *backends.Advertised
 	e.adv.mu.Lock()
 	if e.adv.known {
@@ -115,23 +115,16 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 		adv = &a
 	}
 	e.adv.mu.Unlock()
-	stored, err := p.cfg.Store.AdoptSession(ctx, rec, wt, p.agentRecordOf(e, info, AgentActive, AgentRecord{}), adv)
-	if err != nil {
-		return fail(fmt.Errorf("store session: %w", err))
-	}
+	created := map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": true, "spare": true}
 	if req.Budget != nil && !req.Budget.IsZero() {
-		if err := stored(ctx); err != nil {
-			return fail(fmt.Errorf("store session: %w", err))
-		}
-		if err := p.cfg.Usage.SetSessionBudget(ctx, sp.id, *req.Budget); err != nil {
-			return fail(fmt.Errorf("store the session's budget: %w", err))
-		}
+		created["budget"] = req.Budget
+	}
+	if err := p.cfg.Store.WaitRoom(ctx, s.id); err != nil {
+		p.logger.Debug("adopt without waiting for room in the store's queue", "session", s.id, "err", err)
 	}
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
-		// Not a session of this pool. A row stored meanwhile stays, its
-		// worktree discarded with the spare (a create racing shutdown).
 		return fail(fmt.Errorf("pool: %w", ErrClosed))
 	}
 	s.mu.Lock()
@@ -140,14 +133,10 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	s.mu.Unlock()
 	p.sessions[s.id] = s
 	p.mu.Unlock()
-	created := map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": true, "spare": true}
-	if req.Budget != nil && !req.Budget.IsZero() {
-		created["budget"] = req.Budget
-	}
-	delivered := p.publishNoWait(s, backends.Event{Time: p.cfg.Now(), Type: backends.EventSessionCreated, Agent: req.Agent, Data: backends.MustJSON(created)})
-	if err := stored(ctx); err != nil {
-		// Refused, and session.created with it: nothing of the session
-		// reached a stream. It is a spare again, to be discarded.
+	// forget undoes the above when the adoption is not stored: nothing of
+	// the session reached a stream (its first event is stored only with
+	// it), and it is a spare again, to be discarded.
+	forget := func(err error) (Session, error) {
 		p.mu.Lock()
 		if p.sessions[s.id] == s {
 			delete(p.sessions, s.id)
@@ -156,10 +145,38 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 		s.spare = true
 		s.mu.Unlock()
 		p.mu.Unlock()
-		return fail(fmt.Errorf("store session: %w", err))
+		return fail(err)
 	}
-	if !p.awaitDelivered(delivered) {
-		p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", backends.EventSessionCreated)
+	// session.created goes with the adoption, unless a budget is to be
+	// stored in between (rare: a create that sets one).
+	budget := req.Budget != nil && !req.Budget.IsZero()
+	var first backends.Event
+	var delivered chan struct{}
+	s.mu.Lock()
+	if !budget {
+		delivered = make(chan struct{})
+		s.seq++
+		first = backends.Event{Seq: s.seq, Session: s.id, Time: p.cfg.Now(), Type: backends.EventSessionCreated, Agent: req.Agent, Data: backends.MustJSON(created)}
+	}
+	stored, err := p.cfg.Store.AdoptSession(ctx, rec, wt, p.agentRecordOf(e, info, AgentActive, AgentRecord{}), adv, first, p.deliverTo(s, delivered))
+	s.mu.Unlock()
+	if err != nil {
+		return forget(fmt.Errorf("store session: %w", err))
+	}
+	if err := stored(ctx); err != nil {
+		return forget(fmt.Errorf("store session: %w", err))
+	}
+	if budget {
+		if err := p.cfg.Usage.SetSessionBudget(ctx, sp.id, *req.Budget); err != nil {
+			// The session's row stays, as a session without its worktree.
+			return forget(fmt.Errorf("store the session's budget: %w", err))
+		}
+		p.emit(s, backends.EventSessionCreated, req.Agent, created) // waits for its delivery
+	} else {
+		p.published.Add(1)
+		if !p.awaitDelivered(delivered) {
+			p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", backends.EventSessionCreated)
+		}
 	}
 	for _, ev := range sp.setupEvents {
 		p.emit(s, ev.Type, "", ev.Data)

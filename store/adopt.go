@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/agentpool/agentpool/backends"
 )
 
 // The statements CreateSession, PutWorktree and UpsertAgentSession run,
@@ -41,7 +43,7 @@ const (
 // epoch 1, and held. It returns ErrExists if the id is taken. It is
 // QueueAdoption followed by the adoption's Wait.
 func (s *Store) AdoptSession(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte) error {
-	ad, err := s.QueueAdoption(ctx, sess, wt, a, advertised)
+	ad, err := s.QueueAdoption(ctx, sess, wt, a, advertised, backends.Event{}, nil)
 	if err != nil {
 		return err
 	}
@@ -69,17 +71,17 @@ func (a *Adoption) Wait(ctx context.Context) error {
 	return nil
 }
 
-// QueueAdoption is AdoptSession without the wait: on SQLite the session's
-// rows are queued to the writer as one write, which the writer commits
-// in its own savepoint (a refused statement undoes the others), and the
-// events of the session appended after QueueAdoption returns are
-// committed in the same transaction or a later one. A caller that waits
-// for the session's first event then pays one commit for both, not two;
-// an event of a session whose adoption was refused is refused too (the
-// session has no row). On PostgreSQL, and with leasing, where an event's
-// seq comes from the session's row locked when its transaction starts,
-// the adoption is written before QueueAdoption returns.
-func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte) (*Adoption, error) {
+// QueueAdoption is AdoptSession without the wait, with the session's
+// first event: first (unless its Session is empty) is appended with the
+// adoption, as by AppendNotify, and stored only if the adoption is. On
+// SQLite the session's rows and first are queued to the writer as one
+// item, committed in one transaction, the rows in a savepoint of their
+// own (a refused statement undoes the others): a caller that waits for
+// the first event pays one commit, not two. On PostgreSQL, and with
+// leasing, where an event's seq comes from the session's row locked when
+// its transaction starts, the adoption is written before QueueAdoption
+// returns, and first is appended after it.
+func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte, first backends.Event, committed func(backends.Event)) (*Adoption, error) {
 	row, err := s.sessionRowOf(sess)
 	if err != nil {
 		return nil, err
@@ -91,8 +93,14 @@ func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow,
 	if err := validOptions(advertised); err != nil {
 		return nil, fmt.Errorf("adopt session %q: advertised: %w", sess.ID, err)
 	}
+	if first.Session != "" && first.Session != sess.ID {
+		return nil, fmt.Errorf("adopt session %q: its first event is of session %q", sess.ID, first.Session)
+	}
 	if s.eng.postgres || s.leasing {
 		err := s.adoptNow(ctx, row, wt, agent, advertised)
+		if err == nil && first.Session != "" {
+			s.AppendNotify(first, committed)
+		}
 		return &Adoption{s: s, id: sess.ID, err: err}, nil
 	}
 	q, arg := s.insertSession(row)
@@ -112,7 +120,12 @@ func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow,
 		group = append(group, stmt{query: setAdvertisedSQL, args: []any{nullText(advertised), sess.ID, a.Agent}})
 	}
 	w := &write{what: "adopt session " + strconv.Quote(sess.ID), session: sess.ID, group: group, wait: newWaited()}
-	if err := s.enqueue(w); err != nil {
+	it := item{w: w}
+	if first.Session != "" {
+		it.ev, it.committed = first, committed
+	}
+	_, err = s.queue.push(it, s.cfg.AppendWait)
+	if err := s.enqueued(w, err); err != nil {
 		return nil, err
 	}
 	return &Adoption{s: s, id: sess.ID, wait: w.wait}, nil

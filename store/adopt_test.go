@@ -92,40 +92,38 @@ func TestHosts(t *testing.T) {
 	})
 }
 
-// A queued adoption and the session's first event, appended after it,
-// are committed in one transaction; the event is delivered once both are
-// durable, and Wait then reports the adoption stored.
+// A queued adoption and the session's first event are one item of the
+// writer's queue, committed in one transaction; the event is delivered
+// once both are durable, and Wait reports the adoption stored. Events
+// appended after it follow.
 func TestQueuedAdoptionCommitsWithTheFirstEvent(t *testing.T) {
 	ctx := context.Background()
-	rec := newTransactions("other")
+	rec := newTransactions("")
 	cfg := fastRetry("")
 	cfg.trace = rec.trace
 	s, _ := openTest(t, cfg)
-	mustSession(t, s, "other")
-	s.Append(testEvent("other", 1, time.Now()))
-	<-rec.held // the writer is in a transaction: what follows is queued together
+	delivered := make(chan struct{})
 	ad, err := s.QueueAdoption(ctx, Session{ID: "sp-q", Repo: "/repo"}, WorktreeRow{SessionID: "sp-q", Path: "/trees/sp-q", Branch: "agentpool/sp-q"},
-		AgentSession{SessionID: "sp-q", Agent: "demo", Kind: "acp", Status: "active"}, []byte(`{"modes":["ask"]}`))
+		AgentSession{SessionID: "sp-q", Agent: "demo", Kind: "acp", Status: "active"}, []byte(`{"modes":["ask"]}`),
+		testEvent("sp-q", 1, time.Now()), func(backends.Event) { close(delivered) })
 	if err != nil {
 		t.Fatalf("QueueAdoption() error = %v", err)
 	}
-	delivered := make(chan struct{})
-	s.AppendNotify(testEvent("sp-q", 1, time.Now()), func(backends.Event) { close(delivered) })
-	close(rec.release)
+	s.Append(testEvent("sp-q", 2, time.Now()))
 	if err := ad.Wait(ctx); err != nil {
 		t.Fatalf("Wait() = %v", err)
 	}
 	if err := s.AwaitDelivery(ctx, delivered); err != nil {
 		t.Fatalf("AwaitDelivery() = %v", err)
 	}
-	var with [][]string
-	for _, tx := range rec.list() {
-		if slices.Contains(tx, "sp-q") {
-			with = append(with, tx)
-		}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
-	if len(with) != 1 || !slices.Equal(with[0], []string{"sp-q", "sp-q"}) {
-		t.Errorf("transactions with the adopted session = %v; want one with the adoption and its event", with)
+	if txs := rec.list(); len(txs) == 0 || !slices.Equal(txs[0], []string{"sp-q"}) && !slices.Equal(txs[0], []string{"sp-q", "sp-q"}) {
+		t.Errorf("transactions = %v; want the adoption with its first event in the first", txs)
+	}
+	if evs, err := s.Events(ctx, "sp-q", 0, 0); err != nil || !slices.Equal(seqsOf(evs), []int64{1, 2}) {
+		t.Errorf("events = %v, %v; want 1 and 2", seqsOf(evs), err)
 	}
 	if a, err := s.GetAgentSession(ctx, "sp-q", "demo"); err != nil || a.Status != "active" {
 		t.Errorf("agent = %+v, %v", a, err)
@@ -136,8 +134,9 @@ func TestQueuedAdoptionCommitsWithTheFirstEvent(t *testing.T) {
 }
 
 // An adoption the database refuses at its second statement stores none
-// of it (its savepoint undoes the session's row), and refuses the events
-// appended after it; the transaction's other writes are committed.
+// of it (its savepoint undoes the session's row) nor its first event, and
+// the events appended after it are refused; the transaction's other
+// writes are committed.
 func TestRefusedAdoptionStoresNothing(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e testEngine) {
 		ctx := context.Background()
@@ -146,9 +145,10 @@ func TestRefusedAdoptionStoresNothing(t *testing.T) {
 		// The worktree names a session that does not exist: its insert
 		// fails after the session's row was inserted.
 		ad, err := s.QueueAdoption(ctx, Session{ID: "sp-bad", Repo: "/repo"}, WorktreeRow{SessionID: "nobody", Path: "/trees/x", Branch: "b"},
-			AgentSession{SessionID: "sp-bad", Agent: "demo", Kind: "acp", Status: "active"}, nil)
+			AgentSession{SessionID: "sp-bad", Agent: "demo", Kind: "acp", Status: "active"}, nil,
+			testEvent("sp-bad", 1, time.Now()), func(ev backends.Event) { t.Errorf("first event of a refused adoption delivered: %+v", ev) })
 		if err == nil {
-			s.Append(testEvent("sp-bad", 1, time.Now()))
+			s.Append(testEvent("sp-bad", 2, time.Now()))
 			s.Append(testEvent("other", 1, time.Now()))
 			err = ad.Wait(ctx)
 		}

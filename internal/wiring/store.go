@@ -139,9 +139,10 @@ func (a Store) UpsertAgent(ctx context.Context, r pool.AgentRecord) error {
 	return notFound(a.S.UpsertAgentSession(ctx, s))
 }
 
-// AdoptSession queues a session made from a spare, to be stored in one
-// transaction (see store.Store.QueueAdoption); wait reports the outcome.
-func (a Store) AdoptSession(ctx context.Context, s pool.SessionRecord, wt pool.Worktree, r pool.AgentRecord, adv *backends.Advertised) (wait func(context.Context) error, err error) {
+// AdoptSession queues a session made from a spare and its first event,
+// to be stored in one transaction (see store.Store.QueueAdoption); wait
+// reports the outcome.
+func (a Store) AdoptSession(ctx context.Context, s pool.SessionRecord, wt pool.Worktree, r pool.AgentRecord, adv *backends.Advertised, first backends.Event, committed func(backends.Event)) (wait func(context.Context) error, err error) {
 	sess, err := toSession(s)
 	if err != nil {
 		return nil, err
@@ -156,7 +157,7 @@ func (a Store) AdoptSession(ctx context.Context, s pool.SessionRecord, wt pool.W
 			return nil, fmt.Errorf("adopt session %q: advertised: %w", s.ID, err)
 		}
 	}
-	ad, err := a.S.QueueAdoption(ctx, sess, store.WorktreeRow{SessionID: wt.Session, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}, agent, raw)
+	ad, err := a.S.QueueAdoption(ctx, sess, store.WorktreeRow{SessionID: wt.Session, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}, agent, raw, first, committed)
 	if err != nil {
 		return nil, err
 	}
