@@ -9,23 +9,33 @@ import (
 	"github.com/agentpool/agentpool/pool"
 )
 
-// An adopted spare's replacement is made RefillDelay after the adoption,
-// not at once (it would take the CPUs from the session's first turn) nor
-// at the next periodic check.
-func TestAdoptedSpareIsReplacedAfterRefillDelay(t *testing.T) {
+// newSpareEnv is newEnv keeping one spare of the fake provider for the
+// test repository, checked every interval, with the pool running (Run)
+// until the test ends; wrap, when set, wraps the pool's store.
+func newSpareEnv(t *testing.T, interval time.Duration, wrap func(pool.Store) pool.Store) *env {
+	t.Helper()
 	e := newEnv(t, map[string]any{"fake": providerEntry(echo)}, nil)
 	e.cfg.Spares = pool.SparesConfig{
 		Repos:     func(context.Context) []string { return []string{e.repo} },
 		Providers: func() map[string]int { return map[string]int{"fake": 1} },
 		Git:       wiring.SpareGit{M: e.wt},
-		Interval:  time.Hour, // only the first check and the wakes make spares
+		Interval:  interval,
 	}
+	e.wrapStore = wrap
 	e.shutdown()
 	e.open()
-	rctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(context.Background())
 	ran := make(chan struct{})
-	go func() { defer close(ran); _ = e.p.Run(rctx) }()
-	defer func() { stop(); <-ran }()
+	go func() { defer close(ran); _ = e.p.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-ran })
+	return e
+}
+
+// An adopted spare's replacement is made RefillDelay after the adoption,
+// not at once (it would take the CPUs from the session's first turn) nor
+// at the next periodic check.
+func TestAdoptedSpareIsReplacedAfterRefillDelay(t *testing.T) {
+	e := newSpareEnv(t, time.Hour, nil) // only the first check and the wakes make spares
 	ready := func() []pool.SpareStatus {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {

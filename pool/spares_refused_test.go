@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
-	"github.com/agentpool/agentpool/internal/wiring"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -28,20 +27,7 @@ func (refuseAdoption) AdoptSession(context.Context, pool.SessionRecord, pool.Wor
 // nothing on the daemon-wide stream but the spare's discarding, its agent
 // stopped and its worktree removed.
 func TestRefusedAdoptionDiscardsTheSpare(t *testing.T) {
-	e := newEnv(t, map[string]any{"fake": providerEntry(echo)}, nil)
-	e.cfg.Spares = pool.SparesConfig{
-		Repos:     func(context.Context) []string { return []string{e.repo} },
-		Providers: func() map[string]int { return map[string]int{"fake": 1} },
-		Git:       wiring.SpareGit{M: e.wt},
-		Interval:  50 * time.Millisecond,
-	}
-	e.wrapStore = func(s pool.Store) pool.Store { return refuseAdoption{s} }
-	e.shutdown()
-	e.open()
-	rctx, stop := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { defer close(ran); _ = e.p.Run(rctx) }()
-	defer func() { stop(); <-ran }()
+	e := newSpareEnv(t, 50*time.Millisecond, func(s pool.Store) pool.Store { return refuseAdoption{s} })
 	var spare pool.SpareStatus
 	for deadline := time.Now().Add(30 * time.Second); spare.State != "ready"; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
