@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"syscall"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 
@@ -173,7 +175,7 @@ func (e engine) nextSeqTx(ctx context.Context, tx *sqlx.Tx, session string, floo
 // their leases in the same statement: the items of a session this store
 // does not hold at the database's epoch are fenced (pg.fenced), and the
 // lock keeps the lease from moving until the batch commits.
-func (s *Store) lockSeqs(ctx context.Context, tx *sqlx.Tx, batch []item, pg *pgAttempt) error {
+func (s *Store) lockSeqs(ctx context.Context, tx *pgTx, batch []item, pg *pgAttempt) error {
 	ids := make([]string, 0, 4)
 	seen := make(map[string]bool, 4)
 	for i := range batch {
@@ -201,12 +203,7 @@ func (s *Store) lockSeqs(ctx context.Context, tx *sqlx.Tx, batch []item, pg *pgA
 		q = `SELECT id, last_seq, lease_owner, lease_epoch FROM sessions WHERE id = ANY(?) ORDER BY id FOR NO KEY UPDATE`
 		held = s.leases.epochsOf(ids)
 	}
-	rows, err := tx.QueryContext(ctx, q, ids)
-	if err != nil {
-		return fmt.Errorf("lock seq counters: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err := tx.query(ctx, q, []any{ids}, func(rows pgx.Rows) error {
 		var id, owner string
 		var last, epoch int64
 		dest := []any{&id, &last}
@@ -214,7 +211,7 @@ func (s *Store) lockSeqs(ctx context.Context, tx *sqlx.Tx, batch []item, pg *pgA
 			dest = append(dest, &owner, &epoch)
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return fmt.Errorf("lock seq counters: %w", err)
+			return err
 		}
 		pg.seqs[id] = last
 		if s.leasing && (owner != s.cfg.HostID || epoch != held[id] || held[id] == 0) {
@@ -223,8 +220,9 @@ func (s *Store) lockSeqs(ctx context.Context, tx *sqlx.Tx, batch []item, pg *pgA
 			}
 			pg.fenced[id] = s.fencedError(id, owner, epoch, held[id])
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("lock seq counters: %w", err)
 	}
 	return nil
@@ -240,7 +238,7 @@ const storeSeqsSQL = `UPDATE sessions SET last_seq = v.last
 // events to the last seq handed out, in one statement (one round trip
 // fewer per transaction, on the writer's path). An event the insert
 // refuses makes it fail with errOneByOne, as flushPending does.
-func (s *Store) finishPostgres(ctx context.Context, tx *sqlx.Tx, pg *pgAttempt) error {
+func (s *Store) finishPostgres(ctx context.Context, tx txStmts, pg *pgAttempt) error {
 	if len(pg.moved) == 0 {
 		return s.flushPending(ctx, tx, pg)
 	}
@@ -251,6 +249,17 @@ func (s *Store) finishPostgres(ctx context.Context, tx *sqlx.Tx, pg *pgAttempt) 
 		lasts = append(lasts, pg.seqs[id])
 	}
 	p := &pg.pending
+	if pipe := pg.piped(); pipe != nil {
+		if len(p.seqs) == 0 {
+			pipe.queueEvents(storeSeqsSQL, ids, lasts)
+		} else {
+			pipe.queueEvents(`WITH inserted AS (`+insertManySQL+`) `+storeSeqsSQL,
+				p.sessions, p.seqs, p.turns, p.agents, p.types, p.data, p.at, ids, lasts)
+		}
+		// Not reset: the arrays are sent as they are with the COMMIT; the
+		// next attempt resets them.
+		return nil
+	}
 	if len(p.seqs) == 0 {
 		if _, err := tx.ExecContext(ctx, storeSeqsSQL, ids, lasts); err != nil {
 			return fmt.Errorf("store seq counters: %w", err)
@@ -307,12 +316,18 @@ const insertManySQL = `INSERT INTO events (session_id, seq, turn, agent, type, d
 
 // flushPending inserts the pending events of a PostgreSQL attempt (pg nil:
 // SQLite, nothing to do).
-func (s *Store) flushPending(ctx context.Context, tx *sqlx.Tx, pg *pgAttempt) error {
+func (s *Store) flushPending(ctx context.Context, tx txStmts, pg *pgAttempt) error {
 	if pg == nil || len(pg.pending.seqs) == 0 {
 		return nil
 	}
 	p := &pg.pending
 	defer p.reset()
+	if pipe := pg.piped(); pipe != nil {
+		// Queued: the pending arrays are reused once reset.
+		pipe.queueEvents(insertManySQL, slices.Clone(p.sessions), slices.Clone(p.seqs), slices.Clone(p.turns),
+			slices.Clone(p.agents), slices.Clone(p.types), slices.Clone(p.data), slices.Clone(p.at))
+		return nil
+	}
 	_, err := tx.ExecContext(ctx, insertManySQL, p.sessions, p.seqs, p.turns, p.agents, p.types, p.data, p.at)
 	if err != nil && refusesEvent(err) {
 		return fmt.Errorf("%w: %w", errOneByOne, err)

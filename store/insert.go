@@ -30,7 +30,7 @@ func execWrite(ctx context.Context, st *sql.Stmt, w *write) (sql.Result, error) 
 // error, and the transaction goes on without the write. When the undo
 // itself fails, the error returned is not a refusal, so the transaction
 // is not committed.
-func execGroup(ctx context.Context, tx *sqlx.Tx, group []stmt) error {
+func execGroup(ctx context.Context, tx txStmts, group []stmt) error {
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT write_group"); err != nil {
 		return err
 	}
@@ -121,6 +121,18 @@ type pgAttempt struct {
 	// statement refused.
 	pending  pendingEvents
 	oneByOne bool
+	// pipe, unless oneByOne, holds the statements to send together (see
+	// pgPipe).
+	pipe *pgPipe
+}
+
+// piped returns the attempt's pipe, nil when its statements run one by
+// one (SQLite, or oneByOne).
+func (pg *pgAttempt) piped() *pgPipe {
+	if pg == nil || pg.oneByOne {
+		return nil
+	}
+	return pg.pipe
 }
 
 // insertOnce makes one attempt at writing batch in one transaction. On
@@ -128,22 +140,37 @@ type pgAttempt struct {
 // transaction goes on. On PostgreSQL the attempt ends there: insertOnce
 // rolls back and returns the index of the item, its error in pg.lastErr;
 // items pg.refused are skipped, and event seqs are allocated from the
-// sessions' counter rows (see lockSeqs), into s.allocated.
+// sessions' counter rows (see lockSeqs), into s.allocated. There the
+// transaction is a pgTx: its statements after the counters' lock go to
+// the server together with the COMMIT (see pgPipe), unless the attempt
+// inserts its events one by one.
 func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ []rejection, refusedAt int, err error) {
 	refusedAt = -1
 	s.trace(stepBegin, batch)
 	if s.ckpt != nil {
 		defer s.ckpt.writing()()
 	}
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return nil, -1, err
-	}
-	defer func() {
-		if err != nil || refusedAt >= 0 {
-			tx.Rollback()
+	var tx txStmts
+	var stx *sqlx.Tx // SQLite's
+	if pg != nil {
+		ptx, perr := newPGTx(ctx, s.db)
+		if perr != nil {
+			return nil, -1, perr
 		}
-	}()
+		defer ptx.end() // a rollback unless it committed
+		pg.pipe = &ptx.pipe
+		tx = ptx
+	} else {
+		if stx, err = s.db.BeginTxx(ctx, nil); err != nil {
+			return nil, -1, err
+		}
+		defer func() {
+			if err != nil || refusedAt >= 0 {
+				stx.Rollback()
+			}
+		}()
+		tx = stx
+	}
 	var stmt *sql.Stmt
 	// Each turn row's statement is prepared once per batch, not once per
 	// row: a batch holds the rows of several turns.
@@ -156,7 +183,7 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 	var rejected []rejection
 	if pg != nil {
 		pg.pending.reset()
-		if err := s.lockSeqs(ctx, tx, batch, pg); err != nil {
+		if err := s.lockSeqs(ctx, pg.pipe.tx, batch, pg); err != nil {
 			return nil, -1, err
 		}
 		for i, rerr := range pg.refused {
@@ -204,38 +231,50 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 			if err := s.flushPending(ctx, tx, pg); err != nil {
 				return nil, -1, err
 			}
-			var res sql.Result
-			if w.group != nil {
-				err = execGroup(ctx, tx, w.group)
+			if pipe := pg.piped(); pipe != nil && w.group == nil {
+				// Sent with the COMMIT, or before it when its answer is
+				// checked (see pgPipe.send).
+				pipe.queueWrite(i, w)
 			} else {
-				ws := prepared[w.query]
-				if ws == nil {
-					if ws, err = tx.PrepareContext(ctx, w.query); err != nil {
-						return nil, -1, err
+				if pipe != nil {
+					// A group's savepoint runs statement by statement.
+					if err := pg.sendPipe(ctx, false); err != nil {
+						return pipeFailed(err)
 					}
-					prepared[w.query] = ws
 				}
-				res, err = execWrite(ctx, ws, w)
-			}
-			if err == nil && w.affect {
-				if n, aerr := res.RowsAffected(); aerr == nil && n == 0 {
-					rejected = append(rejected, rejection{index: i, err: fmt.Errorf("%w: %s", errNoRow, w.orphan)})
+				var res sql.Result
+				if w.group != nil {
+					err = execGroup(ctx, tx, w.group)
+				} else {
+					ws := prepared[w.query]
+					if ws == nil {
+						if ws, err = tx.PrepareContext(ctx, w.query); err != nil {
+							return nil, -1, err
+						}
+						prepared[w.query] = ws
+					}
+					res, err = execWrite(ctx, ws, w)
+				}
+				if err == nil && w.affect {
+					if n, aerr := res.RowsAffected(); aerr == nil && n == 0 {
+						rejected = append(rejected, rejection{index: i, err: fmt.Errorf("%w: %s", errNoRow, w.orphan)})
+						continue
+					}
+				}
+				if errors.Is(err, errNoSession) {
+					// Refused without a failed statement: the transaction goes on.
+					rejected = append(rejected, rejection{index: i, err: err})
 					continue
 				}
-			}
-			if errors.Is(err, errNoSession) {
-				// Refused without a failed statement: the transaction goes on.
-				rejected = append(rejected, rejection{index: i, err: err})
-				continue
-			}
-			if err != nil {
-				if refusesEvent(err) {
-					if refuse(i, err) {
-						return nil, refusedAt, nil
+				if err != nil {
+					if refusesEvent(err) {
+						if refuse(i, err) {
+							return nil, refusedAt, nil
+						}
+						continue
 					}
-					continue
+					return nil, -1, err
 				}
-				return nil, -1, err
 			}
 			if !it.hasEvent() {
 				continue
@@ -289,14 +328,27 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 			s.allocated[i] = seq
 		}
 	}
-	if pg != nil {
-		if err := s.finishPostgres(ctx, tx, pg); err != nil {
+	if pg == nil {
+		s.trace(stepCommit, batch)
+		if err := stx.Commit(); err != nil {
 			return nil, -1, err
 		}
+		s.trace(stepCommitted, batch)
+		return rejected, -1, nil
+	}
+	if err := s.finishPostgres(ctx, tx, pg); err != nil {
+		return pipeFailed(err)
 	}
 	s.trace(stepCommit, batch)
-	if err := tx.Commit(); err != nil {
-		return nil, -1, err
+	if pg.piped() != nil {
+		if err := pg.sendPipe(ctx, true); err != nil {
+			return pipeFailed(err)
+		}
+	} else {
+		if _, err := tx.ExecContext(ctx, "COMMIT"); err != nil {
+			return nil, -1, err
+		}
+		pg.pipe.tx.ended = true
 	}
 	s.trace(stepCommitted, batch)
 	return rejected, -1, nil

@@ -235,3 +235,17 @@ func Rebind(query string) string {
 	}
 	return b.String()
 }
+
+// PgxConn returns the pgx connection under dc, a driver connection of a
+// handle Open returned (as sql.Conn's Raw gives it), to send statements
+// pgx's way (a batch in one round trip) on the connection of a
+// transaction in progress.
+func PgxConn(dc any) (*pgx.Conn, error) {
+	switch c := dc.(type) {
+	case rebindConn:
+		return c.Conn.Conn(), nil
+	case *stdlib.Conn:
+		return c.Conn(), nil
+	}
+	return nil, fmt.Errorf("not a pgx connection: %T", dc)
+}

@@ -1,0 +1,306 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/agentpool/agentpool/store/postgres"
+)
+
+// txStmts is what the writer's transaction runs statements with: a
+// *sqlx.Tx on SQLite, a *pgTx on PostgreSQL.
+type txStmts interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// pgTx is a transaction of the writer on PostgreSQL, on a connection of
+// its own. Its BEGIN is sent with its first statements and its COMMIT
+// with its last ones (see pgPipe): a transaction of the writer is two
+// round trips to the server, where database/sql's would be four (BEGIN,
+// the counters' lock, the inserts, COMMIT). On a loaded machine each
+// round trip is a wait for the CPU, in the daemon and in the server, and
+// the writer commits one transaction at a time: its round trips are what
+// an event waits for before its readers get it.
+type pgTx struct {
+	conn  *sqlx.Conn
+	begun bool // BEGIN was sent
+	ended bool // COMMIT or ROLLBACK was sent
+	pipe  pgPipe
+}
+
+// newPGTx returns a transaction on a connection taken from db; its
+// first statement begins it.
+func newPGTx(ctx context.Context, db *sqlx.DB) (*pgTx, error) {
+	conn, err := db.Connx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := &pgTx{conn: conn}
+	t.pipe.tx = t
+	return t, nil
+}
+
+// begin sends BEGIN unless it was sent.
+func (t *pgTx) begin(ctx context.Context) error {
+	if t.begun {
+		return nil
+	}
+	if _, err := t.conn.ExecContext(ctx, "BEGIN"); err != nil {
+		return err
+	}
+	t.begun = true
+	return nil
+}
+
+// ExecContext runs query in the transaction.
+func (t *pgTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	return t.conn.ExecContext(ctx, query, args...)
+}
+
+// QueryContext runs query in the transaction.
+func (t *pgTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	return t.conn.QueryContext(ctx, query, args...)
+}
+
+// PrepareContext prepares query on the transaction's connection.
+func (t *pgTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	return t.conn.PrepareContext(ctx, query)
+}
+
+// end rolls the transaction back unless it ended, and gives its
+// connection back. A connection left in a transaction (its ROLLBACK
+// failed) is closed by the pool, not reused.
+func (t *pgTx) end() {
+	if t.begun && !t.ended {
+		_, _ = t.conn.ExecContext(context.Background(), "ROLLBACK")
+	}
+	t.conn.Close()
+}
+
+// query sends query (with BEGIN if the transaction has not begun) and
+// gives each row of its answer to scan. Nothing may be queued in the
+// pipe.
+func (t *pgTx) query(ctx context.Context, query string, args []any, scan func(pgx.Rows) error) error {
+	if len(t.pipe.ops) > 0 {
+		return errors.New("store: a query behind queued statements")
+	}
+	return t.conn.Raw(func(dc any) error {
+		conn, err := postgres.PgxConn(dc)
+		if err != nil {
+			return err
+		}
+		var b pgx.Batch
+		if !t.begun {
+			b.Queue("BEGIN")
+		}
+		b.Queue(postgres.Rebind(query), args...)
+		br := conn.SendBatch(ctx, &b)
+		if !t.begun {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return err
+			}
+			t.begun = true
+		}
+		rows, err := br.Query()
+		if err == nil {
+			for rows.Next() {
+				if err = scan(rows); err != nil {
+					break
+				}
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+// pgPipe holds the statements of a PostgreSQL attempt that the writer
+// needs no answer to before it sends the next: the events' inserts and
+// the writes of the batch (turn rows), in the batch's order, then the
+// counters' update and the COMMIT. They are sent together, in one round
+// trip (pgx's batch: the server runs them in order, and skips the rest
+// after one fails), where each would take one. A burst of 100 turn ends
+// in one transaction costs one round trip, not 200.
+type pgPipe struct {
+	tx  *pgTx
+	ops []pipeOp
+}
+
+// pipeOp is a queued statement and what it is for.
+type pipeOp struct {
+	query string
+	args  []any
+	index int    // the batch's item of a write, -1 for the others
+	w     *write // the write, nil for the others
+}
+
+// queueWrite queues item index's write w.
+func (p *pgPipe) queueWrite(index int, w *write) {
+	p.ops = append(p.ops, pipeOp{query: w.query, args: w.args, index: index, w: w})
+}
+
+// queueEvents queues query, a statement inserting events or moving seq
+// counters (their columns as arrays: the caller gives slices it no longer
+// changes).
+func (p *pgPipe) queueEvents(query string, args ...any) {
+	p.ops = append(p.ops, pipeOp{query: query, args: args, index: -1})
+}
+
+// send sends the queued statements in one round trip, after BEGIN if the
+// transaction has not begun, and before COMMIT when commit is set (in a
+// round trip of its own after a write the answer of which is checked),
+// and reads their answers in order; the pipe is empty afterwards. A write
+// whose statement the database refused for itself (see refusesEvent), a
+// write that had to change a row and changed none, and a RETURNING write
+// that returned no row end the attempt: send returns the item's index,
+// with its error in lastErr, and the attempt is made again without it
+// (its event, if any, was queued after it, and is rolled back with it).
+// An events' insert refused for one of its events returns errOneByOne.
+func (p *pgPipe) send(ctx context.Context, commit bool) (refusedAt int, lastErr error, err error) {
+	refusedAt = -1
+	t := p.tx
+	if len(p.ops) == 0 && !commit {
+		return -1, nil, nil
+	}
+	ops := p.ops
+	defer func() { p.ops = p.ops[:0] }()
+	// A write that must change a row, or return one, is checked here,
+	// not by the server, which would commit without it: the COMMIT then
+	// waits for the answers.
+	for _, op := range ops {
+		if commit && op.w != nil && (op.w.affect || op.w.returning) {
+			if at, lastErr, err := p.send(ctx, false); err != nil || at >= 0 {
+				return at, lastErr, err
+			}
+			return p.send(ctx, true)
+		}
+	}
+	err = t.conn.Raw(func(dc any) error {
+		conn, err := postgres.PgxConn(dc)
+		if err != nil {
+			return err
+		}
+		var b pgx.Batch
+		begin := !t.begun
+		if begin {
+			b.Queue("BEGIN")
+		}
+		for _, op := range ops {
+			b.Queue(postgres.Rebind(op.query), op.args...)
+		}
+		if commit {
+			b.Queue("COMMIT")
+		}
+		br := conn.SendBatch(ctx, &b)
+		if begin {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return err
+			}
+			t.begun = true
+		}
+		for _, op := range ops {
+			var rerr error
+			switch w := op.w; {
+			case w == nil:
+				_, rerr = br.Exec()
+				if rerr != nil && refusesEvent(rerr) {
+					rerr = fmt.Errorf("%w: %w", errOneByOne, rerr)
+				}
+			case w.returning:
+				rerr = br.QueryRow().Scan(&w.result)
+				if errors.Is(rerr, pgx.ErrNoRows) || errors.Is(rerr, sql.ErrNoRows) {
+					refusedAt, lastErr = op.index, fmt.Errorf("%s: %w", w.what, errNoSession)
+					rerr = nil
+				}
+			default:
+				tag, xerr := br.Exec()
+				rerr = xerr
+				if rerr == nil && w.affect && tag.RowsAffected() == 0 {
+					refusedAt, lastErr = op.index, fmt.Errorf("%w: %s", errNoRow, w.orphan)
+				}
+			}
+			if rerr != nil && op.w != nil && refusesEvent(rerr) {
+				refusedAt, lastErr, rerr = op.index, rerr, nil
+			}
+			if rerr != nil || refusedAt >= 0 {
+				// The server skips what follows, the COMMIT included.
+				_ = br.Close()
+				return rerr
+			}
+		}
+		if commit {
+			tag, err := br.Exec()
+			if err != nil {
+				_ = br.Close()
+				return fmt.Errorf("commit: %w", err)
+			}
+			t.ended = true
+			if tag.String() != "COMMIT" {
+				_ = br.Close()
+				return fmt.Errorf("commit: the server answered %q", tag.String())
+			}
+		}
+		return br.Close()
+	})
+	return refusedAt, lastErr, err
+}
+
+// sendPipe sends the attempt's piped statements, if any, and the COMMIT
+// when commit is set (see pgPipe.send). A write refused for itself is
+// returned as a *refusedWrite, its error in pg.lastErr.
+func (pg *pgAttempt) sendPipe(ctx context.Context, commit bool) error {
+	pipe := pg.piped()
+	if pipe == nil {
+		return nil
+	}
+	at, rerr, err := pipe.send(ctx, commit)
+	if err != nil {
+		return err
+	}
+	if at >= 0 {
+		pg.lastErr = rerr
+		return &refusedWrite{index: at}
+	}
+	return nil
+}
+
+// refusedWrite says that the write of a batch's item was refused for
+// itself, once its piped statement's answer came: the attempt ends there,
+// as if the statement had run alone.
+type refusedWrite struct{ index int }
+
+func (r *refusedWrite) Error() string { return fmt.Sprintf("write of item %d refused", r.index) }
+
+// pipeFailed returns what insertOnce returns when sending a PostgreSQL
+// attempt's statements failed with err: the index of a write refused for
+// itself (see refusedWrite), else err.
+func pipeFailed(err error) ([]rejection, int, error) {
+	if r, ok := errors.AsType[*refusedWrite](err); ok {
+		return nil, r.index, nil
+	}
+	return nil, -1, err
+}

@@ -1,0 +1,339 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+)
+
+// roundTripProxy relays PostgreSQL connections from a socket of its own
+// to the test cluster's, counting round trips: each time a connection's
+// client sends after the server answered it.
+type roundTripProxy struct {
+	dir   string // holds the proxy's .s.PGSQL.5432
+	trips atomic.Int64
+	wg    sync.WaitGroup
+	// delay, when set, holds each answer of the server this long: a
+	// server on another host.
+	delay time.Duration
+}
+
+// startRoundTripProxy relays to the server that rawURL (a pgtest URL,
+// host= the socket's directory) names, and returns the URL to reach it
+// through the proxy.
+func startRoundTripProxy(t testing.TB, rawURL string) (*roundTripProxy, string) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	target := filepath.Join(q.Get("host"), ".s.PGSQL."+q.Get("port"))
+	p := &roundTripProxy{dir: t.TempDir()}
+	ln, err := net.Listen("unix", filepath.Join(p.dir, ".s.PGSQL."+q.Get("port")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.Map
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("unix", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			conns.Store(c, s)
+			p.relay(c, s)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		conns.Range(func(c, s any) bool {
+			c.(net.Conn).Close()
+			s.(net.Conn).Close()
+			return true
+		})
+		p.wg.Wait()
+	})
+	q.Set("host", p.dir)
+	u.RawQuery = q.Encode()
+	return p, u.String()
+}
+
+// relay copies between client c and server s until either ends.
+func (p *roundTripProxy) relay(c, s net.Conn) {
+	var answered atomic.Bool // the server sent since the client last did
+	answered.Store(true)     // the client's first message is a trip
+	copyCounting := func(dst, src net.Conn, fromClient bool) {
+		defer p.wg.Done()
+		defer dst.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if fromClient {
+					if answered.Swap(false) {
+						p.trips.Add(1)
+					}
+				} else {
+					if p.delay > 0 {
+						time.Sleep(p.delay)
+					}
+					answered.Store(true)
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				if err != io.EOF {
+					return
+				}
+				return
+			}
+		}
+	}
+	p.wg.Add(2)
+	go copyCounting(s, c, true)
+	go copyCounting(c, s, false)
+}
+
+// TestPostgresWriterRoundTrips: on PostgreSQL a transaction of the writer
+// is two round trips to the server, whatever it holds, plus one when it
+// holds a write whose answer the writer checks (a turn's end must change
+// its row): BEGIN goes with the lock of the seq counters, and the inserts,
+// the turn rows, the counters' update and the COMMIT go together. A
+// statement a round trip (as database/sql runs them) made a burst of 20
+// turn ends 40 round trips more, each a wait for the CPU on a loaded host.
+func TestPostgresWriterRoundTrips(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	proxy, viaProxy := startRoundTripProxy(t, loc.URL)
+	ctx := context.Background()
+
+	type txTrips struct {
+		items, ends int
+		trips       int64
+	}
+	var (
+		mu       sync.Mutex
+		txs      []txTrips
+		startAt  int64
+		gate     = make(chan struct{})
+		gateHeld = make(chan struct{})
+		holding  atomic.Bool
+	)
+	cfg := Config{URL: viaProxy}
+	cfg.trace = func(step traceStep, items []item) {
+		switch step {
+		case stepBegin:
+			if holding.CompareAndSwap(true, false) {
+				close(gateHeld)
+				<-gate
+			}
+			startAt = proxy.trips.Load()
+		case stepCommitted:
+			ends := 0
+			for i := range items {
+				if items[i].w != nil {
+					ends++
+				}
+			}
+			mu.Lock()
+			txs = append(txs, txTrips{items: len(items), ends: ends, trips: proxy.trips.Load() - startAt})
+			mu.Unlock()
+		}
+	}
+	s, _ := openTest(t, cfg)
+	const sessions = 20
+	for i := range sessions {
+		mustSession(t, s, fmt.Sprintf("s%02d", i))
+	}
+	seq := int64(0)
+
+	// burst holds the writer in the transaction of one event while queue
+	// queues more, then lets it write them. It returns the transactions
+	// after the held one.
+	burst := func(queue func()) []txTrips {
+		t.Helper()
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		txs = nil
+		mu.Unlock()
+		gate, gateHeld = make(chan struct{}), make(chan struct{})
+		holding.Store(true)
+		seq++
+		s.Append(testEvent("s00", seq, time.Now()))
+		<-gateHeld
+		queue()
+		close(gate)
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]txTrips(nil), txs[1:]...)
+	}
+	// A chunk of each session, five times. The first round warms the
+	// connections' statement caches: a statement new to a connection
+	// costs pgx a round trip to prepare it.
+	for round := range 2 {
+		got := burst(func() {
+			seq++
+			for range 5 {
+				for i := range sessions {
+					s.Append(testEvent(fmt.Sprintf("s%02d", i), seq, time.Now()))
+				}
+				seq++
+			}
+		})
+		events := 0
+		for _, tx := range got {
+			events += tx.items
+			if tx.trips > 2 && round > 0 {
+				t.Errorf("a transaction of %d events took %d round trips; want at most 2 (all: %+v)", tx.items, tx.trips, got)
+			}
+		}
+		if events != 5*sessions {
+			t.Errorf("the writer wrote %d items in %+v; want %d", events, got, 5*sessions)
+		}
+	}
+
+	// Every turn ending, after a chunk; twice, as above.
+	for round := range 2 {
+		turns := make([]int64, sessions)
+		for i := range sessions {
+			n, err := s.StartTurn(ctx, Turn{SessionID: fmt.Sprintf("s%02d", i), Agent: "a", Prompt: "p"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			turns[i] = n
+		}
+		got := burst(func() {
+			seq++
+			for i := range sessions {
+				id := fmt.Sprintf("s%02d", i)
+				s.Append(testEvent(id, seq, time.Now()))
+				ended := backends.Event{Session: id, Seq: seq + 1, Turn: turns[i], Type: backends.EventTurnEnded}
+				if err := s.EndTurnEvent(ctx, turns[i], TurnEnd{StopReason: "end_turn"}, ended, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			seq++
+		})
+		ends := 0
+		for _, tx := range got {
+			ends += tx.ends
+			if max := int64(2); round > 0 && tx.trips > max && (tx.ends == 0 || tx.trips > max+1) {
+				t.Errorf("a transaction of %d items, %d of them turn ends, took %d round trips; want at most 2, 3 with turn ends (all: %+v)",
+					tx.items, tx.ends, tx.trips, got)
+			}
+		}
+		if ends != sessions {
+			t.Errorf("the writer wrote %d turn ends in %+v; want %d", ends, got, sessions)
+		}
+		for i := range sessions {
+			turn, err := s.GetTurn(ctx, fmt.Sprintf("s%02d", i), turns[i])
+			if err != nil || turn.StopReason != "end_turn" {
+				t.Errorf("turn %d of s%02d = %+v, %v; want ended", turns[i], i, turn, err)
+			}
+		}
+	}
+}
+
+// BenchmarkPostgresWriter measures the writer on a PostgreSQL server
+// reached through a link with the round-trip time given (0: the local
+// socket; 500µs: a server on another host of the same network), in the
+// two shapes of its load: a burst of 100 sessions each ending its turn
+// after a chunk (ms per burst, from the first item queued to all
+// committed), and a steady stream of one producer (events/s). It reports
+// the round trips per transaction.
+func BenchmarkPostgresWriter(b *testing.B) {
+	for _, rtt := range []time.Duration{0, 500 * time.Microsecond} {
+		b.Run(fmt.Sprintf("rtt=%v", rtt), func(b *testing.B) {
+			proxy, viaProxy := startRoundTripProxy(b, pgCluster.Database(b))
+			proxy.delay = rtt
+			var txs atomic.Int64
+			cfg := Config{URL: viaProxy, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			cfg.trace = func(step traceStep, _ []item) {
+				if step == stepCommitted {
+					txs.Add(1)
+				}
+			}
+			s, err := Open(context.Background(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			ctx := context.Background()
+			const sessions = 100
+			for i := range sessions {
+				mustSession(b, s, fmt.Sprintf("s%03d", i))
+			}
+			seqs := make([]int64, sessions)
+			var burst []time.Duration
+			trips0, txs0 := proxy.trips.Load(), txs.Load()
+			for range b.N {
+				turns := make([]int64, sessions)
+				for i := range sessions {
+					n, err := s.StartTurn(ctx, Turn{SessionID: fmt.Sprintf("s%03d", i), Agent: "a", Prompt: "p"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					turns[i] = n
+				}
+				start := time.Now()
+				for i := range sessions {
+					id := fmt.Sprintf("s%03d", i)
+					seqs[i]++
+					s.Append(benchEvent(id, seqs[i]))
+					seqs[i]++
+					ended := backends.Event{Session: id, Seq: seqs[i], Turn: turns[i], Type: backends.EventTurnEnded}
+					if err := s.EndTurnEvent(ctx, turns[i], TurnEnd{StopReason: "end_turn"}, ended, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := s.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				burst = append(burst, time.Since(start))
+			}
+			trips1, txs1 := proxy.trips.Load(), txs.Load()
+			const steady = 20000
+			start := time.Now()
+			for range steady {
+				seqs[0]++
+				s.Append(benchEvent("s000", seqs[0]))
+			}
+			if err := s.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			rate := steady / time.Since(start).Seconds()
+			slices.Sort(burst)
+			b.ReportMetric(float64(burst[len(burst)/2])/float64(time.Millisecond), "burst_p50_ms")
+			b.ReportMetric(rate, "steady_events/s")
+			b.ReportMetric(float64(trips1-trips0)/float64(max(txs1-txs0, 1)), "trips/tx_incl_starts")
+			if st := s.Stats(); st.Rejected != 0 {
+				b.Fatalf("Stats() = %+v; want nothing rejected", st)
+			}
+		})
+	}
+}
