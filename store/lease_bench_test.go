@@ -35,6 +35,9 @@ func BenchmarkAppendLeased(b *testing.B) {
 			start := time.Now()
 			for i := range b.N {
 				ev.Seq = int64(i + 1)
+				if err := s.WaitRoom(context.Background(), "s0"); err != nil {
+					b.Fatal(err)
+				}
 				s.Append(ev)
 			}
 			if err := s.Flush(context.Background()); err != nil {
