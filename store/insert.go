@@ -81,12 +81,35 @@ func (s *Store) insertItems(ctx context.Context, batch []item) ([]rejection, err
 // as it does on SQLite. A waited write is claimed once, on the first
 // attempt that reaches it.
 func (s *Store) insertItemsPostgres(ctx context.Context, batch []item) ([]rejection, error) {
+	if u := s.unknownCommit; u != nil && !u.of(batch) {
+		s.unknownCommit = nil // a batch abandoned at close
+	}
+	if u := s.unknownCommit; u != nil {
+		// The batch's last attempt sent its COMMIT and lost the answer:
+		// written again it would be stored twice, under new seqs.
+		done, err := s.committedTx(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			return u.rejected, nil
+		}
+	}
 	a := &pgAttempt{
 		claimed: make([]bool, len(batch)),
 		refused: map[int]error{},
 	}
 	for {
 		rejected, refusedAt, err := s.insertOnce(ctx, batch, a)
+		if u, ok := errors.AsType[*unknownCommit](err); ok {
+			u.allocated = slices.Clone(s.allocated)
+			u.batch, u.n = &batch[0], len(batch)
+			s.unknownCommit = u
+			if done, cerr := s.committedTx(ctx, u); cerr == nil && done {
+				return u.rejected, nil
+			}
+			return nil, err // retried: its next attempt asks again first
+		}
 		if errors.Is(err, errOneByOne) {
 			// An event of the statement that inserts many was refused:
 			// insert them one by one to tell which.
@@ -340,15 +363,22 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 		return pipeFailed(err)
 	}
 	s.trace(stepCommit, batch)
+	ptx := pg.pipe.tx
 	if pg.piped() != nil {
-		if err := pg.sendPipe(ctx, true); err != nil {
-			return pipeFailed(err)
-		}
+		err = pg.sendPipe(ctx, true)
 	} else {
-		if _, err := tx.ExecContext(ctx, "COMMIT"); err != nil {
-			return nil, -1, err
+		ptx.commitSent = true
+		if _, err = tx.ExecContext(ctx, "COMMIT"); err == nil {
+			ptx.ended = true
 		}
-		pg.pipe.tx.ended = true
+	}
+	if err != nil {
+		_, refused := errors.AsType[*refusedWrite](err)
+		if ptx.commitSent && ptx.xid != 0 && !refused && !errors.Is(err, errOneByOne) {
+			// The server refused nothing: it may have committed.
+			return nil, -1, &unknownCommit{xid: ptx.xid, pid: ptx.pid, rejected: rejected, err: err}
+		}
+		return pipeFailed(err)
 	}
 	s.trace(stepCommitted, batch)
 	return rejected, -1, nil

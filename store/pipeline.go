@@ -31,8 +31,14 @@ type txStmts interface {
 type pgTx struct {
 	conn  *sqlx.Conn
 	begun bool // BEGIN was sent
-	ended bool // COMMIT or ROLLBACK was sent
-	pipe  pgPipe
+	ended bool // COMMIT or ROLLBACK was answered
+	// xid is the transaction's id (txid_current, read with its BEGIN),
+	// and commitSent says its COMMIT went out: when no answer comes
+	// back, the server may have committed it, and txid_status tells.
+	xid        int64
+	commitSent bool
+	pid        uint32 // the server process of the connection
+	pipe       pgPipe
 }
 
 // newPGTx returns a transaction on a connection taken from db; its
@@ -56,8 +62,15 @@ func (t *pgTx) begin(ctx context.Context) error {
 		return err
 	}
 	t.begun = true
+	if err := t.conn.QueryRowContext(ctx, txidSQL).Scan(&t.xid, &t.pid); err != nil {
+		return err
+	}
 	return nil
 }
+
+// txidSQL reads the transaction's id and its server process, sent with
+// its BEGIN.
+const txidSQL = `SELECT txid_current(), pg_backend_pid()`
 
 // ExecContext runs query in the transaction.
 func (t *pgTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -83,6 +96,16 @@ func (t *pgTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, err
 	return t.conn.PrepareContext(ctx, query)
 }
 
+// begunIn reads the answers to BEGIN and txidSQL, the first statements
+// of br.
+func (t *pgTx) begunIn(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	t.begun = true
+	return br.QueryRow().Scan(&t.xid, &t.pid)
+}
+
 // end rolls the transaction back unless it ended, and gives its
 // connection back. A connection left in a transaction (its ROLLBACK
 // failed) is closed by the pool, not reused.
@@ -106,17 +129,18 @@ func (t *pgTx) query(ctx context.Context, query string, args []any, scan func(pg
 			return err
 		}
 		var b pgx.Batch
-		if !t.begun {
+		begin := !t.begun
+		if begin {
 			b.Queue("BEGIN")
+			b.Queue(txidSQL)
 		}
 		b.Queue(postgres.Rebind(query), args...)
 		br := conn.SendBatch(ctx, &b)
-		if !t.begun {
-			if _, err := br.Exec(); err != nil {
+		if begin {
+			if err := t.begunIn(br); err != nil {
 				_ = br.Close()
 				return err
 			}
-			t.begun = true
 		}
 		rows, err := br.Query()
 		if err == nil {
@@ -207,20 +231,21 @@ func (p *pgPipe) send(ctx context.Context, commit bool) (refusedAt int, lastErr 
 		begin := !t.begun
 		if begin {
 			b.Queue("BEGIN")
+			b.Queue(txidSQL)
 		}
 		for _, op := range ops {
 			b.Queue(postgres.Rebind(op.query), op.args...)
 		}
 		if commit {
 			b.Queue("COMMIT")
+			t.commitSent = true
 		}
 		br := conn.SendBatch(ctx, &b)
 		if begin {
-			if _, err := br.Exec(); err != nil {
+			if err := t.begunIn(br); err != nil {
 				_ = br.Close()
 				return err
 			}
-			t.begun = true
 		}
 		for _, op := range ops {
 			var rerr error
@@ -303,4 +328,57 @@ func pipeFailed(err error) ([]rejection, int, error) {
 		return nil, r.index, nil
 	}
 	return nil, -1, err
+}
+
+// unknownCommit is the error of an attempt whose COMMIT went out and
+// whose answer did not come back (the connection was lost): the server
+// may have committed it, and written again its events would be stored
+// twice, under new seqs. The writer asks the server (committedTx) before
+// it writes the batch again; until the server answers, it does not.
+type unknownCommit struct {
+	xid       int64
+	pid       uint32      // the server process that ran it
+	rejected  []rejection // the attempt's, as if it committed
+	allocated []int64     // the seqs it gave the batch's events
+	err       error
+	batch     *item // the batch's first item, and its length
+	n         int
+}
+
+// of says whether batch is the one u is about.
+func (u *unknownCommit) of(batch []item) bool {
+	return len(batch) == u.n && len(batch) > 0 && &batch[0] == u.batch
+}
+
+func (u *unknownCommit) Error() string {
+	return fmt.Sprintf("transaction %d: no answer to its COMMIT: %v", u.xid, u.err)
+}
+
+func (u *unknownCommit) Unwrap() error { return u.err }
+
+// committedTx asks the server whether u's transaction committed. When it
+// did, the batch is written: s.allocated is its seqs again. When it did
+// not, the batch is to be written again. An error (the server still
+// unreachable, or the transaction still ending) leaves u to ask again.
+func (s *Store) committedTx(ctx context.Context, u *unknownCommit) (bool, error) {
+	var status sql.NullString
+	if err := s.db.QueryRowContext(ctx, `SELECT txid_status(?)`, u.xid).Scan(&status); err != nil {
+		return false, fmt.Errorf("ask whether transaction %d committed: %w", u.xid, err)
+	}
+	switch status.String {
+	case "committed":
+		s.unknownCommit = nil
+		s.allocated = u.allocated
+		s.log.Warn("a transaction whose COMMIT had no answer committed", "xid", u.xid)
+		return true, nil
+	case "in progress":
+		// Its connection is lost to the writer but not yet to the
+		// server (a link that went down without a word): end it, so
+		// that the next question has an answer.
+		_, _ = s.db.ExecContext(ctx, `SELECT pg_terminate_backend(?)`, int64(u.pid))
+		return false, fmt.Errorf("transaction %d is still ending", u.xid)
+	}
+	// Aborted (or, NULL, too old to tell, which a moment ago cannot be).
+	s.unknownCommit = nil
+	return false, nil
 }

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +30,12 @@ type roundTripProxy struct {
 	// delay, when set, holds each answer of the server this long: a
 	// server on another host.
 	delay time.Duration
+	// cutAtCommit, when set, is cleared at the next answer of the server
+	// that says a COMMIT completed: the proxy closes that connection
+	// instead of passing the answer on, so that the transaction committed
+	// and the client does not know.
+	cutAtCommit atomic.Bool
+	cuts        atomic.Int64
 }
 
 // startRoundTripProxy relays to the server that rawURL (a pgtest URL,
@@ -84,6 +93,7 @@ func (p *roundTripProxy) relay(c, s net.Conn) {
 	copyCounting := func(dst, src net.Conn, fromClient bool) {
 		defer p.wg.Done()
 		defer dst.Close()
+		var answers pgAnswers
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := src.Read(buf)
@@ -97,15 +107,17 @@ func (p *roundTripProxy) relay(c, s net.Conn) {
 						time.Sleep(p.delay)
 					}
 					answered.Store(true)
+					if answers.committed(buf[:n]) && p.cutAtCommit.CompareAndSwap(true, false) {
+						// The server committed; the client never learns.
+						p.cuts.Add(1)
+						return
+					}
 				}
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}
 			}
 			if err != nil {
-				if err != io.EOF {
-					return
-				}
 				return
 			}
 		}
@@ -113,6 +125,28 @@ func (p *roundTripProxy) relay(c, s net.Conn) {
 	p.wg.Add(2)
 	go copyCounting(s, c, true)
 	go copyCounting(c, s, false)
+}
+
+// pgAnswers follows the messages a server sends to tell the answer to a
+// COMMIT that committed.
+type pgAnswers struct{ buf []byte }
+
+// committed reads the messages in b and reports whether one of them says
+// COMMIT completed.
+func (a *pgAnswers) committed(b []byte) bool {
+	a.buf = append(a.buf, b...)
+	done := false
+	for len(a.buf) >= 5 {
+		n := int(binary.BigEndian.Uint32(a.buf[1:])) + 1
+		if len(a.buf) < n {
+			break
+		}
+		if a.buf[0] == 'C' && string(bytes.TrimRight(a.buf[5:n], "\x00")) == "COMMIT" {
+			done = true
+		}
+		a.buf = a.buf[n:]
+	}
+	return done
 }
 
 // TestPostgresWriterRoundTrips: on PostgreSQL a transaction of the writer
@@ -335,5 +369,138 @@ func BenchmarkPostgresWriter(b *testing.B) {
 				b.Fatalf("Stats() = %+v; want nothing rejected", st)
 			}
 		})
+	}
+}
+
+// TestPostgresWriterSurvivesKilledConnections: the server ends the
+// writer's connections (pg_terminate_backend, as an administrator or a
+// failover of the server would) 30 times while a turn streams and ends: the writer retries on a new connection, and every event, the turn
+// end with it, is stored once, in order, none dropped.
+func TestPostgresWriterSurvivesKilledConnections(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	ctx := context.Background()
+	s, _ := openTest(t, at(loc, Config{RetryBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
+	mustSession(t, s, "s1")
+	n, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := Open(ctx, Config{URL: loc.URL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	stop := make(chan struct{})
+	killed := make(chan int)
+	go func() {
+		kills := 0
+		defer func() { killed <- kills }()
+		for range 30 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(15 * time.Millisecond):
+			}
+			var k int
+			if err := admin.db.GetContext(ctx, &k, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`); err == nil {
+				kills += k
+			}
+		}
+	}()
+	const events = 3000
+	for i := 1; i <= events; i++ {
+		if err := s.WaitRoom(ctx, "s1"); err != nil {
+			t.Fatal(err)
+		}
+		s.Append(testEvent("s1", int64(i), time.Now()))
+	}
+	ended := backends.Event{Session: "s1", Seq: events + 1, Turn: n, Type: backends.EventTurnEnded}
+	if err := s.EndTurnEvent(ctx, n, TurnEnd{StopReason: "end_turn"}, ended, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	kills := <-killed
+	got, err := s.Events(ctx, "s1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range got {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d; want %d (gap-free, each once)", i, ev.Seq, i+1)
+		}
+	}
+	if len(got) != events+1 || got[events].Type != backends.EventTurnEnded {
+		t.Errorf("stored %d events; want %d, the last turn.ended", len(got), events+1)
+	}
+	if turn, err := s.GetTurn(ctx, "s1", n); err != nil || turn.StopReason != "end_turn" {
+		t.Errorf("GetTurn = %+v, %v; want it ended", turn, err)
+	}
+	st := s.Stats()
+	if st.Dropped != 0 || st.Rejected != 0 {
+		t.Errorf("Stats() = %+v; want nothing dropped or rejected", st)
+	}
+	if kills == 0 || st.Retries == 0 {
+		t.Errorf("%d connections ended, %d retries; the test did not interrupt the writer", kills, st.Retries)
+	}
+	t.Logf("%d connections ended by the server, %d retries, %d batches", kills, st.Retries, st.Batches)
+}
+
+// TestPostgresWriterAsksWhetherALostCommitCommitted: the connection is
+// lost once the server has committed the writer's transaction and before
+// its answer reaches the writer. The transaction did commit: the writer asks the
+// server (txid_status) instead of writing the batch again, which would
+// store every event of it twice, under new seqs. Each event is stored and
+// delivered once.
+func TestPostgresWriterAsksWhetherALostCommitCommitted(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	proxy, viaProxy := startRoundTripProxy(t, loc.URL)
+	ctx := context.Background()
+	s, logs := openTest(t, Config{URL: viaProxy, RetryBackoff: time.Millisecond})
+	mustSession(t, s, "s1")
+	var mu sync.Mutex
+	var hooks []int64
+	hook := func(ev backends.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		hooks = append(hooks, ev.Seq)
+	}
+	for round := range 2 {
+		proxy.cutAtCommit.Store(true)
+		for i := 1; i <= 10; i++ {
+			s.AppendNotify(testEvent("s1", int64(round*10+i), time.Now()), hook)
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if proxy.cutAtCommit.Load() {
+			t.Fatalf("round %d: no COMMIT went through the proxy", round)
+		}
+	}
+	got, err := s.Events(ctx, "s1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, ev := range got {
+		seqs = append(seqs, ev.Seq)
+	}
+	want := fmt.Sprint([]int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
+	if fmt.Sprint(seqs) != want {
+		t.Errorf("stored seqs %v; want %s, each event once\n%s", seqs, want, logs)
+	}
+	mu.Lock()
+	if fmt.Sprint(hooks) != want {
+		t.Errorf("delivered seqs %v; want %s", hooks, want)
+	}
+	mu.Unlock()
+	if st := s.Stats(); st.Appended != 20 || st.Dropped != 0 || st.Rejected != 0 {
+		t.Errorf("Stats() = %+v; want 20 appended, none dropped or rejected\n%s", st, logs)
+	}
+	if n := strings.Count(logs.String(), "COMMIT had no answer committed"); n != 2 || proxy.cuts.Load() != 2 {
+		t.Errorf("%d lost answers, %d found committed; want 2 and 2\n%s", proxy.cuts.Load(), n, logs)
 	}
 }

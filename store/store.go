@@ -235,6 +235,10 @@ type Store struct {
 	deferredFrom map[string]bool
 	draining     bool
 	wrote        time.Time // when the writer last finished a take (or the store opened)
+	// unknownCommit is, on PostgreSQL, the writer's transaction whose
+	// COMMIT went out without an answer coming back, until the server
+	// tells whether it committed (see committedTx).
+	unknownCommit *unknownCommit
 	// allocated holds, on PostgreSQL, the seq the database gave each
 	// event of the batch being written (see insertOnce).
 	allocated []int64
