@@ -123,6 +123,28 @@ func (t *pgTx) query(ctx context.Context, query string, args []any, scan func(pg
 	if len(t.pipe.ops) > 0 {
 		return errors.New("store: a query behind queued statements")
 	}
+	return t.batch(ctx, func(b *pgx.Batch) {
+		b.Queue(postgres.Rebind(query), args...)
+	}, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// batch sends the statements build queues on the transaction's
+// connection, in one round trip, after BEGIN (and txidSQL) when the
+// transaction has not begun, and gives read their answers. It returns
+// read's error, else the batch's; errStopRead stops reading without one.
+func (t *pgTx) batch(ctx context.Context, build func(*pgx.Batch), read func(pgx.BatchResults) error) error {
 	return t.conn.Raw(func(dc any) error {
 		conn, err := postgres.PgxConn(dc)
 		if err != nil {
@@ -134,32 +156,29 @@ func (t *pgTx) query(ctx context.Context, query string, args []any, scan func(pg
 			b.Queue("BEGIN")
 			b.Queue(txidSQL)
 		}
-		b.Queue(postgres.Rebind(query), args...)
+		build(&b)
 		br := conn.SendBatch(ctx, &b)
 		if begin {
-			if err := t.begunIn(br); err != nil {
-				_ = br.Close()
-				return err
-			}
+			err = t.begunIn(br)
 		}
-		rows, err := br.Query()
 		if err == nil {
-			for rows.Next() {
-				if err = scan(rows); err != nil {
-					break
-				}
-			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
+			err = read(br)
 		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
+		cerr := br.Close()
+		switch {
+		case errors.Is(err, errStopRead):
+			return nil
+		case err != nil:
+			return err
 		}
-		return err
+		return cerr
 	})
 }
+
+// errStopRead is what a batch's reader returns to stop reading without
+// an error of its own: a statement was refused for its item, which the
+// reader noted, and the server skipped the rest.
+var errStopRead = errors.New("stop reading the batch")
 
 // pgPipe holds the statements of a PostgreSQL attempt that the writer
 // needs no answer to before it sends the next: the events' inserts and
@@ -222,17 +241,7 @@ func (p *pgPipe) send(ctx context.Context, commit bool) (refusedAt int, lastErr 
 			return p.send(ctx, true)
 		}
 	}
-	err = t.conn.Raw(func(dc any) error {
-		conn, err := postgres.PgxConn(dc)
-		if err != nil {
-			return err
-		}
-		var b pgx.Batch
-		begin := !t.begun
-		if begin {
-			b.Queue("BEGIN")
-			b.Queue(txidSQL)
-		}
+	err = t.batch(ctx, func(b *pgx.Batch) {
 		for _, op := range ops {
 			b.Queue(postgres.Rebind(op.query), op.args...)
 		}
@@ -240,13 +249,7 @@ func (p *pgPipe) send(ctx context.Context, commit bool) (refusedAt int, lastErr 
 			b.Queue("COMMIT")
 			t.commitSent = true
 		}
-		br := conn.SendBatch(ctx, &b)
-		if begin {
-			if err := t.begunIn(br); err != nil {
-				_ = br.Close()
-				return err
-			}
-		}
+	}, func(br pgx.BatchResults) error {
 		for _, op := range ops {
 			var rerr error
 			switch w := op.w; {
@@ -271,25 +274,25 @@ func (p *pgPipe) send(ctx context.Context, commit bool) (refusedAt int, lastErr 
 			if rerr != nil && op.w != nil && refusesEvent(rerr) {
 				refusedAt, lastErr, rerr = op.index, rerr, nil
 			}
-			if rerr != nil || refusedAt >= 0 {
-				// The server skips what follows, the COMMIT included.
-				_ = br.Close()
+			if rerr != nil {
 				return rerr
 			}
-		}
-		if commit {
-			tag, err := br.Exec()
-			if err != nil {
-				_ = br.Close()
-				return fmt.Errorf("commit: %w", err)
-			}
-			t.ended = true
-			if tag.String() != "COMMIT" {
-				_ = br.Close()
-				return fmt.Errorf("commit: the server answered %q", tag.String())
+			if refusedAt >= 0 {
+				return errStopRead // the server skips what follows, the COMMIT included
 			}
 		}
-		return br.Close()
+		if !commit {
+			return nil
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		t.ended = true
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("commit: the server answered %q", tag.String())
+		}
+		return nil
 	})
 	return refusedAt, lastErr, err
 }
