@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
@@ -62,10 +63,7 @@ func (t *pgTx) begin(ctx context.Context) error {
 		return err
 	}
 	t.begun = true
-	if err := t.conn.QueryRowContext(ctx, txidSQL).Scan(&t.xid, &t.pid); err != nil {
-		return err
-	}
-	return nil
+	return t.conn.QueryRowContext(ctx, txidSQL).Scan(&t.xid, &t.pid)
 }
 
 // txidSQL reads the transaction's id and its server process, sent with
@@ -108,13 +106,20 @@ func (t *pgTx) begunIn(br pgx.BatchResults) error {
 
 // end rolls the transaction back unless it ended, and gives its
 // connection back. A connection left in a transaction (its ROLLBACK
-// failed) is closed by the pool, not reused.
+// failed, or took over rollbackTimeout) is closed by the pool, not
+// reused.
 func (t *pgTx) end() {
 	if t.begun && !t.ended {
-		_, _ = t.conn.ExecContext(context.Background(), "ROLLBACK")
+		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+		_, _ = t.conn.ExecContext(ctx, "ROLLBACK")
+		cancel()
 	}
 	t.conn.Close()
 }
+
+// rollbackTimeout bounds the ROLLBACK of a failed transaction of the
+// writer: a connection that does not answer it is given up.
+const rollbackTimeout = 5 * time.Second
 
 // query sends query (with BEGIN if the transaction has not begun) and
 // gives each row of its answer to scan. Nothing may be queued in the
@@ -176,8 +181,8 @@ func (t *pgTx) batch(ctx context.Context, build func(*pgx.Batch), read func(pgx.
 }
 
 // errStopRead is what a batch's reader returns to stop reading without
-// an error of its own: a statement was refused for its item, which the
-// reader noted, and the server skipped the rest.
+// an error of its own: an answer refused the item of its statement, which
+// the reader noted, and the attempt ends there (rolled back).
 var errStopRead = errors.New("stop reading the batch")
 
 // pgPipe holds the statements of a PostgreSQL attempt that the writer
@@ -278,7 +283,10 @@ func (p *pgPipe) send(ctx context.Context, commit bool) (refusedAt int, lastErr 
 				return rerr
 			}
 			if refusedAt >= 0 {
-				return errStopRead // the server skips what follows, the COMMIT included
+				// The attempt ends: a statement the server refused made
+				// it skip the rest, the COMMIT included; a checked write
+				// has its COMMIT in a round trip of its own, not sent.
+				return errStopRead
 			}
 		}
 		if !commit {
