@@ -40,7 +40,7 @@ func TestUsageRecordedPerTurnSessionAndProvider(t *testing.T) {
 	}
 	t2 := e.prompt(s.ID, "", "b")
 	if t2.Usage == nil || t2.Usage.Total != 12 {
-		t.Errorf("turn 2 usage = %+v; want total 12 (input + output)", t2.Usage)
+		t.Errorf("turn 2 usage = %+v; want total 12 (input + output); turn %+v", t2.Usage, t2)
 	}
 	e.prompt(s.ID, "euro", "c")
 	e.prompt(s.ID, "fake", "d")

@@ -36,6 +36,13 @@ type roundTripProxy struct {
 	// and the client does not know.
 	cutAtCommit atomic.Bool
 	cuts        atomic.Int64
+	// loseAfterBegin, when set, is cleared once a BEGIN completes: the
+	// client's next message on that connection
+	// never reaches the server, the client's connection is closed, and
+	// the server's is kept open, its transaction too, as a link that went
+	// down without a word leaves it.
+	loseAfterBegin atomic.Bool
+	lost           atomic.Int64
 }
 
 // startRoundTripProxy relays to the server that rawURL (a pgtest URL,
@@ -90,9 +97,15 @@ func startRoundTripProxy(t testing.TB, rawURL string) (*roundTripProxy, string) 
 func (p *roundTripProxy) relay(c, s net.Conn) {
 	var answered atomic.Bool // the server sent since the client last did
 	answered.Store(true)     // the client's first message is a trip
+	var loseNext atomic.Bool // the client's next message is lost
 	copyCounting := func(dst, src net.Conn, fromClient bool) {
 		defer p.wg.Done()
-		defer dst.Close()
+		keep := false
+		defer func() {
+			if !keep {
+				dst.Close()
+			}
+		}()
 		var answers pgAnswers
 		buf := make([]byte, 64<<10)
 		for {
@@ -102,12 +115,23 @@ func (p *roundTripProxy) relay(c, s net.Conn) {
 					if answered.Swap(false) {
 						p.trips.Add(1)
 					}
+					if loseNext.Swap(false) {
+						p.lost.Add(1)
+						keep = true // the server's side stays open
+						c.Close()
+						return
+					}
 				} else {
+					commits, begins := answers.commits, answers.begins
+					answers.read(buf[:n])
+					if answers.begins > begins && p.loseAfterBegin.CompareAndSwap(true, false) {
+						loseNext.Store(true)
+					}
 					if p.delay > 0 {
 						time.Sleep(p.delay)
 					}
 					answered.Store(true)
-					if answers.committed(buf[:n]) && p.cutAtCommit.CompareAndSwap(true, false) {
+					if answers.commits > commits && p.cutAtCommit.CompareAndSwap(true, false) {
 						// The server committed; the client never learns.
 						p.cuts.Add(1)
 						return
@@ -127,26 +151,33 @@ func (p *roundTripProxy) relay(c, s net.Conn) {
 	go copyCounting(c, s, false)
 }
 
-// pgAnswers follows the messages a server sends to tell the answer to a
-// COMMIT that committed.
-type pgAnswers struct{ buf []byte }
+// pgAnswers follows the messages a server sends, to count the COMMITs
+// and BEGINs it completed.
+type pgAnswers struct {
+	buf             []byte
+	commits, begins int // COMMITs and BEGINs completed
+}
 
-// committed reads the messages in b and reports whether one of them says
-// COMMIT completed.
-func (a *pgAnswers) committed(b []byte) bool {
+// read reads the messages in b.
+func (a *pgAnswers) read(b []byte) {
 	a.buf = append(a.buf, b...)
-	done := false
 	for len(a.buf) >= 5 {
 		n := int(binary.BigEndian.Uint32(a.buf[1:])) + 1
 		if len(a.buf) < n {
 			break
 		}
-		if a.buf[0] == 'C' && string(bytes.TrimRight(a.buf[5:n], "\x00")) == "COMMIT" {
-			done = true
+		body := a.buf[5:n]
+		switch a.buf[0] {
+		case 'C':
+			switch string(bytes.TrimRight(body, "\x00")) {
+			case "COMMIT":
+				a.commits++
+			case "BEGIN":
+				a.begins++
+			}
 		}
 		a.buf = a.buf[n:]
 	}
-	return done
 }
 
 // TestPostgresWriterRoundTrips: on PostgreSQL a transaction of the writer
@@ -502,5 +533,67 @@ func TestPostgresWriterAsksWhetherALostCommitCommitted(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "COMMIT had no answer committed"); n != 2 || proxy.cuts.Load() != 2 {
 		t.Errorf("%d lost answers, %d found committed; want 2 and 2\n%s", proxy.cuts.Load(), n, logs)
+	}
+}
+
+// TestPostgresWriterEndsATransactionLeftOpen: the link to the server goes
+// down between a transaction's BEGIN and its COMMIT without the server
+// noticing: the writer's COMMIT never arrives, and the server holds the
+// transaction open, with the lock of the session's seq counter. Asked
+// whether it committed, the server says it is in progress: the writer
+// ends it (pg_terminate_backend), learns that it aborted, and writes the
+// batch again. Each event is stored and delivered once.
+func TestPostgresWriterEndsATransactionLeftOpen(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	proxy, viaProxy := startRoundTripProxy(t, loc.URL)
+	ctx := context.Background()
+	s, logs := openTest(t, Config{URL: viaProxy, RetryBackoff: time.Millisecond})
+	mustSession(t, s, "s1")
+	var mu sync.Mutex
+	var hooks []int64
+	hook := func(ev backends.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		hooks = append(hooks, ev.Seq)
+	}
+	proxy.loseAfterBegin.Store(true)
+	for i := 1; i <= 10; i++ {
+		s.AppendNotify(testEvent("s1", int64(i), time.Now()), hook)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := s.Flush(fctx); err != nil {
+		t.Fatalf("Flush: %v (the writer is stuck on the transaction left open)\n%s", err, logs)
+	}
+	if proxy.lost.Load() != 1 {
+		t.Fatalf("%d messages lost; want 1", proxy.lost.Load())
+	}
+	got, err := s.Events(ctx, "s1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, ev := range got {
+		seqs = append(seqs, ev.Seq)
+	}
+	want := "[1 2 3 4 5 6 7 8 9 10]"
+	if fmt.Sprint(seqs) != want {
+		t.Errorf("stored seqs %v; want %s, each event once\n%s", seqs, want, logs)
+	}
+	mu.Lock()
+	if fmt.Sprint(hooks) != want {
+		t.Errorf("delivered seqs %v; want %s", hooks, want)
+	}
+	mu.Unlock()
+	if st := s.Stats(); st.Appended != 10 || st.Retries == 0 || st.Dropped != 0 {
+		t.Errorf("Stats() = %+v; want 10 appended after a retry\n%s", st, logs)
+	}
+	if !strings.Contains(logs.String(), "no answer to its COMMIT") {
+		t.Errorf("the writer did not see its COMMIT go unanswered\n%s", logs)
+	}
+	var open int
+	if err := s.db.GetContext(ctx, &open, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`); err != nil || open != 0 {
+		t.Errorf("%d transactions left open (%v); want the writer's ended", open, err)
 	}
 }
