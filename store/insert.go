@@ -81,19 +81,8 @@ func (s *Store) insertItems(ctx context.Context, batch []item) ([]rejection, err
 // as it does on SQLite. A waited write is claimed once, on the first
 // attempt that reaches it.
 func (s *Store) insertItemsPostgres(ctx context.Context, batch []item) ([]rejection, error) {
-	if u := s.unknownCommit; u != nil && !u.of(batch) {
-		s.unknownCommit = nil // a batch abandoned at close
-	}
-	if u := s.unknownCommit; u != nil {
-		// The batch's last attempt sent its COMMIT and lost the answer:
-		// written again it would be stored twice, under new seqs.
-		done, err := s.committedTx(ctx, u)
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			return u.rejected, nil
-		}
+	if rejected, done, err := s.settleUnknownCommit(ctx, batch); err != nil || done {
+		return rejected, err
 	}
 	a := &pgAttempt{
 		claimed: make([]bool, len(batch)),
@@ -105,8 +94,8 @@ func (s *Store) insertItemsPostgres(ctx context.Context, batch []item) ([]reject
 			u.allocated = slices.Clone(s.allocated)
 			u.batch, u.n = &batch[0], len(batch)
 			s.unknownCommit = u
-			if done, cerr := s.committedTx(ctx, u); cerr == nil && done {
-				return u.rejected, nil
+			if rejected, done, cerr := s.settleUnknownCommit(ctx, batch); cerr == nil && done {
+				return rejected, nil
 			}
 			return nil, err // retried: its next attempt asks again first
 		}

@@ -367,6 +367,29 @@ func (u *unknownCommit) Error() string {
 
 func (u *unknownCommit) Unwrap() error { return u.err }
 
+// settleUnknownCommit settles batch's last attempt when its COMMIT went
+// unanswered (s.unknownCommit): done when it committed, the batch then
+// written, with the attempt's rejections; not done when it aborted, or
+// when there is nothing to settle, the batch then to be written. An
+// error (the server still unreachable, or the transaction still ending)
+// leaves it to settle at the next attempt, before anything is written
+// again.
+func (s *Store) settleUnknownCommit(ctx context.Context, batch []item) (_ []rejection, done bool, _ error) {
+	u := s.unknownCommit
+	if u == nil {
+		return nil, false, nil
+	}
+	if !u.of(batch) {
+		s.unknownCommit = nil // a batch abandoned at close
+		return nil, false, nil
+	}
+	done, err := s.committedTx(ctx, u)
+	if err != nil || !done {
+		return nil, false, err
+	}
+	return u.rejected, true, nil
+}
+
 // committedTx asks the server whether u's transaction committed. When it
 // did, the batch is written: s.allocated is its seqs again. When it did
 // not, the batch is to be written again. An error (the server still
@@ -385,8 +408,11 @@ func (s *Store) committedTx(ctx context.Context, u *unknownCommit) (bool, error)
 	case "in progress":
 		// Its connection is lost to the writer but not yet to the
 		// server (a link that went down without a word): end it, so
-		// that the next question has an answer.
-		_, _ = s.db.ExecContext(ctx, `SELECT pg_terminate_backend(?)`, int64(u.pid))
+		// that the next question has an answer. Only the process still
+		// running this transaction: its pid, gone since, may be another
+		// connection's now, another host's.
+		_, _ = s.db.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE pid = ? AND backend_xid::text = (?::bigint % 4294967296)::text`, int64(u.pid), u.xid)
 		return false, fmt.Errorf("transaction %d is still ending", u.xid)
 	}
 	// Aborted (or, NULL, too old to tell, which a moment ago cannot be).

@@ -492,17 +492,11 @@ func TestPostgresWriterAsksWhetherALostCommitCommitted(t *testing.T) {
 	ctx := context.Background()
 	s, logs := openTest(t, Config{URL: viaProxy, RetryBackoff: time.Millisecond})
 	mustSession(t, s, "s1")
-	var mu sync.Mutex
-	var hooks []int64
-	hook := func(ev backends.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		hooks = append(hooks, ev.Seq)
-	}
+	var delivered seqHook
 	for round := range 2 {
 		proxy.cutAtCommit.Store(true)
 		for i := 1; i <= 10; i++ {
-			s.AppendNotify(testEvent("s1", int64(round*10+i), time.Now()), hook)
+			s.AppendNotify(testEvent("s1", int64(round*10+i), time.Now()), delivered.hook)
 		}
 		if err := s.Flush(ctx); err != nil {
 			t.Fatal(err)
@@ -511,23 +505,7 @@ func TestPostgresWriterAsksWhetherALostCommitCommitted(t *testing.T) {
 			t.Fatalf("round %d: no COMMIT went through the proxy", round)
 		}
 	}
-	got, err := s.Events(ctx, "s1", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seqs []int64
-	for _, ev := range got {
-		seqs = append(seqs, ev.Seq)
-	}
-	want := fmt.Sprint([]int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
-	if fmt.Sprint(seqs) != want {
-		t.Errorf("stored seqs %v; want %s, each event once\n%s", seqs, want, logs)
-	}
-	mu.Lock()
-	if fmt.Sprint(hooks) != want {
-		t.Errorf("delivered seqs %v; want %s", hooks, want)
-	}
-	mu.Unlock()
+	checkEachOnce(t, s, "s1", 20, &delivered, logs)
 	if st := s.Stats(); st.Appended != 20 || st.Dropped != 0 || st.Rejected != 0 {
 		t.Errorf("Stats() = %+v; want 20 appended, none dropped or rejected\n%s", st, logs)
 	}
@@ -549,16 +527,10 @@ func TestPostgresWriterEndsATransactionLeftOpen(t *testing.T) {
 	ctx := context.Background()
 	s, logs := openTest(t, Config{URL: viaProxy, RetryBackoff: time.Millisecond})
 	mustSession(t, s, "s1")
-	var mu sync.Mutex
-	var hooks []int64
-	hook := func(ev backends.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		hooks = append(hooks, ev.Seq)
-	}
+	var delivered seqHook
 	proxy.loseAfterBegin.Store(true)
 	for i := 1; i <= 10; i++ {
-		s.AppendNotify(testEvent("s1", int64(i), time.Now()), hook)
+		s.AppendNotify(testEvent("s1", int64(i), time.Now()), delivered.hook)
 	}
 	fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -568,23 +540,7 @@ func TestPostgresWriterEndsATransactionLeftOpen(t *testing.T) {
 	if proxy.lost.Load() != 1 {
 		t.Fatalf("%d messages lost; want 1", proxy.lost.Load())
 	}
-	got, err := s.Events(ctx, "s1", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seqs []int64
-	for _, ev := range got {
-		seqs = append(seqs, ev.Seq)
-	}
-	want := "[1 2 3 4 5 6 7 8 9 10]"
-	if fmt.Sprint(seqs) != want {
-		t.Errorf("stored seqs %v; want %s, each event once\n%s", seqs, want, logs)
-	}
-	mu.Lock()
-	if fmt.Sprint(hooks) != want {
-		t.Errorf("delivered seqs %v; want %s", hooks, want)
-	}
-	mu.Unlock()
+	checkEachOnce(t, s, "s1", 10, &delivered, logs)
 	if st := s.Stats(); st.Appended != 10 || st.Retries == 0 || st.Dropped != 0 {
 		t.Errorf("Stats() = %+v; want 10 appended after a retry\n%s", st, logs)
 	}
@@ -595,5 +551,39 @@ func TestPostgresWriterEndsATransactionLeftOpen(t *testing.T) {
 	if err := s.db.GetContext(ctx, &open, `SELECT count(*) FROM pg_stat_activity
 		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`); err != nil || open != 0 {
 		t.Errorf("%d transactions left open (%v); want the writer's ended", open, err)
+	}
+}
+
+// seqHook is a commit hook that records the seqs it is given.
+type seqHook struct {
+	mu   sync.Mutex
+	seqs []int64
+}
+
+func (h *seqHook) hook(ev backends.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seqs = append(h.seqs, ev.Seq)
+}
+
+// checkEachOnce checks that session's events are seqs 1 to n, each
+// stored once, and that delivered got them in that order.
+func checkEachOnce(t *testing.T, s *Store, session string, n int, delivered *seqHook, logs fmt.Stringer) {
+	t.Helper()
+	want := make([]int64, n)
+	for i := range want {
+		want[i] = int64(i + 1)
+	}
+	got, err := s.Events(context.Background(), session, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seqs := seqsOf(got); !slices.Equal(seqs, want) {
+		t.Errorf("stored seqs %v; want 1 to %d, each event once\n%s", seqs, n, logs)
+	}
+	delivered.mu.Lock()
+	defer delivered.mu.Unlock()
+	if !slices.Equal(delivered.seqs, want) {
+		t.Errorf("delivered seqs %v; want 1 to %d", delivered.seqs, n)
 	}
 }
