@@ -16,6 +16,10 @@ import (
 // client went away or the server is shutting down.
 type Pool interface {
 	Create(ctx context.Context, req pool.CreateRequest) (pool.Session, error)
+	// CreatePrompt is Create then StartPrompt of text on the session made:
+	// err is the create's; turnErr says why the first turn did not start,
+	// the session existing all the same.
+	CreatePrompt(ctx context.Context, req pool.CreateRequest, text string) (sess pool.Session, t pool.Turn, turnErr, err error)
 	Get(ctx context.Context, id string) (pool.Session, error)
 	List(ctx context.Context) ([]pool.Session, error)
 	Close(ctx context.Context, id string, discard bool) (pool.CloseResult, error)

@@ -88,7 +88,16 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		return s.forward(w, r, "", host)
 	}
-	sess, err := s.pool.Create(r.Context(), req.CreateRequest)
+	var sess pool.Session
+	var first pool.Turn
+	var firstErr error
+	if req.Prompt != "" {
+		// One call: a session adopted from a spare stores its first
+		// turn with itself.
+		sess, first, firstErr, err = s.pool.CreatePrompt(r.Context(), req.CreateRequest, req.Prompt)
+	} else {
+		sess, err = s.pool.Create(r.Context(), req.CreateRequest)
+	}
 	if err != nil {
 		return err
 	}
@@ -96,14 +105,24 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		sess.Host = s.selfHost()
 	}
 	out := CreatedSession{Session: sess}
+	if req.Prompt != "" {
+		if firstErr != nil {
+			// The session exists: say so with its id, and why its first
+			// turn did not start (a budget, say), rather than fail the
+			// call.
+			out.FirstTurnError = errorFor(firstErr)
+		} else {
+			out.FirstTurn = &first
+			out.Busy, out.Turn = true, first.ID
+		}
+	}
 	if wantsEventStream(r) {
-		// Subscribed before the first turn starts, so that its events
-		// need no second request and none is missed.
+		// The stream starts at the session's first event: the first
+		// turn's events, stored or to come, are all in it.
 		ctx, cancel := s.longContext(r)
 		defer cancel()
 		if sub, err := s.pool.Subscribe(ctx, sess.ID, 0); err == nil {
 			defer sub.Close()
-			s.startFirstTurn(r, req, &out)
 			w.Header().Set("Location", "/v1/sessions/"+sess.ID)
 			sw, done, err := s.startStreamStatus(w, http.StatusCreated)
 			if done == nil {
@@ -123,26 +142,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		// The session is made: answer as JSON, the client follows its
 		// stream with another request.
 	}
-	s.startFirstTurn(r, req, &out)
 	w.Header().Set("Location", "/v1/sessions/"+sess.ID)
 	writeJSON(w, http.StatusCreated, out)
 	return nil
-}
-
-// startFirstTurn starts the first turn of a session created with a
-// prompt, recording it, or why it did not start, in out.
-func (s *Server) startFirstTurn(r *http.Request, req CreateSessionRequest, out *CreatedSession) {
-	if req.Prompt != "" {
-		t, err := s.pool.StartPrompt(r.Context(), pool.PromptRequest{Session: out.ID, Text: req.Prompt})
-		if err != nil {
-			// The session exists: say so with its id, and why its first
-			// turn did not start (a budget, say), rather than fail the call.
-			out.FirstTurnError = errorFor(err)
-		} else {
-			out.FirstTurn = &t
-			out.Busy, out.Turn = true, t.ID
-		}
-	}
 }
 
 // wantsEventStream reports whether the client asks for the answer as a

@@ -76,9 +76,11 @@ type Store interface {
 	// one transaction: its row (as CreateSession), its worktree (as
 	// PutWorktree), its running agent (as UpsertAgent), when adv is not
 	// nil what that agent advertised (as SetAgentAdvertised), and its
-	// first event, appended as by Append and stored only with the rest.
-	// It returns once queued; wait reports whether it was stored.
-	AdoptSession(ctx context.Context, s SessionRecord, wt Worktree, a AgentRecord, adv *backends.Advertised, first backends.Event, committed func(backends.Event)) (wait func(context.Context) error, err error)
+	// first event, appended as by Append and stored only with the rest,
+	// and, when turn is not nil, the row of its first turn (number 1), as
+	// StartTurn stores it. It returns once queued; wait reports whether
+	// it was stored.
+	AdoptSession(ctx context.Context, s SessionRecord, wt Worktree, a AgentRecord, adv *backends.Advertised, first backends.Event, committed func(backends.Event), turn *Turn) (wait func(context.Context) error, err error)
 	GetAgent(ctx context.Context, session, agent string) (AgentRecord, error)
 	ListAgents(ctx context.Context, session string) ([]AgentRecord, error)
 	// SetAgentAdvertised records what the agent of (session, agent) last

@@ -264,6 +264,45 @@ func globalType(t backends.EventType) bool {
 // warmup.go); how that start goes is on the session's stream, and never
 // fails the Create.
 func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
+	return p.create(ctx, req, nil)
+}
+
+// CreatePrompt is Create followed by StartPrompt of text on the new
+// session: err is the create's, and when it is nil the session exists
+// whether its first turn started (t) or not (turnErr says why: a budget,
+// a full queue). A session adopted from a spare has its first turn's row
+// stored with its own, in one commit: its first prompt waits for one
+// commit, not two.
+func (p *Pool) CreatePrompt(ctx context.Context, req CreateRequest, text string) (sess Session, t Turn, turnErr, err error) {
+	if text == "" {
+		return Session{}, Turn{}, nil, fmt.Errorf("%w: text is empty", ErrInvalid)
+	}
+	first := &firstPrompt{text: text}
+	sess, err = p.create(ctx, req, first)
+	if err != nil {
+		return Session{}, Turn{}, nil, err
+	}
+	if !first.tried {
+		first.turn, first.err = p.StartPrompt(ctx, PromptRequest{Session: sess.ID, Text: text})
+	}
+	if first.err == nil {
+		sess.Busy, sess.Turn = true, first.turn.ID
+	}
+	return sess, first.turn, first.err, nil
+}
+
+// firstPrompt is the first prompt of a session CreatePrompt makes, and
+// how it went when the create started it (tried).
+type firstPrompt struct {
+	text  string
+	tried bool
+	turn  Turn
+	err   error
+}
+
+// create is Create; first, when not nil, is the session's first prompt,
+// which the adoption of a spare starts (see adoptSpare).
+func (p *Pool) create(ctx context.Context, req CreateRequest, first *firstPrompt) (Session, error) {
 	if req.Repo == "" {
 		return Session{}, fmt.Errorf("%w: repo is required", ErrInvalid)
 	}
@@ -294,7 +333,7 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
 		return Session{}, fmt.Errorf("pool: %w", ErrClosed)
 	}
 	if sp := p.takeSpare(ctx, req); sp != nil {
-		return p.adoptSpare(ctx, req, sp) // spares_adopt.go
+		return p.adoptSpare(ctx, req, sp, first) // spares_adopt.go
 	}
 	p.wakeSpares() // a repository used now may want spares
 	id := req.ID

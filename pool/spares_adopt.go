@@ -90,9 +90,16 @@ func (p *Pool) spareState(ctx context.Context, repo string) (head, setup string,
 // adoptSpare makes sp the session req asks for: its row and worktree are
 // stored, the session joins the pool with its agent already running, and
 // the setup's steps, run ahead, are published on it. A failure discards
-// the spare.
-func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Session, error) {
+// the spare. When first is not nil and req sets no budget (to be stored
+// before the session's first event), the session's first turn starts
+// too: its row is stored with the session's, in the same commit, and
+// first says how it went.
+func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, first *firstPrompt) (Session, error) {
+	var tr *turnRun // the first turn, until it is launched
 	fail := func(err error) (Session, error) {
+		if tr != nil {
+			_, _ = p.failTurn(sp.s, tr, err)
+		}
 		p.mu.Lock()
 		p.dropSpareLocked(sp)
 		p.mu.Unlock()
@@ -118,6 +125,26 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	created := map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": req.Agent, "warm": true, "spare": true}
 	if req.Budget != nil && !req.Budget.IsZero() {
 		created["budget"] = req.Budget
+	}
+	budget := req.Budget != nil && !req.Budget.IsZero()
+	var turn *Turn
+	if first != nil && !budget {
+		// The turn is the session's before the session is in the pool:
+		// a prompt that finds the session finds it busy.
+		first.tried = true
+		preq := PromptRequest{Session: s.id, Text: first.text}
+		tr = newTurnRun(p, req.Agent, preq)
+		s.mu.Lock()
+		s.turn = tr
+		s.mu.Unlock()
+		t, err := p.prepareTurn(ctx, s, tr, preq, false, wt)
+		if err != nil {
+			// The session is made all the same, without its first turn.
+			_, first.err = p.failTurn(s, tr, err)
+			tr = nil
+		} else {
+			turn = &t
+		}
 	}
 	if err := p.cfg.Store.WaitRoom(ctx, s.id); err != nil {
 		p.logger.Debug("adopt without waiting for room in the store's queue", "session", s.id, "err", err)
@@ -149,16 +176,15 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	}
 	// session.created goes with the adoption, unless a budget is to be
 	// stored in between (rare: a create that sets one).
-	budget := req.Budget != nil && !req.Budget.IsZero()
-	var first backends.Event
+	var created1 backends.Event
 	var delivered chan struct{}
 	s.mu.Lock()
 	if !budget {
 		delivered = make(chan struct{})
 		s.seq++
-		first = backends.Event{Seq: s.seq, Session: s.id, Time: p.cfg.Now(), Type: backends.EventSessionCreated, Agent: req.Agent, Data: backends.MustJSON(created)}
+		created1 = backends.Event{Seq: s.seq, Session: s.id, Time: p.cfg.Now(), Type: backends.EventSessionCreated, Agent: req.Agent, Data: backends.MustJSON(created)}
 	}
-	stored, err := p.cfg.Store.AdoptSession(ctx, rec, wt, p.agentRecordOf(e, info, AgentActive, AgentRecord{}), adv, first, p.deliverTo(s, delivered))
+	stored, err := p.cfg.Store.AdoptSession(ctx, rec, wt, p.agentRecordOf(e, info, AgentActive, AgentRecord{}), adv, created1, p.deliverTo(s, delivered), turn)
 	s.mu.Unlock()
 	if err != nil {
 		return forget(fmt.Errorf("store session: %w", err))
@@ -192,6 +218,13 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare) (Se
 	// and starting an agent would take the CPUs from the session's first
 	// turn, which the create's caller is about to send or has sent.
 	time.AfterFunc(RefillDelay, p.wakeSpares)
+	if tr != nil {
+		// Stored with the session: the first turn's number is 1.
+		t := *turn
+		t.ID = 1
+		first.turn, first.err = p.launchTurn(s, tr, t)
+		tr = nil
+	}
 	return p.adopted(s, req.Budget), nil
 }
 

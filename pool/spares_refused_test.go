@@ -18,7 +18,7 @@ type refuseAdoption struct{ pool.Store }
 
 var errAdoptionRefused = errors.New("adoption refused for the test")
 
-func (refuseAdoption) AdoptSession(context.Context, pool.SessionRecord, pool.Worktree, pool.AgentRecord, *backends.Advertised, backends.Event, func(backends.Event)) (func(context.Context) error, error) {
+func (refuseAdoption) AdoptSession(context.Context, pool.SessionRecord, pool.Worktree, pool.AgentRecord, *backends.Advertised, backends.Event, func(backends.Event), *pool.Turn) (func(context.Context) error, error) {
 	return func(context.Context) error { return errAdoptionRefused }, nil
 }
 

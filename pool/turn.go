@@ -127,30 +127,57 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	if agent == "" {
 		agent = s.rec.ActiveAgent
 	}
-	tr := &turnRun{agent: agent, prompt: req.Text, key: req.Key, done: make(chan struct{}), registered: make(chan struct{})}
-	tr.ctx, tr.cancel = context.WithCancel(p.ctx)
+	tr := newTurnRun(p, agent, req)
 	s.turn = tr
 	switchAgent := agent != s.rec.ActiveAgent
 	wt := s.wt
 	s.mu.Unlock()
-	fail := func(err error) (Turn, error) {
-		s.mu.Lock()
-		s.turn = nil
-		s.mu.Unlock()
-		tr.cancel()
-		close(tr.done)
-		close(tr.registered)
-		return Turn{}, err
+	t, err := p.prepareTurn(ctx, s, tr, req, switchAgent, wt)
+	if err != nil {
+		return p.failTurn(s, tr, err)
 	}
-	// Refuse what can be refused before the turn exists: an unknown or
-	// disabled agent, a closing pool, a full queue.
+	t.ID, err = p.cfg.Store.StartTurn(ctx, t)
+	if err != nil {
+		return p.failTurn(s, tr, fmt.Errorf("store turn: %w", err))
+	}
+	return p.launchTurn(s, tr, t)
+}
+
+// newTurnRun is the run of a turn of agent that req asks for, not yet
+// stored; the caller makes it its session's turn.
+func newTurnRun(p *Pool, agent string, req PromptRequest) *turnRun {
+	tr := &turnRun{agent: agent, prompt: req.Text, key: req.Key, done: make(chan struct{}), registered: make(chan struct{})}
+	tr.ctx, tr.cancel = context.WithCancel(p.ctx)
+	return tr
+}
+
+// failTurn gives up tr, the turn of s not yet stored, and returns err.
+func (p *Pool) failTurn(s *session, tr *turnRun, err error) (Turn, error) {
+	s.mu.Lock()
+	if s.turn == tr {
+		s.turn = nil
+	}
+	s.mu.Unlock()
+	tr.cancel()
+	close(tr.done)
+	close(tr.registered)
+	return Turn{}, err
+}
+
+// prepareTurn refuses what can be refused before the turn tr of s exists
+// (an unknown or disabled agent, a budget spent, a closing pool, a full
+// queue), switches the session to the turn's agent when switchAgent, and
+// takes the checkpoint before the turn: it returns the turn's row, to be
+// stored.
+func (p *Pool) prepareTurn(ctx context.Context, s *session, tr *turnRun, req PromptRequest, switchAgent bool, wt Worktree) (Turn, error) {
+	agent := tr.agent
 	spec, err := p.cfg.Resolver.Resolve(agent)
 	if err != nil {
-		return fail(fmt.Errorf("agent %q: %w", agent, err))
+		return Turn{}, fmt.Errorf("agent %q: %w", agent, err)
 	}
 	tr.deadline = spec.TurnDeadline()
 	if err := p.refuseOverBudget(ctx, s.id, agent, spec.Budget); err != nil {
-		return fail(err)
+		return Turn{}, err
 	}
 	p.mu.Lock()
 	err = p.queueFullLocked()
@@ -159,11 +186,11 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	}
 	p.mu.Unlock()
 	if err != nil {
-		return fail(err)
+		return Turn{}, err
 	}
 	if switchAgent {
 		if err := p.cfg.Store.SetActiveAgent(ctx, s.id, agent); err != nil {
-			return fail(fmt.Errorf("switch agent: %w", err))
+			return Turn{}, fmt.Errorf("switch agent: %w", err)
 		}
 		s.mu.Lock()
 		s.rec.ActiveAgent = agent
@@ -171,20 +198,22 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	}
 	before, err := p.cfg.Worktrees.Checkpoint(ctx, wt)
 	if err != nil {
-		return fail(fmt.Errorf("checkpoint before the turn: %w", err))
+		return Turn{}, fmt.Errorf("checkpoint before the turn: %w", err)
 	}
-	t := Turn{Session: s.id, Agent: agent, Prompt: req.Text, CheckpointBefore: before, StartedAt: p.cfg.Now(), RequestKey: req.Key}
-	t.ID, err = p.cfg.Store.StartTurn(ctx, t)
-	if err != nil {
-		return fail(fmt.Errorf("store turn: %w", err))
-	}
+	return Turn{Session: s.id, Agent: agent, Prompt: req.Text, CheckpointBefore: before, StartedAt: p.cfg.Now(), RequestKey: req.Key}, nil
+}
+
+// launchTurn starts tr, the turn of s whose row t is stored: it publishes
+// turn.started and gives the turn its backend, or queues it for a slot.
+func (p *Pool) launchTurn(s *session, tr *turnRun, t Turn) (Turn, error) {
+	agent := t.Agent
 	s.mu.Lock()
 	tr.id = t.ID
 	s.mu.Unlock()
 	close(tr.registered)
 	p.turns.Add(1)
 	p.publish(s, backends.Event{Type: backends.EventTurnStarted, Agent: agent, Turn: t.ID,
-		Data: backends.MustJSON(map[string]any{"turn": t.ID, "agent": agent, "prompt": req.Text, "checkpoint": before})})
+		Data: backends.MustJSON(map[string]any{"turn": t.ID, "agent": agent, "prompt": t.Prompt, "checkpoint": t.CheckpointBefore})})
 
 	p.mu.Lock()
 	e, w, pos, err := p.acquireOrQueueLocked(s, agent, t.ID)

@@ -43,7 +43,7 @@ const (
 // epoch 1, and held. It returns ErrExists if the id is taken. It is
 // QueueAdoption followed by the adoption's Wait.
 func (s *Store) AdoptSession(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte) error {
-	ad, err := s.QueueAdoption(ctx, sess, wt, a, advertised, backends.Event{}, nil)
+	ad, err := s.QueueAdoption(ctx, sess, wt, a, advertised, backends.Event{}, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -72,8 +72,12 @@ func (a *Adoption) Wait(ctx context.Context) error {
 }
 
 // QueueAdoption is AdoptSession without the wait, with the session's
-// first event: first (unless its Session is empty) is appended with the
-// adoption, as by AppendNotify, and stored only if the adoption is. On
+// first event and its first turn: first (unless its Session is empty) is
+// appended with the adoption, as by AppendNotify, and stored only if the
+// adoption is; turn, when not nil, is the row of the session's first
+// turn, number 1, as StartTurn writes it (its SessionID is the session's),
+// stored with the adoption or not at all, so that a create that starts a
+// turn at once waits for one commit, not two. On
 // SQLite the session's rows and first are queued to the writer as one
 // item, committed in one transaction, the rows in a savepoint of their
 // own (a refused statement undoes the others): a caller that waits for
@@ -81,7 +85,7 @@ func (a *Adoption) Wait(ctx context.Context) error {
 // leasing, where an event's seq comes from the session's row locked when
 // its transaction starts, the adoption is written before QueueAdoption
 // returns, and first is appended after it.
-func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte, first backends.Event, committed func(backends.Event)) (*Adoption, error) {
+func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow, a AgentSession, advertised []byte, first backends.Event, committed func(backends.Event), turn *Turn) (*Adoption, error) {
 	row, err := s.sessionRowOf(sess)
 	if err != nil {
 		return nil, err
@@ -96,8 +100,16 @@ func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow,
 	if first.Session != "" && first.Session != sess.ID {
 		return nil, fmt.Errorf("adopt session %q: its first event is of session %q", sess.ID, first.Session)
 	}
+	var tw *write
+	if turn != nil {
+		t := *turn
+		t.SessionID = sess.ID
+		if tw, err = s.startTurnWrite(t); err != nil {
+			return nil, err
+		}
+	}
 	if s.eng.postgres || s.leasing {
-		err := s.adoptNow(ctx, row, wt, agent, advertised)
+		err := s.adoptNow(ctx, row, wt, agent, advertised, tw)
 		if err == nil && first.Session != "" {
 			s.AppendNotify(first, committed)
 		}
@@ -119,6 +131,11 @@ func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow,
 	if advertised != nil {
 		group = append(group, stmt{query: setAdvertisedSQL, args: []any{nullText(advertised), sess.ID, a.Agent}})
 	}
+	if tw != nil {
+		// The session's first turn: the group's savepoint makes it stored
+		// with the session or not at all (the session's id may be taken).
+		group = append(group, stmt{query: tw.query, args: tw.args})
+	}
 	w := &write{what: "adopt session " + strconv.Quote(sess.ID), session: sess.ID, group: group, wait: newWaited()}
 	it := item{w: w}
 	if first.Session != "" {
@@ -134,8 +151,9 @@ func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow,
 // setAdvertisedSQL records what an agent advertised.
 const setAdvertisedSQL = `UPDATE agent_sessions SET advertised = ? WHERE session_id = ? AND agent = ?`
 
-// adoptNow writes an adoption in a transaction of its own.
-func (s *Store) adoptNow(ctx context.Context, row sessionRow, wt WorktreeRow, agent agentRow, advertised []byte) (err error) {
+// adoptNow writes an adoption, and the first turn's row tw unless it is
+// nil, in a transaction of its own.
+func (s *Store) adoptNow(ctx context.Context, row sessionRow, wt WorktreeRow, agent agentRow, advertised []byte, tw *write) (err error) {
 	id := row.ID
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -159,6 +177,16 @@ func (s *Store) adoptNow(ctx context.Context, row sessionRow, wt WorktreeRow, ag
 	if advertised != nil {
 		if _, err = tx.ExecContext(ctx, setAdvertisedSQL, nullText(advertised), id, agent.Agent); err != nil {
 			return fmt.Errorf("adopt session %q: advertised of agent %q: %w", id, agent.Agent, s.mapWriteErr(err))
+		}
+	}
+	if tw != nil {
+		var number int64
+		if err = tx.QueryRowxContext(ctx, tw.query, tw.args...).Scan(&number); err != nil {
+			return fmt.Errorf("adopt session %q: %s: %w", id, tw.what, s.mapWriteErr(err))
+		}
+		if number != 1 {
+			err = fmt.Errorf("adopt session %q: its first turn got number %d", id, number)
+			return err
 		}
 	}
 	if err = tx.Commit(); err != nil {

@@ -133,7 +133,7 @@ func TestQueuedAdoptionCommitsWithTheFirstEvent(t *testing.T) {
 	delivered := make(chan struct{})
 	ad, err := s.QueueAdoption(ctx, Session{ID: "sp-q", Repo: "/repo"}, WorktreeRow{SessionID: "sp-q", Path: "/trees/sp-q", Branch: "agentpool/sp-q"},
 		AgentSession{SessionID: "sp-q", Agent: "demo", Kind: "acp", Status: "active"}, []byte(`{"modes":["ask"]}`),
-		testEvent("sp-q", 1, time.Now()), func(backends.Event) { close(delivered) })
+		testEvent("sp-q", 1, time.Now()), func(backends.Event) { close(delivered) }, &Turn{Agent: "demo", Prompt: "go", CheckpointBefore: "tree0"})
 	if err != nil {
 		t.Fatalf("QueueAdoption() error = %v", err)
 	}
@@ -162,6 +162,37 @@ func TestQueuedAdoptionCommitsWithTheFirstEvent(t *testing.T) {
 	if adv, err := s.AgentAdvertised(ctx, "sp-q", "demo"); err != nil || string(adv) != `{"modes":["ask"]}` {
 		t.Errorf("advertised = %s, %v", adv, err)
 	}
+	if tr, err := s.GetTurn(ctx, "sp-q", 1); err != nil || tr.Prompt != "go" || tr.CheckpointBefore != "tree0" || tr.EndedAt != nil {
+		t.Errorf("the first turn, stored with the adoption = %+v, %v; want turn 1 running", tr, err)
+	}
+}
+
+// An adoption queued with its first turn stores that turn as number 1 in
+// its transaction, on both engines; the session's next turn is 2.
+func TestAdoptionWithItsFirstTurn(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e testEngine) {
+		ctx := context.Background()
+		s, _ := openTest(t, e.db(t, Config{}))
+		ad, err := s.QueueAdoption(ctx, Session{ID: "sp-t", Repo: "/repo"}, WorktreeRow{SessionID: "sp-t", Path: "/trees/sp-t", Branch: "agentpool/sp-t"},
+			AgentSession{SessionID: "sp-t", Agent: "demo", Kind: "acp", Status: "active"}, nil,
+			testEvent("sp-t", 1, time.Now()), nil, &Turn{SessionID: "ignored", Agent: "demo", Prompt: "first"})
+		if err != nil {
+			t.Fatalf("QueueAdoption() error = %v", err)
+		}
+		if err := ad.Wait(ctx); err != nil {
+			t.Fatalf("Wait() = %v", err)
+		}
+		if tr, err := s.GetTurn(ctx, "sp-t", 1); err != nil || tr.Prompt != "first" || tr.Agent != "demo" {
+			t.Fatalf("turn 1 = %+v, %v; want the first prompt's", tr, err)
+		}
+		n, err := s.StartTurn(ctx, Turn{SessionID: "sp-t", Agent: "demo", Prompt: "second"})
+		if err != nil || n != 2 {
+			t.Fatalf("StartTurn after the adoption = %d, %v; want 2", n, err)
+		}
+		if ts, err := s.ListTurns(ctx, "sp-t"); err != nil || len(ts) != 2 {
+			t.Errorf("turns = %+v, %v; want 2", ts, err)
+		}
+	})
 }
 
 // An adoption the database refuses at its second statement stores none
@@ -177,7 +208,8 @@ func TestRefusedAdoptionStoresNothing(t *testing.T) {
 		// fails after the session's row was inserted.
 		ad, err := s.QueueAdoption(ctx, Session{ID: "sp-bad", Repo: "/repo"}, WorktreeRow{SessionID: "nobody", Path: "/trees/x", Branch: "b"},
 			AgentSession{SessionID: "sp-bad", Agent: "demo", Kind: "acp", Status: "active"}, nil,
-			testEvent("sp-bad", 1, time.Now()), func(ev backends.Event) { t.Errorf("first event of a refused adoption delivered: %+v", ev) })
+			testEvent("sp-bad", 1, time.Now()), func(ev backends.Event) { t.Errorf("first event of a refused adoption delivered: %+v", ev) },
+			&Turn{Agent: "demo", Prompt: "first"})
 		if err == nil {
 			s.Append(testEvent("sp-bad", 2, time.Now()))
 			s.Append(testEvent("other", 1, time.Now()))
@@ -194,6 +226,20 @@ func TestRefusedAdoptionStoresNothing(t *testing.T) {
 		}
 		if evs, err := s.Events(ctx, "other", 0, 0); err != nil || len(evs) != 1 {
 			t.Errorf("other session's events = %d, %v; want its one event", len(evs), err)
+		}
+		// An adoption under a taken id is refused with its first turn:
+		// the session that has the id gets no turn.
+		ad, err = s.QueueAdoption(ctx, Session{ID: "other", Repo: "/repo"}, WorktreeRow{SessionID: "other", Path: "/trees/o", Branch: "b"},
+			AgentSession{SessionID: "other", Agent: "demo", Kind: "acp", Status: "active"}, nil,
+			backends.Event{}, nil, &Turn{Agent: "demo", Prompt: "not mine"})
+		if err == nil {
+			err = ad.Wait(ctx)
+		}
+		if !errors.Is(err, ErrExists) {
+			t.Fatalf("adoption under a taken id = %v; want ErrExists", err)
+		}
+		if ts, err := s.ListTurns(ctx, "other"); err != nil || len(ts) != 0 {
+			t.Errorf("turns of the session whose id the adoption took = %+v, %v; want none", ts, err)
 		}
 	})
 }

@@ -85,13 +85,27 @@ const turnCols = `id, session_id, number, agent, prompt, stop_reason, error, che
 // either, unless it was already committing, in which case StartTurn waits
 // for that attempt).
 func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
-	if t.SessionID == "" {
-		return 0, errors.New("start turn: empty session id")
+	w, err := s.startTurnWrite(t)
+	if err != nil {
+		return 0, err
 	}
-	wait := newWaited()
+	if err := s.enqueue(w); err != nil {
+		return 0, err
+	}
+	if err := s.awaitWaited(ctx, w.wait); err != nil {
+		return 0, fmt.Errorf("%s: %w", w.what, err)
+	}
+	return w.wait.value(), nil
+}
+
+// startTurnWrite is the write of StartTurn's row.
+func (s *Store) startTurnWrite(t Turn) (*write, error) {
+	if t.SessionID == "" {
+		return nil, errors.New("start turn: empty session id")
+	}
 	w := &write{
 		session:   t.SessionID,
-		wait:      wait,
+		wait:      newWaited(),
 		returning: true,
 	}
 	if s.eng.postgres {
@@ -113,15 +127,7 @@ func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
 			RETURNING number`
 		w.args = []any{id, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt)), nullString(t.RequestKey)}
 	}
-	what := w.what
-	err := s.enqueue(w)
-	if err != nil {
-		return 0, err
-	}
-	if err := s.awaitWaited(ctx, wait); err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
-	}
-	return wait.value(), nil
+	return w, nil
 }
 
 // awaitWaited waits for the outcome of a queued write that its caller

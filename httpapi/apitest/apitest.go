@@ -20,6 +20,7 @@ import (
 // with ErrUnset (Pending, Backends and Stats return zero values).
 type Pool struct {
 	CreateFunc       func(context.Context, pool.CreateRequest) (pool.Session, error)
+	CreatePromptFunc func(context.Context, pool.CreateRequest, string) (pool.Session, pool.Turn, error, error)
 	GetFunc          func(context.Context, string) (pool.Session, error)
 	ListFunc         func(context.Context) ([]pool.Session, error)
 	CloseFunc        func(context.Context, string, bool) (pool.CloseResult, error)
@@ -48,6 +49,23 @@ func (f *Pool) Create(ctx context.Context, r pool.CreateRequest) (pool.Session, 
 		return pool.Session{}, ErrUnset
 	}
 	return f.CreateFunc(ctx, r)
+}
+
+// CreatePrompt calls CreatePromptFunc when set, else CreateFunc and then
+// StartPromptFunc on the session made, as the pool does without a spare.
+func (f *Pool) CreatePrompt(ctx context.Context, r pool.CreateRequest, text string) (pool.Session, pool.Turn, error, error) {
+	if f.CreatePromptFunc != nil {
+		return f.CreatePromptFunc(ctx, r, text)
+	}
+	s, err := f.Create(ctx, r)
+	if err != nil {
+		return pool.Session{}, pool.Turn{}, nil, err
+	}
+	t, terr := f.StartPrompt(ctx, pool.PromptRequest{Session: s.ID, Text: text})
+	if terr == nil {
+		s.Busy, s.Turn = true, t.ID
+	}
+	return s, t, terr, nil
 }
 
 // Get calls GetFunc.

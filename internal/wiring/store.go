@@ -139,10 +139,10 @@ func (a Store) UpsertAgent(ctx context.Context, r pool.AgentRecord) error {
 	return notFound(a.S.UpsertAgentSession(ctx, s))
 }
 
-// AdoptSession queues a session made from a spare and its first event,
-// to be stored in one transaction (see store.Store.QueueAdoption); wait
-// reports the outcome.
-func (a Store) AdoptSession(ctx context.Context, s pool.SessionRecord, wt pool.Worktree, r pool.AgentRecord, adv *backends.Advertised, first backends.Event, committed func(backends.Event)) (wait func(context.Context) error, err error) {
+// AdoptSession queues a session made from a spare, its first event and
+// its first turn, to be stored in one transaction (see
+// store.Store.QueueAdoption); wait reports the outcome.
+func (a Store) AdoptSession(ctx context.Context, s pool.SessionRecord, wt pool.Worktree, r pool.AgentRecord, adv *backends.Advertised, first backends.Event, committed func(backends.Event), turn *pool.Turn) (wait func(context.Context) error, err error) {
 	sess, err := toSession(s)
 	if err != nil {
 		return nil, err
@@ -157,7 +157,12 @@ func (a Store) AdoptSession(ctx context.Context, s pool.SessionRecord, wt pool.W
 			return nil, fmt.Errorf("adopt session %q: advertised: %w", s.ID, err)
 		}
 	}
-	ad, err := a.S.QueueAdoption(ctx, sess, store.WorktreeRow{SessionID: wt.Session, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}, agent, raw, first, committed)
+	var st *store.Turn
+	if turn != nil {
+		t := storeTurn(*turn)
+		st = &t
+	}
+	ad, err := a.S.QueueAdoption(ctx, sess, store.WorktreeRow{SessionID: wt.Session, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}, agent, raw, first, committed, st)
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +203,13 @@ func fromTurn(t store.Turn) pool.Turn {
 // StartTurn stores a new turn's row and returns its number in the session
 // once it is durable.
 func (a Store) StartTurn(ctx context.Context, t pool.Turn) (int64, error) {
-	return a.S.StartTurn(ctx, store.Turn{SessionID: t.Session, Agent: t.Agent, Prompt: t.Prompt, CheckpointBefore: t.CheckpointBefore,
-		StartedAt: t.StartedAt, RequestKey: t.RequestKey})
+	return a.S.StartTurn(ctx, storeTurn(t))
+}
+
+// storeTurn is the store's row of a turn being started.
+func storeTurn(t pool.Turn) store.Turn {
+	return store.Turn{SessionID: t.Session, Agent: t.Agent, Prompt: t.Prompt, CheckpointBefore: t.CheckpointBefore,
+		StartedAt: t.StartedAt, RequestKey: t.RequestKey}
 }
 
 // TurnByKey reads the turn a prompt carrying key started.
