@@ -189,43 +189,101 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, fir
 	if err != nil {
 		return forget(fmt.Errorf("store session: %w", err))
 	}
-	if err := stored(ctx); err != nil {
-		return forget(fmt.Errorf("store session: %w", err))
-	}
-	if budget {
-		if err := p.cfg.Usage.SetSessionBudget(ctx, sp.id, *req.Budget); err != nil {
-			// The session's row stays, as a session without its worktree.
-			return forget(fmt.Errorf("store the session's budget: %w", err))
+	// The session's next events, queued behind its rows: they are stored,
+	// and delivered, only with them.
+	announce := func() {
+		for _, ev := range sp.setupEvents {
+			p.emit(s, ev.Type, "", ev.Data)
 		}
-		p.emit(s, backends.EventSessionCreated, req.Agent, created) // waits for its delivery
-	} else {
+		p.emit(s, backends.EventAgentReady, req.Agent, map[string]any{
+			"pid": info.PID, "agent_session_id": info.AgentSessionID, "agent_name": info.AgentName, "agent_version": info.AgentVersion,
+			"modes": info.Modes, "current_mode": info.CurrentMode, "confinement": info.Confinement, "spare": true,
+		})
+		adopted := map[string]any{"spare": sp.id, "repo": sp.repo, "base_commit": sp.base, "age_ms": now.Sub(sp.created).Milliseconds()}
+		p.emit(s, EventSpareAdopted, req.Agent, adopted)
+	}
+	if tr != nil {
+		// The first turn starts now, while its row commits with the
+		// session's: the agent works on the prompt during the commit
+		// instead of after it. Nothing of the session reaches a reader or
+		// the caller before the commit (its events are queued behind its
+		// rows, and the create answers after them), so a turn that runs
+		// is a stored turn, as for any prompt. Should the adoption be
+		// refused, the turn is cancelled and the spare discarded with its
+		// worktree: no one ever saw the session.
+		announce()
+		t := *turn
+		t.ID = 1 // stored with the session: its first turn
+		first.turn, first.err = p.launchTurn(s, tr, t)
+		launched := tr
+		tr = nil
+		if err := stored(ctx); err != nil {
+			return p.abandonAdoption(sp, s, launched, fmt.Errorf("store session: %w", err))
+		}
 		p.published.Add(1)
 		if !p.awaitDelivered(delivered) {
 			p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", backends.EventSessionCreated)
 		}
+	} else {
+		if err := stored(ctx); err != nil {
+			return forget(fmt.Errorf("store session: %w", err))
+		}
+		if budget {
+			if err := p.cfg.Usage.SetSessionBudget(ctx, sp.id, *req.Budget); err != nil {
+				// The session's row stays, as a session without its worktree.
+				return forget(fmt.Errorf("store the session's budget: %w", err))
+			}
+			p.emit(s, backends.EventSessionCreated, req.Agent, created) // waits for its delivery
+		} else {
+			p.published.Add(1)
+			if !p.awaitDelivered(delivered) {
+				p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", backends.EventSessionCreated)
+			}
+		}
+		announce()
 	}
-	for _, ev := range sp.setupEvents {
-		p.emit(s, ev.Type, "", ev.Data)
-	}
-	p.emit(s, backends.EventAgentReady, req.Agent, map[string]any{
-		"pid": info.PID, "agent_session_id": info.AgentSessionID, "agent_name": info.AgentName, "agent_version": info.AgentVersion,
-		"modes": info.Modes, "current_mode": info.CurrentMode, "confinement": info.Confinement, "spare": true,
-	})
-	adopted := map[string]any{"spare": sp.id, "repo": sp.repo, "base_commit": sp.base, "age_ms": now.Sub(sp.created).Milliseconds()}
-	p.emit(s, EventSpareAdopted, req.Agent, adopted)
 	p.logger.Info("spare adopted", "session", sp.id, "repo", sp.repo, "agent", sp.agent)
 	// Its replacement is made a moment later, not now: making a worktree
 	// and starting an agent would take the CPUs from the session's first
 	// turn, which the create's caller is about to send or has sent.
 	time.AfterFunc(RefillDelay, p.wakeSpares)
-	if tr != nil {
-		// Stored with the session: the first turn's number is 1.
-		t := *turn
-		t.ID = 1
-		first.turn, first.err = p.launchTurn(s, tr, t)
-		tr = nil
-	}
 	return p.adopted(s, req.Budget), nil
+}
+
+// abandonWait is how long a refused adoption's first turn has to end
+// before its spare is discarded all the same.
+const abandonWait = 10 * time.Second
+
+// abandonAdoption undoes an adoption the store refused after its first
+// turn tr started: the session leaves the pool, the turn is cancelled
+// (its events are refused with the session), and once it has ended the
+// spare is discarded, its agent stopped and its worktree removed. It
+// returns err.
+func (p *Pool) abandonAdoption(sp *spare, s *session, tr *turnRun, err error) (Session, error) {
+	tr.cancel()
+	p.mu.Lock()
+	if p.sessions[s.id] == s {
+		delete(p.sessions, s.id)
+	}
+	s.mu.Lock()
+	s.spare = true
+	s.mu.Unlock()
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTimer(abandonWait)
+		defer t.Stop()
+		select {
+		case <-tr.done:
+		case <-t.C:
+		}
+		p.mu.Lock()
+		p.dropSpareLocked(sp)
+		p.mu.Unlock()
+		p.finishDrop(sp, "adoption failed: "+err.Error())
+	}()
+	return Session{}, err
 }
 
 // adopted is what Get answers for a session just adopted, made from

@@ -3,6 +3,7 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -52,7 +53,7 @@ func readySpare(t *testing.T, e *env) pool.SpareStatus {
 
 // A session created with its first prompt from a spare has that turn's
 // row stored with the adoption (no StartTurn of its own), as turn 1,
-// running when CreatePrompt returns; its events come in the usual order
+// started when CreatePrompt returns; its events come in the usual order
 // (session.created first, the spare's adoption, then the turn), the turn
 // ends, and the session's next prompt is turn 2.
 func TestCreatePromptStoresTheFirstTurnWithTheAdoption(t *testing.T) {
@@ -79,9 +80,6 @@ func TestCreatePromptStoresTheFirstTurnWithTheAdoption(t *testing.T) {
 	seen.mu.Unlock()
 	if started != 0 || !slices.Equal(withAdopt, []string{"hello"}) {
 		t.Errorf("StartTurn calls = %d, turns stored with an adoption = %q; want none and [hello]", started, withAdopt)
-	}
-	if _, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s.ID, Text: "again"}); !errors.Is(err, pool.ErrBusy) {
-		t.Errorf("a prompt while the first turn runs = %v; want ErrBusy", err)
 	}
 	end, err := e.p.WaitTurn(ctx, s.ID, 1)
 	if err != nil || end.EndedAt == nil || end.Error != "" {
@@ -136,6 +134,20 @@ func TestCreatePromptRefusedAdoption(t *testing.T) {
 	if ts, err := e.st.ListTurns(ctx, spare.ID); err != nil || len(ts) != 0 {
 		t.Errorf("turns of the refused adoption = %+v, %v; want none", ts, err)
 	}
+	// Its turn, started during the commit, is cancelled and the spare
+	// discarded: its worktree goes, and its agent with it.
+	waitUntil(t, "the refused adoption's worktree removed", func() bool {
+		_, err := os.Stat(spare.Worktree)
+		return errors.Is(err, os.ErrNotExist)
+	})
+	waitUntil(t, "the refused adoption's agent stopped", func() bool {
+		for _, b := range e.p.Backends() {
+			if b.Session == spare.ID {
+				return false
+			}
+		}
+		return true
+	})
 	// The next create finds no spare of the refused one's and starts its
 	// turn as without spares.
 	s, first, turnErr, err := e.p.CreatePrompt(ctx, pool.CreateRequest{Repo: e.repo, Agent: "fake", Warm: new(bool)}, "hello")

@@ -134,7 +134,7 @@ func (s *Store) QueueAdoption(ctx context.Context, sess Session, wt WorktreeRow,
 	if tw != nil {
 		// The session's first turn: the group's savepoint makes it stored
 		// with the session or not at all (the session's id may be taken).
-		group = append(group, stmt{query: tw.query, args: tw.args})
+		group = append(group, stmt{query: insertTurnSQL, args: tw.args})
 	}
 	w := &write{what: "adopt session " + strconv.Quote(sess.ID), session: sess.ID, group: group, wait: newWaited()}
 	it := item{w: w}

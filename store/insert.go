@@ -181,7 +181,7 @@ func (s *Store) insertOnce(ctx context.Context, batch []item, pg *pgAttempt) (_ 
 				stx.Rollback()
 			}
 		}()
-		tx = stx
+		tx = cachedTx{Tx: stx, c: &s.stmts}
 	}
 	var stmt *sql.Stmt
 	// Each turn row's statement is prepared once per batch, not once per

@@ -216,6 +216,7 @@ type Store struct {
 	log *slog.Logger
 
 	ckpt    *checkpointer // copies the WAL into the database off the writer's path
+	stmts   stmtCache     // the SQLite writer's statements
 	queue   *queue
 	prog    progress
 	flushes atomic.Int64  // Flush calls waiting: the writer skips lingering
@@ -324,6 +325,7 @@ func newStore(db *sqlx.DB, eng engine, cfg Config, log *slog.Logger) *Store {
 	wctx, abandon := context.WithCancel(context.Background())
 	s := &Store{
 		db:      db,
+		stmts:   stmtCache{db: db},
 		eng:     eng,
 		cfg:     cfg,
 		log:     log,
@@ -413,6 +415,7 @@ func (s *Store) CloseContext(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("close store: checkpointer: %w", err))
 			}
 		}
+		s.stmts.close()
 		// The last connection to close folds the WAL into the database.
 		if err := s.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close store: %w", err))

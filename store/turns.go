@@ -98,6 +98,13 @@ func (s *Store) StartTurn(ctx context.Context, t Turn) (int64, error) {
 	return w.wait.value(), nil
 }
 
+// insertTurnSQL inserts a turn's row on SQLite, numbered one past the
+// session's last turn. StartTurn's write returns that number; a
+// session's adoption runs it as it is (see QueueAdoption): a statement
+// left returning rows would hold the savepoint and the transaction open.
+const insertTurnSQL = `INSERT INTO turns (id, session_id, number, agent, prompt, checkpoint_before, started_at, request_key)
+			VALUES (?1, ?2, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?2), ?3, ?4, ?5, ?6, ?7)`
+
 // startTurnWrite is the write of StartTurn's row.
 func (s *Store) startTurnWrite(t Turn) (*write, error) {
 	if t.SessionID == "" {
@@ -122,9 +129,7 @@ func (s *Store) startTurnWrite(t Turn) (*write, error) {
 	} else {
 		id := s.turnSeq.Add(1)
 		w.what = "start turn " + strconv.FormatInt(id, 10) + " of session " + strconv.Quote(t.SessionID)
-		w.query = `INSERT INTO turns (id, session_id, number, agent, prompt, checkpoint_before, started_at, request_key)
-			VALUES (?1, ?2, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?2), ?3, ?4, ?5, ?6, ?7)
-			RETURNING number`
+		w.query = insertTurnSQL + ` RETURNING number`
 		w.args = []any{id, t.SessionID, t.Agent, t.Prompt, t.CheckpointBefore, toUnix(s.orNow(t.StartedAt)), nullString(t.RequestKey)}
 	}
 	return w, nil

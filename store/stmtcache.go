@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// stmtCache holds the statements of the SQLite writer, prepared on the
+// database once and kept: a transaction takes them through
+// Tx.StmtContext, which reuses the statement its connection prepared
+// before, so that SQLite parses each of the writer's statements once per
+// connection instead of once per transaction (a session's adoption is
+// five of them, a parse each took about as long as running it). The
+// writer's queries are the package's constants, a bounded set.
+type stmtCache struct {
+	db *sqlx.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+// get returns the database's statement of query, prepared at its first
+// use.
+func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.m[query]; st != nil {
+		return st, nil
+	}
+	st, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	c.m[query] = st
+	return st, nil
+}
+
+// close closes the statements; the store is closing.
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q, st := range c.m {
+		st.Close()
+		delete(c.m, q)
+	}
+}
+
+// cachedTx is a transaction of the SQLite writer whose statements come
+// from the store's stmtCache. A statement it returns is the
+// transaction's, and needs no Close (the transaction's end releases it).
+type cachedTx struct {
+	*sqlx.Tx
+	c *stmtCache
+}
+
+// PrepareContext returns the transaction's statement of query.
+func (t cachedTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	st, err := t.c.get(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return t.Tx.StmtContext(ctx, st), nil
+}
+
+// ExecContext runs query in the transaction.
+func (t cachedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := t.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// QueryContext runs query in the transaction.
+func (t cachedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := t.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
