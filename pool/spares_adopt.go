@@ -92,8 +92,9 @@ func (p *Pool) spareState(ctx context.Context, repo string) (head, setup string,
 // the setup's steps, run ahead, are published on it. A failure discards
 // the spare. When first is not nil and req sets no budget (to be stored
 // before the session's first event), the session's first turn starts
-// too: its row is stored with the session's, in the same commit, and
-// first says how it went.
+// too: its row is stored with the session's, in the same commit, its
+// agent is prompted while that commit is made, and first says how it
+// went.
 func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, first *firstPrompt) (Session, error) {
 	var tr *turnRun // the first turn, until it is launched
 	fail := func(err error) (Session, error) {

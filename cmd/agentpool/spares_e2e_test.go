@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,6 +152,37 @@ func TestEndToEndSpares(t *testing.T) {
 	}
 
 	t.Log("replenished")
+	// Created with its first prompt in one request answered as its
+	// stream: the spare is adopted with its turn 1, whose agent works
+	// while the rows commit; the stream starts at session.created, and
+	// the turn's token comes after its turn.started, then its end.
+	var created httpapi.CreatedSession
+	var types []backends.EventType
+	if _, err := d.client.CreateStream(ctx, httpapi.CreateSessionRequest{CreateRequest: pool.CreateRequest{Repo: repo, Agent: "slow"}, Prompt: "go"},
+		func(cs httpapi.CreatedSession) error { created = cs; return nil },
+		func(ev backends.Event) error {
+			types = append(types, ev.Type)
+			if ev.Type == backends.EventTurnEnded {
+				return httpapi.ErrStop
+			}
+			return nil
+		}); err != nil {
+		t.Fatalf("create with a prompt, streamed: %v (events %v)", err, types)
+	}
+	if created.ID != second.ID || created.FirstTurn == nil || created.FirstTurn.ID != 1 || created.FirstTurnError != nil {
+		t.Fatalf("created %s, first turn %+v (%v); want the spare %s adopted with turn 1", created.ID, created.FirstTurn, created.FirstTurnError, second.ID)
+	}
+	started, chunk := slices.Index(types, backends.EventTurnStarted), slices.Index(types, backends.EventMessageChunk)
+	if len(types) == 0 || types[0] != backends.EventSessionCreated || started < 0 || chunk < started {
+		t.Errorf("stream of the session created with its prompt = %v; want session.created first, the token after turn.started", types)
+	}
+	if turns, err := d.client.Turns(ctx, created.ID); err != nil || len(turns) != 1 || turns[0].StopReason != "end_turn" {
+		t.Errorf("turns of the session created with its prompt = %+v, %v; want turn 1 ended", turns, err)
+	}
+	second = d.waitSpares("replenished after an adoption with a prompt", readySpares(1, head))[0]
+	if second.ID == created.ID {
+		t.Fatalf("spare not replaced: %+v", second)
+	}
 	// The base moves: the spare is thrown away, one at the new head comes.
 	if err := os.WriteFile(filepath.Join(repo, "new.txt"), []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
