@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"sync"
 
 	"github.com/jmoiron/sqlx"
@@ -58,8 +59,15 @@ type cachedTx struct {
 	c *stmtCache
 }
 
-// PrepareContext returns the transaction's statement of query.
+// PrepareContext returns the transaction's statement of query. A query
+// that returns rows from a write (RETURNING) is prepared for this
+// transaction alone: run by Exec, SQLite leaves such a statement in
+// progress until it is reset, which a kept statement is only at its
+// next use, and a statement in progress holds the transaction open.
 func (t cachedTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	if strings.Contains(query, "RETURNING") {
+		return t.Tx.PrepareContext(ctx, query)
+	}
 	st, err := t.c.get(ctx, query)
 	if err != nil {
 		return nil, err
@@ -69,6 +77,9 @@ func (t cachedTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, 
 
 // ExecContext runs query in the transaction.
 func (t cachedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if strings.Contains(query, "RETURNING") {
+		return t.Tx.ExecContext(ctx, query, args...)
+	}
 	st, err := t.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
