@@ -165,14 +165,7 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, fir
 	// the session reached a stream (its first event is stored only with
 	// it), and it is a spare again, to be discarded.
 	forget := func(err error) (Session, error) {
-		p.mu.Lock()
-		if p.sessions[s.id] == s {
-			delete(p.sessions, s.id)
-		}
-		s.mu.Lock()
-		s.spare = true
-		s.mu.Unlock()
-		p.mu.Unlock()
+		p.unadopt(s)
 		return fail(err)
 	}
 	// session.created goes with the adoption, unless a budget is to be
@@ -251,6 +244,19 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, fir
 	return p.adopted(s, req.Budget), nil
 }
 
+// unadopt takes s, a spare whose adoption was not stored, out of the
+// pool's sessions: it is a spare again, to be discarded.
+func (p *Pool) unadopt(s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sessions[s.id] == s {
+		delete(p.sessions, s.id)
+	}
+	s.mu.Lock()
+	s.spare = true
+	s.mu.Unlock()
+}
+
 // abandonWait is how long a refused adoption's first turn has to end
 // before its spare is discarded all the same.
 const abandonWait = 10 * time.Second
@@ -262,14 +268,7 @@ const abandonWait = 10 * time.Second
 // returns err.
 func (p *Pool) abandonAdoption(sp *spare, s *session, tr *turnRun, err error) (Session, error) {
 	tr.cancel()
-	p.mu.Lock()
-	if p.sessions[s.id] == s {
-		delete(p.sessions, s.id)
-	}
-	s.mu.Lock()
-	s.spare = true
-	s.mu.Unlock()
-	p.mu.Unlock()
+	p.unadopt(s)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
