@@ -134,7 +134,7 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, fir
 		// a prompt that finds the session finds it busy.
 		first.tried = true
 		preq := PromptRequest{Session: s.id, Text: first.text}
-		tr = newTurnRun(p, req.Agent, preq)
+		tr = p.newTurnRun(req.Agent, preq)
 		s.mu.Lock()
 		s.turn = tr
 		s.mu.Unlock()
@@ -267,6 +267,7 @@ const abandonWait = 10 * time.Second
 // spare is discarded, its agent stopped and its worktree removed. It
 // returns err.
 func (p *Pool) abandonAdoption(sp *spare, s *session, tr *turnRun, err error) (Session, error) {
+	p.broker.CancelSession(s.id) // as Cancel: pending permission requests are answered
 	tr.cancel()
 	p.unadopt(s)
 	p.wg.Add(1)

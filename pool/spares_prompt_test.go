@@ -18,13 +18,13 @@ import (
 type turnsSeen struct {
 	pool.Store
 	mu        sync.Mutex
-	started   []int // StartTurn calls, by the call's order
-	withAdopt []string
+	started   int      // StartTurn calls
+	withAdopt []string // the prompts of turns stored with an adoption
 }
 
 func (s *turnsSeen) StartTurn(ctx context.Context, t pool.Turn) (int64, error) {
 	s.mu.Lock()
-	s.started = append(s.started, len(s.started)+1)
+	s.started++
 	s.mu.Unlock()
 	return s.Store.StartTurn(ctx, t)
 }
@@ -76,7 +76,7 @@ func TestCreatePromptStoresTheFirstTurnWithTheAdoption(t *testing.T) {
 		t.Errorf("CreatePrompt = session busy %v turn %d, first turn %+v; want turn 1 of \"hello\" running", s.Busy, s.Turn, first)
 	}
 	seen.mu.Lock()
-	started, withAdopt := len(seen.started), slices.Clone(seen.withAdopt)
+	started, withAdopt := seen.started, slices.Clone(seen.withAdopt)
 	seen.mu.Unlock()
 	if started != 0 || !slices.Equal(withAdopt, []string{"hello"}) {
 		t.Errorf("StartTurn calls = %d, turns stored with an adoption = %q; want none and [hello]", started, withAdopt)

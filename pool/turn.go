@@ -127,7 +127,7 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	if agent == "" {
 		agent = s.rec.ActiveAgent
 	}
-	tr := newTurnRun(p, agent, req)
+	tr := p.newTurnRun(agent, req)
 	s.turn = tr
 	switchAgent := agent != s.rec.ActiveAgent
 	wt := s.wt
@@ -145,7 +145,7 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 
 // newTurnRun is the run of a turn of agent that req asks for, not yet
 // stored; the caller makes it its session's turn.
-func newTurnRun(p *Pool, agent string, req PromptRequest) *turnRun {
+func (p *Pool) newTurnRun(agent string, req PromptRequest) *turnRun {
 	tr := &turnRun{agent: agent, prompt: req.Text, key: req.Key, done: make(chan struct{}), registered: make(chan struct{})}
 	tr.ctx, tr.cancel = context.WithCancel(p.ctx)
 	return tr

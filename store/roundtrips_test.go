@@ -284,14 +284,7 @@ func TestPostgresWriterRoundTrips(t *testing.T) {
 
 	// Every turn ending, after a chunk; twice, as above.
 	for round := range 2 {
-		turns := make([]int64, sessions)
-		for i := range sessions {
-			n, err := s.StartTurn(ctx, Turn{SessionID: fmt.Sprintf("s%02d", i), Agent: "a", Prompt: "p"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			turns[i] = n
-		}
+		turns := startTurns(t, s, "s%02d", sessions)
 		got := burst(func() {
 			seq++
 			for i := range sessions {
@@ -357,14 +350,7 @@ func BenchmarkPostgresWriter(b *testing.B) {
 			var burst []time.Duration
 			trips0, txs0 := proxy.trips.Load(), txs.Load()
 			for range b.N {
-				turns := make([]int64, sessions)
-				for i := range sessions {
-					n, err := s.StartTurn(ctx, Turn{SessionID: fmt.Sprintf("s%03d", i), Agent: "a", Prompt: "p"})
-					if err != nil {
-						b.Fatal(err)
-					}
-					turns[i] = n
-				}
+				turns := startTurns(b, s, "s%03d", sessions)
 				start := time.Now()
 				for i := range sessions {
 					id := fmt.Sprintf("s%03d", i)
@@ -586,4 +572,19 @@ func checkEachOnce(t *testing.T, s *Store, session string, n int, delivered *seq
 	if !slices.Equal(delivered.seqs, want) {
 		t.Errorf("delivered seqs %v; want 1 to %d", delivered.seqs, n)
 	}
+}
+
+// startTurns starts a turn in each of the n sessions named by format
+// (fmt.Sprintf(format, i)) and returns their numbers.
+func startTurns(tb testing.TB, s *Store, format string, n int) []int64 {
+	tb.Helper()
+	turns := make([]int64, n)
+	for i := range n {
+		t, err := s.StartTurn(context.Background(), Turn{SessionID: fmt.Sprintf(format, i), Agent: "a", Prompt: "p"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		turns[i] = t
+	}
+	return turns
 }

@@ -13,8 +13,8 @@ import (
 // database once and kept: a transaction takes them through
 // Tx.StmtContext, which reuses the statement its connection prepared
 // before, so that SQLite parses each of the writer's statements once per
-// connection instead of once per transaction (a session's adoption is
-// five of them, a parse each took about as long as running it). The
+// connection instead of once per transaction (a session's adoption, five
+// statements and an event, committed in 0.44 ms instead of 0.49). The
 // writer's queries are the package's constants, a bounded set.
 type stmtCache struct {
 	db *sqlx.DB

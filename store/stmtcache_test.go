@@ -29,7 +29,7 @@ func TestWriterKeepsItsStatements(t *testing.T) {
 	kept := len(s.stmts.m)
 	returning := 0
 	for q := range s.stmts.m {
-		if containsReturning(q) {
+		if strings.Contains(q, "RETURNING") {
 			returning++
 		}
 	}
@@ -58,5 +58,3 @@ func TestWriterKeepsItsStatements(t *testing.T) {
 		t.Errorf("StartTurn after the returning groups = %d, %v; want 8", n, err)
 	}
 }
-
-func containsReturning(q string) bool { return strings.Contains(q, "RETURNING") }
