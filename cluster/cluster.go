@@ -18,6 +18,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentpool/agentpool/hosts"
@@ -52,6 +53,9 @@ type Store interface {
 	TakeOver(ctx context.Context, session string) error
 	// Owned lists the open sessions this host holds.
 	Owned(ctx context.Context) ([]Lease, error)
+	// Holds says, from memory, whether this host holds the lease of
+	// session: it held or renewed it and has not lost it since.
+	Holds(session string) bool
 }
 
 // Hosts lists the hosts of the cluster with their liveness.
@@ -94,6 +98,9 @@ type Cluster struct {
 	placed   map[string]placed
 	// selfPlaced counts the sessions placed here since the last listing.
 	selfPlaced int
+	// renewed is when the last renewal of this host's leases that
+	// succeeded was sent (unix ns; 0 before the first).
+	renewed atomic.Int64
 }
 
 // ErrSessionMoving is the error of Owner for a session whose owner died
@@ -160,6 +167,9 @@ type Host struct{ ID, Advertise string }
 // whose owner is dead and whose lease has not been taken over yet is
 // ErrSessionMoving.
 func (c *Cluster) Owner(ctx context.Context, session string) (Host, bool, error) {
+	if c.holdsNow(session) {
+		return Host{ID: c.cfg.Self}, true, nil
+	}
 	l, err := c.cfg.Store.Lease(ctx, session)
 	if err != nil {
 		if errors.Is(err, pool.ErrNotFound) {
@@ -180,6 +190,17 @@ func (c *Cluster) Owner(ctx context.Context, session string) (Host, bool, error)
 		}
 	}
 	return Host{ID: l.Owner}, false, fmt.Errorf("session %q of host %s: %w", session, l.Owner, ErrSessionMoving)
+}
+
+// holdsNow says, without asking the database, that this host owns
+// session: it holds its lease and renewed its leases less than half the
+// TTL ago, so no other host can have taken it over (a lease is taken
+// only once expired, a TTL after its last renewal) and Run has not had to
+// release it. A session this host handed over or lost is no longer held.
+// Requests to the owner, the most frequent, then cost no lookup.
+func (c *Cluster) holdsNow(session string) bool {
+	at := c.renewed.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < c.cfg.TTL/2 && c.cfg.Store.Holds(session)
 }
 
 // Errors of Place.
@@ -314,10 +335,12 @@ func (c *Cluster) Run(ctx context.Context) {
 	lastRenew := time.Now()
 	failing := false
 	for {
+		sent := time.Now()
 		lost, err := c.cfg.Store.RenewLeases(ctx)
 		switch {
 		case err == nil:
 			lastRenew = time.Now()
+			c.renewed.Store(sent.UnixNano())
 			if failing {
 				c.cfg.Logger.Info("leases renewed again")
 				failing = false
@@ -333,6 +356,7 @@ func (c *Cluster) Run(ctx context.Context) {
 				failing = true
 			}
 			if time.Since(lastRenew) > c.cfg.TTL/2 {
+				c.renewed.Store(0)
 				if owned := c.cfg.Pool.Owned(); len(owned) > 0 {
 					c.cfg.Pool.Release(ctx, owned, "its lease could not be renewed in time")
 				}

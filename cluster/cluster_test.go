@@ -22,6 +22,8 @@ type memStore struct {
 	mu      sync.Mutex
 	self    string
 	leases  map[string]Lease
+	held    map[string]bool
+	reads   int
 	taken   []string
 	renewed int
 	lost    []string
@@ -31,6 +33,7 @@ type memStore struct {
 func (m *memStore) Lease(_ context.Context, s string) (Lease, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.reads++
 	l, ok := m.leases[s]
 	if !ok {
 		return Lease{}, fmt.Errorf("session %q: %w", s, pool.ErrNotFound)
@@ -85,6 +88,12 @@ func (m *memStore) Owned(context.Context) ([]Lease, error) {
 		}
 	}
 	return out, nil
+}
+
+func (m *memStore) Holds(s string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held[s]
 }
 
 type memHosts []hosts.Status
@@ -221,6 +230,54 @@ func TestOwner(t *testing.T) {
 		if h.ID != tc.want || self != tc.self || !errors.Is(err, tc.err) || (err == nil && !self && h.Advertise != "http://"+tc.want) {
 			t.Errorf("Owner(%s) = %+v self %v err %v; want %s self %v err %v", tc.session, h, self, err, tc.want, tc.self, tc.err)
 		}
+	}
+}
+
+// TestOwnerHeld: a session whose lease this host holds is its own without
+// a read of the database while its leases were renewed less than half the
+// TTL ago; once renewals fail longer, or the lease is no longer held,
+// Owner reads the lease again.
+func TestOwnerHeld(t *testing.T) {
+	future := time.Now().Add(time.Minute)
+	st := &memStore{self: "a", held: map[string]bool{"mine": true}, leases: map[string]Lease{
+		"mine":   {Session: "mine", Owner: "a", Open: true, Expires: future},
+		"theirs": {Session: "theirs", Owner: "b", Open: true, Expires: future},
+	}}
+	c, _ := newTestCluster(t, st, memHosts{host("a", true, true, 16, 0), host("b", false, true, 16, 0)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "a renewal", func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.renewed > 0 })
+	reads := func() int { st.mu.Lock(); defer st.mu.Unlock(); return st.reads }
+	before := reads()
+	if h, self, err := c.Owner(ctx, "mine"); !self || h.ID != "a" || err != nil {
+		t.Fatalf("Owner(mine) = %+v %v %v; want this host", h, self, err)
+	}
+	if n := reads() - before; n != 0 {
+		t.Errorf("Owner of a held session read the lease %d times; want none", n)
+	}
+	if h, self, _ := c.Owner(ctx, "theirs"); self || h.ID != "b" || reads() == before {
+		t.Errorf("Owner(theirs) = %+v self %v after %d reads; want b, read from the store", h, self, reads()-before)
+	}
+	// Renewals failing: past half the TTL the lease is read again (and
+	// the database says whose it is).
+	st.mu.Lock()
+	st.failing = errors.New("database unreachable")
+	st.leases["mine"] = Lease{Session: "mine", Owner: "b", Open: true, Expires: future}
+	st.mu.Unlock()
+	waitFor(t, "Owner to read the lease again", func() bool {
+		h, self, _ := c.Owner(ctx, "mine")
+		return !self && h.ID == "b"
+	})
+	// Renewing again, but the lease no longer held: read.
+	st.mu.Lock()
+	st.failing = nil
+	st.held["mine"] = false
+	st.mu.Unlock()
+	waitFor(t, "renewals again", func() bool { return c.renewed.Load() != 0 })
+	if h, self, _ := c.Owner(ctx, "mine"); self || h.ID != "b" {
+		t.Errorf("Owner of a session no longer held = %+v self %v; want b", h, self)
 	}
 }
 

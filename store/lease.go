@@ -365,6 +365,17 @@ func (s *Store) OwnedLeases(ctx context.Context) ([]Lease, error) {
 	return out, nil
 }
 
+// Holds says whether this store holds the lease of session, from memory:
+// it held or renewed it and has not lost, released or handed it over
+// since. Without leasing it is false.
+func (s *Store) Holds(session string) bool {
+	if !s.leasing {
+		return false
+	}
+	_, ok := s.leases.get(session)
+	return ok
+}
+
 // Release forgets the lease this store holds of session (a session
 // closed or handed over): its writes are fenced from now on. The
 // database's lease is left as it is.

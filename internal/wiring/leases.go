@@ -51,6 +51,9 @@ func (a Leases) Lease(ctx context.Context, session string) (cluster.Lease, error
 	return cluster.Lease{Session: l.Session, Owner: l.Owner, Epoch: l.Epoch, Expires: l.Expires, Open: l.Open, Agent: l.Agent}, nil
 }
 
+// Holds says whether this host holds the session's lease, from memory.
+func (a Leases) Holds(session string) bool { return a.S.Holds(session) }
+
 // RenewLeases extends this host's leases.
 func (a Leases) RenewLeases(ctx context.Context) ([]string, error) { return a.S.RenewLeases(ctx) }
 
