@@ -124,6 +124,9 @@ type Store interface {
 	// started (Turn.RequestKey), as committed, without waiting for queued
 	// writes; an error wrapping ErrNotFound when there is none.
 	TurnByKey(ctx context.Context, session, key string) (Turn, error)
+	// TurnKeys returns the committed turns of session that prompts
+	// carrying a key started: their number, by key.
+	TurnKeys(ctx context.Context, session string) (map[string]int64, error)
 	LastTurn(ctx context.Context, session string) (Turn, error)
 	ListTurns(ctx context.Context, session string) ([]Turn, error)
 	// OpenTurns lists the turns that have not ended, oldest first.

@@ -73,6 +73,8 @@ type env struct {
 
 	// wrapStore, when set, wraps the pool's store at open.
 	wrapStore func(pool.Store) pool.Store
+	// wrapUsage, when set, wraps the pool's usage store at open.
+	wrapUsage func(pool.UsageStore) pool.UsageStore
 }
 
 // providerEntry defines a fake provider running script s.
@@ -141,6 +143,9 @@ func (e *env) open() {
 	cfg.Usage = wiring.Usage{S: e.st}
 	if e.wrapStore != nil {
 		cfg.Store = e.wrapStore(cfg.Store)
+	}
+	if e.wrapUsage != nil {
+		cfg.Usage = e.wrapUsage(cfg.Usage)
 	}
 	cfg.Worktrees = wiring.Worktrees{M: e.wt}
 	cfg.Resolver = e.reg

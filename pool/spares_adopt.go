@@ -223,7 +223,7 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, fir
 			return forget(fmt.Errorf("store session: %w", err))
 		}
 		if budget {
-			if err := p.cfg.Usage.SetSessionBudget(ctx, sp.id, *req.Budget); err != nil {
+			if err := p.setSessionBudget(ctx, s, *req.Budget); err != nil {
 				// The session's row stays, as a session without its worktree.
 				return forget(fmt.Errorf("store the session's budget: %w", err))
 			}

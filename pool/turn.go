@@ -78,12 +78,16 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 		// Sent again: the turn this key started, running or ended (on
 		// this host or, before a move, on another). One still being
 		// started here is s.turn, below.
-		t, err := p.cfg.Store.TurnByKey(ctx, s.id, req.Key)
-		if err == nil {
-			return keyedTurn(t, req)
-		}
-		if !errors.Is(err, ErrNotFound) {
+		_, found, err := p.turnOfKey(ctx, s, req.Key)
+		if err != nil {
 			return Turn{}, fmt.Errorf("turn of prompt key %q: %w", req.Key, err)
+		}
+		if found {
+			t, err := p.cfg.Store.TurnByKey(ctx, s.id, req.Key)
+			if err != nil {
+				return Turn{}, fmt.Errorf("turn of prompt key %q: %w", req.Key, err)
+			}
+			return keyedTurn(t, req)
 		}
 	}
 	s.mu.Lock()
@@ -137,10 +141,57 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 		return p.failTurn(s, tr, err)
 	}
 	t.ID, err = p.cfg.Store.StartTurn(ctx, t)
+	p.noteKeyedTurn(s, t.RequestKey, t.ID, err)
 	if err != nil {
 		return p.failTurn(s, tr, fmt.Errorf("store turn: %w", err))
 	}
 	return p.launchTurn(s, tr, t)
+}
+
+// turnOfKey returns the number of the turn of s that a prompt carrying
+// key started and the store committed, if any. The session's keys are
+// read from the store once and then kept with it: only the host that
+// holds a session starts its turns, and it notes each one (noteKeyedTurn),
+// so a prompt costs no read.
+func (p *Pool) turnOfKey(ctx context.Context, s *session, key string) (int64, bool, error) {
+	s.mu.Lock()
+	if s.keys != nil {
+		n, ok := s.keys[key]
+		s.mu.Unlock()
+		return n, ok, nil
+	}
+	gen := s.keysGen
+	s.mu.Unlock()
+	keys, err := p.cfg.Store.TurnKeys(ctx, s.id)
+	if err != nil {
+		return 0, false, err
+	}
+	s.mu.Lock()
+	if s.keysGen == gen { // no keyed turn stored while they were read
+		s.keys = keys
+	}
+	s.mu.Unlock()
+	n, ok := keys[key]
+	return n, ok, nil
+}
+
+// noteKeyedTurn notes turn id of s, that a prompt carrying key started,
+// once StartTurn returned err for it. When the store may hold a turn that
+// was not noted (StartTurn failed: its answer may have been lost after
+// the commit), or the keys are being read, they are read again at the
+// next keyed prompt.
+func (p *Pool) noteKeyedTurn(s *session, key string, id int64, err error) {
+	if key == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.keys != nil {
+		s.keys[key] = id
+		return
+	}
+	s.keys = nil
+	s.keysGen++
 }
 
 // newTurnRun is the run of a turn of agent that req asks for, not yet
@@ -176,7 +227,7 @@ func (p *Pool) prepareTurn(ctx context.Context, s *session, tr *turnRun, req Pro
 		return Turn{}, fmt.Errorf("agent %q: %w", agent, err)
 	}
 	tr.deadline = spec.TurnDeadline()
-	if err := p.refuseOverBudget(ctx, s.id, agent, spec.Budget); err != nil {
+	if err := p.refuseOverBudget(ctx, s, agent, spec.Budget); err != nil {
 		return Turn{}, err
 	}
 	p.mu.Lock()

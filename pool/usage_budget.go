@@ -83,11 +83,12 @@ func (b *BudgetExceeded) describe() {
 // overBudget returns the first of the session's budget and the provider's
 // (pb, from the registry) that is used up, nil when none is. Cost counts
 // only what the agents report in the budget's currency.
-func (p *Pool) overBudget(ctx context.Context, session, provider string, pb backends.Budget) (*BudgetExceeded, error) {
+func (p *Pool) overBudget(ctx context.Context, s *session, provider string, pb backends.Budget) (*BudgetExceeded, error) {
 	if p.cfg.Usage == nil {
 		return nil, nil
 	}
-	sb, err := p.cfg.Usage.SessionBudget(ctx, session)
+	session := s.id
+	sb, err := p.sessionBudget(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("budget of session %q: %w", session, err)
 	}
@@ -133,8 +134,8 @@ func (p *Pool) overBudget(ctx context.Context, session, provider string, pb back
 
 // refuseOverBudget returns the *BudgetError that refuses a prompt of
 // agent in session when a budget is used up.
-func (p *Pool) refuseOverBudget(ctx context.Context, session, agent string, pb backends.Budget) error {
-	over, err := p.overBudget(ctx, session, agent, pb)
+func (p *Pool) refuseOverBudget(ctx context.Context, s *session, agent string, pb backends.Budget) error {
+	over, err := p.overBudget(ctx, s, agent, pb)
 	if err != nil {
 		return err
 	}
@@ -142,6 +143,45 @@ func (p *Pool) refuseOverBudget(ctx context.Context, session, agent string, pb b
 		return &BudgetError{*over}
 	}
 	return nil
+}
+
+// sessionBudget returns the session's own budget. It is read from the
+// store once and kept with the session, which this host alone changes
+// while it holds it (see setSessionBudget): a prompt costs no read.
+func (p *Pool) sessionBudget(ctx context.Context, s *session) (backends.Budget, error) {
+	s.mu.Lock()
+	if s.budget != nil {
+		b := *s.budget
+		s.mu.Unlock()
+		return b, nil
+	}
+	gen := s.budgetGen
+	s.mu.Unlock()
+	b, err := p.cfg.Usage.SessionBudget(ctx, s.id)
+	if err != nil {
+		return backends.Budget{}, err
+	}
+	s.mu.Lock()
+	if s.budgetGen == gen { // not changed while it was read
+		s.budget = &b
+	}
+	s.mu.Unlock()
+	return b, nil
+}
+
+// setSessionBudget stores b as the budget of s. What sessionBudget kept
+// is forgotten before and after the write, so that a read made meanwhile
+// is not kept: the next check reads what was stored.
+func (p *Pool) setSessionBudget(ctx context.Context, s *session, b backends.Budget) error {
+	forget := func() {
+		s.mu.Lock()
+		s.budget = nil
+		s.budgetGen++
+		s.mu.Unlock()
+	}
+	forget()
+	defer forget()
+	return p.cfg.Usage.SetSessionBudget(ctx, s.id, b)
 }
 
 // providerBudget returns the provider's budget as the registry has it now.
@@ -207,7 +247,7 @@ func (p *Pool) stopOverBudget(s *session, agent string) {
 	if tr == nil || turn == 0 || (agent != "" && tr.agent != agent) {
 		return
 	}
-	over, err := p.overBudget(ctx, s.id, tr.agent, p.providerBudget(tr.agent))
+	over, err := p.overBudget(ctx, s, tr.agent, p.providerBudget(tr.agent))
 	if err != nil {
 		p.logger.Warn("check budget", "session", s.id, "agent", tr.agent, "err", err)
 		return
@@ -264,7 +304,7 @@ func (p *Pool) noteTurnUsage(s *session, tr *turnRun, t *Turn, raw json.RawMessa
 	if cancelled != nil {
 		return cancelled
 	}
-	over, err := p.overBudget(ctx, s.id, t.Agent, p.providerBudget(t.Agent))
+	over, err := p.overBudget(ctx, s, t.Agent, p.providerBudget(t.Agent))
 	if err != nil {
 		p.logger.Warn("check budget", "session", s.id, "agent", t.Agent, "err", err)
 		return nil

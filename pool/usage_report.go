@@ -60,7 +60,8 @@ type UsageReport struct {
 
 // SessionUsage returns what session id used.
 func (p *Pool) SessionUsage(ctx context.Context, id string) (SessionUsage, error) {
-	if _, err := p.loadSession(ctx, id); err != nil {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
 		return SessionUsage{}, err
 	}
 	if p.cfg.Usage == nil {
@@ -74,7 +75,7 @@ func (p *Pool) SessionUsage(ctx context.Context, id string) (SessionUsage, error
 		r.Sessions = []SessionUsage{{Session: id, Cost: []Money{}, Agents: []AgentSummary{}}}
 	}
 	u := r.Sessions[0]
-	b, err := p.cfg.Usage.SessionBudget(ctx, id)
+	b, err := p.sessionBudget(ctx, s)
 	if err != nil {
 		return SessionUsage{}, fmt.Errorf("usage of session %q: %w", id, err)
 	}
@@ -213,7 +214,7 @@ func (p *Pool) SetBudget(ctx context.Context, id string, b backends.Budget) erro
 	if p.cfg.Usage == nil {
 		return fmt.Errorf("budget of session %q: %w", id, ErrNoUsage)
 	}
-	if err := p.cfg.Usage.SetSessionBudget(ctx, id, b); err != nil {
+	if err := p.setSessionBudget(ctx, s, b); err != nil {
 		return fmt.Errorf("budget of session %q: %w", id, err)
 	}
 	p.emit(s, EventBudgetChanged, "", b)

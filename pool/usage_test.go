@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,5 +132,56 @@ func TestSessionBudgetRefusesAndCancels(t *testing.T) {
 	t5, err := e.p.WaitTurn(wctx, s.ID, t3.ID)
 	if err != nil || t5.StopReason != "cancelled" || !strings.Contains(t5.Error, "session budget exceeded: 50 tokens used of 10 tokens") {
 		t.Errorf("turn under a lowered budget = %+v, %v; want cancelled by it", t5, err)
+	}
+}
+
+// budgetReads counts the reads of sessions' budgets.
+type budgetReads struct {
+	pool.UsageStore
+	n atomic.Int64
+}
+
+func (b *budgetReads) SessionBudget(ctx context.Context, session string) (backends.Budget, error) {
+	b.n.Add(1)
+	return b.UsageStore.SessionBudget(ctx, session)
+}
+
+// TestSessionBudgetKeptWithTheSession: a prompt does not read the
+// session's budget from the store each time; it is read once, and again
+// after each change, which the next prompt obeys.
+func TestSessionBudgetKeptWithTheSession(t *testing.T) {
+	script := agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "ok"}}, Usage: json.RawMessage(`{"inputTokens":4,"outputTokens":1}`)}}}
+	e := newEnv(t, map[string]any{"fake": providerEntry(script)}, nil)
+	reads := &budgetReads{}
+	e.wrapUsage = func(u pool.UsageStore) pool.UsageStore { reads.UsageStore = u; return reads }
+	e.shutdown()
+	e.open()
+	ctx := context.Background()
+	s := e.session("fake")
+	for _, text := range []string{"one", "two", "three"} {
+		e.prompt(s.ID, "", text)
+	}
+	if n := reads.n.Load(); n != 1 {
+		t.Errorf("3 prompts read the session's budget %d times; want once", n)
+	}
+	if err := e.p.SetBudget(ctx, s.ID, backends.Budget{Tokens: 15}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.p.Prompt(ctx, pool.PromptRequest{Session: s.ID, Text: "four"})
+	var be *pool.BudgetError
+	if !errors.As(err, &be) || be.Kind != pool.BudgetTokens || be.Used != 15 {
+		t.Errorf("prompt after the budget was set: %v; want refused at 15 of 15 tokens", err)
+	}
+	if err := e.p.SetBudget(ctx, s.ID, backends.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	before := reads.n.Load()
+	for _, text := range []string{"five", "six"} {
+		if tn := e.prompt(s.ID, "", text); tn.StopReason != string(backends.StopEndTurn) {
+			t.Errorf("prompt %q after the budget was removed: stop %q; want end_turn", text, tn.StopReason)
+		}
+	}
+	if n := reads.n.Load() - before; n != 1 {
+		t.Errorf("2 prompts after a change read the budget %d times; want once", n)
 	}
 }

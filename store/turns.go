@@ -290,6 +290,25 @@ func (s *Store) TurnByKey(ctx context.Context, sessionID, key string) (Turn, err
 	return row.turn(), nil
 }
 
+// TurnKeys returns the number of each turn of sessionID that a prompt
+// carrying a key started, by key, as committed (like TurnByKey, it does
+// not wait for queued writes).
+func (s *Store) TurnKeys(ctx context.Context, sessionID string) (map[string]int64, error) {
+	var rows []struct {
+		Key    string `db:"request_key"`
+		Number int64  `db:"number"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT request_key, number FROM turns WHERE session_id = ? AND request_key IS NOT NULL`,
+		sessionID); err != nil {
+		return nil, fmt.Errorf("turn keys of session %q: %w", sessionID, err)
+	}
+	keys := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		keys[r.Key] = r.Number
+	}
+	return keys, nil
+}
+
 // ListTurns returns the turns of sessionID in the order they started
 // (by number).
 func (s *Store) ListTurns(ctx context.Context, sessionID string) ([]Turn, error) {

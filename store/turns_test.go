@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -282,6 +283,17 @@ func TestTurnByKey(t *testing.T) {
 		}
 		if _, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "again", RequestKey: "k-1"}); err == nil {
 			t.Error("a second turn with the same key in one session was stored")
+		}
+		n2, err := s.StartTurn(ctx, Turn{SessionID: "s1", Agent: "a", Prompt: "keyed too", RequestKey: "k-2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := s.TurnKeys(ctx, "s1")
+		if want := map[string]int64{"k-1": n, "k-2": n2}; err != nil || !maps.Equal(keys, want) {
+			t.Errorf("TurnKeys(s1) = %v, %v; want %v", keys, err, want)
+		}
+		if keys, err := s.TurnKeys(ctx, "s3"); err != nil || len(keys) != 0 {
+			t.Errorf("TurnKeys of a session without turns = %v, %v; want none", keys, err)
 		}
 	})
 }

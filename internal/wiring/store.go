@@ -253,6 +253,11 @@ func (a Store) GetTurn(ctx context.Context, session string, n int64) (pool.Turn,
 	return fromTurn(t), notFound(err)
 }
 
+// TurnKeys reads the numbers of a session's turns started by keyed prompts.
+func (a Store) TurnKeys(ctx context.Context, session string) (map[string]int64, error) {
+	return a.S.TurnKeys(ctx, session)
+}
+
 // LastTurn reads a session's latest turn.
 func (a Store) LastTurn(ctx context.Context, session string) (pool.Turn, error) {
 	t, err := a.S.LastTurn(ctx, session)
