@@ -62,6 +62,12 @@ type agent struct {
 	// mcpStdio its stdio servers, secrets included.
 	mcp      []MCPReceived
 	mcpStdio []stdioServer
+	// lastBurst is the last burst of chunks made (see burst).
+	lastBurst struct {
+		sid   string
+		n     int
+		lines []byte
+	}
 }
 
 // Run runs the scripted agent on the given streams until stdin ends. It is
