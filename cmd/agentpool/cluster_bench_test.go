@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -33,6 +34,14 @@ import (
 // forward_extra_p50_ms), and the time from the first create to every
 // agent warm (create_to_all_warm_s). Run it with -benchtime 1x; it needs
 // PostgreSQL.
+//
+// The delivery p99 is also reported for the events of the first and the
+// last half second (delivery_p99_start_ms, delivery_p99_end_ms: the turns
+// starting and ending at once) and for those between. For a closer look:
+// AGENTPOOL_BENCH_DUMP=FILE writes one line per event received (its time
+// in µs, its delay in ms, type, session, seq), and
+// AGENTPOOL_BENCH_SPREAD_MS=N sends the prompts evenly over N ms instead
+// of at once.
 func BenchmarkCluster(b *testing.B) {
 	const chunks = 100
 	rate := benchEnvInt(b, "AGENTPOOL_BENCH_RATE", 20)
@@ -43,10 +52,13 @@ func BenchmarkCluster(b *testing.B) {
 	bin := agentpoolBinary(b)
 	key := clusterKeyFile(b)
 	// Paced in bursts of a tenth of a second's chunks (an agent waking
-	// every millisecond, as ChunksPerSecond does, would take the CPUs).
+	// every millisecond, as ChunksPerSecond does, would take the CPUs);
+	// AGENTPOOL_BENCH_STEP_MS sets another pace.
 	var steps []agenttest.Step
+	stepMs := benchEnvInt(b, "AGENTPOOL_BENCH_STEP_MS", 100)
+	spread := time.Duration(benchEnvInt(b, "AGENTPOOL_BENCH_SPREAD_MS", 0)) * time.Millisecond
 	for sent := 0; sent < chunks; {
-		n := min(max(rate/10, 1), chunks-sent)
+		n := min(max(rate*stepMs/1000, 1), chunks-sent)
 		if rate == 0 {
 			n = chunks
 		}
@@ -64,6 +76,10 @@ func BenchmarkCluster(b *testing.B) {
 		writeScripted(b, home, bin, map[string]any{"stream": script, "quick": spareScript(0)})
 		_, c, _ := startBenchDaemonEnv(b, bin, home, []string{"AGENTPOOL_STORE=" + url, "AGENTPOOL_HOST_ID=" + id, clusterKeyEnv + "=" + key},
 			"--log-level", "warn", "--max-warm", fmt.Sprint(perHost+4))
+		// A client keeps its connections, as an orchestrator sending
+		// hundreds of prompts at once would (http.DefaultClient keeps
+		// two per host: each burst would open hundreds).
+		c.HTTP = benchHTTP
 		clients[id] = c
 	}
 	ctx := context.Background()
@@ -165,8 +181,13 @@ func BenchmarkCluster(b *testing.B) {
 		b.StopTimer()
 		// Subscribers: session i of the first 100, read through the
 		// next host, from its current end.
-		var lat []time.Duration
+		var lat []delivered
 		var latMu sync.Mutex
+		var dumpF *os.File
+		var dumpMu sync.Mutex
+		if p := os.Getenv("AGENTPOOL_BENCH_DUMP"); p != "" {
+			dumpF, _ = os.Create(p)
+		}
 		var got atomic.Int64
 		sctx, cancel := context.WithCancel(ctx)
 		var subs sync.WaitGroup
@@ -184,9 +205,15 @@ func BenchmarkCluster(b *testing.B) {
 			subs.Add(1)
 			go func() {
 				defer subs.Done()
-				var mine []time.Duration
+				var mine []delivered
 				_ = via.Events(sctx, s.id, from, func(ev backends.Event) error {
-					mine = append(mine, time.Since(ev.Time))
+					d := delivered{at: ev.Time, after: time.Since(ev.Time)}
+					mine = append(mine, d)
+					if dumpF != nil {
+						dumpMu.Lock()
+						fmt.Fprintf(dumpF, "%d %.3f %s %s %d\n", ev.Time.UnixMicro(), ms(d.after), ev.Type, s.id, ev.Seq)
+						dumpMu.Unlock()
+					}
 					got.Add(1)
 					if ev.Type == backends.EventTurnEnded {
 						return httpapi.ErrStop
@@ -208,10 +235,14 @@ func BenchmarkCluster(b *testing.B) {
 		start := time.Now()
 		var pw sync.WaitGroup
 		var failed atomic.Int64
-		for _, s := range sessions {
+		for i, s := range sessions {
 			pw.Add(1)
 			go func() {
 				defer pw.Done()
+				if spread > 0 {
+					// Evenly over the spread, in an order that mixes hosts.
+					time.Sleep(time.Duration((i*7919)%len(sessions)) * spread / time.Duration(len(sessions)))
+				}
 				t, err := clients[s.host].Prompt(ctx, s.id, "", "go", true)
 				if err != nil || t.StopReason != "end_turn" {
 					failed.Add(1)
@@ -228,13 +259,30 @@ func BenchmarkCluster(b *testing.B) {
 			evs, _ := clients[s.host].EventLog(ctx, s.id, 0)
 			after += len(evs)
 		}
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		b.ReportMetric(float64(after-before)/wall.Seconds(), "events_per_s")
 		b.ReportMetric(float64(len(sessions)-int(failed.Load())), "sessions_with_turn")
+		if dumpF != nil {
+			dumpF.Close()
+		}
 		if len(lat) > 0 {
-			b.ReportMetric(ms(lat[len(lat)/2]), "delivery_p50_ms")
-			b.ReportMetric(ms(lat[len(lat)*99/100]), "delivery_p99_ms")
-			b.ReportMetric(ms(lat[len(lat)-1]), "delivery_max_ms")
+			var all, first, last, between []time.Duration
+			for _, d := range lat {
+				all = append(all, d.after)
+				switch {
+				case d.at.Before(start.Add(500 * time.Millisecond)):
+					first = append(first, d.after)
+				case d.at.After(start.Add(wall - 500*time.Millisecond)):
+					last = append(last, d.after)
+				default:
+					between = append(between, d.after)
+				}
+			}
+			b.ReportMetric(ms(quantile(all, 0.5)), "delivery_p50_ms")
+			b.ReportMetric(ms(quantile(all, 0.99)), "delivery_p99_ms")
+			b.ReportMetric(ms(quantile(all, 1)), "delivery_max_ms")
+			b.ReportMetric(ms(quantile(first, 0.99)), "delivery_p99_start_ms")
+			b.ReportMetric(ms(quantile(between, 0.99)), "delivery_p99_between_ms")
+			b.ReportMetric(ms(quantile(last, 0.99)), "delivery_p99_end_ms")
 		}
 		b.ReportMetric(float64(got.Load()), "events_subscribed")
 	}
@@ -245,6 +293,25 @@ func BenchmarkCluster(b *testing.B) {
 		b.ReportMetric(ms(fp-dp), "forward_extra_p50_ms")
 	}
 }
+
+// delivered is an event received by a subscriber: its time, and how long
+// after it the subscriber had it.
+type delivered struct {
+	at    time.Time
+	after time.Duration
+}
+
+// quantile returns the q quantile of ds (sorting it), 0 for none.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[min(int(float64(len(ds))*q), len(ds)-1)]
+}
+
+// benchHTTP is the benchmark client's HTTP client.
+var benchHTTP = &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
 
 // benchEnvInt reads an integer setting of a benchmark from the
 // environment, def when unset.

@@ -6,6 +6,12 @@
 // PostgreSQL refuses to run as root, so the cluster runs as the user
 // "postgres" (through runuser) when the tests run as root; otherwise as the
 // test's own user.
+//
+// Two settings help study what the tests and benchmarks make the server
+// do: $AGENTPOOL_PGTEST_OPTS adds server settings to its command line
+// (e.g. "-c log_min_duration_statement=0" logs every statement with its
+// time), and $AGENTPOOL_PGTEST_KEEPLOG=FILE copies the server's log there
+// when the cluster stops.
 package pgtest
 
 import (
@@ -65,6 +71,12 @@ func binDir() (string, error) {
 	return "", errors.New("PostgreSQL server programs (initdb, pg_ctl) not found")
 }
 
+// The settings described in the package's doc.
+const (
+	optsEnv    = "AGENTPOOL_PGTEST_OPTS"
+	keepLogEnv = "AGENTPOOL_PGTEST_KEEPLOG"
+)
+
 // ownerFile, in a cluster's directory, holds the pid and start time (see
 // procStart) of the test process that started it.
 const ownerFile = "owner"
@@ -115,7 +127,7 @@ func Start() (*Cluster, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	opts := fmt.Sprintf("-c listen_addresses='' -c unix_socket_directories=%s -c port=%d -c max_connections=200", dir, port)
+	opts := fmt.Sprintf("-c listen_addresses='' -c unix_socket_directories=%s -c port=%d -c max_connections=200 %s", dir, port, os.Getenv(optsEnv))
 	if err := c.run(ctx, "pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "120", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 		os.RemoveAll(dir)
@@ -148,6 +160,10 @@ func (c *Cluster) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "stop")
+	if p := os.Getenv(keepLogEnv); p != "" {
+		b, rerr := os.ReadFile(filepath.Join(c.dir, "server.log"))
+		err = errors.Join(err, rerr, os.WriteFile(p, b, 0o600))
+	}
 	return errors.Join(err, os.RemoveAll(c.dir))
 }
 
