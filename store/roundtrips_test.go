@@ -441,11 +441,8 @@ func TestPostgresWriterSurvivesKilledConnections(t *testing.T) {
 	}
 	close(stop)
 	kills := <-killed
-	// A connection the server ended while it sat idle in the pool fails
-	// its next use once (pgx pings a reused connection only after 1 s
-	// idle): the checks below read on new ones.
-	s.db.SetMaxIdleConns(0)
-	s.db.SetMaxIdleConns(PostgresConns)
+	// The checks read through the pool, some of whose connections the
+	// server ended while they sat idle: they are dropped, not used.
 	got, err := s.Events(ctx, "s1", 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -592,4 +589,64 @@ func startTurns(tb testing.TB, s *Store, format string, n int) []int64 {
 		turns[i] = t
 	}
 	return turns
+}
+
+// TestPostgresReadsSurviveIdleConnectionsEnded: connections the server
+// ends while they sit idle in the pool (a restart, an administrator, a
+// failover) are dropped when next taken, not handed to a read that then
+// fails: reads made right after, before pgx's ping of connections idle a
+// second, all succeed.
+func TestPostgresReadsSurviveIdleConnectionsEnded(t *testing.T) {
+	loc := testEngines[1].db(t, Config{})
+	ctx := context.Background()
+	s, _ := openTest(t, loc)
+	mustSession(t, s, "s1")
+	admin, err := Open(ctx, Config{URL: loc.URL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	readAll := func(round int) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := s.GetSession(ctx, "s1"); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: read after the server ended idle connections: %v", round, err)
+		}
+	}
+	for round := range 3 {
+		readAll(round) // fills the pool with idle connections
+		if n := s.db.Stats().Idle; n < 2 {
+			t.Fatalf("%d idle connections in the pool; want several", n)
+		}
+		var k int
+		if err := admin.db.GetContext(ctx, &k, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`); err != nil || k == 0 {
+			t.Fatalf("ended %d connections: %v", k, err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			var left int
+			if err := admin.db.GetContext(ctx, &left, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`); err != nil {
+				t.Fatal(err)
+			}
+			if left == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections still there", left)
+			}
+		}
+		readAll(round)
+	}
 }

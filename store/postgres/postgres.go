@@ -7,15 +7,18 @@ package postgres
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -185,6 +188,48 @@ func (c rebindConn) ExecContext(ctx context.Context, query string, args []driver
 // QueryContext runs query.
 func (c rebindConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	return c.Conn.QueryContext(ctx, Rebind(query), args)
+}
+
+// ResetSession readies the connection for its next use from the pool:
+// pgx's own checks (an open transaction, a ping after a second idle), then
+// a look at its socket, without waiting, for what a connection idle in the
+// pool must not have: the server's end of it (a restart, an administrator,
+// a failover) or a message it sent meanwhile (the error that says why it
+// ends the connection). Either makes database/sql drop the connection and
+// take another, rather than fail the statement it was taken for.
+func (c rebindConn) ResetSession(ctx context.Context) error {
+	if err := c.Conn.ResetSession(ctx); err != nil {
+		return err
+	}
+	if endedOrSpoke(c.Conn.Conn().PgConn().Conn()) {
+		return driver.ErrBadConn
+	}
+	return nil
+}
+
+// endedOrSpoke says whether c, a connection nobody reads, was closed by
+// its peer or has bytes waiting, looking at its socket without reading or
+// waiting (MSG_PEEK|MSG_DONTWAIT). A connection it cannot look at passes.
+func endedOrSpoke(c net.Conn) bool {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	bad := false
+	var buf [1]byte
+	err = raw.Read(func(fd uintptr) bool {
+		n, _, rerr := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		bad = n > 0 || (rerr == nil && n == 0) || (rerr != nil && !errors.Is(rerr, syscall.EAGAIN) && !errors.Is(rerr, syscall.EINTR))
+		return true // never wait for the socket to be readable
+	})
+	return bad || err != nil
 }
 
 // Rebind rewrites SQLite's placeholders in query to PostgreSQL's: ?N to $N

@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestRebind: SQLite's placeholders become PostgreSQL's; quoted text and
@@ -40,5 +43,54 @@ func TestPasswordFile(t *testing.T) {
 	}
 	if _, err := ReadPasswordFile(loose); err == nil {
 		t.Error("ReadPasswordFile(0604) error = nil; want a refusal")
+	}
+}
+
+// TestEndedOrSpoke: a connection idle with nothing to read passes; one
+// whose peer sent bytes, or closed it, does not; the look reads nothing.
+func TestEndedOrSpoke(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pair := func() (net.Conn, net.Conn) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(); p.Close() })
+		return c, p
+	}
+	waitFor := func(c net.Conn, want bool, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); endedOrSpoke(c) != want; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: endedOrSpoke = %v; want %v", what, !want, want)
+			}
+		}
+	}
+	c, p := pair()
+	if endedOrSpoke(c) {
+		t.Error("an idle connection with nothing to read was taken for ended")
+	}
+	if _, err := p.Write([]byte("E")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(c, true, "the peer sent a byte")
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(c, buf); err != nil || buf[0] != 'E' {
+		t.Errorf("the byte looked at was consumed: read %q, %v", buf, err)
+	}
+	waitFor(c, false, "the byte read")
+	c2, p2 := pair()
+	p2.Close()
+	waitFor(c2, true, "the peer closed")
+	if endedOrSpoke(&net.UnixConn{}) {
+		t.Error("a connection whose socket cannot be looked at was taken for ended")
 	}
 }
