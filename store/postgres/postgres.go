@@ -224,10 +224,12 @@ func endedOrSpoke(c net.Conn) bool {
 	}
 	bad := false
 	var buf [1]byte
-	err = raw.Read(func(fd uintptr) bool {
+	// Control, not Read: pgx may have a reader of its own parked on the
+	// socket (its background reader), which holds the read lock until
+	// bytes come; the look must not wait for it.
+	err = raw.Control(func(fd uintptr) {
 		n, _, rerr := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		bad = n > 0 || (rerr == nil && n == 0) || (rerr != nil && !errors.Is(rerr, syscall.EAGAIN) && !errors.Is(rerr, syscall.EINTR))
-		return true // never wait for the socket to be readable
 	})
 	return bad || err != nil
 }

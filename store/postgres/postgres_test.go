@@ -90,6 +90,22 @@ func TestEndedOrSpoke(t *testing.T) {
 	c2, p2 := pair()
 	p2.Close()
 	waitFor(c2, true, "the peer closed")
+	// A reader parked on the socket (pgx's background reader) holds its
+	// read lock: the look does not wait for it.
+	c3, p3 := pair()
+	go func() { _, _ = c3.Read(make([]byte, 1)) }()
+	time.Sleep(20 * time.Millisecond)
+	looked := make(chan bool, 1)
+	go func() { looked <- endedOrSpoke(c3) }()
+	select {
+	case bad := <-looked:
+		if bad {
+			t.Error("an idle connection with a reader parked on it was taken for ended")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the look waited for the reader parked on the socket")
+	}
+	p3.Close()
 	if endedOrSpoke(&net.UnixConn{}) {
 		t.Error("a connection whose socket cannot be looked at was taken for ended")
 	}
