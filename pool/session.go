@@ -39,7 +39,7 @@ type session struct {
 	budget    *backends.Budget
 	budgetGen int64
 	// keys is the number of each turn started by a prompt carrying a
-	// key, by key, once read (nil before; see turnOfKey); keysGen counts
+	// key, by key, once read (nil before; see keyStarted); keysGen counts
 	// the keyed turns stored, and the failed attempts.
 	keys    map[string]int64
 	keysGen int64

@@ -78,7 +78,7 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 		// Sent again: the turn this key started, running or ended (on
 		// this host or, before a move, on another). One still being
 		// started here is s.turn, below.
-		_, found, err := p.turnOfKey(ctx, s, req.Key)
+		found, err := p.keyStarted(ctx, s, req.Key)
 		if err != nil {
 			return Turn{}, fmt.Errorf("turn of prompt key %q: %w", req.Key, err)
 		}
@@ -148,31 +148,30 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 	return p.launchTurn(s, tr, t)
 }
 
-// turnOfKey returns the number of the turn of s that a prompt carrying
-// key started and the store committed, if any. The session's keys are
-// read from the store once and then kept with it: only the host that
-// holds a session starts its turns, and it notes each one (noteKeyedTurn),
-// so a prompt costs no read.
-func (p *Pool) turnOfKey(ctx context.Context, s *session, key string) (int64, bool, error) {
+// keyStarted says whether a prompt carrying key started a turn of s that
+// the store committed. The session's keys are read from the store once
+// and then kept with it: only the host that holds a session starts its
+// turns, and it notes each one (noteKeyedTurn), so a prompt costs no read.
+func (p *Pool) keyStarted(ctx context.Context, s *session, key string) (bool, error) {
 	s.mu.Lock()
 	if s.keys != nil {
-		n, ok := s.keys[key]
+		_, ok := s.keys[key]
 		s.mu.Unlock()
-		return n, ok, nil
+		return ok, nil
 	}
 	gen := s.keysGen
 	s.mu.Unlock()
 	keys, err := p.cfg.Store.TurnKeys(ctx, s.id)
 	if err != nil {
-		return 0, false, err
+		return false, err
 	}
 	s.mu.Lock()
 	if s.keysGen == gen { // no keyed turn stored while they were read
 		s.keys = keys
 	}
 	s.mu.Unlock()
-	n, ok := keys[key]
-	return n, ok, nil
+	_, ok := keys[key]
+	return ok, nil
 }
 
 // noteKeyedTurn notes turn id of s, that a prompt carrying key started,
