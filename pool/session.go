@@ -34,15 +34,11 @@ type session struct {
 	// lost (Release): closed is set with it, to keep prompts and agents
 	// out, but the session is not closed.
 	moving bool
-	// budget is the session's own budget as stored, once read (nil
-	// before; see sessionBudget); budgetGen counts its changes.
-	budget    *backends.Budget
-	budgetGen int64
-	// keys is the number of each turn started by a prompt carrying a
-	// key, by key, once read (nil before; see keyStarted); keysGen counts
-	// the keyed turns stored, and the failed attempts.
-	keys    map[string]int64
-	keysGen int64
+	// budget is the session's own budget as stored, and keys the number
+	// of each turn a prompt carrying a key started, by key (see
+	// sessionBudget, keyStarted).
+	budget kept[backends.Budget]
+	keys   kept[map[string]int64]
 }
 
 // state is what Merge and CommitWork check of s in one hold of its lock:

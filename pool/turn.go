@@ -153,24 +153,13 @@ func (p *Pool) StartPrompt(ctx context.Context, req PromptRequest) (Turn, error)
 // and then kept with it: only the host that holds a session starts its
 // turns, and it notes each one (noteKeyedTurn), so a prompt costs no read.
 func (p *Pool) keyStarted(ctx context.Context, s *session, key string) (bool, error) {
-	s.mu.Lock()
-	if s.keys != nil {
-		_, ok := s.keys[key]
-		s.mu.Unlock()
-		return ok, nil
-	}
-	gen := s.keysGen
-	s.mu.Unlock()
-	keys, err := p.cfg.Store.TurnKeys(ctx, s.id)
+	keys, err := s.keys.get(&s.mu, func() (map[string]int64, error) { return p.cfg.Store.TurnKeys(ctx, s.id) })
 	if err != nil {
 		return false, err
 	}
 	s.mu.Lock()
-	if s.keysGen == gen { // no keyed turn stored while they were read
-		s.keys = keys
-	}
-	s.mu.Unlock()
 	_, ok := keys[key]
+	s.mu.Unlock()
 	return ok, nil
 }
 
@@ -185,12 +174,11 @@ func (p *Pool) noteKeyedTurn(s *session, key string, id int64, err error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err == nil && s.keys != nil {
-		s.keys[key] = id
+	if err == nil && s.keys.val != nil {
+		(*s.keys.val)[key] = id
 		return
 	}
-	s.keys = nil
-	s.keysGen++
+	s.keys.forget()
 }
 
 // newTurnRun is the run of a turn of agent that req asks for, not yet

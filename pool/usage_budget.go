@@ -149,24 +149,7 @@ func (p *Pool) refuseOverBudget(ctx context.Context, s *session, agent string, p
 // store once and kept with the session, which this host alone changes
 // while it holds it (see setSessionBudget): a prompt costs no read.
 func (p *Pool) sessionBudget(ctx context.Context, s *session) (backends.Budget, error) {
-	s.mu.Lock()
-	if s.budget != nil {
-		b := *s.budget
-		s.mu.Unlock()
-		return b, nil
-	}
-	gen := s.budgetGen
-	s.mu.Unlock()
-	b, err := p.cfg.Usage.SessionBudget(ctx, s.id)
-	if err != nil {
-		return backends.Budget{}, err
-	}
-	s.mu.Lock()
-	if s.budgetGen == gen { // not changed while it was read
-		s.budget = &b
-	}
-	s.mu.Unlock()
-	return b, nil
+	return s.budget.get(&s.mu, func() (backends.Budget, error) { return p.cfg.Usage.SessionBudget(ctx, s.id) })
 }
 
 // setSessionBudget stores b as the budget of s. What sessionBudget kept
@@ -175,8 +158,7 @@ func (p *Pool) sessionBudget(ctx context.Context, s *session) (backends.Budget, 
 func (p *Pool) setSessionBudget(ctx context.Context, s *session, b backends.Budget) error {
 	forget := func() {
 		s.mu.Lock()
-		s.budget = nil
-		s.budgetGen++
+		s.budget.forget()
 		s.mu.Unlock()
 	}
 	forget()
