@@ -153,9 +153,14 @@ func (a *agent) write(v any) {
 }
 
 func (a *agent) writeRaw(b []byte) {
+	a.writeLines(append(b, '\n'))
+}
+
+// writeLines writes b, whole lines each ending in a newline, in one write.
+func (a *agent) writeLines(b []byte) {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
-	_, _ = a.out.Write(append(b, '\n'))
+	_, _ = a.out.Write(b)
 }
 
 func (a *agent) respond(id json.RawMessage, result any) {

@@ -51,7 +51,7 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 			fmt.Fprintln(a.stderr, "fake agent: marshal:", err)
 			return false
 		}
-		a.writeRaw(burst)
+		a.writeLines(burst)
 	case s.Chunks > 0:
 		start := time.Now()
 		for i := 0; i < s.Chunks; i++ {
@@ -305,24 +305,24 @@ func (a *agent) terminal(t Terminal) {
 	}
 }
 
-// burst returns n chunk updates of the current session, a line each, as
-// one write. The last one made is kept: a benchmark's agent sends the
-// same burst many times a second, and its cost is the machine's.
+// burst returns n chunk updates of the current session, a line each (the
+// last one ending in a newline too), as one write. The last one made is
+// kept: a benchmark's agent sends the same burst many times a second, and
+// its cost is the machine's.
 func (a *agent) burst(n int) ([]byte, error) {
-	params := a.updateParams(textUpdate("agent_message_chunk", "c"))
-	sid, _ := params["sessionId"].(string)
 	a.mu.Lock()
+	sid := a.sessionID
 	if b := a.lastBurst; b.sid == sid && b.n == n && b.lines != nil {
 		a.mu.Unlock()
 		return b.lines, nil
 	}
 	a.mu.Unlock()
+	params := map[string]any{"sessionId": sid, "update": textUpdate("agent_message_chunk", "c")}
 	line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": params})
 	if err != nil {
 		return nil, err
 	}
 	lines := bytes.Repeat(append(line, '\n'), n)
-	lines = lines[: len(lines)-1 : len(lines)-1]
 	a.mu.Lock()
 	a.lastBurst.sid, a.lastBurst.n, a.lastBurst.lines = sid, n, lines
 	a.mu.Unlock()
