@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -150,9 +151,12 @@ const forwardWatchEvery = 2 * time.Second
 
 // watchOwner checks every forwardWatchEvery, until done, that host still
 // owns session; when another host does, it says which on moved and cuts
-// the forward.
+// the forward. Its first check comes at a random moment of the first
+// period: forwards begun together (a client opening a hundred streams at
+// once) would otherwise read their leases together, every period, for as
+// long as they last.
 func (s *Server) watchOwner(ctx context.Context, session string, host ClusterHost, done <-chan struct{}, moved chan<- ClusterHost, cut func()) {
-	t := time.NewTicker(forwardWatchEvery)
+	t := time.NewTimer(rand.N(forwardWatchEvery))
 	defer t.Stop()
 	for {
 		select {
@@ -161,6 +165,7 @@ func (s *Server) watchOwner(ctx context.Context, session string, host ClusterHos
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			t.Reset(forwardWatchEvery)
 		}
 		now, self, err := s.cfg.Cluster.Owner(ctx, session)
 		if err != nil || (!self && now.ID == host.ID) {
