@@ -10,8 +10,10 @@
 // Two settings help study what the tests and benchmarks make the server
 // do: $AGENTPOOL_PGTEST_OPTS adds server settings to its command line
 // (e.g. "-c log_min_duration_statement=0" logs every statement with its
-// time), and $AGENTPOOL_PGTEST_KEEPLOG=FILE copies the server's log there
-// when the cluster stops.
+// time; pg_ctl hands that line to a shell, so a value with a shell's
+// characters, such as "|", must be quoted within it), and
+// $AGENTPOOL_PGTEST_KEEPLOG=FILE copies the server's log there when the
+// cluster stops.
 package pgtest
 
 import (
