@@ -192,6 +192,9 @@ func BenchmarkCluster(b *testing.B) {
 	figures := map[string][]float64{}
 	var names []string
 	round := func(prefix string, timed bool) {
+		if timed {
+			b.StopTimer() // the subscribers' set-up is not the round's
+		}
 		report := func(v float64, unit string) {
 			if figures[prefix+unit] == nil {
 				names = append(names, prefix+unit)
@@ -284,7 +287,17 @@ func BenchmarkCluster(b *testing.B) {
 		if timed {
 			b.StopTimer()
 		}
-		ended.Wait()
+		// Every subscriber has had its turn's end, or stops waiting for
+		// it a while after the prompts have all been answered (a turn
+		// that did not end counts against sessions_with_turn, and its
+		// events are missing from events_subscribed).
+		allEnded := make(chan struct{})
+		go func() { ended.Wait(); close(allEnded) }()
+		select {
+		case <-allEnded:
+		case <-time.After(30 * time.Second):
+			b.Errorf("some subscribers had no turn.ended 30 s after every prompt was answered")
+		}
 		cancel()
 		subs.Wait()
 		after := 0
