@@ -79,7 +79,9 @@ type realHost struct {
 	client     *httpapi.Client
 }
 
-func newRealHost(t *testing.T, c *realCluster, id, repo string) *realHost {
+// newRealHost starts host id of cluster c on repo; each of opts may change
+// the server's configuration, given the host's store.
+func newRealHost(t *testing.T, c *realCluster, id, repo string, opts ...func(*httpapi.Config, *store.Store)) *realHost {
 	t.Helper()
 	dir := t.TempDir()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -116,8 +118,12 @@ func newRealHost(t *testing.T, c *realCluster, id, repo string) *realHost {
 		t.Fatal(err)
 	}
 	token := "token-of-" + id + "-0123456789"
-	srv, err := httpapi.New(httpapi.Config{Pool: p, Registry: reg, Token: token, Logger: quiet, Heartbeat: time.Hour,
-		Cluster: hostView{c: c, self: id}})
+	cfg := httpapi.Config{Pool: p, Registry: reg, Token: token, Logger: quiet, Heartbeat: time.Hour,
+		Cluster: hostView{c: c, self: id}}
+	for _, o := range opts {
+		o(&cfg, st)
+	}
+	srv, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

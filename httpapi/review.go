@@ -132,7 +132,7 @@ func (s *Server) review(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusAccepted, t)
 		return nil
 	}
-	return s.waitTurn(w, r, id, t.ID)
+	return s.waitTurn(w, r, id, t.ID, true)
 }
 
 // checkComment validates comment i against the session's diff d (files

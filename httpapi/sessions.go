@@ -245,7 +245,9 @@ func (s *Server) prompt(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusAccepted, t)
 		return nil
 	}
-	return s.waitTurn(w, r, id, t.ID)
+	// A turn a prompt started has no review: reviews belong to the turns
+	// the review endpoint starts.
+	return s.waitTurn(w, r, id, t.ID, false)
 }
 
 // IdempotencyKeyHeader carries the key a client chose for a prompt: the
@@ -270,13 +272,18 @@ func idempotencyKey(r *http.Request) (string, error) {
 	return k, nil
 }
 
-// waitTurn answers with the turn once it has ended.
-func (s *Server) waitTurn(w http.ResponseWriter, r *http.Request, id string, turn int64) error {
+// waitTurn answers with the turn once it has ended, with its review
+// (judged) when reviews is set.
+func (s *Server) waitTurn(w http.ResponseWriter, r *http.Request, id string, turn int64, reviews bool) error {
 	ctx, cancel := s.longContext(r)
 	defer cancel()
 	t, err := s.pool.WaitTurn(ctx, id, turn)
 	if err != nil {
 		return s.shutdownErr(err)
+	}
+	if !reviews {
+		writeJSON(w, http.StatusOK, t)
+		return nil
 	}
 	one := []pool.Turn{t}
 	if err := s.withReviews(ctx, id, one); err != nil {
@@ -336,7 +343,7 @@ func (s *Server) turn(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	if wait {
-		return s.waitTurn(w, r, id, n)
+		return s.waitTurn(w, r, id, n, true)
 	}
 	list, err := s.pool.Turns(r.Context(), id)
 	if err != nil {
