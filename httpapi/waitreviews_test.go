@@ -14,7 +14,7 @@ import (
 
 // countedReviews counts the reads of a session's reviews.
 type countedReviews struct {
-	next httpapi.Reviews
+	next  httpapi.Reviews
 	reads atomic.Int64
 }
 
