@@ -24,33 +24,44 @@ import (
 // BenchmarkCluster runs three built daemons on one PostgreSQL store,
 // 100 sessions of the demo agent on each, every agent warm, and 100 SSE
 // subscribers spread over the hosts (each reading a session of one host
-// through another, so through forwarding). A round prompts all 300
-// sessions at once, each turn streaming `chunks` message chunks at
-// `rate` a second (300 × 20 = 6,000 events/s offered; a rate of 0 is as
-// fast as the agents can), and waits for every turn to end; the
-// subscribers keep their streams open until the round is over, as a page
-// watching a session would. The sessions' first turn is a round of its
-// own, reported apart with its figures named first_turn_* (every agent's
-// first prompt, and each session's first events through the daemons);
-// then each iteration is a round, the figures below their median over
-// the iterations. Reported:
-// events_per_s (events stored by all hosts over the iteration's wall
-// time), delivery p50/p99/max (event time to its arrival at a
-// subscriber), and whether every session got its turn. It also measures
-// a prompt sent to the owner against one sent to another host that
-// forwards it (prompt_owner_p50_ms, prompt_forwarded_p50_ms,
-// forward_extra_p50_ms), and the time from the first create to every
-// agent warm (create_to_all_warm_s). Run it with -benchtime 1x (or Nx
-// for the median of N rounds); it needs PostgreSQL.
+// through another, so through forwarding), each turn streaming `chunks`
+// message chunks at `rate` a second (300 × 20 = 6,000 events/s offered;
+// a rate of 0 is as fast as the agents can). The subscribers keep their
+// streams open until the round is over, as a page watching a session
+// would.
 //
-// The delivery p99 is also reported for the events of the first and the
-// last half second (delivery_p99_start_ms, delivery_p99_end_ms: the turns
-// starting and ending at once) and for those between. For a closer look:
-// AGENTPOOL_BENCH_DUMP=FILE writes one line per event received (its time
-// in µs, its delay in ms, type, session, seq), and
-// AGENTPOOL_BENCH_SPREAD_MS=N sends the prompts evenly over N ms instead
-// of at once, and AGENTPOOL_BENCH_ARGS adds arguments to each daemon's
-// serve (e.g. "--lease-ttl 90s").
+// It runs two kinds of round. A steady round keeps every session in
+// turns, each prompt sent as the last one's answer comes, the sessions'
+// first prompts spread evenly over one turn's length (as many users and
+// orchestrators prompting independently do): its figures, without a
+// prefix, are those of its steady window, from one turn's length after
+// the round's start to AGENTPOOL_BENCH_STEADY_S (10) seconds later, no
+// session starting a turn after it. A burst round prompts all 300
+// sessions at once and waits for every turn to end: the 300 turns start
+// and end together. The sessions' first turn is a burst round of its
+// own, reported as first_turn_* (every agent's first prompt, and each
+// session's first events through the daemons); then each iteration is a
+// burst round (burst_*) and a steady round, each figure the median over
+// the iterations. Reported: events_per_s (events stored by all hosts
+// over the steady window, or over a burst round's wall time), delivery
+// p50/p99/max (event time to its arrival at a subscriber, for the events
+// of the window), turns, and how many sessions had every turn end
+// normally (sessions_with_turn). It also measures a prompt sent to the
+// owner against one sent to another host that forwards it
+// (prompt_owner_p50_ms, prompt_forwarded_p50_ms, forward_extra_p50_ms),
+// and the time from the first create to every agent warm
+// (create_to_all_warm_s). Run it with -benchtime 1x (or Nx for the
+// median of N iterations); it needs PostgreSQL.
+//
+// A burst round also reports its delivery p99 for the events of its
+// first and last half second (delivery_p99_start_ms,
+// delivery_p99_end_ms: the turns starting and ending at once) and for
+// those between. For a closer look: AGENTPOOL_BENCH_DUMP=FILE writes one
+// line per event a subscriber received in the last round (its time in
+// µs, its delay in ms, type, session, seq),
+// AGENTPOOL_BENCH_SPREAD_MS=N sends a burst round's prompts evenly over
+// N ms instead of at once, and AGENTPOOL_BENCH_ARGS adds arguments to
+// each daemon's serve (e.g. "--lease-ttl 90s").
 func BenchmarkCluster(b *testing.B) {
 	const chunks = 100
 	rate := benchEnvInt(b, "AGENTPOOL_BENCH_RATE", 20)
@@ -66,6 +77,13 @@ func BenchmarkCluster(b *testing.B) {
 	var steps []agenttest.Step
 	stepMs := benchEnvInt(b, "AGENTPOOL_BENCH_STEP_MS", 100)
 	spread := time.Duration(benchEnvInt(b, "AGENTPOOL_BENCH_SPREAD_MS", 0)) * time.Millisecond
+	steadyS := time.Duration(benchEnvInt(b, "AGENTPOOL_BENCH_STEADY_S", 10)) * time.Second
+	// A turn's length: its chunks at rate a second (as fast as the
+	// agents can: a steady round then starts its sessions together).
+	var turnLen time.Duration
+	if rate > 0 {
+		turnLen = time.Duration(chunks) * time.Second / time.Duration(rate)
+	}
 	for sent := 0; sent < chunks; {
 		n := min(max(rate*stepMs/1000, 1), chunks-sent)
 		if rate == 0 {
@@ -185,13 +203,16 @@ func BenchmarkCluster(b *testing.B) {
 		dp, fp = median(direct), median(forwarded)
 	}
 
-	// round prompts every session once while the subscribers read, and
+	// round runs the sessions' turns while the subscribers read, and
 	// notes its figures, their names prefixed with prefix; timed says
-	// whether the benchmark's clock runs through it. Each figure is
-	// reported as the median of the rounds.
+	// whether the benchmark's clock runs through it. A burst round
+	// prompts every session once, all at once; a steady round keeps
+	// every session in turns back to back (see steadyS) and measures
+	// only its steady window. Each figure is reported as the median of
+	// the rounds.
 	figures := map[string][]float64{}
 	var names []string
-	round := func(prefix string, timed bool) {
+	round := func(prefix string, steady, timed bool) {
 		if timed {
 			b.StopTimer() // the subscribers' set-up is not the round's
 		}
@@ -201,8 +222,17 @@ func BenchmarkCluster(b *testing.B) {
 			}
 			figures[prefix+unit] = append(figures[prefix+unit], v)
 		}
+		// Where each session's log ends before the round.
+		from := make([]int64, len(sessions))
+		for i, s := range sessions {
+			evs, err := clients[s.host].EventLog(ctx, s.id, 0)
+			if err != nil || len(evs) == 0 {
+				b.Fatalf("event log of %s: %d events, %v", s.id, len(evs), err)
+			}
+			from[i] = evs[len(evs)-1].Seq
+		}
 		// Subscribers: session i of the first 100, read through the
-		// next host, from its current end.
+		// next host, from the log's end.
 		var lat []delivered
 		var latMu sync.Mutex
 		var dumpF *os.File
@@ -212,29 +242,25 @@ func BenchmarkCluster(b *testing.B) {
 		}
 		var got atomic.Int64
 		sctx, cancel := context.WithCancel(ctx)
-		// subs ends with the subscribers, ended once each has had its
-		// turn's end.
-		var subs, ended sync.WaitGroup
+		var subs sync.WaitGroup
+		// lastEnded[i] is the last turn whose turn.ended the session's
+		// subscriber had, lastTurn[i] the last turn its prompts started.
+		lastEnded := make([]atomic.Int64, len(sessions))
+		lastTurn := make([]int64, len(sessions))
+		var subscribed []int
 		for i := range subscribers {
-			s := sessions[i*len(sessions)/subscribers]
+			si := i * len(sessions) / subscribers
+			subscribed = append(subscribed, si)
+			s := sessions[si]
 			via := clients[ids[(indexOf(ids, s.host)+1)%len(ids)]]
 			if direct := os.Getenv("AGENTPOOL_BENCH_DIRECT") != ""; direct {
 				via = clients[s.host] // the owner's own stream, for comparison
 			}
-			evs, err := clients[s.host].EventLog(ctx, s.id, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			from := evs[len(evs)-1].Seq
 			subs.Add(1)
-			ended.Add(1)
 			go func() {
 				defer subs.Done()
-				var once sync.Once
-				end := func() { once.Do(ended.Done) }
-				defer end()
 				var mine []delivered
-				_ = via.Events(sctx, s.id, from, func(ev backends.Event) error {
+				_ = via.Events(sctx, s.id, from[si], func(ev backends.Event) error {
 					d := delivered{at: ev.Time, after: time.Since(ev.Time)}
 					mine = append(mine, d)
 					if dumpF != nil {
@@ -247,7 +273,7 @@ func BenchmarkCluster(b *testing.B) {
 						// The stream stays open, as a page watching
 						// the session keeps it: the round's streams
 						// end together once it is over.
-						end()
+						lastEnded[si].Store(ev.Turn)
 					}
 					return nil
 				})
@@ -257,27 +283,46 @@ func BenchmarkCluster(b *testing.B) {
 			}()
 		}
 		time.Sleep(500 * time.Millisecond)
-		before := 0
-		for _, s := range sessions {
-			evs, _ := clients[s.host].EventLog(ctx, s.id, 0)
-			before += len(evs)
-		}
 		if timed {
 			b.StartTimer()
 		}
 		start := time.Now()
+		// A steady round's window: from the moment every session is in
+		// its turns (its first turn started one turn's length after the
+		// round's start at the latest) to steadyS later. A session
+		// starts no turn after the window, so the turns end after it, as
+		// spread as they started.
+		ws, we := start.Add(turnLen), start.Add(turnLen+steadyS)
 		var pw sync.WaitGroup
-		var failed atomic.Int64
+		var failed, turns atomic.Int64
 		for i, s := range sessions {
 			pw.Add(1)
 			go func() {
 				defer pw.Done()
-				if spread > 0 {
-					// Evenly over the spread, in an order that mixes hosts.
-					time.Sleep(time.Duration((i*7919)%len(sessions)) * spread / time.Duration(len(sessions)))
+				var offset time.Duration
+				switch {
+				case steady:
+					// Evenly over a turn's length, in an order that
+					// mixes hosts.
+					offset = time.Duration((i*7919)%len(sessions)) * turnLen / time.Duration(len(sessions))
+				case spread > 0:
+					offset = time.Duration((i*7919)%len(sessions)) * spread / time.Duration(len(sessions))
 				}
-				t, err := clients[s.host].Prompt(ctx, s.id, "", "go", true)
-				if err != nil || t.StopReason != "end_turn" {
+				time.Sleep(offset)
+				ok := true
+				for {
+					t, err := clients[s.host].Prompt(ctx, s.id, "", "go", true)
+					if err != nil || t.StopReason != "end_turn" {
+						ok = false
+						break
+					}
+					lastTurn[i] = t.ID
+					turns.Add(1)
+					if !steady || time.Now().After(we) {
+						break
+					}
+				}
+				if !ok {
 					failed.Add(1)
 				}
 			}()
@@ -287,60 +332,93 @@ func BenchmarkCluster(b *testing.B) {
 		if timed {
 			b.StopTimer()
 		}
-		// Every subscriber has had its turn's end, or stops waiting for
-		// it a while after the prompts have all been answered (a turn
-		// that did not end counts against sessions_with_turn, and its
-		// events are missing from events_subscribed).
-		allEnded := make(chan struct{})
-		go func() { ended.Wait(); close(allEnded) }()
-		select {
-		case <-allEnded:
-		case <-time.After(30 * time.Second):
-			b.Errorf("some subscribers had no turn.ended 30 s after every prompt was answered")
+		// Every subscriber has had the end of its session's last turn,
+		// or stops waiting for it a while after the prompts have all
+		// been answered (a turn that did not end counts against
+		// sessions_with_turn, and its events are missing from
+		// events_subscribed).
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			waiting := 0
+			for _, si := range subscribed {
+				if lastEnded[si].Load() < lastTurn[si] {
+					waiting++
+				}
+			}
+			if waiting == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Errorf("%d subscribers had no turn.ended of their session's last turn 30 s after every prompt was answered", waiting)
+				break
+			}
 		}
 		cancel()
 		subs.Wait()
-		after := 0
-		for _, s := range sessions {
-			evs, _ := clients[s.host].EventLog(ctx, s.id, 0)
-			after += len(evs)
+		stored, inWindow := 0, 0
+		for i, s := range sessions {
+			evs, err := clients[s.host].EventLog(ctx, s.id, from[i])
+			if err != nil {
+				b.Fatal(err)
+			}
+			stored += len(evs)
+			for _, ev := range evs {
+				if !ev.Time.Before(ws) && ev.Time.Before(we) {
+					inWindow++
+				}
+			}
 		}
-		report(float64(after-before)/wall.Seconds(), "events_per_s")
+		if steady {
+			report(float64(inWindow)/steadyS.Seconds(), "events_per_s")
+		} else {
+			report(float64(stored)/wall.Seconds(), "events_per_s")
+		}
 		report(float64(len(sessions)-int(failed.Load())), "sessions_with_turn")
+		report(float64(turns.Load()), "turns")
 		if dumpF != nil {
 			dumpF.Close()
 		}
-		if len(lat) > 0 {
-			var all, first, last, between []time.Duration
-			for _, d := range lat {
-				all = append(all, d.after)
-				switch {
-				case d.at.Before(start.Add(500 * time.Millisecond)):
-					first = append(first, d.after)
-				case d.at.After(start.Add(wall - 500*time.Millisecond)):
-					last = append(last, d.after)
-				default:
-					between = append(between, d.after)
+		var all, first, last, between []time.Duration
+		for _, d := range lat {
+			switch {
+			case steady:
+				if !d.at.Before(ws) && d.at.Before(we) {
+					all = append(all, d.after)
 				}
+				continue
+			case d.at.Before(start.Add(500 * time.Millisecond)):
+				first = append(first, d.after)
+			case d.at.After(start.Add(wall - 500*time.Millisecond)):
+				last = append(last, d.after)
+			default:
+				between = append(between, d.after)
 			}
+			all = append(all, d.after)
+		}
+		if len(all) > 0 {
 			report(ms(quantile(all, 0.5)), "delivery_p50_ms")
 			report(ms(quantile(all, 0.99)), "delivery_p99_ms")
 			report(ms(quantile(all, 1)), "delivery_max_ms")
+		}
+		if !steady && len(all) > 0 {
 			report(ms(quantile(first, 0.99)), "delivery_p99_start_ms")
 			report(ms(quantile(between, 0.99)), "delivery_p99_between_ms")
 			report(ms(quantile(last, 0.99)), "delivery_p99_end_ms")
 		}
+		report(float64(len(all)), "events_measured")
 		report(float64(got.Load()), "events_subscribed")
 	}
 	// The sessions' first turn is every agent's first prompt, and the
 	// first events of each session through the daemons (a process's
 	// first allocations, its first JSON of each kind, the session's
-	// prompt keys read once): reported apart, as first_turn_*. The
-	// figures without a prefix are those of the turns after it.
-	round("first_turn_", false)
+	// prompt keys read once): reported apart, as first_turn_*, a burst
+	// round. Then each iteration is a burst round (burst_*: the 300
+	// turns start and end together) and a steady one (the figures
+	// without a prefix).
+	round("first_turn_", false, false)
 	b.ResetTimer()
 	for range b.N {
-		round("", true)
+		round("burst_", false, false)
+		round("", true, true)
 	}
 	for _, name := range names {
 		v := figures[name]
