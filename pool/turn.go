@@ -319,11 +319,17 @@ func (p *Pool) WaitTurn(ctx context.Context, id string, turn int64) (Turn, error
 			return Turn{}, ctx.Err()
 		}
 	}
+	// Ended already (a quick turn may end before its waiter comes): the
+	// stored turn, with its usage as the running turn's result has it.
 	t, err := p.cfg.Store.GetTurn(ctx, id, turn)
 	if err != nil {
 		return Turn{}, fmt.Errorf("turn %d of session %q: %w", turn, id, ErrNoTurn)
 	}
-	return t, nil
+	one := []Turn{t}
+	if err := p.turnUsage(ctx, id, one); err != nil {
+		return Turn{}, err
+	}
+	return one[0], nil
 }
 
 func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {

@@ -71,6 +71,41 @@ func TestUsageRecordedPerTurnSessionAndProvider(t *testing.T) {
 	}
 }
 
+// A waiter that comes after its turn ended (a quick turn can end before
+// the prompt's caller starts waiting) gets the turn with its usage, as one
+// that waited while it ran.
+func TestWaitTurnAfterItEndedHasItsUsage(t *testing.T) {
+	script := agenttest.Script{Turns: []agenttest.Turn{
+		{Steps: []agenttest.Step{{Chunk: "one"}}, Usage: json.RawMessage(`{"inputTokens":7,"outputTokens":3}`)},
+	}}
+	e := newEnv(t, map[string]any{"fake": providerEntry(script)}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := e.session("fake")
+	started, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s.ID, Text: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		sess, err := e.p.Get(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sess.Busy {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the turn did not end")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	got, err := e.p.WaitTurn(ctx, s.ID, started.ID)
+	if err != nil || got.EndedAt == nil || got.Usage == nil || got.Usage.Total != 10 {
+		t.Errorf("WaitTurn after the end = %+v (usage %+v), %v; want the ended turn with 10 tokens", got, got.Usage, err)
+	}
+}
+
 func TestSessionBudgetRefusesAndCancels(t *testing.T) {
 	script := agenttest.Script{Turns: []agenttest.Turn{
 		{Steps: []agenttest.Step{usageUpdate(10, 100, 0.3, "USD")}, Usage: json.RawMessage(`{"inputTokens":40,"outputTokens":10}`)},
