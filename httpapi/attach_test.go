@@ -293,9 +293,12 @@ func assertEnd(t *testing.T, v *viewer, reason string) {
 }
 
 // A viewer that reads nothing is cut off and never holds up the program
-// or the other viewers.
+// or the other viewers. The program's output comes in short bursts, each
+// a fraction of what the viewer buffer holds, so that the viewer that
+// reads keeps up even when the test process waits for a CPU for a
+// moment, while the one that reads nothing falls behind by far more.
 func TestAttachSlowViewer(t *testing.T) {
-	b := newBash(t, func(c *pty.Config) { c.ViewerBuffer = 4 })
+	b := newBash(t, func(c *pty.Config) { c.ViewerBuffer = 16 })
 	e := attachEnv(t, b, func(c *Config) { c.WriteTimeout = 300 * time.Millisecond })
 	// The server's socket buffers little (fixed buffers turn off
 	// autotuning), and so does the slow viewer's, so that its unread
@@ -316,7 +319,7 @@ func TestAttachSlowViewer(t *testing.T) {
 	fast := dialViewer(t, e, "fast")
 	fast.send(fast.c.Take)
 	fast.expectMsg(AttachTaken, "")
-	fast.typeText("seq 1 100000; echo flood-$((1+1))-done\r")
+	fast.typeText("for i in $(seq 1 100); do seq 1 600; sleep 0.01; done; echo flood-$((1+1))-done\r")
 	fast.waitOutput("flood-2-done")
 
 	ctx, cancel := context.WithTimeout(context.Background(), attachWait)
