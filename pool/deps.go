@@ -61,7 +61,9 @@ var ErrStorageFull error = syscall.ENOSPC
 // Store is what the pool needs of its database. Lookups of missing rows
 // return an error wrapping ErrNotFound.
 type Store interface {
-	CreateSession(ctx context.Context, s SessionRecord) error
+	// CreateSession stores a new session and its worktree in one
+	// transaction: never one without the other.
+	CreateSession(ctx context.Context, s SessionRecord, wt Worktree) error
 	GetSession(ctx context.Context, id string) (SessionRecord, error)
 	ListSessions(ctx context.Context) ([]SessionRecord, error)
 	UpdateSessionStatus(ctx context.Context, id, status string) error

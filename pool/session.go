@@ -355,15 +355,12 @@ func (p *Pool) create(ctx context.Context, req CreateRequest, first *firstPrompt
 	now := p.cfg.Now()
 	rec := SessionRecord{ID: id, Repo: wt.Repo, BaseRef: req.BaseRef, Title: req.Title, ActiveAgent: req.Agent, Status: StatusOpen, CreatedAt: now, UpdatedAt: now,
 		MCPServers: req.MCPServers.Clone()}
-	if err := p.cfg.Store.CreateSession(ctx, rec); err != nil {
+	if err := p.cfg.Store.CreateSession(ctx, rec, wt); err != nil {
 		// The worktree holds nothing yet: take it back.
 		if _, rerr := p.cfg.Worktrees.Remove(context.WithoutCancel(ctx), wt, true); rerr != nil {
 			p.logger.Warn("remove worktree of a session that could not be stored", "session", id, "err", rerr)
 		}
 		return Session{}, fmt.Errorf("store session: %w", err)
-	}
-	if err := p.cfg.Store.PutWorktree(ctx, wt); err != nil {
-		return Session{}, fmt.Errorf("store worktree: %w", err)
 	}
 	if req.AgentSession != "" {
 		// The agent's first start takes this session up (see start).

@@ -80,6 +80,42 @@ func (s *Store) CreateSession(ctx context.Context, sess Session) (Session, error
 	return row.session(), nil
 }
 
+// CreateSessionWorktree inserts sess, as CreateSession does, and its
+// worktree wt (as PutWorktree) in one transaction: a session is never
+// stored without the worktree it was made with, even when the daemon
+// stops between the two. It returns ErrExists if the id is taken,
+// storing neither.
+func (s *Store) CreateSessionWorktree(ctx context.Context, sess Session, wt WorktreeRow) (_ Session, err error) {
+	row, err := s.sessionRowOf(sess)
+	if err != nil {
+		return Session{}, err
+	}
+	if wt.SessionID != sess.ID {
+		return Session{}, fmt.Errorf("create session %q: its worktree is of session %q", sess.ID, wt.SessionID)
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return Session{}, fmt.Errorf("create session %q: %w", sess.ID, s.mapWriteErr(err))
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	q, arg := s.insertSession(row)
+	if _, err := tx.NamedExecContext(ctx, q, arg); err != nil {
+		return Session{}, fmt.Errorf("create session %q: %w", sess.ID, s.mapWriteErr(err))
+	}
+	if _, err := tx.NamedExecContext(ctx, putWorktreeSQL, s.worktreeRowOf(wt)); err != nil {
+		return Session{}, fmt.Errorf("create session %q: its worktree: %w", sess.ID, s.mapWriteErr(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return Session{}, fmt.Errorf("create session %q: %w", sess.ID, s.mapWriteErr(err))
+	}
+	s.holdNew(row.ID)
+	return row.session(), nil
+}
+
 // GetSession returns the session id, or ErrNotFound.
 func (s *Store) GetSession(ctx context.Context, id string) (Session, error) {
 	if err := s.awaitWrites(ctx); err != nil {

@@ -239,3 +239,44 @@ func TestDeleteClosedSession(t *testing.T) {
 		}
 	})
 }
+
+// A session and its worktree are stored together or not at all.
+func TestCreateSessionWorktree(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e testEngine) {
+		ctx := context.Background()
+		clock := newTestClock()
+		s, _ := openTest(t, e.db(t, Config{Now: clock.Now}))
+
+		w := WorktreeRow{SessionID: "s1", Path: "/wt/s1", Branch: "agentpool/s1", BaseCommit: "abc"}
+		created, err := s.CreateSessionWorktree(ctx, Session{ID: "s1", Repo: "/r", ActiveAgent: "claude"}, w)
+		if err != nil || created.ID != "s1" || created.Status != SessionOpen {
+			t.Fatalf("CreateSessionWorktree(s1) = %+v, %v", created, err)
+		}
+		w.CreatedAt = clock.Now()
+		if got, err := s.GetWorktree(ctx, "s1"); err != nil || !cmp.Equal(w, got) {
+			t.Errorf("GetWorktree(s1) = %+v, %v; want %+v", got, err, w)
+		}
+		// The id is taken: neither row is written, the worktree of s1
+		// stays as it was.
+		other := WorktreeRow{SessionID: "s1", Path: "/wt/other", Branch: "agentpool/other"}
+		if _, err := s.CreateSessionWorktree(ctx, Session{ID: "s1", Repo: "/r2"}, other); !errors.Is(err, ErrExists) {
+			t.Errorf("CreateSessionWorktree(s1 again) error = %v; want ErrExists", err)
+		}
+		if got, err := s.GetWorktree(ctx, "s1"); err != nil || !cmp.Equal(w, got) {
+			t.Errorf("GetWorktree(s1) after the refused create = %+v, %v; want %+v", got, err, w)
+		}
+		if got, err := s.GetSession(ctx, "s1"); err != nil || got.Repo != "/r" {
+			t.Errorf("GetSession(s1) after the refused create = %+v, %v; want repo /r", got, err)
+		}
+		// A worktree of another session is refused before anything is
+		// written.
+		if _, err := s.CreateSessionWorktree(ctx, Session{ID: "s2", Repo: "/r"}, WorktreeRow{SessionID: "s3", Path: "/wt/s3", Branch: "b"}); err == nil {
+			t.Error("CreateSessionWorktree(s2 with the worktree of s3) = nil error")
+		}
+		for _, id := range []string{"s2", "s3"} {
+			if _, err := s.GetSession(ctx, id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("GetSession(%s) error = %v; want ErrNotFound", id, err)
+			}
+		}
+	})
+}

@@ -24,13 +24,14 @@ func notFound(err error) error {
 	return err
 }
 
-// CreateSession stores a new session.
-func (a Store) CreateSession(ctx context.Context, s pool.SessionRecord) error {
+// CreateSession stores a new session with its worktree, in one
+// transaction.
+func (a Store) CreateSession(ctx context.Context, s pool.SessionRecord, wt pool.Worktree) error {
 	sess, err := toSession(s)
 	if err != nil {
 		return err
 	}
-	_, err = a.S.CreateSession(ctx, sess)
+	_, err = a.S.CreateSessionWorktree(ctx, sess, worktreeRow(wt))
 	return err
 }
 
@@ -83,9 +84,14 @@ func (a Store) SetActiveAgent(ctx context.Context, id, agent string) error {
 	return notFound(a.S.SetActiveAgent(ctx, id, agent))
 }
 
+// worktreeRow is wt as the store keeps it.
+func worktreeRow(wt pool.Worktree) store.WorktreeRow {
+	return store.WorktreeRow{SessionID: wt.Session, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}
+}
+
 // PutWorktree records a session's worktree.
 func (a Store) PutWorktree(ctx context.Context, wt pool.Worktree) error {
-	return notFound(a.S.PutWorktree(ctx, store.WorktreeRow{SessionID: wt.Session, Path: wt.Path, Branch: wt.Branch, BaseCommit: wt.BaseCommit, CreatedAt: wt.CreatedAt}))
+	return notFound(a.S.PutWorktree(ctx, worktreeRow(wt)))
 }
 
 // GetWorktree reads a session's worktree; Repo comes from the session.
