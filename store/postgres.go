@@ -55,7 +55,7 @@ func IsPostgresURL(s string) bool { return postgres.IsURL(s) }
 func HasPassword(s string) bool { return postgres.HasPassword(s) }
 
 // PostgresConns is how many connections a daemon opens to PostgreSQL at
-// most, and keeps open while they are used. Each PostgreSQL connection is
+// most by default (Config.MaxConns), and keeps open while they are used. Each PostgreSQL connection is
 // a server process: a daemon that opened one per concurrent query and
 // closed all but a few afterwards made the server start and end hundreds
 // of processes a second under load (half its CPU, the writer's
@@ -63,6 +63,11 @@ func HasPassword(s string) bool { return postgres.HasPassword(s) }
 // hosts ran past the server's max_connections. A cluster of N hosts needs
 // max_connections of at least N × PostgresConns plus what else connects.
 const PostgresConns = 16
+
+// MinPostgresConns is the fewest connections Config.MaxConns may allow:
+// the writer's transaction holds one, and the reads and fenced writes
+// that wait for it need others.
+const MinPostgresConns = 4
 
 // postgresConnIdle closes a connection unused for that long.
 const postgresConnIdle = time.Minute
@@ -86,12 +91,19 @@ func openPostgres(cfg Config) (*sqlx.DB, error) {
 // daemons may share the database), no checkpointer, and turn ids and event
 // seqs allocated by the database (see migrations_pg/0001_init.sql).
 func openPostgresStore(ctx context.Context, cfg Config) (*Store, error) {
+	conns := cfg.MaxConns
+	switch {
+	case conns == 0:
+		conns = PostgresConns
+	case conns < MinPostgresConns:
+		return nil, fmt.Errorf("open store on postgres: %d connections are too few: at least %d", conns, MinPostgresConns)
+	}
 	db, err := openPostgres(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store on postgres: %w", err)
 	}
-	db.SetMaxOpenConns(PostgresConns)
-	db.SetMaxIdleConns(PostgresConns)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(postgresConnIdle)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()

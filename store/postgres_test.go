@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -546,5 +547,27 @@ func TestPostgresConnectionsAreKept(t *testing.T) {
 	}
 	if after := started(); after != before {
 		t.Errorf("three more bursts started %d server processes; want the connections kept and reused", after-before)
+	}
+}
+
+// Config.MaxConns caps the store's PostgreSQL connections; too few for
+// the writer and the reads that wait for it is refused, with the least.
+func TestPostgresMaxConns(t *testing.T) {
+	pg := testEngines[1]
+	for _, tc := range []struct{ set, want int }{{0, PostgresConns}, {MinPostgresConns, MinPostgresConns}, {40, 40}} {
+		s, _ := openTest(t, pg.db(t, Config{MaxConns: tc.set}))
+		if got := s.db.Stats().MaxOpenConnections; got != tc.want {
+			t.Errorf("MaxConns %d: %d connections at most; want %d", tc.set, got, tc.want)
+		}
+		// Sessions and their events go through the writer while reads
+		// take the other connections.
+		mustSession(t, s, "s1")
+		if err := s.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Open(context.Background(), pg.db(t, Config{MaxConns: MinPostgresConns - 1}))
+	if err == nil || !strings.Contains(err.Error(), "at least 4") {
+		t.Errorf("Open with %d connections error = %v; want one saying at least %d", MinPostgresConns-1, err, MinPostgresConns)
 	}
 }

@@ -113,6 +113,9 @@ type Config struct {
 	// PasswordFile, with URL, is a file whose first line is the password;
 	// Open refuses it when its group or others may read it.
 	PasswordFile string
+	// MaxConns, with URL, is how many connections the store opens to
+	// PostgreSQL at most (0: PostgresConns; at least MinPostgresConns).
+	MaxConns int
 	// Now is the clock used for every time the store stamps (nil: time.Now).
 	Now func() time.Time
 	// Logger receives write failures, retries and drops (nil: slog.Default()).

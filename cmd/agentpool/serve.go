@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,6 +99,9 @@ type Main struct {
 	// StorePasswordFile is a file (mode 0600) holding the password of
 	// Store; "" leaves it to $PGPASSFILE or ~/.pgpass.
 	StorePasswordFile string
+	// StoreConns is how many connections to Store the daemon opens at
+	// most (0: store.PostgresConns).
+	StoreConns int
 	// ClusterKeyFile holds the key the hosts of a cluster (a shared
 	// PostgreSQL store) present to each other; required with Store.
 	ClusterKeyFile string
@@ -199,6 +203,7 @@ func (m *Main) Open(ctx context.Context) error {
 	scfg := store.Config{Path: filepath.Join(home, databaseFile), Logger: m.Logger, CloseTimeout: storeCloseBudget, HostID: hostID, LeaseTTL: m.LeaseTTL}
 	if m.Store != "" {
 		scfg.URL, scfg.PasswordFile, scfg.Path = m.Store, m.StorePasswordFile, filepath.Join(home, postgresLossLog)
+		scfg.MaxConns = m.StoreConns
 	}
 	m.store, err = store.Open(ctx, scfg)
 	if err != nil {
@@ -726,6 +731,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&m.Drain, "drain", false, "with --store: on stop, hand every session to other hosts first (waiting for running turns, up to --drain-timeout)")
 	fs.DurationVar(&m.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long --drain waits for sessions to be handed over")
 	fs.StringVar(&m.StorePasswordFile, "store-password-file", os.Getenv("AGENTPOOL_STORE_PASSWORD_FILE"), "a `FILE` only you can read (0600) holding the password of --store (default: $PGPASSFILE or ~/.pgpass)")
+	fs.Func("store-conns", fmt.Sprintf("with --store: how many connections to PostgreSQL this daemon opens at most, %d or more ($AGENTPOOL_STORE_CONNS; default %d)", store.MinPostgresConns, store.PostgresConns), m.setStoreConns)
+	if v := os.Getenv("AGENTPOOL_STORE_CONNS"); v != "" {
+		if err := m.setStoreConns(v); err != nil {
+			return fmt.Errorf("$AGENTPOOL_STORE_CONNS: %w", err)
+		}
+	}
 	budget := fs.Int64("memory-budget-mb", 0, "memory budget for all agents in MiB (default half the machine; -1 disables)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.Func("spares", "keep N spare sessions of provider ID per repository, as ID=N (repeatable; $AGENTPOOL_SPARES: ID=N,...; see README)", m.addSpares)
@@ -741,6 +752,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := checkStoreFlags(m.Store, m.StorePasswordFile); err != nil {
 		return err
+	}
+	if m.StoreConns != 0 && m.Store == "" {
+		return errors.New("--store-conns needs --store (or $AGENTPOOL_STORE)")
 	}
 	if m.Home == "" {
 		cwd, _ := os.Getwd()
@@ -763,6 +777,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "agentpool: shutting down")
 	return m.Close()
+}
+
+// setStoreConns sets StoreConns from v, a number of connections of at
+// least store.MinPostgresConns.
+func (m *Main) setStoreConns(v string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < store.MinPostgresConns {
+		return fmt.Errorf("want a number of connections of at least %d, not %q", store.MinPostgresConns, v)
+	}
+	m.StoreConns = n
+	return nil
 }
 
 // checkStoreFlags refuses, before anything starts, a --store that is no
