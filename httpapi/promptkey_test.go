@@ -32,13 +32,7 @@ func TestPromptIdempotencyKey(t *testing.T) {
 	h := newRealHost(t, c, "a", repo)
 	ctx, cancel := context.WithTimeout(context.Background(), realWait)
 	defer cancel()
-	made, err := h.client.Create(ctx, httpapi.CreateSessionRequest{CreateRequest: pool.CreateRequest{Repo: repo, Agent: "fake"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	c.owners[made.ID] = "a"
-	c.mu.Unlock()
+	made := c.createOn(ctx, t, h, "a", repo)
 
 	post := func(base, key, text string, wait bool) (int, pool.Turn, string) {
 		t.Helper()

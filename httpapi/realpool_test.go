@@ -37,6 +37,20 @@ type realCluster struct {
 	tokens map[string]string
 }
 
+// createOn makes a session of the fake agent on host id (whose client is
+// h) and records that it owns it.
+func (c *realCluster) createOn(ctx context.Context, t *testing.T, h *realHost, id, repo string) httpapi.CreatedSession {
+	t.Helper()
+	made, err := h.client.Create(ctx, httpapi.CreateSessionRequest{CreateRequest: pool.CreateRequest{Repo: repo, Agent: "fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.owners[made.ID] = id
+	c.mu.Unlock()
+	return made
+}
+
 // hostView is one host's view of a realCluster.
 type hostView struct {
 	c    *realCluster

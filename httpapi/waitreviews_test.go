@@ -57,13 +57,7 @@ func TestWaitedPromptReadsNoReviews(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), realWait)
 	defer cancel()
-	made, err := h.client.Create(ctx, httpapi.CreateSessionRequest{CreateRequest: pool.CreateRequest{Repo: repo, Agent: "fake"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	c.owners[made.ID] = "a"
-	c.mu.Unlock()
+	made := c.createOn(ctx, t, h, "a", repo)
 	for i := range 3 {
 		tr, err := h.client.Prompt(ctx, made.ID, "", "go", true)
 		if err != nil || tr.EndedAt == nil {
