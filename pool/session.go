@@ -20,11 +20,15 @@ type session struct {
 	id   string
 	feed *Feed
 
-	mu     sync.Mutex
-	rec    SessionRecord
-	wt     Worktree
-	seq    int64
-	turn   *turnRun
+	mu   sync.Mutex
+	rec  SessionRecord
+	wt   Worktree
+	seq  int64
+	turn *turnRun
+	// last is the last turn runTurn ended, kept for a waiter that comes
+	// after its end (a quick turn can end before its prompt's caller
+	// waits): WaitTurn answers it without reading the store.
+	last   *turnRun
 	closed bool
 	// spare marks a spare's session (see spares.go), which has no row in
 	// the store: its events are dropped and its agent is not stored until

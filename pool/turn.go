@@ -308,6 +308,9 @@ func (p *Pool) WaitTurn(ctx context.Context, id string, turn int64) (Turn, error
 	}
 	s.mu.Lock()
 	tr := s.turn
+	if tr == nil || tr.id != turn {
+		tr = s.last
+	}
 	s.mu.Unlock()
 	if tr != nil && tr.id == turn {
 		select {
@@ -319,7 +322,7 @@ func (p *Pool) WaitTurn(ctx context.Context, id string, turn int64) (Turn, error
 			return Turn{}, ctx.Err()
 		}
 	}
-	// Ended already (a quick turn may end before its waiter comes): the
+	// Ended before the session's last turn, or before a restart: the
 	// stored turn, with its usage as the running turn's result has it.
 	t, err := p.cfg.Store.GetTurn(ctx, id, turn)
 	if err != nil {
@@ -400,6 +403,9 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	tr.mu.Lock()
 	tr.result = t
 	tr.mu.Unlock()
+	s.mu.Lock()
+	s.last = tr // before endTurn frees the session: a waiter finds it
+	s.mu.Unlock()
 	p.release(e)
 	// The turn's end row and its turn.ended are committed together, and
 	// the session becomes free as turn.ended takes its seq (see endTurn).

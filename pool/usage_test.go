@@ -73,37 +73,65 @@ func TestUsageRecordedPerTurnSessionAndProvider(t *testing.T) {
 
 // A waiter that comes after its turn ended (a quick turn can end before
 // the prompt's caller starts waiting) gets the turn with its usage, as one
-// that waited while it ran.
+// that waited while it ran: the session's last turn from memory, an older
+// one from the store.
 func TestWaitTurnAfterItEndedHasItsUsage(t *testing.T) {
 	script := agenttest.Script{Turns: []agenttest.Turn{
 		{Steps: []agenttest.Step{{Chunk: "one"}}, Usage: json.RawMessage(`{"inputTokens":7,"outputTokens":3}`)},
 	}}
 	e := newEnv(t, map[string]any{"fake": providerEntry(script)}, nil)
+	reads := &turnUsageReads{}
+	e.wrapUsage = func(u pool.UsageStore) pool.UsageStore { reads.UsageStore = u; return reads }
+	e.shutdown()
+	e.open()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := e.session("fake")
-	started, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s.ID, Text: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		sess, err := e.p.Get(ctx, s.ID)
+	var started []pool.Turn
+	for _, text := range []string{"a", "b"} {
+		st, err := e.p.StartPrompt(ctx, pool.PromptRequest{Session: s.ID, Text: text})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !sess.Busy {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the turn did not end")
-		case <-time.After(5 * time.Millisecond):
+		started = append(started, st)
+		for {
+			sess, err := e.p.Get(ctx, s.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sess.Busy {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("the turn did not end")
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 	}
-	got, err := e.p.WaitTurn(ctx, s.ID, started.ID)
-	if err != nil || got.EndedAt == nil || got.Usage == nil || got.Usage.Total != 10 {
-		t.Errorf("WaitTurn after the end = %+v (usage %+v), %v; want the ended turn with 10 tokens", got, got.Usage, err)
+	// The last turn first: it is answered from memory, the one before
+	// from the store.
+	for i, want := range []int64{0, 1} {
+		st := started[len(started)-1-i]
+		got, err := e.p.WaitTurn(ctx, s.ID, st.ID)
+		if err != nil || got.ID != st.ID || got.EndedAt == nil || got.Usage == nil || got.Usage.Total != 10 {
+			t.Errorf("WaitTurn(%d) after its end = %+v (usage %+v), %v; want the ended turn with 10 tokens", st.ID, got, got.Usage, err)
+		}
+		if n := reads.n.Load(); n != want {
+			t.Errorf("after WaitTurn(%d): the turns' usage read %d times; want %d", st.ID, n, want)
+		}
 	}
+}
+
+// turnUsageReads counts the reads of sessions' turn usage.
+type turnUsageReads struct {
+	pool.UsageStore
+	n atomic.Int64
+}
+
+func (r *turnUsageReads) ListTurnUsage(ctx context.Context, session string) ([]pool.TurnUsage, error) {
+	r.n.Add(1)
+	return r.UsageStore.ListTurnUsage(ctx, session)
 }
 
 func TestSessionBudgetRefusesAndCancels(t *testing.T) {

@@ -55,12 +55,12 @@ func IsPostgresURL(s string) bool { return postgres.IsURL(s) }
 func HasPassword(s string) bool { return postgres.HasPassword(s) }
 
 // PostgresConns is how many connections a daemon opens to PostgreSQL at
-// most by default (Config.MaxConns), and keeps open while they are used. Each PostgreSQL connection is
-// a server process: a daemon that opened one per concurrent query and
-// closed all but a few afterwards made the server start and end hundreds
-// of processes a second under load (half its CPU, the writer's
-// transactions waiting behind them), and a burst of requests on three
-// hosts ran past the server's max_connections. A cluster of N hosts needs
+// most by default (Config.MaxConns), and keeps open while they are used.
+// Each PostgreSQL connection is a server process: a daemon that opened
+// one per concurrent query and closed all but a few afterwards made the
+// server start and end hundreds of processes a second under load (half
+// its CPU, the writer's transactions waiting behind them), and a burst of
+// requests on three hosts ran past the server's max_connections. A cluster of N hosts needs
 // max_connections of at least N × PostgresConns plus what else connects.
 const PostgresConns = 16
 
