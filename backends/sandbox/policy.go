@@ -85,7 +85,32 @@ type GitPaths struct {
 	AdminDir string
 	// Branch is the session's branch ("agentpool/<session>").
 	Branch string
+	// View is the session's private git view; zero without one (the
+	// agent then writes the shared object store and ref directory, as
+	// far as Landlock lets it).
+	View GitView
 }
+
+// GitView is where an agent's git writes land when it runs in a mount
+// namespace of its own: the shared object store and ref directories stay
+// read-only in its view, and the daemon imports what it added, verified,
+// at each checkpoint (worktree.Manager.ImportAgentHistory).
+type GitView struct {
+	// ObjectsUpper and ObjectsWork are the upper and work directories of
+	// an overlay mounted on CommonDir/objects: new objects land in
+	// ObjectsUpper, and an object the agent rewrites changes only its own
+	// view. Both are on one filesystem, outside every grant.
+	ObjectsUpper, ObjectsWork string
+	// Refs is mounted on the session branch's ref directory
+	// (CommonDir/refs/heads/<dir of Branch>): it holds that branch's
+	// loose ref and nothing else, so no other session's branch can move.
+	Refs string
+	// Logs is mounted on the branch's reflog directory likewise.
+	Logs string
+}
+
+// Set reports whether v names a view.
+func (v GitView) Set() bool { return v.ObjectsUpper != "" && v.ObjectsWork != "" && v.Refs != "" && v.Logs != "" }
 
 // PolicyInput is what BuildPolicy needs to know about one launch.
 type PolicyInput struct {
