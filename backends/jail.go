@@ -36,6 +36,10 @@ type Confinement struct {
 	// Landlock is the ABI version the rules were applied with, 0 when the
 	// process runs without Landlock.
 	Landlock int `json:"landlock"`
+	// Namespaces reports whether the process runs in namespaces of its
+	// own: its own view of the files, its own processes, and a network
+	// namespace whose only way out is the daemon's egress proxy.
+	Namespaces bool `json:"namespaces"`
 	// Network is the network mode in force ("all" without Landlock net rules).
 	Network string `json:"network,omitempty"`
 	// Warning says what protection is missing and why, if any.

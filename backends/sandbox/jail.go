@@ -26,6 +26,7 @@ type Jail struct {
 	fd         int    // open on dir while the jail lives
 	tmp        string
 	tmpSession string
+	egress     *EgressView
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -56,10 +57,20 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = j.fd
 	}
-	if j.policy != nil && j.m.status.Landlock > 0 {
-		p := *j.policy
+	if pol := j.launchPolicy(); pol != nil {
+		p := *pol
 		if j.tmp != "" {
 			p.Write = append(p.Write[:len(p.Write):len(p.Write)], j.tmp)
+		}
+		if p.View != nil {
+			v := *p.View
+			v.Tmp, v.Egress = j.tmp, j.egress
+			p.View = &v
+			if err := prepareGit(v.Git); err != nil {
+				return fmt.Errorf("sandbox: %w", err)
+			}
+			nsAttr(cmd.SysProcAttr)
+			env = egressEnv(env, v.Egress)
 		}
 		raw, err := json.Marshal(p)
 		if err != nil {
@@ -82,6 +93,45 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 	}
 	cmd.Env = env
 	j.cmd = cmd
+	return nil
+}
+
+// launchPolicy is the policy the launcher applies, nil to start the
+// program directly: its Landlock rules, in a view of its own where the
+// machine allows namespaces; without a policy (the provider's sandbox
+// off), no rules and no view but still no capability and no-new-privs.
+func (j *Jail) launchPolicy() *Policy {
+	st := j.m.status
+	if len(j.m.cfg.Launcher) == 0 || j.m.cfg.NoLandlock {
+		return nil
+	}
+	if j.policy == nil {
+		return &Policy{NoRules: true}
+	}
+	if st.Landlock == 0 && !st.Namespaces {
+		return &Policy{NoRules: true}
+	}
+	p := *j.policy
+	if !st.Namespaces {
+		p.View = nil
+	}
+	if st.Landlock == 0 {
+		p.NoRules = true
+	}
+	return &p
+}
+
+// prepareGit makes the directories a git view is mounted on, when git has
+// not yet made them (a branch whose refs are all packed).
+func prepareGit(g *GitMounts) error {
+	if g == nil {
+		return nil
+	}
+	for _, d := range []string{g.Refs, g.Logs, g.View.Refs, g.View.Logs, g.View.ObjectsUpper, g.View.ObjectsWork} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("git view: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -150,12 +200,16 @@ func (j *Jail) Describe() backends.Confinement {
 	switch {
 	case j.policy == nil:
 		warn = append(warn, "sandbox disabled for this provider: no Landlock rules")
-	case j.m.status.Landlock == 0:
+	case j.m.status.Landlock == 0 && !j.m.status.Namespaces:
 		warn = append(warn, "no Landlock on this kernel: filesystem and network unconfined")
 	default:
+		c.Namespaces = j.m.status.Namespaces && j.policy.View != nil
+		if !c.Namespaces {
+			warn = append(warn, LandlockOnlyWarning)
+		}
 		c.Landlock = j.m.status.Landlock
 		c.Network = j.policy.Network
-		if c.Network != backends.NetworkAll && c.Network != "" && c.Landlock < 4 {
+		if c.Network != backends.NetworkAll && c.Network != "" && c.Landlock < 4 && !c.Namespaces {
 			warn = append(warn, fmt.Sprintf("network %q needs Landlock ABI 4, the kernel has %d", c.Network, c.Landlock))
 		}
 	}

@@ -73,20 +73,69 @@ func Launch(args []string) int {
 	if p.Nice > 0 {
 		lowerPriority(p.Nice)
 	}
+	// Which files exist is seen before the view hides what is not granted.
 	named := namedFiles(argv[1:])
-	if err := Apply(p); err != nil {
+	check := existingFiles(p.Check)
+	var rel *relays
+	if p.View != nil {
+		// First process of new namespaces: build what the program sees.
+		setNotDumpable()
+		cwd, err := os.Getwd()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
+			return exitLaunchFailed
+		}
+		if err := buildView(p, p.View); err != nil {
+			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
+			return exitLaunchFailed
+		}
+		if err := loopbackUp(); err != nil {
+			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
+			return exitLaunchFailed
+		}
+		if p.View.Egress != nil {
+			var err error
+			if rel, err = listenRelays(p.View.Egress); err != nil {
+				fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
+				return exitLaunchFailed
+			}
+		}
+		// The directory the daemon started it in is at the same path in
+		// the view.
+		if err := os.Chdir(cwd); err != nil {
+			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec: the view has no", cwd)
+			return exitLaunchFailed
+		}
+	}
+	if p.NoRules {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec: set no-new-privs:", err)
+			return exitLaunchFailed
+		}
+	} else if err := Apply(p); err != nil {
 		fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
 		if p.Required {
 			return exitLaunchFailed
 		}
-	} else if !checkReadable(p.Check, named) {
+	} else if !checkReadable(check, named) {
 		return ExitDenied
+	}
+	if err := dropCapabilities(); err != nil {
+		fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
+		return exitLaunchFailed
 	}
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, EnvLauncher+"=") {
 			env = append(env, kv)
 		}
+	}
+	if p.View != nil {
+		code := runInit(path, argv, env)
+		if rel != nil {
+			rel.close()
+		}
+		return code
 	}
 	err := syscall.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "agentpool sandbox-exec: exec %s: %v\n", path, err)
@@ -159,10 +208,22 @@ func openable(f string) error {
 		_ = unix.Close(fd)
 		return nil
 	}
-	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+	// A file that existed is missing in a view that does not show it.
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOENT) {
 		return err
 	}
 	return nil
+}
+
+// existingFiles returns the files of paths that exist.
+func existingFiles(paths []string) []string {
+	var out []string
+	for _, f := range paths {
+		if _, err := os.Stat(f); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // MaybeLaunch runs Launch and exits when the environment asks for the
@@ -198,21 +259,26 @@ func Apply(p Policy) error {
 		return errors.New("the kernel has no Landlock: running unconfined")
 	}
 	rs := newRuleset(abi)
-	switch p.Network {
+	network := p.Network
+	if p.View != nil {
+		// The network namespace and the egress proxy confine it.
+		network = backends.NetworkAll
+	}
+	switch network {
 	case "", backends.NetworkAll:
 	case backends.NetworkNone, backends.NetworkPorts:
 		if abi < 4 {
 			if p.Required {
-				return fmt.Errorf("network %q needs Landlock ABI 4, the kernel has %d", p.Network, abi)
+				return fmt.Errorf("network %q needs Landlock ABI 4, the kernel has %d", network, abi)
 			}
 			break
 		}
 		rs.attr.HandledAccessNet = ll.AccessNetConnectTCP
-		if p.Network == backends.NetworkNone {
+		if network == backends.NetworkNone {
 			rs.attr.HandledAccessNet |= ll.AccessNetBindTCP
 		}
 	default:
-		return fmt.Errorf("unknown network mode %q", p.Network)
+		return fmt.Errorf("unknown network mode %q", network)
 	}
 	fd, err := ll.LandlockCreateRuleset(&rs.attr, 0)
 	if err != nil {
@@ -228,7 +294,7 @@ func Apply(p Policy) error {
 	for _, path := range p.Devices {
 		rs.addPath(fd, path, rs.write|rs.attr.HandledAccessFS&ll.AccessFSIoctlDev)
 	}
-	if p.Network == backends.NetworkPorts && rs.attr.HandledAccessNet != 0 {
+	if network == backends.NetworkPorts && rs.attr.HandledAccessNet != 0 {
 		for _, port := range p.Ports {
 			attr := ll.NetPortAttr{AllowedAccess: ll.AccessNetConnectTCP, Port: uint64(port)}
 			if err := ll.LandlockAddNetPortRule(fd, &attr, 0); err != nil {

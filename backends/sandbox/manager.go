@@ -43,9 +43,13 @@ type Config struct {
 	// LauncherEnv is added to the environment of launched programs so that
 	// Launcher acts as the launcher (tests: EnvLauncher=1).
 	LauncherEnv []string
-	// NoLandlock runs programs without Landlock rules even where the
-	// kernel has them (a benchmark's baseline; never in production).
+	// NoLandlock runs programs without the launcher — no Landlock rules,
+	// no namespaces — even where the kernel has them (a benchmark's
+	// baseline; never in production).
 	NoLandlock bool
+	// NoNamespaces runs programs under Landlock without namespaces of
+	// their own, as on a machine that forbids them (tests, benchmarks).
+	NoNamespaces bool
 	// Logger receives what the sandbox could not do (nil = slog.Default()).
 	Logger *slog.Logger
 }
@@ -64,6 +68,12 @@ type Status struct {
 	Cgroup string `json:"cgroup,omitempty"`
 	// Landlock is the kernel's Landlock ABI version (0: none).
 	Landlock int `json:"landlock"`
+	// Namespaces reports whether programs run in namespaces of their own
+	// (user, mount, PID, IPC, network): a view of their own, their own
+	// processes, and the network through the daemon's egress proxy only.
+	Namespaces bool `json:"namespaces"`
+	// NamespacesError says why they do not, when they do not.
+	NamespacesError string `json:"namespaces_error,omitempty"`
 	// Warnings say what protection is missing and why.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -109,6 +119,23 @@ func Open(cfg Config) (*Manager, error) {
 	}
 	if m.status.Landlock == 0 {
 		m.status.Warnings = append(m.status.Warnings, "no Landlock: agents run without filesystem or network rules")
+	}
+	if !cfg.NoLandlock && !cfg.NoNamespaces && len(cfg.Launcher) > 0 {
+		if err := probeNamespaces(cfg.Launcher, cfg.LauncherEnv); err != nil {
+			m.status.NamespacesError = err.Error()
+		} else {
+			m.status.Namespaces = true
+		}
+	} else {
+		m.status.NamespacesError = "namespaces are off for this daemon"
+	}
+	if !m.status.Namespaces && m.status.Landlock > 0 {
+		msg := LandlockOnlyWarning
+		if m.status.NamespacesError != "" {
+			msg += " (" + m.status.NamespacesError + ")"
+		}
+		m.status.Warnings = append(m.status.Warnings, msg)
+		m.log.Warn("sandbox: " + msg)
 	}
 	var tried []string
 	if cfg.CgroupParent != "none" {
@@ -262,6 +289,9 @@ type JailConfig struct {
 	Session string
 	// TmpRoot is where private TMPDIRs are made (required with Session).
 	TmpRoot string
+	// Egress is the way out of the program's network namespace; nil
+	// leaves it only its loopback.
+	Egress *EgressView
 }
 
 // NewJail makes a jail: its cgroup (created now, empty) or its fallback
@@ -275,9 +305,12 @@ func (m *Manager) NewJail(cfg JailConfig) (*Jail, error) {
 	for i, p := range cfg.Path {
 		parts[i] = safeName(p)
 	}
-	j := &Jail{m: m, name: strings.Join(parts, "/"), policy: cfg.Policy}
+	j := &Jail{m: m, name: strings.Join(parts, "/"), policy: cfg.Policy, egress: cfg.Egress}
 	if cfg.Policy != nil && m.status.Landlock == 0 && cfg.Policy.Required {
 		return nil, fmt.Errorf("sandbox %s: %w", j.name, ErrLandlockRequired)
+	}
+	if cfg.Policy != nil && cfg.Policy.View != nil && !m.status.Namespaces && cfg.Policy.Required {
+		return nil, fmt.Errorf("sandbox %s: %w (%s)", j.name, ErrNamespacesRequired, m.status.NamespacesError)
 	}
 	if cfg.Session != "" {
 		tmp, err := m.acquireTmp(cfg.TmpRoot, cfg.Session)
@@ -308,6 +341,15 @@ func (m *Manager) NewJail(cfg JailConfig) (*Jail, error) {
 	m.mu.Unlock()
 	return j, nil
 }
+
+// ErrNamespacesRequired refuses a launch whose policy requires the whole
+// sandbox on a machine where programs cannot have namespaces of their own.
+var ErrNamespacesRequired = errors.New("the provider's sandbox is required and this machine does not let agents have namespaces of their own")
+
+// LandlockOnlyWarning is the warning of a machine where agents run under
+// Landlock without namespaces of their own.
+const LandlockOnlyWarning = "Landlock only: agents can reach unix sockets and local services, and see other processes; " +
+	"allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0) and restart the daemon"
 
 // ErrLandlockRequired refuses a launch whose policy requires Landlock on a
 // kernel without it.

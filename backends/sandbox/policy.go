@@ -38,6 +38,14 @@ type Policy struct {
 	// session of its own): an agent's work — a build, a flood of output —
 	// yields to the daemon that serves every session.
 	Nice int `json:"nice,omitempty"`
+	// View, when set, runs the program in namespaces of its own that show
+	// it only what the policy grants (see View). The launcher is then
+	// started in new namespaces (Jail.Prepare).
+	View *View `json:"view,omitempty"`
+	// NoRules applies no Landlock rules and no view: the program runs
+	// with the daemon's view of the machine, but still with no
+	// capabilities and no-new-privs (a provider whose sandbox is off).
+	NoRules bool `json:"no_rules,omitempty"`
 }
 
 // AgentNice is the nice value programs run under a policy: on a machine
@@ -110,7 +118,9 @@ type GitView struct {
 }
 
 // Set reports whether v names a view.
-func (v GitView) Set() bool { return v.ObjectsUpper != "" && v.ObjectsWork != "" && v.Refs != "" && v.Logs != "" }
+func (v GitView) Set() bool {
+	return v.ObjectsUpper != "" && v.ObjectsWork != "" && v.Refs != "" && v.Logs != ""
+}
 
 // PolicyInput is what BuildPolicy needs to know about one launch.
 type PolicyInput struct {
@@ -305,6 +315,7 @@ func PolicyFor(in PolicyInput) PolicyResult {
 	}
 	p.Write = keep(backends.EntryWrite, write)
 	p.Devices = slices.Clone(systemDevices)
+	p.View = viewFor(in)
 	res.Policy = p
 	for _, f := range res.Refused {
 		if f.Shown() {
@@ -312,6 +323,33 @@ func PolicyFor(in PolicyInput) PolicyResult {
 		}
 	}
 	return res
+}
+
+// viewFor is the view of a launch where namespaces are allowed: the
+// home as an empty directory, the session's private git view, the
+// system's secrets hidden.
+func viewFor(in PolicyInput) *View {
+	v := &View{Home: in.Home, Hide: hiddenFiles()}
+	if g := in.Git; g.CommonDir != "" && g.View.Set() {
+		if dir := filepath.Dir(g.Branch); g.Branch != "" && dir != "." {
+			v.Git = &GitMounts{
+				Objects: filepath.Join(g.CommonDir, "objects"),
+				Refs:    filepath.Join(g.CommonDir, "refs", "heads", dir),
+				Logs:    filepath.Join(g.CommonDir, "logs", "refs", "heads", dir),
+				View:    g.View,
+			}
+		}
+	}
+	return v
+}
+
+// hiddenFiles are the system's files that only root may read, which a
+// root daemon's agents (uid 0, without capabilities) would otherwise read
+// as their owner: password hashes, sudo's rules, the host's ssh keys.
+func hiddenFiles() []string {
+	out := []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/security/opasswd"}
+	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*_key")
+	return append(out, keys...)
 }
 
 // grant is a path asked for, and where the request came from.

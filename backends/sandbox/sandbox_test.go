@@ -54,8 +54,11 @@ func open(t *testing.T, cfg sandbox.Config) *sandbox.Manager {
 	return m
 }
 
+// cgroupManager opens a Manager whose programs run without namespaces of
+// their own (their pids are the daemon's: the escapers' files are read
+// from outside).
 func cgroupManager(t *testing.T) *sandbox.Manager {
-	m := open(t, sandbox.Config{})
+	m := open(t, sandbox.Config{NoNamespaces: true})
 	agenttest.RequireFeature(t, m.Status().Containment == sandbox.ContainCgroup, "a writable cgroup v2 hierarchy")
 	return m
 }
@@ -125,7 +128,7 @@ func TestJailKillEndsEscapedDescendants(t *testing.T) {
 			if mode == "cgroup" {
 				m = cgroupManager(t)
 			} else {
-				m = open(t, sandbox.Config{CgroupParent: "none"})
+				m = open(t, sandbox.Config{CgroupParent: "none", NoNamespaces: true})
 			}
 			dir := t.TempDir()
 			pidfile := filepath.Join(dir, "pids")
@@ -166,7 +169,7 @@ func TestSweepEndsWhatAPreviousDaemonLeft(t *testing.T) {
 			}
 			name := treeName(t)
 			state := filepath.Join(t.TempDir(), "cgroup")
-			first := open(t, sandbox.Config{Name: name, CgroupParent: parent, StateFile: state})
+			first := open(t, sandbox.Config{Name: name, CgroupParent: parent, StateFile: state, NoNamespaces: true})
 			if mode == "cgroup" {
 				agenttest.RequireFeature(t, first.Status().Containment == sandbox.ContainCgroup, "a writable cgroup v2 hierarchy")
 			}
@@ -188,7 +191,7 @@ func TestSweepEndsWhatAPreviousDaemonLeft(t *testing.T) {
 			go func() { _ = cmd.Wait() }()
 			pids := append(readPids(t, pidfile, 2), cmd.Process.Pid)
 
-			second := open(t, sandbox.Config{Name: name, CgroupParent: parent, StateFile: state})
+			second := open(t, sandbox.Config{Name: name, CgroupParent: parent, StateFile: state, NoNamespaces: true})
 			n, err := second.Sweep()
 			if err != nil {
 				t.Fatalf("Sweep: %v", err)
@@ -211,9 +214,11 @@ func TestSweepEndsWhatAPreviousDaemonLeft(t *testing.T) {
 	}
 }
 
+// TestLandlockPolicy: Landlock alone, as on a machine that forbids
+// namespaces (TestNamespaceView covers the view).
 func TestLandlockPolicy(t *testing.T) {
 	agenttest.RequireFeature(t, sandbox.LandlockABI() >= 4, "Landlock ABI 4")
-	m := open(t, sandbox.Config{})
+	m := open(t, sandbox.Config{NoNamespaces: true})
 	base := t.TempDir()
 	home := filepath.Join(base, "home")
 	wt := filepath.Join(base, "home", "daemon", "worktrees", "s1")
@@ -314,7 +319,11 @@ func TestHelperDial(t *testing.T) {
 		t.Skip("helper")
 	}
 	addr := os.Args[len(os.Args)-1]
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	network := "tcp"
+	if rest, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, addr = "unix", rest
+	}
+	c, err := net.DialTimeout(network, addr, 2*time.Second)
 	if err != nil {
 		var errno syscall.Errno
 		if errors.As(err, &errno) {

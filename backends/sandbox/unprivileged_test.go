@@ -102,7 +102,7 @@ func TestHelperUnprivileged(t *testing.T) {
 		b, _ := json.Marshal(rep)
 		fmt.Println("REPORT " + string(b))
 	}()
-	m, err := sandbox.Open(sandbox.Config{Name: treeName(t), Launcher: []string{os.Args[0]}, LauncherEnv: []string{sandbox.EnvLauncher + "=1"}})
+	m, err := sandbox.Open(sandbox.Config{Name: treeName(t), Launcher: []string{os.Args[0]}, LauncherEnv: []string{sandbox.EnvLauncher + "=1"}, NoNamespaces: true})
 	if err != nil {
 		rep.Error = err.Error()
 		return
