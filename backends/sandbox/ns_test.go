@@ -247,8 +247,12 @@ func TestNamespaceExitAndSignals(t *testing.T) {
 	if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 7 {
 		t.Errorf("exit 7 in the view: %v", err)
 	}
-	_, cmd, out := startIn(t, m, jc("term"), `trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.05; done`, wt)
-	waitFor(t, func() bool { return strings.Contains(out.String(), "ready") })
+	mark := filepath.Join(wt, "mark")
+	marked := func(want string) func() bool {
+		return func() bool { b, _ := os.ReadFile(mark); return strings.Contains(string(b), want) }
+	}
+	_, cmd, out := startIn(t, m, jc("term"), `trap 'echo got TERM; exit 3' TERM; echo ready > mark; while :; do sleep 0.05; done`, wt)
+	waitFor(t, marked("ready"))
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -257,10 +261,10 @@ func TestNamespaceExitAndSignals(t *testing.T) {
 	}
 	// Escapers (setsid, double fork) die with the namespace's first
 	// process, whatever their group or session.
-	_, cmd, out = startIn(t, m, jc("escape"), `setsid sh -c 'sleep 1000' </dev/null >/dev/null 2>&1 &
+	_, cmd, _ = startIn(t, m, jc("escape"), `setsid sh -c 'sleep 1000' </dev/null >/dev/null 2>&1 &
 ( setsid sh -c 'sleep 1000' </dev/null >/dev/null 2>&1 & ) &
-sleep 0.2; echo started; sleep 1000`, wt)
-	waitFor(t, func() bool { return strings.Contains(out.String(), "started") })
+sleep 0.2; echo started > mark; sleep 1000`, wt)
+	waitFor(t, marked("started"))
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid_for_children", cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
