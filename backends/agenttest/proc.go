@@ -109,9 +109,48 @@ func ReadPidFile(path string) ([]PidEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		out = append(out, e)
+		out = append(out, outsidePid(e))
 	}
 	return out, nil
+}
+
+// outsidePid translates the entry of a process that wrote its pid from
+// inside a PID namespace of its own (a confined agent's) into the pid
+// this process sees: the one whose innermost pid (NSpid's last) and start
+// time are e's. An entry already naming a live process, or naming none
+// that lives, is returned as it is.
+func outsidePid(e PidEntry) PidEntry {
+	if Alive(e) {
+		return e
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return e
+	}
+	inner := strconv.Itoa(e.Pid)
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil || pid == e.Pid {
+			continue
+		}
+		st, err := ReadProcStat(pid)
+		if err != nil || st.StartTime != e.StartTime {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + ent.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(status)) {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(rest)
+				if len(f) > 1 && f[len(f)-1] == inner {
+					return PidEntry{Pid: pid, StartTime: e.StartTime}
+				}
+			}
+		}
+	}
+	return e
 }
 
 // appendPidFile appends e's line to the pid file at path in one write.
