@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +28,7 @@ type Jail struct {
 	tmp        string
 	tmpSession string
 	egress     *EgressView
+	join       *Jail
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -61,6 +63,15 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 		p := *pol
 		if j.tmp != "" {
 			p.Write = append(p.Write[:len(p.Write):len(p.Write)], j.tmp)
+		}
+		if p.View != nil && j.join != nil {
+			// The agent's namespaces, view and all, are joined as they are.
+			pid := j.join.leader()
+			if pid == 0 {
+				return errors.New("sandbox: the agent whose namespaces a terminal joins is not running")
+			}
+			p.View, p.Joined = nil, true
+			env = append(egressEnv(env, j.egress), EnvNsenter+"="+strconv.Itoa(pid))
 		}
 		if p.View != nil {
 			v := *p.View

@@ -126,7 +126,7 @@ func Launch(args []string) int {
 	}
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, EnvLauncher+"=") {
+		if !strings.HasPrefix(kv, EnvLauncher+"=") && !strings.HasPrefix(kv, EnvNsenter+"=") {
 			env = append(env, kv)
 		}
 	}
@@ -263,7 +263,7 @@ func Apply(p Policy) error {
 	}
 	rs := newRuleset(abi)
 	network := p.Network
-	if p.View != nil {
+	if p.View != nil || p.Joined {
 		// The network namespace and the egress proxy confine it.
 		network = backends.NetworkAll
 	}
@@ -282,6 +282,12 @@ func Apply(p Policy) error {
 		}
 	default:
 		return fmt.Errorf("unknown network mode %q", network)
+	}
+	if p.View != nil || p.Joined {
+		// The PID and network namespaces scope signals and abstract
+		// sockets to the agent's world, which its terminals share: an
+		// agent stops the dev server one of them started.
+		rs.attr.Scoped = 0
 	}
 	fd, err := ll.LandlockCreateRuleset(&rs.attr, 0)
 	if err != nil {

@@ -292,6 +292,10 @@ type JailConfig struct {
 	// Egress is the way out of the program's network namespace; nil
 	// leaves it only its loopback.
 	Egress *EgressView
+	// Join, if set, is the agent's jail whose namespaces the program
+	// joins (a terminal of the agent's): it shares the agent's view,
+	// /tmp, processes and loopback. Its Egress is the agent's.
+	Join *Jail
 }
 
 // NewJail makes a jail: its cgroup (created now, empty) or its fallback
@@ -305,7 +309,10 @@ func (m *Manager) NewJail(cfg JailConfig) (*Jail, error) {
 	for i, p := range cfg.Path {
 		parts[i] = safeName(p)
 	}
-	j := &Jail{m: m, name: strings.Join(parts, "/"), policy: cfg.Policy, egress: cfg.Egress}
+	j := &Jail{m: m, name: strings.Join(parts, "/"), policy: cfg.Policy, egress: cfg.Egress, join: cfg.Join}
+	if cfg.Join != nil {
+		j.egress = cfg.Join.egress
+	}
 	if cfg.Policy != nil && m.status.Landlock == 0 && cfg.Policy.Required {
 		return nil, fmt.Errorf("sandbox %s: %w", j.name, ErrLandlockRequired)
 	}

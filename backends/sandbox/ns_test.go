@@ -303,3 +303,43 @@ func waitFor(t *testing.T, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestTerminalJoinsItsAgent: a terminal's jail joins its agent's
+// namespaces — the same view, /tmp, processes and network — and its
+// command still runs with no capability under the rules.
+func TestTerminalJoinsItsAgent(t *testing.T) {
+	m := nsManager(t)
+	wt := t.TempDir()
+	tmp := t.TempDir()
+	proxy := newFakeProxy(t)
+	pol, _ := sandbox.BuildPolicy(sandbox.PolicyInput{Sandbox: backends.SandboxSpec{Enabled: true}, Worktree: wt, Exe: "/bin/sh", PATH: os.Getenv("PATH")})
+	agent, cmd, _ := startIn(t, m, sandbox.JailConfig{Path: []string{"s1", "agent"}, Policy: &pol, Session: "s1", TmpRoot: tmp,
+		Egress: &sandbox.EgressView{Socket: proxy.path}}, `echo from-agent > /tmp/shared; echo $$ > mark; exec sleep 1000`, wt)
+	mark := filepath.Join(wt, "mark")
+	waitFor(t, func() bool { b, _ := os.ReadFile(mark); return len(b) > 0 })
+	_, term, out := startIn(t, m, sandbox.JailConfig{Path: []string{"s1", "term1"}, Policy: &pol, Session: "s1", TmpRoot: tmp, Join: agent},
+		`cat /tmp/shared; kill -0 $(cat mark) && echo agent-visible; readlink /proc/self/ns/net /proc/self/ns/mnt /proc/self/ns/pid; grep -E '^CapEff' /proc/self/status; echo $HTTPS_PROXY`, wt)
+	if err := term.Wait(); err != nil {
+		t.Fatalf("terminal: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{"from-agent", "agent-visible"}
+	for _, ns := range []string{"net", "mnt", "pid"} {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", cmd.Process.Pid, ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, l)
+	}
+	want = append(want, "CapEff:\t0000000000000000", "http://127.0.0.1:3128")
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("terminal saw:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	// With its agent gone, a terminal cannot start in its world.
+	_, term, out = startIn(t, m, sandbox.JailConfig{Path: []string{"s1", "term2"}, Policy: &pol, Session: "s1", TmpRoot: tmp, Join: agent}, `echo ran`, wt)
+	if err := term.Wait(); err == nil || strings.Contains(out.String(), "ran") {
+		t.Errorf("a terminal of a dead agent ran: %v, %q", err, out)
+	}
+}

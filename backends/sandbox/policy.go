@@ -46,6 +46,10 @@ type Policy struct {
 	// with the daemon's view of the machine, but still with no
 	// capabilities and no-new-privs (a provider whose sandbox is off).
 	NoRules bool `json:"no_rules,omitempty"`
+	// Joined says the launcher has joined another's namespaces (a
+	// terminal its agent's, see EnvNsenter): it builds no view, and the
+	// network namespace confines the network.
+	Joined bool `json:"joined,omitempty"`
 }
 
 // AgentNice is the nice value programs run under a policy: on a machine

@@ -119,7 +119,13 @@ func (c Confiner) agentJail(req pool.LaunchRequest) (backends.Jail, func(id stri
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	terms := func(id string) (*sandbox.Jail, error) { return c.Sandbox.NewJail(jc(id)) }
+	// A terminal joins its agent's namespaces: the agent reaches what the
+	// terminal serves, and they share one /tmp.
+	terms := func(id string) (*sandbox.Jail, error) {
+		cfg := jc(id)
+		cfg.Join = j
+		return c.Sandbox.NewJail(cfg)
+	}
 	return j, terms, res, nil
 }
 
