@@ -12,14 +12,16 @@ import (
 
 // deniedPatterns find the path of a refused access in a line of an
 // agent's output, as the launcher, Node, Python, Go and shells word it.
+// In a view of its own, a path the agent was not granted is missing
+// (ENOENT) or read-only (EROFS) rather than refused (EACCES).
 var deniedPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`agentpool sandbox: cannot read ("(?:[^"\\]|\\.)*")`),
-	regexp.MustCompile(`(?:EACCES|EPERM): [a-z ]+, \w+ '(/[^']+)'`),
-	regexp.MustCompile(`\[Errno (?:13|1)\] [A-Za-z ]+: '(/[^']+)'`),
-	regexp.MustCompile(`can't open file '(/[^']+)': \[Errno (?:13|1)\]`),
-	regexp.MustCompile(`(?:open|stat|lstat|mkdir|remove|rename|readlink|chdir) (/[^:\s]+): (?:permission denied|operation not permitted)`),
-	regexp.MustCompile(`cannot (?:create|open) (/[^:\s]+): (?:Permission denied|Operation not permitted)`),
-	regexp.MustCompile(`(?:^|[\s:'"])(/[^\s:'"]+): (?:Permission denied|Operation not permitted)`),
+	regexp.MustCompile(`(?:EACCES|EPERM|ENOENT|EROFS): [a-z -]+, \w+ '(/[^']+)'`),
+	regexp.MustCompile(`\[Errno (?:13|1|2|30)\] [A-Za-z -]+: '(/[^']+)'`),
+	regexp.MustCompile(`can't open file '(/[^']+)': \[Errno (?:13|1|2)\]`),
+	regexp.MustCompile(`(?:open|stat|lstat|mkdir|remove|rename|readlink|chdir|fork/exec) (/[^:\s]+): (?:permission denied|operation not permitted|no such file or directory|read-only file system)`),
+	regexp.MustCompile(`cannot (?:create|open) (/[^:\s]+): (?:Permission denied|Operation not permitted|No such file|Directory nonexistent|Read-only file system)`),
+	regexp.MustCompile(`(?:^|[\s:'"])(/[^\s:'"]+): (?:Permission denied|Operation not permitted|No such file or directory|Read-only file system)`),
 }
 
 // Explain reads an agent's output (the stderr tail of a start that
@@ -64,7 +66,9 @@ func (r PolicyResult) Explain(output string) []backends.SandboxNote {
 func mayBeDenial(line string) bool {
 	l := strings.ToLower(line)
 	return strings.Contains(l, "permission denied") || strings.Contains(l, "operation not permitted") ||
-		strings.Contains(line, "EACCES") || strings.Contains(line, "EPERM") || strings.Contains(line, "agentpool sandbox: cannot read")
+		strings.Contains(l, "no such file") || strings.Contains(l, "read-only file system") || strings.Contains(l, "directory nonexistent") ||
+		strings.Contains(line, "EACCES") || strings.Contains(line, "EPERM") || strings.Contains(line, "ENOENT") ||
+		strings.Contains(line, "EROFS") || strings.Contains(line, "agentpool sandbox: cannot read")
 }
 
 // explainPath says what would let the agent reach path.
@@ -76,6 +80,10 @@ func (r PolicyResult) explainPath(path string) (backends.SandboxNote, bool) {
 	canRead := covered(path, p.Read) || covered(path, p.Write) || covered(path, p.Devices)
 	canWrite := covered(path, p.Write) || covered(path, p.Devices)
 	fi, statErr := os.Stat(path)
+	if os.IsNotExist(statErr) && covered(existingParent(path), p.Write) {
+		// Missing where the agent may create it: missing indeed.
+		return backends.SandboxNote{}, false
+	}
 	entry, verb := backends.EntryRead, "read"
 	switch {
 	case canRead && canWrite, canRead && covered(path, systemRead):

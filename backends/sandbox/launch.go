@@ -93,6 +93,9 @@ func Launch(args []string) int {
 			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
 			return exitLaunchFailed
 		}
+		// Its own /tmp is its to write (what is granted beneath it keeps
+		// its own mount's rights: a read-only one stays read-only).
+		p.Write = append(p.Write, "/tmp", "/var/tmp")
 		if p.View.Egress != nil {
 			var err error
 			if rel, err = listenRelays(p.View.Egress); err != nil {
@@ -106,6 +109,10 @@ func Launch(args []string) int {
 			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec: the view has no", cwd)
 			return exitLaunchFailed
 		}
+	}
+	if p.Joined {
+		// Its agent's /tmp, which it shares.
+		p.Write = append(p.Write, "/tmp", "/var/tmp")
 	}
 	if p.NoRules {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {

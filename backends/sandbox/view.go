@@ -22,8 +22,8 @@ import (
 // Sockets. The network namespace has only its own loopback; Egress is the
 // way out.
 type View struct {
-	// Tmp is the session's private TMPDIR, also shown at /tmp and
-	// /var/tmp, so that the programs of one session share one /tmp.
+	// Tmp is the session's private TMPDIR, shown at its own path (the
+	// view's /tmp and /var/tmp are its own, in memory).
 	Tmp string `json:"tmp,omitempty"`
 	// Home is made as an empty, read-only directory: the granted paths
 	// inside it are all that shows.
@@ -100,7 +100,8 @@ var viewDevices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // viewSpecial are the directories the view makes itself, which no grant
 // binds (nor anything beneath them). Paths beneath /tmp may be granted:
-// their mount points are made in the session's /tmp.
+// their mount points are made in the view's own /tmp, and the rest of
+// the outside's /tmp does not show.
 var viewSpecial = []string{"/proc", "/dev", "/sys"}
 
 // mountFlags of the view's binds.
@@ -146,12 +147,11 @@ func buildView(p Policy, v *View) error {
 		b.add(git.View.Refs, git.Refs, attrRW)
 		b.add(git.View.Logs, git.Logs, attrRW)
 	}
-	if v.Tmp != "" {
-		b.add(v.Tmp, "/tmp", attrRW)
-		b.add(v.Tmp, "/var/tmp", attrRW)
-	} else {
-		b.tmpfs("/tmp")
-	}
+	// A /tmp of its own, which its terminals share by joining its mount
+	// namespace; the session's TMPDIR (v.Tmp, on disk, shared by the
+	// session's agents) is a Write grant at its own path.
+	b.tmpfs("/tmp")
+	b.tmpfs("/var/tmp")
 	if v.Egress != nil {
 		b.add(v.Egress.Socket, viewEgressSocket, attrRW)
 	}
