@@ -200,7 +200,7 @@ func Apply(p Policy) error {
 	rs := newRuleset(abi)
 	switch p.Network {
 	case "", backends.NetworkAll:
-	case backends.NetworkNone, backends.NetworkPorts:
+	case backends.NetworkNone, backends.NetworkList:
 		if abi < 4 {
 			if p.Required {
 				return fmt.Errorf("network %q needs Landlock ABI 4, the kernel has %d", p.Network, abi)
@@ -228,7 +228,7 @@ func Apply(p Policy) error {
 	for _, path := range p.Devices {
 		rs.addPath(fd, path, rs.write|rs.attr.HandledAccessFS&ll.AccessFSIoctlDev)
 	}
-	if p.Network == backends.NetworkPorts && rs.attr.HandledAccessNet != 0 {
+	if p.Network == backends.NetworkList && rs.attr.HandledAccessNet != 0 {
 		for _, port := range p.Ports {
 			attr := ll.NetPortAttr{AllowedAccess: ll.AccessNetConnectTCP, Port: uint64(port)}
 			if err := ll.LandlockAddNetPortRule(fd, &attr, 0); err != nil {
