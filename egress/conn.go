@@ -75,7 +75,7 @@ func (s *conn) open(t target, scheme, proto string) (net.Conn, *Refusal, error) 
 	p.allowed.Add(1)
 	up, err := p.dial(ctx, scheme, t, addrs)
 	if err != nil {
-		s.log.Debug("egress: dial failed", keyProto, proto, keyTarget, t.String(), "err", err)
+		s.log.Debug("egress: dial failed", keyProto, proto, keyTarget, t.String(), keyErr, err)
 		return nil, nil, err
 	}
 	if !s.l.track(up) {

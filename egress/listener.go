@@ -149,7 +149,7 @@ func (l *Listener) serve() {
 				return
 			}
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			l.log.Warn("egress: accept", "err", err, "retry", backoff)
+			l.log.Warn("egress: accept", keyErr, err, keyRetry, backoff)
 			select {
 			case <-l.ctx.Done():
 				return
@@ -162,7 +162,7 @@ func (l *Listener) serve() {
 		case l.slots <- struct{}{}:
 		default:
 			l.p.busy.Add(1)
-			l.log.Warn("egress: too many connections, closing a new one", "max", cap(l.slots))
+			l.log.Warn("egress: too many connections, closing a new one", keyMax, cap(l.slots))
 			c.Close()
 			continue
 		}
@@ -180,7 +180,7 @@ func (l *Listener) serve() {
 func (l *Listener) handle(c net.Conn) {
 	defer func() {
 		if v := recover(); v != nil {
-			l.log.Error("egress: panic serving a connection", "panic", v, "stack", string(debug.Stack()))
+			l.log.Error("egress: panic serving a connection", keyPanic, v, keyStack, string(debug.Stack()))
 		}
 		l.release(c)
 		<-l.slots

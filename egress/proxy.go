@@ -43,7 +43,12 @@ const (
 	keyReason   = "reason"
 	keyAllow    = "allow"
 	keyProto    = "proto"
-	keyPath     = "path"
+	keyErr      = "err"
+	keyRetry    = "retry"
+	keyMax      = "max"
+	keyPanic    = "panic"
+	keyStack    = "stack"
+	keyCommand  = "cmd"
 )
 
 // ErrClosed is returned by Proxy.Listen after Proxy.Close.

@@ -64,7 +64,7 @@ func (s *conn) serveSOCKS() {
 		s.socksReply(rep, nil)
 		return
 	case cmd != socksConnect:
-		s.log.Debug("egress: SOCKS5 command not supported", keyProto, "socks5", "cmd", cmd)
+		s.log.Debug("egress: SOCKS5 command not supported", keyProto, "socks5", keyCommand, cmd)
 		s.socksReply(socksCmdNotSupported, nil)
 		return
 	}
@@ -132,7 +132,7 @@ func (s *conn) readSOCKSRequest() (t target, cmd, rep byte) {
 	}
 	t, err := makeTarget(host, binary.BigEndian.Uint16(port[:]))
 	if err != nil {
-		s.log.Debug("egress: SOCKS5 bad destination", keyProto, "socks5", "err", err)
+		s.log.Debug("egress: SOCKS5 bad destination", keyProto, "socks5", keyErr, err)
 		return target{}, 0, socksGeneralFailure
 	}
 	return t, head[1], socksSucceeded
