@@ -147,8 +147,9 @@ const (
 	NetworkAll = "all"
 	// NetworkNone refuses every TCP connect and bind (Landlock ABI >= 4).
 	NetworkNone = "none"
-	// NetworkPorts allows TCP connects to the ports of SandboxSpec.Ports only.
-	NetworkPorts = "ports"
+	// NetworkList allows only what SandboxSpec.Ports and SandboxSpec.Hosts
+	// name: a port on any public address, or a host entry.
+	NetworkList = "list"
 )
 
 // SandboxSpec is a provider's filesystem and network confinement, applied
@@ -167,10 +168,17 @@ type SandboxSpec struct {
 	// Write lists extra paths the agent may read, write and execute: the
 	// provider's state directories and caches.
 	Write []string `json:"write,omitempty"`
-	// Network is NetworkAll, NetworkNone or NetworkPorts ("" = NetworkAll).
+	// Network is NetworkAll, NetworkNone or NetworkList ("" = NetworkAll).
 	Network string `json:"network,omitempty"`
-	// Ports are the TCP ports the agent may connect to with NetworkPorts.
+	// Ports are the TCP ports the agent may connect to on any public
+	// address with NetworkList.
 	Ports []uint16 `json:"ports,omitempty"`
+	// Hosts are the allow-list entries of NetworkList other than bare
+	// ports, in the canonical form of egress.ParseHost: "api.example.com",
+	// "*.example.com:443", "localhost:11434", "10.0.0.5:8080",
+	// "10.0.0.0/8". Landlock filters ports only; the host entries are for
+	// the egress proxy.
+	Hosts []string `json:"hosts,omitempty"`
 	// Required refuses to launch the agent when the kernel cannot apply
 	// the rules, instead of running it unconfined.
 	Required bool `json:"required,omitempty"`

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/egress"
 )
 
 // worktreeVar stands for the session's worktree in a sandbox path. The
@@ -54,6 +56,7 @@ type sandboxEntry struct {
 	write    []string
 	network  *string
 	ports    []uint16
+	hosts    []string
 	required *bool
 }
 
@@ -84,8 +87,8 @@ func (c *checker) sandbox(n *node, path string) *sandboxEntry {
 		case "write":
 			out.write = c.sandboxPaths(m.val, fp)
 		case "network":
-			if mode, ports, ok := c.network(m.val, fp); ok {
-				out.network, out.ports = &mode, ports
+			if mode, ports, hosts, ok := c.network(m.val, fp); ok {
+				out.network, out.ports, out.hosts = &mode, ports, hosts
 			}
 		default:
 			c.unknown(m, fp, sandboxFields())
@@ -155,50 +158,82 @@ func checkSandboxPath(p string) string {
 	return ""
 }
 
-// network decodes "network": "all", "none" or a non-empty list of TCP
-// ports, returned sorted without duplicates.
-func (c *checker) network(n *node, path string) (string, []uint16, bool) {
-	const want = `"all", "none" or an array of TCP ports`
+// network decodes "network": "all", "none" or a non-empty allow-list of
+// TCP ports (numbers) and host entries (strings in the forms
+// egress.ParseHost reads), returned sorted without duplicates, the hosts
+// in their canonical form.
+func (c *checker) network(n *node, path string) (string, []uint16, []string, bool) {
+	const want = `"all", "none" or an array of TCP ports and hosts`
 	switch n.kind {
 	case kindString:
 		switch n.str {
 		case backends.NetworkAll, backends.NetworkNone:
-			return n.str, nil, true
+			return n.str, nil, nil, true
 		}
 		c.add(n.off, path, "unknown network %q (want %s)%s", n.str, want,
 			suggest(n.str, []string{backends.NetworkAll, backends.NetworkNone}))
-		return "", nil, false
+		return "", nil, nil, false
 	case kindArray:
 	case kindNull:
 		c.add(n.off, path, "null is not allowed here (want %s; remove the field to use the default)", want)
-		return "", nil, false
+		return "", nil, nil, false
 	default:
 		c.add(n.off, path, "want %s, got %s", want, n.kind)
-		return "", nil, false
+		return "", nil, nil, false
 	}
 	if len(n.elems) == 0 {
-		c.add(n.off, path, "want at least one port (\"none\" refuses every connection)")
-		return "", nil, false
+		c.add(n.off, path, "want at least one port or host (\"none\" refuses every connection)")
+		return "", nil, nil, false
 	}
-	ports := make([]uint16, 0, len(n.elems))
+	var ports []uint16
+	var hosts []string
 	ok := true
 	for i, e := range n.elems {
 		ep := fmt.Sprintf("%s[%d]", path, i)
-		if p := c.bounded(e, ep, 1, maxPort); p != nil {
-			ports = append(ports, uint16(*p))
-		} else {
+		switch e.kind {
+		case kindNumber:
+			if p := c.bounded(e, ep, 1, maxPort); p != nil {
+				ports = append(ports, uint16(*p))
+			} else {
+				ok = false
+			}
+		case kindString:
+			if h := c.networkHost(e, ep); h != "" {
+				hosts = append(hosts, h)
+			} else {
+				ok = false
+			}
+		default:
+			c.add(e.off, ep, "want a number (a port) or a string (a host), got %s", e.kind)
 			ok = false
 		}
 	}
 	if !ok {
-		return "", nil, false
+		return "", nil, nil, false
 	}
 	slices.Sort(ports)
-	return backends.NetworkPorts, slices.Compact(ports), true
+	slices.Sort(hosts)
+	return backends.NetworkList, slices.Compact(ports), slices.Compact(hosts), true
+}
+
+// networkHost checks a host entry of "network" and returns its canonical
+// form, or "" when it is invalid.
+func (c *checker) networkHost(n *node, path string) string {
+	if _, err := strconv.ParseUint(n.str, 10, 64); err == nil {
+		c.add(n.off, path, "want a number, got string %q (write the port without quotes: %s)", n.str, n.str)
+		return ""
+	}
+	h, err := egress.ParseHost(n.str)
+	if err != nil {
+		c.add(n.off, path, "%v", err)
+		return ""
+	}
+	return h.String()
 }
 
 // applySandbox sets the sandbox fields e sets on d: each replaces the
-// inherited value, lists included; "network" replaces the ports too.
+// inherited value, lists included; "network" replaces the ports and hosts
+// too.
 func applySandbox(d *definition, e *sandboxEntry) {
 	if e == nil {
 		return
@@ -214,7 +249,7 @@ func applySandbox(d *definition, e *sandboxEntry) {
 		s.Write = slices.Clone(e.write)
 	}
 	if e.network != nil {
-		s.Network, s.Ports = *e.network, slices.Clone(e.ports)
+		s.Network, s.Ports, s.Hosts = *e.network, slices.Clone(e.ports), slices.Clone(e.hosts)
 	}
 	if e.required != nil {
 		s.Required = *e.required
@@ -226,6 +261,7 @@ func cloneSandbox(s backends.SandboxSpec) backends.SandboxSpec {
 	s.Read = slices.Clone(s.Read)
 	s.Write = slices.Clone(s.Write)
 	s.Ports = slices.Clone(s.Ports)
+	s.Hosts = slices.Clone(s.Hosts)
 	return s
 }
 
@@ -248,6 +284,10 @@ func resolveSandbox(s backends.SandboxSpec, home string) backends.SandboxSpec {
 	s.Ports = slices.Clone(s.Ports)
 	if len(s.Ports) == 0 {
 		s.Ports = nil
+	}
+	s.Hosts = slices.Clone(s.Hosts)
+	if len(s.Hosts) == 0 {
+		s.Hosts = nil
 	}
 	if s.Network == "" {
 		s.Network = backends.NetworkAll

@@ -59,7 +59,9 @@ func TestSandboxMerge(t *testing.T) {
   "codex-offline": {"extends": "codex", "sandbox": {"network": "none", "required": true}},
   "codex-web": {"extends": "codex-offline", "sandbox": {"read": [], "network": "all"}},
   "amp": {"extends": "acp", "command": ["amp-acp"], "sandbox": {"write": ["~/.amp", "/var/cache/amp"]}},
-  "term": {"extends": "pty", "command": ["t"], "sandbox": {"enabled": false, "network": [22]}}
+  "term": {"extends": "pty", "command": ["t"], "sandbox": {"enabled": false, "network": [22]}},
+  "codex-hosts": {"extends": "codex", "sandbox": {"network": ["api.openai.com", "*.OpenAI.com:443", 8443, "API.OPENAI.COM.", "[::1]:8080", "10.0.0.0/8"]}},
+  "codex-open": {"extends": "codex-hosts", "sandbox": {"network": "all"}}
 }}`
 	defs, err := parseDocument("p.json", []byte(doc), builtins("/bin/agentpool"))
 	if err != nil {
@@ -71,7 +73,7 @@ func TestSandboxMerge(t *testing.T) {
 	}
 	codex := with(defaultSandbox("~/.codex"), func(s *backends.SandboxSpec) {
 		s.Read = []string{"/opt/models", "$WORKTREE/vendor"} // replaced, not appended; cleaned
-		s.Network, s.Ports = backends.NetworkPorts, []uint16{80, 443}
+		s.Network, s.Ports = backends.NetworkList, []uint16{80, 443}
 	})
 	offline := with(codex, func(s *backends.SandboxSpec) { s.Network, s.Ports, s.Required = backends.NetworkNone, nil, true })
 	tests := []struct {
@@ -88,8 +90,12 @@ func TestSandboxMerge(t *testing.T) {
 		{"opencode", defaultSandbox(stateDirs(ProviderOpenCode)...)},
 		{"claude", defaultSandbox(stateDirs(ProviderClaude)...)},
 		{"amp", with(defaultSandbox(), func(s *backends.SandboxSpec) { s.Write = []string{"~/.amp", "/var/cache/amp"} })},
+		{"codex-hosts", with(codex, func(s *backends.SandboxSpec) {
+			s.Ports, s.Hosts = []uint16{8443}, []string{"*.openai.com:443", "10.0.0.0/8", "[::1]:8080", "api.openai.com"}
+		})},
+		{"codex-open", with(codex, func(s *backends.SandboxSpec) { s.Network, s.Ports = backends.NetworkAll, nil })},
 		{"term", with(defaultSandbox(), func(s *backends.SandboxSpec) {
-			s.Enabled, s.Network, s.Ports = false, backends.NetworkPorts, []uint16{22}
+			s.Enabled, s.Network, s.Ports = false, backends.NetworkList, []uint16{22}
 		})},
 	}
 	for _, tt := range tests {
@@ -118,7 +124,7 @@ func TestSandboxResolve(t *testing.T) {
 	f.write(t, `{"version": 1, "providers": {
   "codex": {"sandbox": {"read": ["~/models", "/srv/data"]}},
   "tool": {"extends": "acp", "command": ["tool"],
-    "sandbox": {"write": ["$WORKTREE", "$WORKTREE/.cache", "~/.tool", "~/.tool/", "/var/tmp/tool"], "network": [8443, 443], "required": true}}
+    "sandbox": {"write": ["$WORKTREE", "$WORKTREE/.cache", "~/.tool", "~/.tool/", "/var/tmp/tool"], "network": [8443, "localhost:11434", 443, "API.Example.com:443"], "required": true}}
 }}`)
 	if err := r.Reload(); err != nil {
 		t.Fatalf("Reload() error = %v; want nil", err)
@@ -131,7 +137,7 @@ func TestSandboxResolve(t *testing.T) {
 		{"codex", backends.SandboxSpec{Enabled: true, Network: backends.NetworkAll,
 			Read:  []string{home("models"), "/srv/data"},
 			Write: []string{home(".codex"), home(".cache"), home(".npm"), home("go/pkg/mod")}}},
-		{"tool", backends.SandboxSpec{Enabled: true, Network: backends.NetworkPorts, Ports: []uint16{443, 8443}, Required: true,
+		{"tool", backends.SandboxSpec{Enabled: true, Network: backends.NetworkList, Ports: []uint16{443, 8443}, Hosts: []string{"api.example.com:443", "localhost:11434"}, Required: true,
 			Read:  []string{home(".gitconfig"), home(".config/git")},
 			Write: []string{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"}}},
 	}
@@ -174,7 +180,7 @@ func TestSandboxResolve(t *testing.T) {
 		if p.ID != "tool" {
 			continue
 		}
-		want := map[string]any{"enabled": true, "network": "ports", "ports": []any{443.0, 8443.0}, "required": true,
+		want := map[string]any{"enabled": true, "network": "list", "ports": []any{443.0, 8443.0}, "hosts": []any{"api.example.com:443", "localhost:11434"}, "required": true,
 			"read":  []any{home(".gitconfig"), home(".config/git")},
 			"write": []any{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"}}
 		if diff := cmp.Diff(want, p.Sandbox); diff != "" {
@@ -223,7 +229,7 @@ func TestPatchSandbox(t *testing.T) {
 		{`{"sandbox": {"network": [443]}}`,
 			map[string]any{"label": "Codex", "sandbox": map[string]any{"read": []any{"/opt/a", "/opt/b"}, "required": true, "network": []any{443.0}}},
 			func(s *backends.SandboxSpec) {
-				s.Read, s.Required, s.Network, s.Ports = []string{"/opt/a", "/opt/b"}, true, backends.NetworkPorts, []uint16{443}
+				s.Read, s.Required, s.Network, s.Ports = []string{"/opt/a", "/opt/b"}, true, backends.NetworkList, []uint16{443}
 			}},
 		{`{"sandbox": {"read": ["~/data"], "network": "none"}}`,
 			map[string]any{"label": "Codex", "sandbox": map[string]any{"read": []any{"~/data"}, "required": true, "network": "none"}},

@@ -93,8 +93,15 @@ func builtinsDocument(selfPath string) []byte {
 			sb["write"] = d.sandbox.Write
 		}
 		switch d.sandbox.Network {
-		case backends.NetworkPorts:
-			sb["network"] = d.sandbox.Ports
+		case backends.NetworkList:
+			list := []any{}
+			for _, p := range d.sandbox.Ports {
+				list = append(list, p)
+			}
+			for _, h := range d.sandbox.Hosts {
+				list = append(list, h)
+			}
+			sb["network"] = list
 		case "":
 		default:
 			sb["network"] = d.sandbox.Network
@@ -128,7 +135,7 @@ func TestExampleLoads(t *testing.T) {
 		network[d.sandbox.Network] = true
 		required = required || d.sandbox.Required && d.sandbox.Enabled
 	}
-	if !network[backends.NetworkNone] || !network[backends.NetworkPorts] || !required {
+	if !network[backends.NetworkNone] || !network[backends.NetworkList] || !required {
 		t.Errorf("example sandboxes: networks %v, required %v; want \"none\", a port list and a required one", network, required)
 	}
 
@@ -250,6 +257,11 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"sandbox tilde user", `{"version": 1, "providers": {"codex": {"sandbox": {"write": ["~root/x"]}}}}`, false},
 		{"sandbox whole home", `{"version": 1, "providers": {"codex": {"sandbox": {"write": ["~/"]}}}}`, false},
 		{"sandbox NUL", `{"version": 1, "providers": {"codex": {"sandbox": {"write": ["/a\u0000"]}}}}`, false},
+		{"sandbox network hosts", `{"version": 1, "providers": {"codex": {"sandbox": {"network": [443, "api.openai.com", "*.openai.com:443", "localhost:11434", "10.0.0.5:8080", "[::1]:8080", "::1", "10.0.0.0/8", "10.0.0.0/8:5432", "fd00::/8", "[fd00::/8]:5432"]}}}}`, true},
+		{"sandbox network url", `{"version": 1, "providers": {"codex": {"sandbox": {"network": ["https://api.openai.com"]}}}}`, false},
+		{"sandbox network space", `{"version": 1, "providers": {"codex": {"sandbox": {"network": ["api.openai.com 443"]}}}}`, false},
+		{"sandbox network empty host", `{"version": 1, "providers": {"codex": {"sandbox": {"network": [""]}}}}`, false},
+		{"sandbox network boolean", `{"version": 1, "providers": {"codex": {"sandbox": {"network": [true]}}}}`, false},
 		{"sandbox network word", `{"version": 1, "providers": {"codex": {"sandbox": {"network": "ports"}}}}`, false},
 		{"sandbox no ports", `{"version": 1, "providers": {"codex": {"sandbox": {"network": []}}}}`, false},
 		{"sandbox port 0", `{"version": 1, "providers": {"codex": {"sandbox": {"network": [0]}}}}`, false},

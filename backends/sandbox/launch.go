@@ -276,7 +276,7 @@ func Apply(p Policy) error {
 	}
 	switch network {
 	case "", backends.NetworkAll:
-	case backends.NetworkNone, backends.NetworkPorts:
+	case backends.NetworkNone, backends.NetworkList:
 		if abi < 4 {
 			if p.Required {
 				return fmt.Errorf("network %q needs Landlock ABI 4, the kernel has %d", network, abi)
@@ -310,7 +310,7 @@ func Apply(p Policy) error {
 	for _, path := range p.Devices {
 		rs.addPath(fd, path, rs.write|rs.attr.HandledAccessFS&ll.AccessFSIoctlDev)
 	}
-	if network == backends.NetworkPorts && rs.attr.HandledAccessNet != 0 {
+	if network == backends.NetworkList && rs.attr.HandledAccessNet != 0 {
 		for _, port := range p.Ports {
 			attr := ll.NetPortAttr{AllowedAccess: ll.AccessNetConnectTCP, Port: uint64(port)}
 			if err := ll.LandlockAddNetPortRule(fd, &attr, 0); err != nil {

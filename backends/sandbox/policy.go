@@ -21,9 +21,9 @@ type Policy struct {
 	// Devices lists device files and directories granted read, write and
 	// ioctl (terminals).
 	Devices []string `json:"devices,omitempty"`
-	// Network is backends.NetworkAll, NetworkNone or NetworkPorts.
+	// Network is backends.NetworkAll, NetworkNone or NetworkList.
 	Network string `json:"network,omitempty"`
-	// Ports are the TCP ports connect(2) may reach with NetworkPorts.
+	// Ports are the TCP ports connect(2) may reach with NetworkList.
 	Ports []uint16 `json:"ports,omitempty"`
 	// Required makes the launcher refuse to exec the program when the
 	// kernel cannot apply the rules.
@@ -225,6 +225,11 @@ func PolicyFor(in PolicyInput) PolicyResult {
 	p := Policy{Network: sb.Network, Ports: slices.Clone(sb.Ports), Required: sb.Required, Nice: AgentNice}
 	if p.Network == "" {
 		p.Network = backends.NetworkAll
+	}
+	if p.Network == backends.NetworkList && len(sb.Hosts) > 0 {
+		// Landlock filters ports, not hosts: a list that names hosts is
+		// left to the egress proxy, and Landlock sets no network rule.
+		p.Network, p.Ports = backends.NetworkAll, nil
 	}
 	var read, write []grant
 	add := func(list *[]grant, origin string, paths ...string) {

@@ -300,8 +300,10 @@ func TestLandlockPolicy(t *testing.T) {
 	}{
 		{"network all", backends.SandboxSpec{Enabled: true, Read: exeDir}, "dial ok"},
 		{"network none", backends.SandboxSpec{Enabled: true, Read: exeDir, Network: backends.NetworkNone}, "dial permission denied"},
-		{"network other port", backends.SandboxSpec{Enabled: true, Read: exeDir, Network: backends.NetworkPorts, Ports: []uint16{1}}, "dial permission denied"},
-		{"network this port", backends.SandboxSpec{Enabled: true, Read: exeDir, Network: backends.NetworkPorts, Ports: []uint16{uint16(port)}}, "dial ok"},
+		{"network other port", backends.SandboxSpec{Enabled: true, Read: exeDir, Network: backends.NetworkList, Ports: []uint16{1}}, "dial permission denied"},
+		{"network this port", backends.SandboxSpec{Enabled: true, Read: exeDir, Network: backends.NetworkList, Ports: []uint16{uint16(port)}}, "dial ok"},
+		// Landlock cannot filter hosts: a list with host entries sets no rule.
+		{"network list with hosts", backends.SandboxSpec{Enabled: true, Read: exeDir, Network: backends.NetworkList, Ports: []uint16{1}, Hosts: []string{"api.example.com:443"}}, "dial ok"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := try(t, c.sb, "AGENTPOOL_HELPER_DIAL=1 "+dial)

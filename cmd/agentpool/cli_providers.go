@@ -98,12 +98,12 @@ func sandboxLabel(sb backends.SandboxSpec, st *sandbox.Status) string {
 		return "UNCONFINED (no Landlock)"
 	}
 	net := sb.Network
-	if net == backends.NetworkPorts {
-		ports := make([]string, len(sb.Ports))
-		for i, p := range sb.Ports {
-			ports[i] = strconv.Itoa(int(p))
+	if net == backends.NetworkList {
+		list := make([]string, 0, len(sb.Ports)+len(sb.Hosts))
+		for _, p := range sb.Ports {
+			list = append(list, strconv.Itoa(int(p)))
 		}
-		net = strings.Join(ports, ",")
+		net = strings.Join(append(list, sb.Hosts...), ",")
 	}
 	if net == "" {
 		net = backends.NetworkAll
