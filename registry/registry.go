@@ -64,9 +64,9 @@ func (s Snapshot) Lookup(id string) (ProviderStatus, error) {
 	return ProviderStatus{}, errorOf(ErrUnknown, "unknown provider %q%s (known: %s)", id, didYouMean(id, ids), strings.Join(ids, ", "))
 }
 
-// ProviderStatus describes one provider. Its environment is left out on
-// purpose, and the values of its MCP servers' env and headers are
-// redacted: they may hold secrets.
+// ProviderStatus describes one provider. Its env is left out on purpose
+// (PassEnv and AuthEnv are names, never values), and the values of its
+// MCP servers' env and headers are redacted: they may hold secrets.
 type ProviderStatus struct {
 	ID          string        `json:"id"`
 	Label       string        `json:"label"`
