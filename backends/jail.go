@@ -1,10 +1,6 @@
 package backends
 
-import (
-	"os"
-	"os/exec"
-	"strings"
-)
+import "os/exec"
 
 // Jail confines one process and everything it starts: a cgroup of its own
 // (or, where none can be made, a marked process tree the daemon adopts as
@@ -44,18 +40,4 @@ type Confinement struct {
 	Network string `json:"network,omitempty"`
 	// Warning says what protection is missing and why, if any.
 	Warning string `json:"warning,omitempty"`
-}
-
-// AgentEnv returns the daemon's environment without its own AGENTPOOL_*
-// variables (the API token above all: an agent that had it could answer
-// its own permission requests), with extra ("KEY=value") appended.
-func AgentEnv(extra ...string) []string {
-	base := os.Environ()
-	out := make([]string, 0, len(base)+len(extra))
-	for _, kv := range base {
-		if !strings.HasPrefix(kv, "AGENTPOOL_") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, extra...)
 }

@@ -9,6 +9,9 @@ const (
 	EntryRead = "sandbox.read"
 	// EntryWrite is a provider's "sandbox.write" list.
 	EntryWrite = "sandbox.write"
+	// EntryEnv is a variable of the agent's environment that names a path
+	// (see EnvPaths); the note's Reason names it.
+	EntryEnv = "env"
 )
 
 // SandboxNote explains one way the sandbox keeps an agent from a path: a
@@ -19,7 +22,8 @@ type SandboxNote struct {
 	// Path is the path concerned, absolute.
 	Path string `json:"path"`
 	// Entry is EntryRead or EntryWrite: the entry that was refused, or
-	// the one to add Grant to; "" for a path of the command line.
+	// the one to add Grant to; EntryEnv for a path a variable of the
+	// agent's environment names; "" for a path of the command line.
 	Entry string `json:"entry,omitempty"`
 	// Reason says why: "contains the daemon's home /x", "is your home
 	// directory", "the agent could not read it", ...

@@ -86,8 +86,20 @@ type Spec struct {
 	Path string `json:"path"`
 	// Args are the arguments after the program name.
 	Args []string `json:"args,omitempty"`
-	// Env lists "KEY=value" additions to the daemon's environment.
+	// Env lists the provider's own "KEY=value" variables, which the agent
+	// gets on top of those of the daemon's environment that reach it
+	// (see AgentEnv); proxy variables among them are dropped.
 	Env []string `json:"env,omitempty"`
+	// PassEnv names the variables of the daemon's environment the agent
+	// gets besides BaseEnv's: names, or prefixes ending in "*"
+	// ("AIDER_*"). The registry fills it from the provider's "pass_env"
+	// (for a built-in, the variables its agent reads).
+	PassEnv []string `json:"pass_env,omitempty"`
+	// AuthEnv names the variables the agent said it reads its credentials
+	// from (its env_var login methods, as its last probe saw them): it
+	// gets them from the daemon's environment too, but for those
+	// OwnerOnlyEnv keeps for the provider's owner to name.
+	AuthEnv []string `json:"auth_env,omitempty"`
 	// Dir is the working directory: the session's worktree. Absolute.
 	Dir string `json:"dir,omitempty"`
 	// TurnTimeout ends a turn that runs longer (0 = DefaultTurnTimeout).

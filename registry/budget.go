@@ -88,8 +88,11 @@ func isCurrency(s string) bool {
 }
 
 // sameLaunch reports whether two specs launch the same agent: they are
-// equal but for their budgets, which change no launch (nor a probe).
+// equal but for their budgets, which change no launch (nor a probe), and
+// their AuthEnv, which comes from the agent's last probe, not from the
+// config (a probe made with it is a probe of the provider's spec).
 func sameLaunch(a, b backends.Spec) bool {
 	a.Budget, b.Budget = backends.Budget{}, backends.Budget{}
+	a.AuthEnv, b.AuthEnv = nil, nil
 	return reflect.DeepEqual(a, b)
 }

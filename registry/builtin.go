@@ -17,11 +17,14 @@ type definition struct {
 	description string
 	builtIn     bool
 	// inFile is true when the file has an entry for the provider.
-	inFile      bool
-	kind        backends.Kind
-	enabled     bool
-	command     []string
-	env         map[string]string
+	inFile  bool
+	kind    backends.Kind
+	enabled bool
+	command []string
+	env     map[string]string
+	// passEnv names the variables of the daemon's environment its agents
+	// get besides backends.BaseEnv (Spec.PassEnv).
+	passEnv     []string
 	permissions map[string]string
 	// config is the provider's session config defaults (Spec.Config).
 	config      map[string]string
@@ -46,6 +49,7 @@ func (d *definition) clone() *definition {
 	c := *d
 	c.command = slices.Clone(d.command)
 	c.env = maps.Clone(d.env)
+	c.passEnv = slices.Clone(d.passEnv)
 	c.permissions = maps.Clone(d.permissions)
 	c.config = maps.Clone(d.config)
 	c.pty.ResumeArgs = slices.Clone(d.pty.ResumeArgs)
@@ -147,6 +151,7 @@ func builtins(selfPath string) []*definition {
 	}
 	for _, d := range defs {
 		d.sandbox = defaultSandbox(stateDirs(d.id)...)
+		d.passEnv = builtinPassEnv(d.id)
 	}
 	slices.SortFunc(defs, func(a, b *definition) int { return cmp.Compare(a.id, b.id) })
 	return defs
@@ -173,6 +178,45 @@ func stateDirs(id string) []string {
 	case ProviderAider:
 		// aider keeps its chat history and tags cache in the worktree.
 		return []string{"~/.aider"}
+	}
+	return nil
+}
+
+// builtinPassEnv returns the variables of the daemon's environment that
+// built-in provider id's agent reads (its "pass_env"): its API keys, the
+// endpoints and models it takes from the environment, and the variables
+// that move its state directory. Cloud credentials (AWS_*, and
+// GOOGLE_APPLICATION_CREDENTIALS but for gemini) are left for the owner
+// to add: an agent gets them only when asked for by name.
+func builtinPassEnv(id string) []string {
+	switch id {
+	case ProviderClaude, ProviderClaudeCLI:
+		return []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_CUSTOM_HEADERS",
+			"ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "ANTHROPIC_DEFAULT_OPUS_MODEL", "ANTHROPIC_DEFAULT_SONNET_MODEL",
+			"ANTHROPIC_DEFAULT_HAIKU_MODEL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
+			"ANTHROPIC_VERTEX_PROJECT_ID", "CLOUD_ML_REGION", "CLAUDE_CONFIG_DIR"}
+	case ProviderCodex:
+		return []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORGANIZATION", "OPENAI_PROJECT", "CODEX_API_KEY",
+			"CODEX_HOME", "CODEX_SQLITE_HOME", "CODEX_CA_CERTIFICATE"}
+	case ProviderGemini:
+		return []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
+			"GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA", "GOOGLE_APPLICATION_CREDENTIALS", "GEMINI_MODEL", "GEMINI_CLI_HOME"}
+	case ProviderQwen:
+		return []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "DASHSCOPE_API_KEY"}
+	case ProviderOpenCode:
+		return []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY",
+			"OPENROUTER_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "MISTRAL_API_KEY", "XAI_API_KEY",
+			"OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR"}
+	case ProviderCopilot:
+		// Copilot asks for these by name (its login methods).
+		return []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"}
+	case ProviderGoose:
+		return []string{"GOOSE_PROVIDER", "GOOSE_MODEL", "GOOSE_MODE", "GOOSE_DISABLE_KEYRING",
+			"ANTHROPIC_API_KEY", "ANTHROPIC_HOST", "OPENAI_API_KEY", "OPENAI_HOST", "OPENAI_BASE_PATH",
+			"GOOGLE_API_KEY", "OPENROUTER_API_KEY", "GROQ_API_KEY", "OLLAMA_HOST", "DATABRICKS_HOST", "DATABRICKS_TOKEN"}
+	case ProviderAider:
+		return []string{"AIDER_*", "OPENAI_API_KEY", "OPENAI_API_BASE", "ANTHROPIC_API_KEY", "GEMINI_API_KEY",
+			"DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "GROQ_API_KEY", "XAI_API_KEY", "OLLAMA_API_BASE"}
 	}
 	return nil
 }

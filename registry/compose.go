@@ -35,7 +35,8 @@ func parseDocument(file string, data []byte, base []*definition) (map[string]*de
 // overrides). Maps (env, permissions, config, mcp_servers) merge key by key (a
 // server replacing the inherited one of its name); "sandbox" merges
 // field by field, each field it sets (lists included) replacing the
-// inherited one; every other field replaces. A new provider is enabled
+// inherited one; every other field replaces (pass_env too: a built-in's
+// list is replaced, not added to). A new provider is enabled
 // unless it says otherwise and does not inherit its base's label,
 // description or enabled flag; one extending "acp" or "pty" starts from
 // the default sandbox.
@@ -158,6 +159,9 @@ func (c *checker) apply(d *definition, e *entry, path string) {
 	}
 	if e.command != nil {
 		d.command = e.command
+	}
+	if e.passEnv != nil {
+		d.passEnv = e.passEnv
 	}
 	if e.env != nil {
 		if d.env == nil {

@@ -10,8 +10,11 @@
 //
 // Run watches the file and applies every edit within a debounce period,
 // publishing each change to subscribers as a diff. Resolve turns a provider
-// id into a launch Spec with its program looked up in PATH and its sandbox
-// policy (Landlock paths and network ports) resolved. Patch edits one
+// id into a launch Spec with its program looked up in PATH, its sandbox
+// policy (Landlock paths and network ports) resolved, and the variables of
+// the daemon's environment its agent gets named: the provider's
+// "pass_env" (a built-in's lists those its agent reads) and those its
+// agent's env_var login methods name (Spec.AuthEnv). Patch edits one
 // provider's entry with a JSON Merge Patch, guarded by an ETag. Probe asks
 // an injected Prober what an agent offers, and caches the answer.
 package registry

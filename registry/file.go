@@ -46,6 +46,7 @@ type entry struct {
 	description      *string
 	command          []string
 	env              map[string]string
+	passEnv          []string
 	permissions      map[string]string
 	config           map[string]string
 	mode             *string
@@ -138,7 +139,7 @@ const MaxSpares = 8
 
 // entryFields lists the fields of a provider entry.
 func entryFields() []string {
-	return []string{"extends", "enabled", "label", "description", "command", "env", "permissions",
+	return []string{"extends", "enabled", "label", "description", "command", "env", "pass_env", "permissions",
 		"mode", "config", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "busy_pattern", "quiet_window", "cols",
 		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox", "mcp_servers", "budget", "spares"}
 }
@@ -186,6 +187,8 @@ func (c *checker) entry(m member, path string) *entry {
 			}
 		case "env":
 			e.env = c.env(n, fp)
+		case "pass_env":
+			e.passEnv = c.passEnv(n, fp)
 		case "permissions":
 			e.permissions = c.permissions(n, fp)
 		case "mode":
@@ -300,6 +303,33 @@ func (c *checker) env(n *node, path string) map[string]string {
 			}
 			out[m.key] = s
 		}
+	}
+	return out
+}
+
+// passEnv decodes a "pass_env" list: the names (or prefixes ending in
+// "*") of the daemon's variables the agent gets, nil when the list has a
+// problem. An empty list passes nothing beyond the base.
+func (c *checker) passEnv(n *node, path string) []string {
+	if !c.want(n, kindArray, path) {
+		return nil
+	}
+	out := make([]string, 0, len(n.elems))
+	ok := true
+	for i, e := range n.elems {
+		ep := fmt.Sprintf("%s[%d]", path, i)
+		s, good := c.str(e, ep)
+		if good {
+			if msg := backends.CheckPassEnv(s); msg != "" {
+				c.add(e.off, ep, "%s", msg)
+				good = false
+			}
+		}
+		ok = ok && good
+		out = append(out, s)
+	}
+	if !ok {
+		return nil
 	}
 	return out
 }

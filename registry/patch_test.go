@@ -64,6 +64,10 @@ func TestPatchMergeSemantics(t *testing.T) {
 		{"arrays replace", "codex", `{"command": ["codex-acp"]}`, map[string]map[string]any{
 			"codex": {"command": []any{"codex-acp"}, "env": map[string]any{"CODEX_HOME": "/srv/codex"}, "label": "Codex (work)"},
 			"aider": {"ready_pattern": "^> $"}}},
+		{"pass_env replaces", "codex", `{"pass_env": ["OPENAI_API_KEY", "AZURE_OPENAI_*"]}`, map[string]map[string]any{
+			"codex": {"command": []any{"/opt/codex/codex-acp", "--profile", "work"}, "env": map[string]any{"CODEX_HOME": "/srv/codex"},
+				"label": "Codex (work)", "pass_env": []any{"OPENAI_API_KEY", "AZURE_OPENAI_*"}},
+			"aider": {"ready_pattern": "^> $"}}},
 		{"null removes the entry", "codex", `null`, map[string]map[string]any{
 			"aider": {"ready_pattern": "^> $"}}},
 		{"new entry", "amp", `{"extends": "acp", "command": ["amp-acp"]}`, map[string]map[string]any{
@@ -158,6 +162,7 @@ func TestPatchRejectsInvalidResult(t *testing.T) {
 		{"new without extends", "amp", `{"command": ["amp-acp"]}`, "providers.amp"},
 		{"not an object", "codex", `"off"`, "providers.codex"},
 		{"pty field on acp", "codex", `{"cols": 100}`, "providers.codex.cols"},
+		{"pass_env of the daemon's token", "codex", `{"pass_env": ["OPENAI_API_KEY", "AGENTPOOL_TOKEN"]}`, "providers.codex.pass_env[1]"},
 		{"bad id", "Bad Id", `{}`, `providers["Bad Id"]`},
 		{"patch not JSON", "codex", `{"enabled": fal`, ""},
 		{"patch with trailing data", "codex", `{} {}`, ""},

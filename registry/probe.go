@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
@@ -113,6 +114,13 @@ func (r *Registry) startProbeLocked(id string, spec backends.Spec) (*probeCall, 
 	go func() {
 		defer r.wg.Done()
 		info, err := r.runProbe(id, spec)
+		if more := missingAuthEnv(info, spec); errors.Is(err, backends.ErrAuthRequired) && len(more) > 0 {
+			// The agent reads its credentials from variables the daemon
+			// has but this probe did not pass (they were not known
+			// before): once more with them, as its next launch will be.
+			spec.AuthEnv = append(slices.Clone(spec.AuthEnv), more...)
+			info, err = r.runProbe(id, spec)
+		}
 		r.mu.Lock()
 		delete(r.inflight, id)
 		if !errors.Is(err, ErrClosed) {

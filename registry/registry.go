@@ -64,9 +64,9 @@ func (s Snapshot) Lookup(id string) (ProviderStatus, error) {
 	return ProviderStatus{}, errorOf(ErrUnknown, "unknown provider %q%s (known: %s)", id, didYouMean(id, ids), strings.Join(ids, ", "))
 }
 
-// ProviderStatus describes one provider. Its environment is left out on
-// purpose, and the values of its MCP servers' env and headers are
-// redacted: they may hold secrets.
+// ProviderStatus describes one provider. Its env is left out on purpose
+// (PassEnv and AuthEnv are names, never values), and the values of its
+// MCP servers' env and headers are redacted: they may hold secrets.
 type ProviderStatus struct {
 	ID          string        `json:"id"`
 	Label       string        `json:"label"`
@@ -111,6 +111,17 @@ type ProviderStatus struct {
 	// LastLaunch is what the sandbox said of the provider's last launch
 	// when it refused a grant or denied the agent a path; nil otherwise.
 	LastLaunch *LaunchReport `json:"last_launch,omitempty"`
+	// PassEnv names the variables of the daemon's environment the
+	// provider's agents get besides backends.BaseEnv ("pass_env", or the
+	// built-in's list); AuthEnv those its agent's login methods name,
+	// which they get too (see backends.Spec). Names only: values are
+	// never shown.
+	PassEnv []string `json:"pass_env,omitempty"`
+	AuthEnv []string `json:"auth_env,omitempty"`
+	// EnvNotes say what of the provider's environment its agents do not
+	// get, and why: proxy variables in its "env", variables its agent's
+	// login methods name that only the owner may pass.
+	EnvNotes []string `json:"env_notes,omitempty"`
 }
 
 // Change reports what one new snapshot changed, by provider id, sorted.
@@ -378,7 +389,9 @@ func (r *Registry) Resolve(id string) (backends.Spec, error) {
 	if p.err != nil {
 		return backends.Spec{}, p.err
 	}
-	return cloneSpec(p.spec), nil
+	spec := cloneSpec(p.spec)
+	spec.AuthEnv = slices.Clone(p.authEnv)
+	return spec, nil
 }
 
 // lookupAgain looks the program of id up again and commits the result.

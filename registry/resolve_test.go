@@ -40,7 +40,7 @@ func TestResolveSpecs(t *testing.T) {
 	claude := backends.Spec{Provider: "claude", Kind: backends.KindACP, Path: bin("claude-agent-acp"),
 		TurnTimeout: 45 * time.Minute, IdleTimeout: 5 * time.Minute,
 		Permissions: map[string]string{"edit": "ask", "read": "allow"}, Compat: backends.Compat{NoCancelRequest: true},
-		Sandbox: sandboxOf(f.home, "~/.claude", "~/.claude.json", "~/.cache/claude-cli-nodejs")}
+		Sandbox: sandboxOf(f.home, "~/.claude", "~/.claude.json", "~/.cache/claude-cli-nodejs"), PassEnv: builtinPassEnv(ProviderClaude)}
 	root := claude
 	root.Provider, root.Env, root.Mode = "claude-root", []string{"IS_SANDBOX=1"}, "full"
 	root.Permissions = map[string]string{"edit": "ask", "read": "allow", "execute": "deny"}
@@ -56,7 +56,7 @@ func TestResolveSpecs(t *testing.T) {
 		{"gemini", backends.Spec{Provider: "gemini", Kind: backends.KindACP, Path: bin("gemini"), Args: []string{"--acp"},
 			Env:     []string{"A_FIRST=1", "GEMINI_CLI_NO_RELAUNCH=true", "HTTPS_PROXY=http://127.0.0.1:3128"},
 			Compat:  backends.Compat{MissingFileEmpty: true},
-			Sandbox: sandboxOf(f.home, "~/.gemini")}},
+			Sandbox: sandboxOf(f.home, "~/.gemini"), PassEnv: builtinPassEnv(ProviderGemini)}},
 		{"amp", backends.Spec{Provider: "amp", Kind: backends.KindACP, Path: bin("amp-acp"), Args: []string{"--flag", "x y"},
 			Sandbox: sandboxOf(f.home)}},
 		{"local", backends.Spec{Provider: "local", Kind: backends.KindACP, Path: local, Sandbox: sandboxOf(f.home)}},
@@ -66,7 +66,7 @@ func TestResolveSpecs(t *testing.T) {
 			PTY: backends.PTYSpec{ReadyPattern: "^> $", BusyPattern: "(?i)working", QuietWindow: 800 * time.Millisecond, Cols: 100, Rows: 30, CancelKeys: "\x1b",
 				ResumeArgs:        []string{"--restore-chat-history"}, // resume_args, cancel_min_interval, ignore_patterns from the built-in
 				CancelMinInterval: 2 * time.Second, IgnorePatterns: aiderIgnorePatterns},
-			Sandbox: sandboxOf(f.home, "~/.aider")}},
+			Sandbox: sandboxOf(f.home, "~/.aider"), PassEnv: builtinPassEnv(ProviderAider)}},
 		{"term", backends.Spec{Provider: "term", Kind: backends.KindPTY, Path: bin("tool"),
 			PTY: backends.PTYSpec{ResumeArgs: []string{"--resume"}}, Sandbox: sandboxOf(f.home)}},
 	}

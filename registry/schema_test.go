@@ -44,6 +44,9 @@ func builtinsDocument(selfPath string) []byte {
 		if d.env != nil {
 			e["env"] = d.env
 		}
+		if d.passEnv != nil {
+			e["pass_env"] = d.passEnv
+		}
 		if d.permissions != nil {
 			e["permissions"] = d.permissions
 		}
@@ -233,6 +236,20 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"empty command", `{"version": 1, "providers": {"codex": {"command": []}}}`, false},
 		{"empty program", `{"version": 1, "providers": {"codex": {"command": [""]}}}`, false},
 		{"env name", `{"version": 1, "providers": {"codex": {"env": {"A=B": "x"}}}}`, false},
+		{"pass_env", `{"version": 1, "providers": {"codex": {"pass_env": ["OPENAI_API_KEY", "AZURE_*", "_X1"]}}}`, true},
+		{"pass_env empty", `{"version": 1, "providers": {"aider": {"pass_env": []}}}`, true},
+		{"pass_env on new", `{"version": 1, "providers": {"t": {"extends": "pty", "command": ["t"], "pass_env": ["T_KEY"]}}}`, true},
+		{"pass_env proxy", `{"version": 1, "providers": {"codex": {"pass_env": ["HTTPS_PROXY"]}}}`, true},
+		{"pass_env star", `{"version": 1, "providers": {"codex": {"pass_env": ["*"]}}}`, false},
+		{"pass_env empty name", `{"version": 1, "providers": {"codex": {"pass_env": [""]}}}`, false},
+		{"pass_env digit", `{"version": 1, "providers": {"codex": {"pass_env": ["1KEY"]}}}`, false},
+		{"pass_env inner star", `{"version": 1, "providers": {"codex": {"pass_env": ["A*B"]}}}`, false},
+		{"pass_env dash", `{"version": 1, "providers": {"codex": {"pass_env": ["MY-KEY"]}}}`, false},
+		{"pass_env daemon", `{"version": 1, "providers": {"codex": {"pass_env": ["AGENTPOOL_TOKEN"]}}}`, false},
+		{"pass_env daemon prefix", `{"version": 1, "providers": {"codex": {"pass_env": ["AGENTPOOL_*"]}}}`, false},
+		{"pass_env socket", `{"version": 1, "providers": {"codex": {"pass_env": ["SSH_AUTH_SOCK"]}}}`, false},
+		{"pass_env string", `{"version": 1, "providers": {"codex": {"pass_env": "OPENAI_API_KEY"}}}`, false},
+		{"pass_env null", `{"version": 1, "providers": {"codex": {"pass_env": null}}}`, false},
 		{"unknown action", `{"version": 1, "providers": {"codex": {"permissions": {"exec": "ask"}}}}`, false},
 		{"unknown decision", `{"version": 1, "providers": {"codex": {"permissions": {"edit": "maybe"}}}}`, false},
 		{"mode", `{"version": 1, "providers": {"codex": {"mode": "yolo"}}}`, false},

@@ -17,11 +17,14 @@ type state struct {
 }
 
 // providerState is one provider of a state: its status, its launch spec,
-// and the error Resolve returns instead of the spec (nil when launchable).
+// the variables its agent's login methods name (Spec.AuthEnv, from its
+// last probe), and the error Resolve returns instead of the spec (nil
+// when launchable).
 type providerState struct {
-	status ProviderStatus
-	spec   backends.Spec
-	err    error
+	status  ProviderStatus
+	spec    backends.Spec
+	authEnv []string
+	err     error
 }
 
 // commitLocked builds the state from the registry's fields and, if the
@@ -79,6 +82,10 @@ func (r *Registry) buildLocked() *state {
 		if rec != nil {
 			p.status.Probe = rec.info
 		}
+		var refusedAuth []string
+		p.authEnv, refusedAuth = authEnvOf(rec)
+		p.status.PassEnv, p.status.AuthEnv = slices.Clone(p.spec.PassEnv), slices.Clone(p.authEnv)
+		p.status.EnvNotes = envNotes(d, refusedAuth)
 		p.status.SandboxNotes = r.sandboxNotesLocked(id, p.spec)
 		if rep := r.launches[id]; rep != nil && !sameLaunch(rep.spec, p.spec) {
 			// Said of a launch of another spec.
@@ -134,6 +141,7 @@ func specOf(d *definition, l lookup, home string) backends.Spec {
 		Sandbox:     resolveSandbox(d.sandbox, home),
 		MCPServers:  d.mcpServers.Clone(),
 		Budget:      d.budget,
+		PassEnv:     slices.Clone(d.passEnv),
 	}
 	if len(d.command) > 1 {
 		s.Args = slices.Clone(d.command[1:])
@@ -154,6 +162,8 @@ func specOf(d *definition, l lookup, home string) backends.Spec {
 func cloneSpec(s backends.Spec) backends.Spec {
 	s.Args = slices.Clone(s.Args)
 	s.Env = slices.Clone(s.Env)
+	s.PassEnv = slices.Clone(s.PassEnv)
+	s.AuthEnv = slices.Clone(s.AuthEnv)
 	s.Permissions = maps.Clone(s.Permissions)
 	s.Config = maps.Clone(s.Config)
 	s.PTY.ResumeArgs = slices.Clone(s.PTY.ResumeArgs)

@@ -333,9 +333,10 @@ func (m *Manager) runSetupCommand(ctx context.Context, wt Worktree, r *setupRun,
 	return code, out.tail, out.dropped, err
 }
 
-// setupEnv is the environment of a setup command: the daemon's, less
-// what would point git at another repository and agentpool's own
-// variables, plus where it runs.
+// setupEnv is the environment of a setup command: the daemon's (a
+// trusted setup may need the user's private-registry tokens), less what
+// would point git at another repository and the daemon's own secrets,
+// plus where it runs.
 func setupEnv(base []string, wt Worktree, top string) []string {
 	env := make([]string, 0, len(base)+3)
 	for _, kv := range base {
@@ -345,8 +346,10 @@ func setupEnv(base []string, wt Worktree, top string) []string {
 			"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX", "GIT_NAMESPACE":
 			continue
 		}
-		if strings.HasPrefix(key, "AGENTPOOL_") {
-			// agentpool's own (a token, an address, a data directory).
+		if strings.HasPrefix(key, "AGENTPOOL_") || strings.HasPrefix(key, "PG") {
+			// agentpool's own (a token, an address, a data directory, a
+			// store), and PostgreSQL's client variables, which may hold
+			// the password of the daemon's store (PGPASSWORD, PGPASSFILE).
 			continue
 		}
 		env = append(env, kv)

@@ -27,7 +27,7 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 	b.mu.Unlock()
 	spec := b.cfg.Spec
 	proc, err := backends.StartProcess(backends.ProcessConfig{
-		Path: spec.Path, Args: spec.Args, Env: backends.AgentEnv(spec.Env...), Dir: spec.Dir,
+		Path: spec.Path, Args: spec.Args, Env: backends.AgentEnv(spec), Dir: spec.Dir,
 		StopGrace: b.cfg.StopGrace, KillGrace: b.cfg.KillGrace, Logger: b.logger, Jail: b.cfg.Jail,
 	})
 	if err != nil {

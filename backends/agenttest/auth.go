@@ -6,7 +6,8 @@ import (
 	"slices"
 )
 
-// The fake's login: Script.AuthMethods and Script.LoginFile.
+// The fake's login: Script.AuthMethods, Script.LoginFile and
+// Script.LoginEnv.
 
 // authMethods is initialize's authMethods.
 func (a *agent) authMethods() json.RawMessage {
@@ -18,7 +19,13 @@ func (a *agent) authMethods() json.RawMessage {
 
 // needsLogin reports whether method must be refused until the user logs in.
 func (a *agent) needsLogin(method string) bool {
-	if a.script.LoginFile == "" || !slices.Contains([]string{"session/new", "session/load", "session/resume", "session/prompt"}, method) {
+	if !slices.Contains([]string{"session/new", "session/load", "session/resume", "session/prompt"}, method) {
+		return false
+	}
+	if a.script.LoginEnv != "" && os.Getenv(a.script.LoginEnv) == "" {
+		return true
+	}
+	if a.script.LoginFile == "" {
 		return false
 	}
 	_, err := os.Stat(a.script.LoginFile)

@@ -35,6 +35,11 @@ type Script struct {
 	// answer "Authentication required"; authenticate with a method of type
 	// "agent" creates it (the agent keeping its own credentials).
 	LoginFile string `json:"login_file,omitempty"`
+	// LoginEnv, when set, makes the agent need a login, as LoginFile
+	// does, until the variable it names is set in its environment (an
+	// agent that reads its API key from there, whose env_var login
+	// method names it).
+	LoginEnv string `json:"login_env,omitempty"`
 	// Modes offered by session/new, the first is current.
 	Modes []Mode `json:"modes,omitempty"`
 	// ConfigOptions returned by session/new (ACP configOptions, raw);
@@ -234,6 +239,9 @@ type Terminal struct {
 	Args            []string `json:"args,omitempty"`
 	Cwd             string   `json:"cwd,omitempty"`
 	OutputByteLimit *int     `json:"output_byte_limit,omitempty"`
+	// Env are the variables the request adds to the terminal's
+	// environment.
+	Env map[string]string `json:"env,omitempty"`
 	// NoRelease leaves the terminal to the client.
 	NoRelease bool `json:"no_release,omitempty"`
 	// NoWait reports the new terminal's id and leaves it running: no

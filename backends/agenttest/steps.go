@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -271,6 +272,13 @@ func (a *agent) terminal(t Terminal) {
 	}
 	if t.OutputByteLimit != nil {
 		params["outputByteLimit"] = *t.OutputByteLimit
+	}
+	if len(t.Env) > 0 {
+		var env []map[string]string
+		for _, k := range slices.Sorted(maps.Keys(t.Env)) {
+			env = append(env, map[string]string{"name": k, "value": t.Env[k]})
+		}
+		params["env"] = env
 	}
 	res, err := a.call("terminal/create", params)
 	if err != nil {

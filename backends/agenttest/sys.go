@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentpool/agentpool/backends"
 )
 
 // Operations of a SysOp.
@@ -29,6 +31,10 @@ const (
 	OpConnect = "connect"
 	// OpExec runs Argv in Dir and reports its exit code and output.
 	OpExec = "exec"
+	// OpEnv reports the variables of the agent's environment that Names
+	// name (a name, or a prefix ending in "*"), as `env | grep` would
+	// show them to a hostile agent.
+	OpEnv = "env"
 	// OpSetsidChild starts a child (HelperSetsidSleeper) in a new session
 	// that ignores SIGTERM, SIGHUP and SIGINT, sleeps forever and appends
 	// its pid line to the pid file Path.
@@ -77,6 +83,9 @@ type SysOp struct {
 	Argv []string `json:"argv,omitempty"`
 	// Dir is the working directory of exec (default the agent's).
 	Dir string `json:"dir,omitempty"`
+	// Names are the variables env reports: names, or prefixes ending in
+	// "*".
+	Names []string `json:"names,omitempty"`
 	// TimeoutMs bounds connect (default DefaultSysTimeout) and exec
 	// (default DefaultExecTimeout).
 	TimeoutMs int `json:"timeout_ms,omitempty"`
@@ -120,6 +129,14 @@ func doSys(op SysOp) SysResult {
 		return sysResult(op.Op, err, "")
 	case OpExec:
 		return sysExec(op)
+	case OpEnv:
+		var found []string
+		for _, kv := range os.Environ() {
+			if name, _, _ := strings.Cut(kv, "="); backends.MatchEnv(op.Names, name) {
+				found = append(found, kv)
+			}
+		}
+		return sysResult(op.Op, nil, strings.Join(found, "\n"))
 	case OpSetsidChild:
 		e, err := startSetsidSleeper(op.Path, op.KeepStdio)
 		return sysResult(op.Op, err, pidDetail(e))

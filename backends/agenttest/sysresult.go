@@ -24,6 +24,7 @@ import (
 //	write, mkdir, remove, rename, connect   (none)
 //	read                                    the first 64 bytes read
 //	exec                                    exit=<code>[ <first 256 bytes of stdout+stderr>]
+//	env                                     the variables found, "NAME=value", one a line
 //	setsid_child, daemon                    pid=<pid> start=<starttime>
 //
 // An exec whose command ran is "ok" whatever its exit code (-1 when a
@@ -42,7 +43,8 @@ type SysResult struct {
 
 	// Exit is the exit code of a successful exec (-1 otherwise).
 	Exit int
-	// Data is what a successful read read or exec printed (truncated).
+	// Data is what a successful read read or exec printed (truncated),
+	// or the variables env found.
 	Data string
 	// Proc is the process a successful setsid_child or daemon started.
 	Proc PidEntry
@@ -86,7 +88,7 @@ func ParseSysResult(text string) (SysResult, bool) {
 		return r, true
 	}
 	switch op {
-	case OpRead:
+	case OpRead, OpEnv:
 		r.Data = detail
 	case OpExec:
 		code, out, _ := strings.Cut(detail, " ")
@@ -103,6 +105,20 @@ func ParseSysResult(text string) (SysResult, bool) {
 		r.Proc = e
 	}
 	return r, true
+}
+
+// Env returns the variables a successful env step found, by name.
+func (r SysResult) Env() map[string]string {
+	out := map[string]string{}
+	if r.Op != OpEnv || !r.OK() || r.Data == "" {
+		return out
+	}
+	for _, kv := range strings.Split(r.Data, "\n") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // isWord reports whether s is a non-empty run of [A-Za-z0-9_].

@@ -124,7 +124,10 @@ func spawn(spec backends.Spec, args []string, jail backends.Jail) (*os.File, *ex
 		return nil, nil, fmt.Errorf("set terminal size: %w", err)
 	}
 	cmd := exec.Command(spec.Path, args...)
-	cmd.Env = backends.AgentEnv(append([]string{"TERM=" + Term}, spec.Env...)...)
+	// The terminal's type, unless the provider's env says otherwise.
+	withTerm := spec
+	withTerm.Env = append([]string{"TERM=" + Term}, spec.Env...)
+	cmd.Env = backends.AgentEnv(withTerm)
 	cmd.Dir = spec.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}

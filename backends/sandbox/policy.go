@@ -143,6 +143,9 @@ type PolicyInput struct {
 	Args []string
 	// PATH is the program's search path: its absolute entries are readable.
 	PATH string
+	// Env are the paths the agent's environment names
+	// (backends.EnvPaths): readable, or writable for state directories.
+	Env []backends.EnvPath
 	// Git locates the repository; zero when the worktree has none.
 	Git GitPaths
 	// Home is the user's home directory: never granted as a whole, nor the
@@ -177,11 +180,15 @@ const (
 	// OriginDerived is a grant the daemon derived: the program's
 	// installation, PATH entries, a script's package root.
 	OriginDerived = "derived"
+	// OriginEnv is a path a variable of the agent's environment names (a
+	// credentials file, a CA bundle, a state directory).
+	OriginEnv = backends.EntryEnv
 )
 
 // Refusal is a grant BuildPolicy refused.
 type Refusal struct {
-	// Origin is OriginRead, OriginWrite, OriginScript or OriginDerived.
+	// Origin is OriginRead, OriginWrite, OriginScript, OriginEnv or
+	// OriginDerived.
 	Origin string
 	// Note says which path, why, and what to do instead.
 	Note backends.SandboxNote
@@ -237,6 +244,13 @@ func PolicyFor(in PolicyInput) PolicyResult {
 			*list = append(*list, grant{path: path, origin: origin})
 		}
 	}
+	addEnv := func(list *[]grant, write bool) {
+		for _, e := range in.Env {
+			if e.Write == write {
+				*list = append(*list, grant{path: e.Path, origin: OriginEnv, variable: e.Name})
+			}
+		}
+	}
 	add(&read, OriginDerived, systemRead...)
 	add(&read, OriginDerived, installDirs(in.Exe, in.PATH)...)
 	for _, dir := range filepath.SplitList(in.PATH) {
@@ -249,8 +263,10 @@ func PolicyFor(in PolicyInput) PolicyResult {
 		add(&read, OriginDerived, packageRoot(s))
 	}
 	add(&read, OriginRead, expandAll(sb.Read, in.Worktree)...)
+	addEnv(&read, false)
 	add(&write, OriginDerived, in.Worktree, in.TmpDir)
 	add(&write, OriginWrite, expandAll(sb.Write, in.Worktree)...)
+	addEnv(&write, true)
 	if g := in.Git; g.CommonDir != "" {
 		add(&read, OriginDerived, g.CommonDir)
 		add(&write, OriginDerived, filepath.Join(g.CommonDir, "objects"))
@@ -265,15 +281,19 @@ func PolicyFor(in PolicyInput) PolicyResult {
 	}
 	ru := newRules(in)
 	res := PolicyResult{rules: ru, userRead: slices.Clone(sb.Read), userWrite: slices.Clone(sb.Write)}
-	refuse := func(origin, entry, path string, why refusal) {
+	refuse := func(origin, entry, path, variable string, why refusal) {
 		for _, f := range res.Refused {
 			if f.Origin == origin && f.Note.Path == path {
 				return
 			}
 		}
 		n := ru.note(path, origin, why)
-		if origin == OriginRead || origin == OriginWrite {
+		switch origin {
+		case OriginRead, OriginWrite:
 			n.Entry = entry
+		case OriginEnv:
+			n.Entry = backends.EntryEnv
+			n.Reason = variable + " names it, and it " + n.Reason
 		}
 		res.Refused = append(res.Refused, Refusal{Origin: origin, Note: n})
 	}
@@ -286,7 +306,7 @@ func PolicyFor(in PolicyInput) PolicyResult {
 			}
 			path = filepath.Clean(path)
 			if why, ok := ru.check(path); !ok {
-				refuse(g.origin, entry, path, why)
+				refuse(g.origin, entry, path, g.variable, why)
 				continue
 			}
 			if !slices.Contains(out, path) {
@@ -315,7 +335,7 @@ func PolicyFor(in PolicyInput) PolicyResult {
 		if why, ok := ru.check(s); !ok {
 			// The launcher stops at once, naming it, rather than let the
 			// interpreter fail its own way.
-			refuse(OriginScript, "", s, why)
+			refuse(OriginScript, "", s, "", why)
 			p.Check = append(p.Check, s)
 			continue
 		}
@@ -361,10 +381,12 @@ func hiddenFiles() []string {
 	return append(out, keys...)
 }
 
-// grant is a path asked for, and where the request came from.
+// grant is a path asked for, and where the request came from (with
+// OriginEnv, the variable that names it).
 type grant struct {
-	path   string
-	origin string
+	path     string
+	origin   string
+	variable string
 }
 
 // covered reports whether path lies within one of grants.

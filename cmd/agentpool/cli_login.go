@@ -84,6 +84,15 @@ func (c *cli) loginAgent(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.stdout, "Get them at %s.\n", m.Link)
 		}
 		fmt.Fprintf(c.stdout, "Set them in the daemon's environment (then restart it), or in the provider's \"env\" in providers.json; then: %s providers refresh %s\n", c.self(), id)
+		var owner []string
+		for _, v := range m.Vars {
+			if backends.OwnerOnlyEnv(v) && !backends.NeverPassed(v) && !backends.ProxyEnv(v) && !backends.MatchEnv(p.PassEnv, v) {
+				owner = append(owner, v)
+			}
+		}
+		if len(owner) > 0 {
+			fmt.Fprintf(c.stdout, "From the daemon's environment, the agent gets %s only if the provider's \"pass_env\" names it: the daemon never passes its store's, cloud or forge credentials on an agent's word.\n", strings.Join(owner, ", "))
+		}
 		return nil
 	}
 	return fmt.Errorf("login method %q of agent %q is of a type this client does not know (%q)", m.ID, id, m.Type)

@@ -155,6 +155,7 @@ func (c *cli) renderProviders(snap registry.Snapshot) {
 	}
 	_ = tw.Flush()
 	c.renderSandboxNotes(snap)
+	c.renderEnvNotes(snap)
 	if missing > 0 {
 		// The PATH once, here, rather than on every row: it is the
 		// daemon's, which may differ from this shell's.

@@ -51,3 +51,18 @@ func hasNote(notes []backends.SandboxNote, n backends.SandboxNote) bool {
 	}
 	return false
 }
+
+// renderEnvNotes prints, under the providers table, what of a provider's
+// environment its agents do not get, and why.
+func (c *cli) renderEnvNotes(snap registry.Snapshot) {
+	header := false
+	for _, p := range snap.Providers {
+		for _, n := range p.EnvNotes {
+			if !header {
+				fmt.Fprintln(c.stdout, "\nenvironment:")
+				header = true
+			}
+			fmt.Fprintf(c.stdout, "  %s: %s\n", p.ID, n)
+		}
+	}
+}

@@ -138,7 +138,7 @@ func (n *Notifier) run(ctx context.Context, log *slog.Logger, ev backends.Event)
 	cmd.Stdin = bytes.NewReader(append(body, '\n'))
 	out := &cappedBuffer{limit: notifyOutput}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(backends.AgentEnv(), "AGENTPOOL_EVENT="+string(ev.Type), "AGENTPOOL_SESSION="+ev.Session, "AGENTPOOL_AGENT="+ev.Agent)
+	cmd.Env = append(backends.TrustedEnv(), "AGENTPOOL_EVENT="+string(ev.Type), "AGENTPOOL_SESSION="+ev.Session, "AGENTPOOL_AGENT="+ev.Agent)
 	// Its own process group, killed whole at the timeout.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

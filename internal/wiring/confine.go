@@ -69,9 +69,12 @@ func (c Confiner) policy(req pool.LaunchRequest) (*sandbox.PolicyResult, error) 
 }
 
 // policyInput is what a launch of spec shares with every other: the
-// program, its arguments and PATH, the home, the daemon's home.
+// program, its arguments and PATH, the paths its environment names
+// (GOOGLE_APPLICATION_CREDENTIALS, CODEX_HOME, ...), the home, the
+// daemon's home.
 func (c Confiner) policyInput(spec backends.Spec) sandbox.PolicyInput {
-	in := sandbox.PolicyInput{Sandbox: spec.Sandbox, Exe: spec.Path, Args: spec.Args, PATH: envPATH(spec.Env), Home: c.Home}
+	in := sandbox.PolicyInput{Sandbox: spec.Sandbox, Exe: spec.Path, Args: spec.Args, PATH: envPATH(spec.Env), Home: c.Home,
+		Env: backends.EnvPaths(backends.AgentEnv(spec))}
 	for _, p := range c.Protect {
 		in.Protected = append(in.Protected, sandbox.Protected{Path: p, What: whatDaemonHome})
 	}

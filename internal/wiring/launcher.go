@@ -57,10 +57,16 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	// The spec stays as resolved for the reports (the registry compares
 	// it with its own); only the process gets the identity.
 	run := req
-	run.Spec.Env = append(slices.Clone(req.Spec.Env), identityEnv(backends.AgentEnv(req.Spec.Env...), id)...)
+	run.Spec.Env = append(slices.Clone(req.Spec.Env), identityEnv(backends.AgentEnv(req.Spec), id)...)
 	// Likewise the session's own MCP servers, which win by name.
 	run.Spec.MCPServers = req.Spec.MCPServers.Merge(req.MCPServers)
-	b, err := l.launch(run, logger, jail, termJail, identityEnv(backends.AgentEnv(), id))
+	// The bridge's terminals start from the variables of the daemon's
+	// environment the agent gets (not the provider's own env), with the
+	// identity; a terminal/create adds what it asks for.
+	// Never nil: a nil Env would give them the daemon's whole one.
+	passed := backends.PassedEnv(req.Spec)
+	termEnv := append(append(make([]string, 0, len(passed)+5), passed...), identityEnv(passed, id)...)
+	b, err := l.launch(run, logger, jail, termJail, termEnv)
 	if err != nil && jail != nil {
 		_ = jail.Release()
 	}
@@ -95,7 +101,7 @@ func (l Launcher) refused(req pool.LaunchRequest, logger *slog.Logger, res *sand
 	}
 }
 
-// launch builds the backend; termEnv is added to its terminals' environment.
+// launch builds the backend; termEnv is its terminals' environment.
 func (l Launcher) launch(req pool.LaunchRequest, logger *slog.Logger, jail backends.Jail, termJail func(string) (*sandbox.Jail, error), termEnv []string) (backends.Backend, error) {
 	agent := req.Spec.Provider
 	var newJail func(string) (acpfs.Jail, error)
@@ -110,7 +116,7 @@ func (l Launcher) launch(req pool.LaunchRequest, logger *slog.Logger, jail backe
 			return nil, fmt.Errorf("fs bridge: %w", err)
 		}
 		terms, err := acpfs.NewTerminals(acpfs.TerminalsConfig{Root: req.Spec.Dir, Guard: fs.Guard(), Logger: logger,
-			Env: backends.AgentEnv(termEnv...), NewJail: newJail,
+			Env: termEnv, NewJail: newJail,
 			OnEvent: func(ev acpfs.TerminalEvent) { req.Emit(backends.NewEvent(backends.EventType(ev.Type), agent, ev)) }})
 		if err != nil {
 			_ = fs.Close()

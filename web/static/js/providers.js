@@ -161,6 +161,7 @@ export function providersView(main) {
       p.status === 'needs_auth' ? loginControls(p) : null,
       p.status === 'not_installed' ? installLine(p) : null,
       sandboxNotes(p),
+      envNotes(p),
       h('div.cmd', (p.path || (p.command || []).join(' ')) + (probeInfo ? `  ·  ${probeInfo}` : '')));
   }
 
@@ -217,6 +218,13 @@ export function providersView(main) {
       (l.denied || []).forEach(n => items.push(say(`Denied at start (session ${l.session})`, n)));
     }
     return items.length ? h('div.diag', { 'data-sandbox-notes': '' }, h('ul', ...items)) : null;
+  }
+
+  // envNotes says what of the provider's environment its agents do not
+  // get (proxy variables, variables only the owner may pass), and why.
+  function envNotes(p) {
+    const items = (p.env_notes || []).map(n => h('li', n));
+    return items.length ? h('div.diag', { 'data-env-notes': '' }, h('ul', ...items)) : null;
   }
 
   render();
