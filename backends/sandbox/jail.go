@@ -29,6 +29,7 @@ type Jail struct {
 	tmpSession string
 	egress     *EgressView
 	join       *Jail
+	onRelease  func()
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -195,6 +196,9 @@ func (j *Jail) Release() error {
 	delete(j.m.jails, j)
 	j.m.mu.Unlock()
 	j.m.releaseTmp(j.tmpSession)
+	if j.onRelease != nil {
+		j.onRelease()
+	}
 	return err
 }
 

@@ -296,6 +296,9 @@ type JailConfig struct {
 	// joins (a terminal of the agent's): it shares the agent's view,
 	// /tmp, processes and loopback. Its Egress is the agent's.
 	Join *Jail
+	// Released, if set, is called once when the jail is released (the
+	// launch's egress listener closes with its agent).
+	Released func()
 }
 
 // NewJail makes a jail: its cgroup (created now, empty) or its fallback
@@ -309,7 +312,7 @@ func (m *Manager) NewJail(cfg JailConfig) (*Jail, error) {
 	for i, p := range cfg.Path {
 		parts[i] = safeName(p)
 	}
-	j := &Jail{m: m, name: strings.Join(parts, "/"), policy: cfg.Policy, egress: cfg.Egress, join: cfg.Join}
+	j := &Jail{m: m, name: strings.Join(parts, "/"), policy: cfg.Policy, egress: cfg.Egress, join: cfg.Join, onRelease: cfg.Released}
 	if cfg.Join != nil {
 		j.egress = cfg.Join.egress
 	}

@@ -137,6 +137,7 @@ type Main struct {
 
 	store      *store.Store
 	sandbox    *sandbox.Manager
+	egress     *wiring.Egress
 	wt         *worktree.Manager
 	reg        *registry.Registry
 	pool       *pool.Pool
@@ -218,9 +219,14 @@ func (m *Main) Open(ctx context.Context) error {
 		m.shutdownParts()
 		return err
 	}
+	if err := m.openEgress(ln, home); err != nil {
+		m.shutdownParts()
+		return err
+	}
 	wt, err := worktree.NewManager(worktree.Config{Root: m.worktreesRoot(home), Logger: m.Logger,
 		TrustFile: filepath.Join(home, trustFile), MirrorRoot: filepath.Join(home, mirrorsDir), SetupSandbox: wiring.SetupJails{
-			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: protectedHomes(home, os.Getenv)}})
+			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: protectedHomes(home, os.Getenv),
+			Egress: m.egress}})
 	if err != nil {
 		m.shutdownParts()
 		return fmt.Errorf("worktrees: %w", err)
@@ -228,7 +234,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.wt = wt
 	confiner := wiring.Confiner{
 		Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: protectedHomes(home, os.Getenv),
-		Git: wiring.GitPathsOf(wt),
+		Git: wiring.GitPathsOf(wt), Egress: m.egress,
 	}
 	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, SIGHUP: true, Logger: m.Logger,
 		Trust: trustedProviders, SandboxNotes: confiner.ConfigNotes, ProbeDir: filepath.Join(home, tmpDir)})
@@ -626,6 +632,7 @@ func (m *Main) shutdownParts() error {
 	if m.sandbox != nil {
 		_ = m.sandbox.Close()
 	}
+	m.closeEgress()
 	if m.wt != nil {
 		if err := m.wt.Close(); err != nil {
 			m.Logger.Warn("close worktrees", "err", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/sandbox"
+	"github.com/agentpool/agentpool/egress"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/worktree"
 )
@@ -26,6 +27,9 @@ type Confiner struct {
 	// Protect lists paths no agent may reach: the daemon's home (token,
 	// database, other sessions' worktrees).
 	Protect []string
+	// Egress is the agents' way out of their network namespaces (nil:
+	// none, they reach nothing but their own loopback).
+	Egress *Egress
 	// Git locates a worktree's repository for the policy (nil: the agent
 	// cannot commit on its branch, as it gets no write access to .git).
 	Git func(ctx context.Context, wt pool.Worktree) (sandbox.GitPaths, error)
@@ -118,8 +122,19 @@ func (c Confiner) agentJail(req pool.LaunchRequest) (backends.Jail, func(id stri
 	jc := func(leaf string) sandbox.JailConfig {
 		return sandbox.JailConfig{Path: []string{req.Session, agent, leaf}, Policy: pol, Session: req.Session, TmpRoot: c.TmpRoot}
 	}
-	j, err := c.Sandbox.NewJail(jc("agent"))
+	cfg := jc("agent")
+	if c.viewed(pol) {
+		ev, closeEgress, err := c.Egress.open(req.Spec.Sandbox, egress.Meta{Session: req.Session, Provider: agent}, req.Emit)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		cfg.Egress, cfg.Released = ev, closeEgress
+	}
+	j, err := c.Sandbox.NewJail(cfg)
 	if err != nil {
+		if cfg.Released != nil {
+			cfg.Released()
+		}
 		return nil, nil, nil, err
 	}
 	// A terminal joins its agent's namespaces: the agent reaches what the
@@ -130,6 +145,12 @@ func (c Confiner) agentJail(req pool.LaunchRequest) (backends.Jail, func(id stri
 		return c.Sandbox.NewJail(cfg)
 	}
 	return j, terms, res, nil
+}
+
+// viewed reports whether a launch under pol runs in namespaces of its
+// own, and so needs the egress proxy to reach out.
+func (c Confiner) viewed(pol *sandbox.Policy) bool {
+	return c.Egress != nil && pol != nil && pol.View != nil && c.Sandbox.Status().Namespaces
 }
 
 // envPATH returns the PATH a launch's program sees: the spec's own, else

@@ -6,6 +6,7 @@ import (
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/acp"
 	"github.com/agentpool/agentpool/backends/sandbox"
+	"github.com/agentpool/agentpool/egress"
 )
 
 // probeJailPrefix names a probe's jail: its cgroup (and private TMPDIR)
@@ -39,8 +40,21 @@ func (c Confiner) ProbeJail(spec backends.Spec) (acp.ProbeJail, error) {
 		res, pol = &r, &r.Policy
 	}
 	name := probeJailPrefix + spec.Provider
-	j, err := c.Sandbox.NewJail(sandbox.JailConfig{Path: []string{name}, Policy: pol, Session: name, TmpRoot: c.TmpRoot})
+	cfg := sandbox.JailConfig{Path: []string{name}, Policy: pol, Session: name, TmpRoot: c.TmpRoot}
+	if c.viewed(pol) {
+		// A probe reaches out as the provider's agents do; its refusals
+		// have no session to go to.
+		ev, closeEgress, err := c.Egress.open(spec.Sandbox, egress.Meta{Session: name, Provider: spec.Provider}, nil)
+		if err != nil {
+			return acp.ProbeJail{}, err
+		}
+		cfg.Egress, cfg.Released = ev, closeEgress
+	}
+	j, err := c.Sandbox.NewJail(cfg)
 	if err != nil {
+		if cfg.Released != nil {
+			cfg.Released()
+		}
 		return acp.ProbeJail{}, err
 	}
 	pj := acp.ProbeJail{Jail: j, Release: func() { _ = j.Release() }}

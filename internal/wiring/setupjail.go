@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/sandbox"
+	"github.com/agentpool/agentpool/egress"
 	"github.com/agentpool/agentpool/worktree"
 )
 
@@ -39,6 +40,8 @@ type SetupJails struct {
 	Home string
 	// Protect lists paths never granted: the daemon's home.
 	Protect []string
+	// Egress is a setup's way out of its network namespace (nil: none).
+	Egress *Egress
 }
 
 var _ worktree.SetupSandbox = SetupJails{}
@@ -65,9 +68,23 @@ func (s SetupJails) Confine(_ context.Context, job worktree.SetupJob, cmd *exec.
 		Git:     sandbox.GitPaths{CommonDir: job.Git.CommonDir, AdminDir: job.Git.AdminDir, Branch: job.Git.Branch},
 		Protect: append(append([]string{}, s.Protect...), job.Repo),
 	})
-	j, err := s.Sandbox.NewJail(sandbox.JailConfig{Path: []string{job.Worktree.Session, setupJailLeaf}, Policy: &pol,
-		Session: job.Worktree.Session + setupTmpSuffix, TmpRoot: s.TmpRoot})
+	cfg := sandbox.JailConfig{Path: []string{job.Worktree.Session, setupJailLeaf}, Policy: &pol,
+		Session: job.Worktree.Session + setupTmpSuffix, TmpRoot: s.TmpRoot}
+	if s.Egress != nil && pol.View != nil && s.Sandbox.Status().Namespaces {
+		// Every public address, through the proxy: a setup fetches
+		// packages, and reaches no local service.
+		ev, closeEgress, err := s.Egress.open(backends.SandboxSpec{Network: backends.NetworkAll},
+			egress.Meta{Session: job.Worktree.Session, Provider: setupJailLeaf}, nil)
+		if err != nil {
+			return worktree.SetupConfinement{}, nil, err
+		}
+		cfg.Egress, cfg.Released = ev, closeEgress
+	}
+	j, err := s.Sandbox.NewJail(cfg)
 	if err != nil {
+		if cfg.Released != nil {
+			cfg.Released()
+		}
 		return worktree.SetupConfinement{}, nil, err
 	}
 	if err := j.Prepare(cmd); err != nil {
