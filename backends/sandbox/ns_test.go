@@ -206,6 +206,7 @@ func TestNamespaceView(t *testing.T) {
 		{"no /run/user", "ls /run/user 2>&1 || true", contains("No such file"), "no /run/user"},
 		{"shadow hidden", "wc -c < /etc/shadow 2>/dev/null || echo 0", eq("0"), "0"},
 		{"own /tmp", "echo mine > /tmp/f && cat /tmp/f && ls " + filepath.Dir(base), eq("mine\n" + filepath.Base(base)), "its own /tmp, showing only the grants' directories"},
+		{"no write on the way to a grant", "{ echo x > " + filepath.Join(home, "daemon", "pwned") + "; } 2>&1 | grep -c 'Read-only'", eq("1"), "read-only"},
 		{"session TMPDIR", `echo shared > "$TMPDIR/f" && cat ` + filepath.Join(tmpRoot, "s1", "f"), eq("shared"), "shared"},
 		{"proxy variables", "echo $HTTPS_PROXY $ALL_PROXY $NO_PROXY", eq("http://127.0.0.1:3128 socks5h://127.0.0.1:3128 localhost,127.0.0.1,::1"), "the egress proxy"},
 		{"egress through the proxy", talk(`CONNECT example.org:443 HTTP/1.1\r\n\r\n`, "127.0.0.1:3128"), contains("hello from example.org:443"), "hello from example.org:443"},

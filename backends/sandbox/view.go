@@ -155,6 +155,7 @@ func buildView(p Policy, v *View) error {
 	if v.Egress != nil {
 		b.add(v.Egress.Socket, viewEgressSocket, attrRW)
 	}
+	b.skeletons()
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
@@ -181,6 +182,15 @@ func buildView(p Policy, v *View) error {
 	if git != nil {
 		if err := mountObjects(git); err != nil {
 			return err
+		}
+	}
+	// The directories leading to grants beneath /tmp are read-only: a
+	// write there is refused, not kept in the agent's own /tmp.
+	for _, m := range b.mounts {
+		if m.kind == mountSkeleton {
+			if err := unix.MountSetattr(-1, m.dst, unix.AT_SYMLINK_NOFOLLOW, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+				return fmt.Errorf("view: %s read-only: %w", m.dst, err)
+			}
 		}
 	}
 	if err := makeDev(); err != nil {
@@ -250,7 +260,35 @@ const (
 	mountTmpfs
 	mountDir
 	mountLink
+	// mountSkeleton is a tmpfs on a directory of /tmp that holds only the
+	// way to grants beneath it, made read-only once they are mounted.
+	mountSkeleton
 )
+
+// skeletons adds a skeleton tmpfs on each directory of /tmp and /var/tmp
+// that leads to a grant without being one.
+func (b *viewBuilder) skeletons() {
+	binds := map[string]bool{}
+	for _, m := range b.mounts {
+		if m.kind != mountTmpfs && m.kind != mountSkeleton {
+			binds[m.dst] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range slices.Clone(b.mounts) {
+		for _, tmp := range []string{"/tmp", "/var/tmp"} {
+			rest, ok := strings.CutPrefix(m.dst, tmp+"/")
+			if !ok || !strings.Contains(rest, "/") {
+				continue
+			}
+			top := tmp + "/" + rest[:strings.IndexByte(rest, '/')]
+			if !binds[top] && !seen[top] {
+				seen[top] = true
+				b.mounts = append(b.mounts, viewMount{dst: top, kind: mountSkeleton})
+			}
+		}
+	}
+}
 
 // add binds the outside path src on dst. src's directories are resolved
 // now, on the outside; its last element is not (a symlink is shown as
@@ -299,11 +337,15 @@ func (b *viewBuilder) dir(dst string) {
 
 func (m viewMount) do() error {
 	switch m.kind {
-	case mountTmpfs:
+	case mountTmpfs, mountSkeleton:
 		if err := makeParents(m.dst, true); err != nil {
 			return err
 		}
-		if err := unix.Mount("tmpfs", m.dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		mode := "mode=1777"
+		if m.kind == mountSkeleton {
+			mode = "mode=0755,size=1m"
+		}
+		if err := unix.Mount("tmpfs", m.dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, mode); err != nil {
 			return fmt.Errorf("view: tmpfs on %s: %w", m.dst, err)
 		}
 		return nil
