@@ -180,6 +180,10 @@ type SandboxSpec struct {
 	// Write lists extra paths the agent may read, write and execute: the
 	// provider's state directories and caches.
 	Write []string `json:"write,omitempty"`
+	// Sockets lists unix sockets (or directories of them) the agent may
+	// connect to, shown in its view: in namespaces of its own it reaches
+	// no other socket of the user's.
+	Sockets []string `json:"sockets,omitempty"`
 	// Network is NetworkAll, NetworkNone or NetworkList ("" = NetworkAll).
 	Network string `json:"network,omitempty"`
 	// Ports are the TCP ports the agent may connect to on any public

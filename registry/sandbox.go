@@ -54,6 +54,7 @@ type sandboxEntry struct {
 	enabled  *bool
 	read     []string
 	write    []string
+	sockets  []string
 	network  *string
 	ports    []uint16
 	hosts    []string
@@ -62,7 +63,7 @@ type sandboxEntry struct {
 
 // sandboxFields lists the fields of an entry's "sandbox" object.
 func sandboxFields() []string {
-	return []string{"enabled", "read", "write", "network", "required"}
+	return []string{"enabled", "read", "write", "sockets", "network", "required"}
 }
 
 // sandbox decodes an entry's "sandbox" object.
@@ -86,6 +87,8 @@ func (c *checker) sandbox(n *node, path string) *sandboxEntry {
 			out.read = c.sandboxPaths(m.val, fp)
 		case "write":
 			out.write = c.sandboxPaths(m.val, fp)
+		case "sockets":
+			out.sockets = c.sandboxPaths(m.val, fp)
 		case "network":
 			if mode, ports, hosts, ok := c.network(m.val, fp); ok {
 				out.network, out.ports, out.hosts = &mode, ports, hosts
@@ -248,6 +251,9 @@ func applySandbox(d *definition, e *sandboxEntry) {
 	if e.write != nil {
 		s.Write = slices.Clone(e.write)
 	}
+	if e.sockets != nil {
+		s.Sockets = slices.Clone(e.sockets)
+	}
 	if e.network != nil {
 		s.Network, s.Ports, s.Hosts = *e.network, slices.Clone(e.ports), slices.Clone(e.hosts)
 	}
@@ -260,6 +266,7 @@ func applySandbox(d *definition, e *sandboxEntry) {
 func cloneSandbox(s backends.SandboxSpec) backends.SandboxSpec {
 	s.Read = slices.Clone(s.Read)
 	s.Write = slices.Clone(s.Write)
+	s.Sockets = slices.Clone(s.Sockets)
 	s.Ports = slices.Clone(s.Ports)
 	s.Hosts = slices.Clone(s.Hosts)
 	return s
@@ -280,7 +287,7 @@ func resolveSandbox(s backends.SandboxSpec, home string) backends.SandboxSpec {
 		}
 		return out
 	}
-	s.Read, s.Write = expand(s.Read), expand(s.Write)
+	s.Read, s.Write, s.Sockets = expand(s.Read), expand(s.Write), expand(s.Sockets)
 	s.Ports = slices.Clone(s.Ports)
 	if len(s.Ports) == 0 {
 		s.Ports = nil

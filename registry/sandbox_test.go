@@ -124,7 +124,7 @@ func TestSandboxResolve(t *testing.T) {
 	f.write(t, `{"version": 1, "providers": {
   "codex": {"sandbox": {"read": ["~/models", "/srv/data"]}},
   "tool": {"extends": "acp", "command": ["tool"],
-    "sandbox": {"write": ["$WORKTREE", "$WORKTREE/.cache", "~/.tool", "~/.tool/", "/var/tmp/tool"], "network": [8443, "localhost:11434", 443, "API.Example.com:443"], "required": true}}
+    "sandbox": {"write": ["$WORKTREE", "$WORKTREE/.cache", "~/.tool", "~/.tool/", "/var/tmp/tool"], "sockets": ["/var/run/docker.sock", "~/.tool/agent.sock"], "network": [8443, "localhost:11434", 443, "API.Example.com:443"], "required": true}}
 }}`)
 	if err := r.Reload(); err != nil {
 		t.Fatalf("Reload() error = %v; want nil", err)
@@ -138,8 +138,9 @@ func TestSandboxResolve(t *testing.T) {
 			Read:  []string{home("models"), "/srv/data"},
 			Write: []string{home(".codex"), home(".cache"), home(".npm"), home("go/pkg/mod")}}},
 		{"tool", backends.SandboxSpec{Enabled: true, Network: backends.NetworkList, Ports: []uint16{443, 8443}, Hosts: []string{"api.example.com:443", "localhost:11434"}, Required: true,
-			Read:  []string{home(".gitconfig"), home(".config/git")},
-			Write: []string{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"}}},
+			Read:    []string{home(".gitconfig"), home(".config/git")},
+			Write:   []string{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"},
+			Sockets: []string{"/var/run/docker.sock", home(".tool/agent.sock")}}},
 	}
 	snap := r.Snapshot()
 	for _, tt := range tests {
@@ -181,8 +182,9 @@ func TestSandboxResolve(t *testing.T) {
 			continue
 		}
 		want := map[string]any{"enabled": true, "network": "list", "ports": []any{443.0, 8443.0}, "hosts": []any{"api.example.com:443", "localhost:11434"}, "required": true,
-			"read":  []any{home(".gitconfig"), home(".config/git")},
-			"write": []any{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"}}
+			"read":    []any{home(".gitconfig"), home(".config/git")},
+			"write":   []any{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"},
+			"sockets": []any{"/var/run/docker.sock", home(".tool/agent.sock")}}
 		if diff := cmp.Diff(want, p.Sandbox); diff != "" {
 			t.Errorf("JSON of the snapshot's tool sandbox (-want +got):\n%s", diff)
 		}

@@ -345,3 +345,52 @@ func TestTerminalJoinsItsAgent(t *testing.T) {
 		t.Errorf("a terminal of a dead agent ran: %v, %q", err, out)
 	}
 }
+
+// TestSocketGrant: a socket the provider grants ("sandbox.sockets") is
+// reachable in the view, at its own path; one inside the daemon's home is
+// refused with a note.
+func TestSocketGrant(t *testing.T) {
+	m := nsManager(t)
+	base := t.TempDir()
+	wt := filepath.Join(base, "wt")
+	daemonHome := filepath.Join(base, "daemon")
+	for _, d := range []string{wt, daemonHome, filepath.Join(base, "run")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	granted := filepath.Join(base, "run", "docker.sock")
+	inHome := filepath.Join(daemonHome, "api.sock")
+	for _, p := range []string{granted, inHome} {
+		ln, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	res := sandbox.PolicyFor(sandbox.PolicyInput{
+		Sandbox:  backends.SandboxSpec{Enabled: true, Read: []string{filepath.Dir(os.Args[0])}, Sockets: []string{granted, inHome}},
+		Worktree: wt, Exe: "/bin/sh", PATH: os.Getenv("PATH"), Protect: []string{daemonHome},
+	})
+	if len(res.Notes) != 1 || res.Notes[0].Path != inHome || res.Notes[0].Entry != sandbox.EntrySockets {
+		t.Errorf("notes = %+v; want the socket in the daemon's home refused", res.Notes)
+	}
+	pol := res.Policy
+	for _, c := range []struct{ path, want string }{{granted, "dial ok"}, {inHome, "no such file"}} {
+		_, cmd, out := startIn(t, m, sandbox.JailConfig{Path: []string{"s1", "sock"}, Policy: &pol, Session: "s1", TmpRoot: t.TempDir()},
+			fmt.Sprintf("AGENTPOOL_HELPER_DIAL=1 %s -test.run=TestHelperDial -- unix:%s", os.Args[0], c.path), wt)
+		_ = cmd.Wait()
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("dial %s: %q; want %q", c.path, out, c.want)
+		}
+	}
+}

@@ -345,6 +345,9 @@ func PolicyFor(in PolicyInput) PolicyResult {
 	p.Write = keep(backends.EntryWrite, write)
 	p.Devices = slices.Clone(systemDevices)
 	p.View = viewFor(in)
+	var socks []grant
+	add(&socks, OriginWrite, expandAll(sb.Sockets, in.Worktree)...)
+	p.View.Sockets = keep(EntrySockets, socks)
 	res.Policy = p
 	for _, f := range res.Refused {
 		if f.Shown() {
@@ -380,6 +383,10 @@ func hiddenFiles() []string {
 	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*_key")
 	return append(out, keys...)
 }
+
+// EntrySockets is a provider's "sandbox.sockets" list, in the notes of
+// its refusals.
+const EntrySockets = "sandbox.sockets"
 
 // grant is a path asked for, and where the request came from (with
 // OriginEnv, the variable that names it).
