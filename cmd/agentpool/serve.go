@@ -671,7 +671,7 @@ func (m *Main) openSandbox(self string) error {
 		m.Logger.Warn("remove stale session TMPDIRs", "err", err)
 	}
 	st := sb.Status()
-	m.Logger.Info("confinement", "containment", st.Containment, "cgroup", st.Cgroup, "landlock_abi", st.Landlock)
+	m.Logger.Info("confinement", "containment", st.Containment, "cgroup", st.Cgroup, "landlock_abi", st.Landlock, "namespaces", st.Namespaces)
 	for _, w := range st.Warnings {
 		m.Logger.Warn("confinement: " + w)
 	}
