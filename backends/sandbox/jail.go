@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,6 +78,7 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 		if p.View != nil {
 			v := *p.View
 			v.Tmp, v.Egress = j.tmp, j.egress
+			v.Hide = append(slices.Clip(v.Hide), j.m.secrets...)
 			p.View = &v
 			if err := prepareGit(v.Git); err != nil {
 				return fmt.Errorf("sandbox: %w", err)

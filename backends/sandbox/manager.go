@@ -86,6 +86,9 @@ type Manager struct {
 	root   string // the cgroup tree; "" in the subreaper fallback
 	status Status
 
+	// secrets are the system files the views hide (systemSecrets).
+	secrets []string
+
 	mu    sync.Mutex
 	jails map[*Jail]struct{}
 	tmp   map[string]*tmpDir
@@ -125,6 +128,7 @@ func Open(cfg Config) (*Manager, error) {
 			m.status.NamespacesError = err.Error()
 		} else {
 			m.status.Namespaces = true
+			m.secrets = systemSecrets()
 		}
 	} else {
 		m.status.NamespacesError = "namespaces are off for this daemon"

@@ -205,6 +205,7 @@ func TestNamespaceView(t *testing.T) {
 			eq("CapInh: 0000000000000000\nCapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nCapAmb: 0000000000000000\nNoNewPrivs: 1"), "no capabilities, no-new-privs"},
 		{"no /run/user", "ls /run/user 2>&1 || true", contains("No such file"), "no /run/user"},
 		{"shadow hidden", "wc -c < /etc/shadow 2>/dev/null || echo 0", eq("0"), "0"},
+		{"owner-only system files hidden", "find /etc /opt ! -perm -o=r -user $(id -u) ! -type l 2>/dev/null | while read f; do if [ -d \"$f\" ]; then ls -A \"$f\"; else cat \"$f\"; fi; done | wc -c", eq("0"), "nothing readable"},
 		{"own /tmp", "echo mine > /tmp/f && cat /tmp/f && ls " + filepath.Dir(base), eq("mine\n" + filepath.Base(base)), "its own /tmp, showing only the grants' directories"},
 		{"no write on the way to a grant", "{ echo x > " + filepath.Join(home, "daemon", "pwned") + "; } 2>&1 | grep -c 'Read-only'", eq("1"), "read-only"},
 		{"session TMPDIR", `echo shared > "$TMPDIR/f" && cat ` + filepath.Join(tmpRoot, "s1", "f"), eq("shared"), "shared"},

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"os"
+	"syscall"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -378,10 +379,58 @@ func viewFor(in PolicyInput) *View {
 // hiddenFiles are the system's files that only root may read, which a
 // root daemon's agents (uid 0, without capabilities) would otherwise read
 // as their owner: password hashes, sudo's rules, the host's ssh keys.
+// systemSecrets (computed once by the Manager) adds the rest.
 func hiddenFiles() []string {
 	out := []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/security/opasswd"}
 	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*_key")
 	return append(out, keys...)
+}
+
+// systemSecretDirs are the system directories searched for secrets.
+var systemSecretDirs = []string{"/etc", "/opt"}
+
+// maxSecretScan bounds the entries systemSecrets looks at.
+const maxSecretScan = 20000
+
+// systemSecrets lists the files and directories of the system
+// directories shown in a view that the daemon's user may read only as
+// their owner — owned by its uid, not readable by others: private keys
+// under /etc/ssl/private, a VPN's or a wifi network's secrets. Agents run
+// as the daemon's uid, so the view hides them (a directory as an empty
+// one, a file as an empty file). What is made after the daemon started is
+// not in the list.
+func systemSecrets() []string {
+	uid := uint32(os.Getuid())
+	var out []string
+	n := 0
+	for _, root := range systemSecretDirs {
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			n++
+			if err != nil || n > maxSecretScan {
+				if d != nil && d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.Type()&os.ModeSymlink != 0 || (!d.IsDir() && !d.Type().IsRegular()) {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			st, ok := info.Sys().(*syscall.Stat_t)
+			if !ok || st.Uid != uid || info.Mode().Perm()&0o004 != 0 {
+				return nil
+			}
+			out = append(out, path)
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		})
+	}
+	return out
 }
 
 // EntrySockets is a provider's "sandbox.sockets" list, in the notes of

@@ -473,9 +473,17 @@ func overlayEscape(p string) string {
 	return r.Replace(p)
 }
 
-// hideFile shows f empty: an empty read-only file is bound over it.
+// hideFile shows f empty: an empty read-only file is bound over a file,
+// an empty read-only tmpfs mounted on a directory.
 func hideFile(f string) error {
-	if _, err := os.Lstat(f); err != nil {
+	fi, err := os.Lstat(f)
+	if err != nil || fi.Mode()&os.ModeSymlink != 0 {
+		return nil
+	}
+	if fi.IsDir() {
+		if err := unix.Mount("tmpfs", f, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0500,size=4k"); err != nil {
+			return fmt.Errorf("view: hide %s: %w", f, err)
+		}
 		return nil
 	}
 	if err := unix.Mount("/dev/null", f, "", unix.MS_BIND, ""); err != nil {
