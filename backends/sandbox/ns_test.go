@@ -2,12 +2,14 @@ package sandbox_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -393,5 +395,27 @@ func TestSocketGrant(t *testing.T) {
 		if !strings.Contains(out.String(), c.want) {
 			t.Errorf("dial %s: %q; want %q", c.path, out, c.want)
 		}
+	}
+}
+
+// TestRequiredWithoutNamespacesRefuses: on a machine where programs cannot
+// have namespaces of their own, a provider whose sandbox is required does
+// not start, and the manager says why everywhere it reports its status.
+func TestRequiredWithoutNamespacesRefuses(t *testing.T) {
+	agenttest.RequireFeature(t, sandbox.LandlockABI() >= 1, "Landlock")
+	m := open(t, sandbox.Config{NoNamespaces: true})
+	st := m.Status()
+	if st.Namespaces || !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.HasPrefix(w, "Landlock only: agents can reach unix sockets and local services") }) {
+		t.Errorf("status %+v; want no namespaces and the Landlock-only warning", st)
+	}
+	wt := t.TempDir()
+	pol, _ := sandbox.BuildPolicy(sandbox.PolicyInput{Sandbox: backends.SandboxSpec{Enabled: true, Required: true}, Worktree: wt, Exe: "/bin/sh", PATH: os.Getenv("PATH")})
+	if _, err := m.NewJail(sandbox.JailConfig{Path: []string{"s1", "agent"}, Policy: &pol}); !errors.Is(err, sandbox.ErrNamespacesRequired) {
+		t.Errorf("NewJail of a required sandbox without namespaces: %v; want ErrNamespacesRequired", err)
+	}
+	pol.Required = false
+	j, _, _ := startIn(t, m, sandbox.JailConfig{Path: []string{"s1", "agent2"}, Policy: &pol}, "true", wt)
+	if d := j.Describe(); d.Namespaces || !strings.Contains(d.Warning, "Landlock only") {
+		t.Errorf("Describe() = %+v; want no namespaces and the Landlock-only warning", d)
 	}
 }
