@@ -72,7 +72,11 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 			if pid == 0 {
 				return errors.New("sandbox: the agent whose namespaces a terminal joins is not running")
 			}
-			p.View, p.Joined = nil, true
+			mnt, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+			if err != nil {
+				return fmt.Errorf("sandbox: the agent whose namespaces a terminal joins: %w", err)
+			}
+			p.View, p.Joined = nil, mnt
 			env = append(egressEnv(env, j.egress), EnvNsenter+"="+strconv.Itoa(pid))
 		}
 		if p.View != nil {

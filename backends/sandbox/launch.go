@@ -110,7 +110,11 @@ func Launch(args []string) int {
 			return exitLaunchFailed
 		}
 	}
-	if p.Joined {
+	if p.Joined != "" {
+		if mnt, err := os.Readlink("/proc/self/ns/mnt"); err != nil || mnt != p.Joined {
+			fmt.Fprintf(os.Stderr, "agentpool sandbox-exec: not in the agent's namespaces (%s, want %s): this binary cannot join them\n", mnt, p.Joined)
+			return exitLaunchFailed
+		}
 		// Its agent's /tmp, which it shares.
 		p.Write = append(p.Write, "/tmp", "/var/tmp")
 	}
@@ -126,6 +130,14 @@ func Launch(args []string) int {
 		}
 	} else if !checkReadable(check, named) {
 		return ExitDenied
+	}
+	if !p.NoRules {
+		if err := applySeccomp(); err != nil {
+			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
+			if p.Required {
+				return exitLaunchFailed
+			}
+		}
 	}
 	if err := dropCapabilities(); err != nil {
 		fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
@@ -270,7 +282,7 @@ func Apply(p Policy) error {
 	}
 	rs := newRuleset(abi)
 	network := p.Network
-	if p.View != nil || p.Joined {
+	if p.View != nil || p.Joined != "" {
 		// The network namespace and the egress proxy confine it.
 		network = backends.NetworkAll
 	}
@@ -290,7 +302,7 @@ func Apply(p Policy) error {
 	default:
 		return fmt.Errorf("unknown network mode %q", network)
 	}
-	if p.View != nil || p.Joined {
+	if p.View != nil || p.Joined != "" {
 		// The PID and network namespaces scope signals and abstract
 		// sockets to the agent's world, which its terminals share: an
 		// agent stops the dev server one of them started.

@@ -22,6 +22,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// EnvNsenter, set to the pid of an agent's launcher in a process of the
+// agentpool binary, makes it join that launcher's namespaces before the
+// Go runtime starts (see nsenter.go): a terminal joins its agent's world.
+// The launcher then checks it is in the namespace Policy.Joined names: a
+// binary built without cgo has no constructor to join them.
+const EnvNsenter = "AGENTPOOL_NSENTER"
+
 // cloneFlags are the namespaces every confined program starts in: its own
 // user namespace (in which the launcher may build the view), mount, PID,
 // IPC and network namespaces.

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/backends/sandbox"
@@ -215,6 +217,7 @@ func TestNamespaceView(t *testing.T) {
 		{"egress through the proxy", talk(`CONNECT example.org:443 HTTP/1.1\r\n\r\n`, "127.0.0.1:3128"), contains("hello from example.org:443"), "hello from example.org:443"},
 		{"forwarded loopback port", talk("", "127.0.0.1:11434"), contains("hello from 127.0.0.1:11434"), "hello from 127.0.0.1:11434"},
 		{"exit status", "exit 7", eq(""), ""},
+		{"seccomp", "AGENTPOOL_HELPER_SYSCALLS=1 " + os.Args[0] + " -test.run=TestHelperSyscalls", eq("bpf EPERM\nkeyctl EPERM\nio_uring_setup EPERM\nunshare EPERM\ngetpid ok"), "the denied calls refused, getpid allowed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -343,9 +346,26 @@ func TestTerminalJoinsItsAgent(t *testing.T) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	// With its agent gone, a terminal cannot start in its world.
-	_, term, out = startIn(t, m, sandbox.JailConfig{Path: []string{"s1", "term2"}, Policy: &pol, Session: "s1", TmpRoot: tmp, Join: agent}, `echo ran`, wt)
-	if err := term.Wait(); err == nil || strings.Contains(out.String(), "ran") {
-		t.Errorf("a terminal of a dead agent ran: %v, %q", err, out)
+	j, err := m.NewJail(sandbox.JailConfig{Path: []string{"s1", "term2"}, Policy: &pol, Session: "s1", TmpRoot: tmp, Join: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Release()
+	if err := j.Prepare(exec.Command("/bin/sh", "-c", "echo ran")); err == nil {
+		t.Error("a terminal of a dead agent was prepared to run")
+	}
+}
+
+// TestJoinedElsewhereRefuses: a launcher told it joined an agent's
+// namespaces but running elsewhere (a binary without the constructor that
+// joins them) refuses to run the program.
+func TestJoinedElsewhereRefuses(t *testing.T) {
+	raw := `{"no_rules":true,"joined":"mnt:[1]"}`
+	cmd := exec.Command(os.Args[0], raw, "/bin/sh", "sh", "-c", "echo ran")
+	cmd.Env = append(os.Environ(), sandbox.EnvLauncher+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || strings.Contains(string(out), "ran") || !strings.Contains(string(out), "not in the agent's namespaces") {
+		t.Errorf("launcher outside the namespaces it was to join: %v, %q", err, out)
 	}
 }
 
@@ -405,7 +425,9 @@ func TestRequiredWithoutNamespacesRefuses(t *testing.T) {
 	agenttest.RequireFeature(t, sandbox.LandlockABI() >= 1, "Landlock")
 	m := open(t, sandbox.Config{NoNamespaces: true})
 	st := m.Status()
-	if st.Namespaces || !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.HasPrefix(w, "Landlock only: agents can reach unix sockets and local services") }) {
+	if st.Namespaces || !slices.ContainsFunc(st.Warnings, func(w string) bool {
+		return strings.HasPrefix(w, "Landlock only: agents can reach unix sockets and local services")
+	}) {
 		t.Errorf("status %+v; want no namespaces and the Landlock-only warning", st)
 	}
 	wt := t.TempDir()
@@ -418,4 +440,36 @@ func TestRequiredWithoutNamespacesRefuses(t *testing.T) {
 	if d := j.Describe(); d.Namespaces || !strings.Contains(d.Warning, "Landlock only") {
 		t.Errorf("Describe() = %+v; want no namespaces and the Landlock-only warning", d)
 	}
+}
+
+// TestHelperSyscalls is not a test: run with AGENTPOOL_HELPER_SYSCALLS=1,
+// it makes system calls the seccomp filter refuses, and one it allows,
+// and prints how each went.
+func TestHelperSyscalls(t *testing.T) {
+	if os.Getenv("AGENTPOOL_HELPER_SYSCALLS") != "1" {
+		t.Skip("helper")
+	}
+	report := func(name string, err syscall.Errno) {
+		switch err {
+		case 0:
+			fmt.Println(name, "ok")
+		case syscall.EPERM:
+			fmt.Println(name, "EPERM")
+		default:
+			fmt.Println(name, err.Error())
+		}
+	}
+	_, _, e := syscall.Syscall(unix.SYS_BPF, 0, 0, 0)
+	report("bpf", e)
+	_, _, e = syscall.Syscall(unix.SYS_KEYCTL, 0, 0, 0)
+	report("keyctl", e)
+	_, _, e = syscall.Syscall(unix.SYS_IO_URING_SETUP, 1, 0, 0)
+	report("io_uring_setup", e)
+	// unshare of a mount namespace: refused by Landlock's domain (no
+	// capability), whatever the filter says.
+	_, _, e = syscall.Syscall(unix.SYS_UNSHARE, unix.CLONE_NEWNS, 0, 0)
+	report("unshare", e)
+	_, _, e = syscall.Syscall(unix.SYS_GETPID, 0, 0, 0)
+	report("getpid", e)
+	os.Exit(0)
 }

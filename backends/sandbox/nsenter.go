@@ -85,8 +85,3 @@ __attribute__((constructor)) static void agentpool_nsenter(void) {
 }
 */
 import "C"
-
-// EnvNsenter, set to the pid of an agent's launcher in a process of the
-// agentpool binary, makes it join that launcher's namespaces before the
-// Go runtime starts (see nsenter.go): a terminal joins its agent's world.
-const EnvNsenter = "AGENTPOOL_NSENTER"

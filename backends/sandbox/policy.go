@@ -3,10 +3,10 @@ package sandbox
 import (
 	"bufio"
 	"os"
-	"syscall"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -47,10 +47,12 @@ type Policy struct {
 	// with the daemon's view of the machine, but still with no
 	// capabilities and no-new-privs (a provider whose sandbox is off).
 	NoRules bool `json:"no_rules,omitempty"`
-	// Joined says the launcher has joined another's namespaces (a
-	// terminal its agent's, see EnvNsenter): it builds no view, and the
-	// network namespace confines the network.
-	Joined bool `json:"joined,omitempty"`
+	// Joined, when set, is the mount namespace ("mnt:[N]") of another
+	// launcher whose namespaces this one has joined (a terminal its
+	// agent's, see EnvNsenter): it builds no view, the network namespace
+	// confines the network, and it refuses to run the program anywhere
+	// else.
+	Joined string `json:"joined,omitempty"`
 }
 
 // AgentNice is the nice value programs run under a policy: on a machine
