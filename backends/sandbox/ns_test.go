@@ -142,20 +142,7 @@ func TestNamespaceView(t *testing.T) {
 	abstract := "@agentpool-test-" + strconv.Itoa(os.Getpid())
 	var lns []net.Listener
 	for _, a := range [][2]string{{"unix", pathSock}, {"unix", abstract}, {"tcp4", "127.0.0.1:0"}} {
-		ln, err := net.Listen(a[0], a[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		lns = append(lns, acceptAndClose(t, a[0], a[1]))
 	}
 	defer func() {
 		for _, ln := range lns {
@@ -232,6 +219,26 @@ func TestNamespaceView(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(secretDir, "tmux.sock")); err != nil {
 		t.Errorf("the user's socket: %v", err)
 	}
+}
+
+// acceptAndClose listens at addr and closes every connection it accepts,
+// until the listener is closed.
+func acceptAndClose(t *testing.T, network, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln
 }
 
 func eq(want string) func(string) bool { return func(s string) bool { return s == want } }
@@ -385,20 +392,7 @@ func TestSocketGrant(t *testing.T) {
 	granted := filepath.Join(base, "run", "docker.sock")
 	inHome := filepath.Join(daemonHome, "api.sock")
 	for _, p := range []string{granted, inHome} {
-		ln, err := net.Listen("unix", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		defer acceptAndClose(t, "unix", p).Close()
 	}
 	res := sandbox.PolicyFor(sandbox.PolicyInput{
 		Sandbox:  backends.SandboxSpec{Enabled: true, Read: []string{filepath.Dir(os.Args[0])}, Sockets: []string{granted, inHome}},
