@@ -363,7 +363,8 @@ var ErrNamespacesRequired = errors.New("the provider's sandbox is required and t
 // LandlockOnlyWarning is the warning of a machine where agents run under
 // Landlock without namespaces of their own.
 const LandlockOnlyWarning = "Landlock only: agents can reach unix sockets and local services, and see other processes; " +
-	"allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0) and restart the daemon"
+	"let the agentpool binary make user namespaces (on Ubuntu 24.04 and later an AppArmor profile with \"userns,\" for it, see the README's Confinement; " +
+	"elsewhere sysctl kernel.unprivileged_userns_clone=1) and restart the daemon"
 
 // ErrLandlockRequired refuses a launch whose policy requires Landlock on a
 // kernel without it.
