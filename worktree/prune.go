@@ -125,6 +125,7 @@ func (m *Manager) Prune(ctx context.Context, wt Worktree, opts PruneOptions) (Pr
 	}
 	if wt.Path != "" && !opts.DryRun {
 		m.dropCopied(wt.Path)
+		m.dropView(wt.Path)
 	}
 	m.log.Info("session pruned", keySession, wt.Session, keyBranch, res.Branch, keyCommit, res.Head,
 		"branch_deleted", res.BranchDeleted, "kept", res.BranchKept, "dry_run", opts.DryRun)

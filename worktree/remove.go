@@ -163,6 +163,7 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 	}
 	m.forget(wt.Path)
 	_ = os.Remove(filepath.Dir(wt.Path)) // the repository namespace, if now empty
+	m.dropView(wt.Path)
 
 	if discard {
 		for _, w := range wts {
