@@ -185,6 +185,8 @@ func (m *Manager) Checkpoint(ctx context.Context, wt Worktree) (string, error) {
 	if !filepath.IsAbs(wt.Path) {
 		return "", fmt.Errorf("worktree path %q is not absolute", wt.Path)
 	}
+	// Commits the agent made in its private view join the branch first.
+	m.importFirst(ctx, wt)
 	root := filepath.Clean(wt.Path)
 	st := m.state(root)
 	st.mu.Lock()
@@ -271,6 +273,14 @@ func (m *Manager) Restore(ctx context.Context, wt Worktree, checkpoint string) e
 	if err := validRev(checkpoint); err != nil {
 		return err
 	}
+	// The index is reset to HEAD: the branch, with the agent's commits.
+	m.importFirst(ctx, wt)
+	return m.restore(ctx, wt, checkpoint)
+}
+
+// restore is Restore without the import first, for a caller that holds
+// the repository's lock.
+func (m *Manager) restore(ctx context.Context, wt Worktree, checkpoint string) error {
 	l, err := m.open(ctx, wt)
 	if err != nil {
 		return err

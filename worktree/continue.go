@@ -109,7 +109,7 @@ func (m *Manager) Continue(ctx context.Context, session, repo string, opts Conti
 	m.remember(info, path, branch)
 	wt := Worktree{Session: session, Repo: info.name(), Path: path, Branch: branch, BaseCommit: opts.BaseCommit, CreatedAt: time.Now().UTC()}
 	if checkpoint != "" {
-		if err := m.Restore(ctx, wt, checkpoint); err != nil {
+		if err := m.restore(ctx, wt, checkpoint); err != nil {
 			m.undoContinueLocked(context.WithoutCancel(ctx), info, path)
 			return Worktree{}, Pushed{}, fmt.Errorf("continue session %q: put the checkpoint's files in place: %w", session, err)
 		}

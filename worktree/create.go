@@ -188,6 +188,16 @@ func (m *Manager) Recreate(ctx context.Context, wt Worktree) (Worktree, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
 	}
+	// What the agent committed in its view before the directory was lost
+	// joins the branch, which the view then follows.
+	wt.Branch = branch
+	st := m.state(wt.Path)
+	st.mu.Lock()
+	_, err = m.importLocked(ctx, info, wt, st, true)
+	st.mu.Unlock()
+	if err != nil {
+		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
+	}
 	ids, err := m.resolve(ctx, at(info.top), "refs/heads/"+branch)
 	if err != nil {
 		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)

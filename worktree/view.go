@@ -29,6 +29,11 @@ import (
 //     other session's branch is within reach;
 //   - the branch's reflog directory (GitPaths.LogDir), the view's logs.
 //
+// The Manager imports what the agent committed, verified (see import.go),
+// before every operation that reads or moves the session branch, and
+// writes the branch's tip back into the view after every operation that
+// moved it, so that the agent's view follows.
+//
 // A view lives at Root/.gitviews/<namespace>/<session>, beside the
 // worktree Root/<namespace>/<session> and never inside anything an agent
 // is granted (its worktree is; the view's directory is not, and only its
@@ -41,7 +46,11 @@ import (
 //
 // It is made with its worktree (Create, Recreate, Continue; Reconcile
 // makes the missing ones) and removed with it (Remove, Prune; Reconcile
-// removes those whose worktree is gone).
+// removes those whose worktree is gone). Where no view is mounted, the
+// agent's git writes the real ref: the private ref then stays behind the
+// branch and importing it does nothing (but for an agent that moves its
+// branch back behind it: the import fast-forwards the branch again to
+// the commit the private ref holds, one the Manager itself recorded).
 
 // viewsDirName is the directory under Root holding the private git views;
 // never a repository namespace.
@@ -61,7 +70,7 @@ const staleRefLock = 30 * time.Second
 
 // errViewBusy and errViewMoved say why the private ref was not written:
 // the agent's git holds its lock, or moved it since the Manager last read
-// it.
+// it. The next import deals with what the agent did.
 var (
 	errViewBusy  = errors.New("the agent's git holds the private ref's lock")
 	errViewMoved = errors.New("the agent moved its private ref")
@@ -251,6 +260,15 @@ func privateRef(v GitView) (string, error) {
 	return s, err
 }
 
+// refKey is what the Manager remembers of a private ref it dealt with:
+// its content, or why it could not be read.
+func refKey(content string, err error) string {
+	if err != nil {
+		return "\x00" + err.Error()
+	}
+	return content
+}
+
 // writePrivateRef sets the view's private ref to id as git does, through
 // a lock file that the agent's own git respects: when check is true, only
 // if it still holds expect (errViewMoved otherwise). A lock the agent's
@@ -297,6 +315,38 @@ func writePrivateRef(v GitView, id, expect string, check bool) error {
 		return fmt.Errorf("write the private ref: %w", err)
 	}
 	return nil
+}
+
+// exportLocked writes the session branch's tip into the worktree's view
+// after an operation that may have moved the branch from before, so that
+// the agent's view follows; a branch that did not move is left alone. A private ref the agent moved since the Manager last dealt with
+// it is left too: the next import deals with it. Failures are logged.
+// The repository's lock and st.mu must be held.
+func (m *Manager) exportLocked(ctx context.Context, info repoInfo, wt Worktree, st *wtState, before string) {
+	branch := branchOf(wt)
+	v := m.viewOf(wt.Path, branch)
+	if !v.Set() {
+		return
+	}
+	ids, err := m.resolve(ctx, repoAt(info), "refs/heads/"+branch)
+	if err != nil {
+		m.log.Warn("read the session branch for the agent's view", keySession, wt.Session, keyErr, err)
+		return
+	}
+	tip := ids[0]
+	if tip == "" || tip == before {
+		return
+	}
+	cur, rerr := privateRef(v)
+	if st.viewRef != "" && refKey(cur, rerr) != st.viewRef {
+		m.log.Info("the agent moved its branch meanwhile: its view keeps it until the next import", keySession, wt.Session, keyBranch, branch)
+		return
+	}
+	if err := writePrivateRef(v, tip, cur, rerr == nil); err != nil {
+		m.log.Warn("write the session branch into the agent's view", keySession, wt.Session, keyBranch, branch, keyErr, err)
+		return
+	}
+	st.viewRef = tip
 }
 
 // sweepViews removes the views whose worktree is gone: neither one of
