@@ -327,6 +327,36 @@ func TestNoViewMounted(t *testing.T) {
 	}
 }
 
+// TestCheckpointStagedInView: a file the agent's git staged in its view
+// (its blob in the view alone, named by the worktree's index) is hashed
+// again by the checkpoint, which then holds it, and the user's git gc,
+// which walks every worktree's index, finds the blob in the repository.
+func TestCheckpointStagedInView(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t)
+	repo := newRepo(t, "repo", nil)
+	wt := create(t, m, "s", repo)
+	a := newAgent(t, m, wt)
+	writeFile(t, wt.Path, "staged.txt", "staged\n")
+	// Older than the index that records it, as a checkpoint taken a turn
+	// later finds it: git then trusts the entry instead of hashing again.
+	old := time.Now().Add(-time.Minute)
+	must(t, os.Chtimes(filepath.Join(wt.Path, "staged.txt"), old, old))
+	a.sh(`git add staged.txt`)
+	blob := strings.TrimSpace(a.sh(`git rev-parse :staged.txt`))
+	if _, err := gitRaw(repo, nil, "cat-file", "-e", blob); err == nil {
+		t.Fatalf("the repository has the staged blob before the checkpoint; want it in the view only (agent as %s)", a.mode())
+	}
+	tree, err := m.Checkpoint(ctx, wt)
+	if err != nil {
+		t.Fatalf("Checkpoint() error = %v", err)
+	}
+	if got := gitT(t, repo, "show", tree+":staged.txt"); got != "staged" {
+		t.Errorf("staged.txt in the checkpoint = %q", got)
+	}
+	gcWorks(t, repo)
+}
+
 // TestCheckpointWithViewRunsNoGit: the import's check on an unchanged
 // worktree reads the private ref's file and runs no git.
 func TestCheckpointWithViewRunsNoGit(t *testing.T) {
