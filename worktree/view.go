@@ -319,7 +319,9 @@ func writePrivateRef(v GitView, id, expect string, check bool) error {
 
 // exportLocked writes the session branch's tip into the worktree's view
 // after an operation that may have moved the branch from before, so that
-// the agent's view follows; a branch that did not move is left alone. A private ref the agent moved since the Manager last dealt with
+// the agent's view follows (the new objects packed so that a live view
+// finds them: see packForView); a branch that did not move is left
+// alone. A private ref the agent moved since the Manager last dealt with
 // it is left too: the next import deals with it. Failures are logged.
 // The repository's lock and st.mu must be held.
 func (m *Manager) exportLocked(ctx context.Context, info repoInfo, wt Worktree, st *wtState, before string) {
@@ -342,11 +344,28 @@ func (m *Manager) exportLocked(ctx context.Context, info repoInfo, wt Worktree, 
 		m.log.Info("the agent moved its branch meanwhile: its view keeps it until the next import", keySession, wt.Session, keyBranch, branch)
 		return
 	}
+	if before != "" {
+		if err := m.packForView(ctx, info, before, tip); err != nil {
+			m.log.Warn("pack the session branch's new objects for the agent's view", keySession, wt.Session, keyErr, err)
+		}
+	}
 	if err := writePrivateRef(v, tip, cur, rerr == nil); err != nil {
 		m.log.Warn("write the session branch into the agent's view", keySession, wt.Session, keyBranch, branch, keyErr, err)
 		return
 	}
 	st.viewRef = tip
+}
+
+// packForView copies into a new pack of the repository the loose objects
+// that tip has and before does not. An agent's view, mounted before the
+// Manager made them, may not see them where they are: overlayfs keeps
+// what a lookup in its lower layer found missing (a fan-out directory,
+// an object's name) and answers it again, but a pack is found by listing
+// its directory, which it reads afresh, under a name no lookup asked for.
+func (m *Manager) packForView(ctx context.Context, info repoInfo, before, tip string) error {
+	_, err := m.run(ctx, call{at: repoAt(info), stdin: strings.NewReader(tip + "\n^" + before + "\n"),
+		args: []string{"pack-objects", "--revs", "--incremental", "--local", "-q", filepath.Join(info.common, "objects", "pack", "pack")}})
+	return err
 }
 
 // sweepViews removes the views whose worktree is gone: neither one of

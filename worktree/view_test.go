@@ -368,6 +368,50 @@ func TestCheckpointWithViewRunsNoGit(t *testing.T) {
 	}
 }
 
+// TestExportSeenByLiveView: what the daemon adds to the repository while
+// an agent's view is mounted reaches the agent's git even where its
+// overlay remembers a lookup that found nothing (overlayfs keeps such
+// negative entries of its lower layer): the commit the view's branch
+// moves to, and what it needs, come in a pack of a new name.
+func TestExportSeenByLiveView(t *testing.T) {
+	if !overlayWorks() {
+		t.Skip("no unprivileged overlay mount here")
+	}
+	ctx := context.Background()
+	m := newManager(t)
+	repo := newRepo(t, "repo", nil)
+	wt := create(t, m, "s", repo)
+	a := newAgent(t, m, wt)
+	dir := t.TempDir()
+	ready, goOn := filepath.Join(dir, "ready"), filepath.Join(dir, "go")
+	cmd := a.command(`for i in $(seq 0 255); do test -e "$COMMON/objects/$(printf %02x $i)/0" || true; done
+touch "$READY"
+while [ ! -e "$GO" ]; do sleep 0.05; done
+git log -1 --format=%H "$(cat "$REF")"
+git show "$(cat "$REF"):b.txt"`, "READY="+ready, "GO="+goOn)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	must(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for !exists(ready) {
+		select {
+		case err := <-done:
+			t.Fatalf("the agent's view ended early: %v\n%s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	writeFile(t, wt.Path, "b.txt", "from the daemon's commit\n")
+	tip, committed, err := m.CommitWork(ctx, wt, "work")
+	if err != nil || !committed {
+		t.Fatalf("CommitWork() = %s, %t, %v", tip, committed, err)
+	}
+	writeFile(t, dir, "go", "")
+	if err := <-done; err != nil || out.String() != tip+"\nfrom the daemon's commit\n" {
+		t.Errorf("the agent's live view after CommitWork: %v\n%s\nwant the new tip %s and its file", err, out.String(), tip)
+	}
+}
+
 // TestGitPathsMakesMountPoints: git removes the session branches' ref
 // directory once their refs are packed; GitPaths makes it again for the
 // view to be mounted on.
