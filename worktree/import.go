@@ -167,7 +167,7 @@ func (m *Manager) importLocked(ctx context.Context, info repoInfo, wt Worktree, 
 	res.Private = raw
 	switch {
 	case tip == "":
-		return refuse(RefusedNoBranch, "no "+branch+" in "+info.name())
+		return refuse(RefusedNoBranch, "no "+branch+" in "+redactURL(info.name()))
 	case raw == tip:
 		st.viewRef = key
 		return res, nil

@@ -2,6 +2,8 @@ package worktree
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -360,4 +362,52 @@ func TestImportAgentsPacks(t *testing.T) {
 	fsckClean(t, repo)
 	gcWorks(t, repo)
 	noImportLeftovers(t, a)
+}
+
+// TestImportBadPrivateRef: a private ref that names no commit is refused
+// as such, logged once however many checkpoints find it, and the branch
+// stays; so is one whose branch is gone.
+func TestImportBadPrivateRef(t *testing.T) {
+	ctx := context.Background()
+	repo := newRepo(t, "repo", nil)
+	tree := gitT(t, repo, "rev-parse", "HEAD^{tree}")
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, v GitView)
+		want  string
+	}{
+		{"symbolic", func(t *testing.T, v GitView) { writeFile(t, v.Refs, "s", "ref: refs/heads/main\n") }, RefusedBadRef},
+		{"garbage", func(t *testing.T, v GitView) { writeFile(t, v.Refs, "s", "not an id\n") }, RefusedBadRef},
+		{"symlink", func(t *testing.T, v GitView) {
+			must(t, os.Remove(v.Ref))
+			must(t, os.Symlink(filepath.Join(repo, ".git", "refs", "heads", "main"), v.Ref))
+		}, RefusedBadRef},
+		{"a tree", func(t *testing.T, v GitView) { writeFile(t, v.Refs, "s", tree+"\n") }, RefusedBadRef},
+		{"branch gone", func(t *testing.T, v GitView) {
+			writeFile(t, v.Refs, "s", tree+"\n")
+			gitT(t, repo, "update-ref", "-d", "refs/heads/agentpool/s")
+		}, RefusedNoBranch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs lockedBuffer
+			m, err := NewManager(Config{Root: filepath.Join(t.TempDir(), "worktrees"), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			must(t, err)
+			defer m.Close()
+			wt := create(t, m, "s", repo)
+			defer m.Remove(ctx, wt, true)
+			tc.plant(t, viewT(t, m, wt))
+			for range 3 {
+				if _, err := m.Checkpoint(ctx, wt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := strings.Count(logs.String(), "not imported"); n != 1 {
+				t.Errorf("%d log lines of the refusal; want 1:\n%s", n, logs.String())
+			}
+			res := importT(t, m, wt)
+			if tip := gitT(t, repo, "for-each-ref", "--format=%(objectname)", "refs/heads/agentpool/s"); res.Imported || res.Refused != tc.want || res.After != tip {
+				t.Errorf("ImportAgentHistory() = %+v; want refused: %s, the branch kept", res, tc.want)
+			}
+		})
+	}
 }
