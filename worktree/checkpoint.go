@@ -128,10 +128,70 @@ func (m *Manager) snapshotInto(ctx context.Context, l wtLoc, idx *tempIndex) (st
 		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
 	}
 	out, err := m.run(ctx, call{at: l, args: []string{"write-tree"}, env: idx.env()})
+	var ge *GitError
+	if err != nil && errors.As(err, &ge) && strings.Contains(ge.Stderr, "invalid object") && ctx.Err() == nil {
+		if err := m.rehashMissing(ctx, l, idx); err != nil {
+			return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
+		}
+		out, err = m.run(ctx, call{at: l, args: []string{"write-tree"}, env: idx.env()})
+	}
 	if err != nil {
 		return "", fmt.Errorf("snapshot %s: %w", l.dir, err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// rehashMissing takes out of the temporary index the entries whose
+// object the repository lacks, and adds their files again from the
+// worktree. The worktree's index names such objects when the agent's git
+// staged a file in its private view (see view.go), or wrote the index
+// itself; its file, hashed here, is what the snapshot holds, and its
+// blob then joins the repository.
+func (m *Manager) rehashMissing(ctx context.Context, l wtLoc, idx *tempIndex) error {
+	out, err := m.run(ctx, call{at: l, args: []string{"ls-files", "--stage", "-z"}, env: idx.env()})
+	if err != nil {
+		return err
+	}
+	var ids, paths []string
+	for _, rec := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		meta, p, ok := strings.Cut(rec, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 || f[0] == "160000" {
+			continue // a submodule's commit is never in the repository
+		}
+		ids, paths = append(ids, f[1]), append(paths, p)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	found, err := m.resolve(ctx, l.repo(), ids...)
+	if err != nil {
+		return err
+	}
+	var gone, again strings.Builder
+	for i, id := range found {
+		if id != "" {
+			continue
+		}
+		gone.WriteString(paths[i] + "\x00")
+		if lexists(filepath.Join(l.dir, filepath.FromSlash(paths[i]))) {
+			again.WriteString(paths[i] + "\x00")
+		}
+	}
+	if gone.Len() == 0 {
+		return nil
+	}
+	rm := call{at: l, args: []string{"update-index", "--force-remove", "-z", "--stdin"}, env: idx.env(), stdin: strings.NewReader(gone.String())}
+	if _, err := m.run(ctx, rm); err != nil {
+		return err
+	}
+	if again.Len() == 0 {
+		return nil
+	}
+	// Tracked before, so added even where ignored.
+	add := call{at: l, args: []string{"add", "--all", "--force", "--pathspec-from-file=-", "--pathspec-file-nul"}, env: idx.env(), stdin: strings.NewReader(again.String())}
+	_, err = m.run(ctx, add)
+	return err
 }
 
 // noCommitRepos are the paths git add names as nested repositories
@@ -185,6 +245,8 @@ func (m *Manager) Checkpoint(ctx context.Context, wt Worktree) (string, error) {
 	if !filepath.IsAbs(wt.Path) {
 		return "", fmt.Errorf("worktree path %q is not absolute", wt.Path)
 	}
+	// Commits the agent made in its private view join the branch first.
+	m.importFirst(ctx, wt)
 	root := filepath.Clean(wt.Path)
 	st := m.state(root)
 	st.mu.Lock()
@@ -271,6 +333,14 @@ func (m *Manager) Restore(ctx context.Context, wt Worktree, checkpoint string) e
 	if err := validRev(checkpoint); err != nil {
 		return err
 	}
+	// The index is reset to HEAD: the branch, with the agent's commits.
+	m.importFirst(ctx, wt)
+	return m.restore(ctx, wt, checkpoint)
+}
+
+// restore is Restore without the import first, for a caller that holds
+// the repository's lock.
+func (m *Manager) restore(ctx context.Context, wt Worktree, checkpoint string) error {
 	l, err := m.open(ctx, wt)
 	if err != nil {
 		return err

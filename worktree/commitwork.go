@@ -38,6 +38,9 @@ func (m *Manager) CommitWork(ctx context.Context, wt Worktree, title string) (ti
 	if err != nil {
 		return "", false, fmt.Errorf("commit the work of session %q: %w", wt.Session, err)
 	}
+	if _, err := m.importLocked(ctx, info, wt, st, true); err != nil {
+		m.log.Warn("commit work: import the agent's commits", keySession, wt.Session, keyErr, err)
+	}
 	tree, err := m.snapshot(ctx, l)
 	if err != nil {
 		return "", false, fmt.Errorf("commit the work of session %q: %w", wt.Session, err)
@@ -55,6 +58,7 @@ func (m *Manager) CommitWork(ctx context.Context, wt Worktree, title string) (ti
 	if err := m.applyJoin(ctx, repo, j, "agentpool: commit the work of session "+wt.Session); err != nil {
 		return "", false, fmt.Errorf("commit the work of session %q: %w", wt.Session, err)
 	}
+	m.exportLocked(ctx, info, wt, st, j.old)
 	if j.committed {
 		if h, _ := readGitFile(filepath.Join(l.admin, "HEAD")); h == "ref: refs/heads/"+branch {
 			if _, err := m.git(ctx, l, "read-tree", "--reset", j.tip); err != nil {

@@ -109,10 +109,14 @@ func (m *Manager) Continue(ctx context.Context, session, repo string, opts Conti
 	m.remember(info, path, branch)
 	wt := Worktree{Session: session, Repo: info.name(), Path: path, Branch: branch, BaseCommit: opts.BaseCommit, CreatedAt: time.Now().UTC()}
 	if checkpoint != "" {
-		if err := m.Restore(ctx, wt, checkpoint); err != nil {
+		if err := m.restore(ctx, wt, checkpoint); err != nil {
 			m.undoContinueLocked(context.WithoutCancel(ctx), info, path)
 			return Worktree{}, Pushed{}, fmt.Errorf("continue session %q: put the checkpoint's files in place: %w", session, err)
 		}
+	}
+	if err := m.startView(info, path, branch, pushed.Branch); err != nil {
+		m.undoContinueLocked(context.WithoutCancel(ctx), info, path)
+		return Worktree{}, Pushed{}, fmt.Errorf("continue session %q: %w", session, err)
 	}
 	if err := m.recordPushed(ctx, info, session, pushed); err != nil {
 		m.log.Warn("continue: record what was fetched", keySession, session, keyErr, err)
@@ -176,6 +180,7 @@ func (m *Manager) undoContinueLocked(ctx context.Context, info repoInfo, path st
 	}
 	_ = os.RemoveAll(path)
 	_ = os.Remove(filepath.Dir(path))
+	m.dropView(path)
 	m.forget(path)
 }
 
@@ -224,6 +229,7 @@ func (m *Manager) Abandon(ctx context.Context, session, repo string) error {
 	if _, err := os.Lstat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			_, _ = m.git(ctx, at(info.top), "worktree", "prune")
+			m.dropView(path)
 			return nil
 		}
 		return fmt.Errorf("abandon session %q: %w", session, err)

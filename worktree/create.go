@@ -110,6 +110,10 @@ func (m *Manager) addLocked(ctx context.Context, session string, info repoInfo, 
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
 	m.remember(info, path, branch)
+	if err := m.startView(info, path, branch, base); err != nil {
+		m.undoCreateLocked(context.WithoutCancel(ctx), info, path, branch, base)
+		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
+	}
 	wt := Worktree{
 		Session:    session,
 		Repo:       info.name(),
@@ -148,6 +152,8 @@ func (m *Manager) undoCreateLocked(ctx context.Context, info repoInfo, path, bra
 		log.Warn("undo create: remove directory", keyErr, err)
 	}
 	_ = os.Remove(filepath.Dir(path)) // only if empty
+	m.dropView(path)
+	m.forget(path)
 	if _, err := m.git(ctx, at(info.top), "update-ref", "-d", "refs/heads/"+branch, base); err != nil {
 		if ids, rerr := m.resolve(ctx, at(info.top), "refs/heads/"+branch); rerr == nil && ids[0] != "" {
 			log.Warn("undo create: delete branch", keyBranch, branch, keyErr, err)
@@ -182,6 +188,16 @@ func (m *Manager) Recreate(ctx context.Context, wt Worktree) (Worktree, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
 	}
+	// What the agent committed in its view before the directory was lost
+	// joins the branch, which the view then follows.
+	wt.Branch = branch
+	st := m.state(wt.Path)
+	st.mu.Lock()
+	_, err = m.importLocked(ctx, info, wt, st, true)
+	st.mu.Unlock()
+	if err != nil {
+		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
+	}
 	ids, err := m.resolve(ctx, at(info.top), "refs/heads/"+branch)
 	if err != nil {
 		return Worktree{}, fmt.Errorf("recreate worktree %s: %w", wt.Path, err)
@@ -210,6 +226,10 @@ func (m *Manager) Recreate(ctx context.Context, wt Worktree) (Worktree, error) {
 	}
 	m.forget(wt.Path)
 	m.remember(info, wt.Path, branch)
+	if err := m.startView(info, wt.Path, branch, ids[0]); err != nil {
+		// The worktree is back; Reconcile makes the view.
+		m.log.Warn("re-created worktree without its private git view", keySession, wt.Session, keyPath, wt.Path, keyErr, err)
+	}
 	m.log.Info("worktree re-created", keySession, wt.Session, keyRepo, info.top, keyPath, wt.Path, keyBranch, branch)
 	wt.Repo = info.name()
 	wt.Branch = branch

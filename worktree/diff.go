@@ -96,6 +96,7 @@ func (m *Manager) Diff(ctx context.Context, wt Worktree, from, to string) (Diff,
 	if err != nil {
 		return Diff{}, err
 	}
+	m.importFirst(ctx, wt)
 	if from == "" {
 		from = wt.BaseCommit
 		if from == "" {

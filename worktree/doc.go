@@ -30,4 +30,14 @@
 // config.worktree files are never obeyed; a tampered .git or gitdir file is
 // repaired by Remove and Reconcile. GitPaths gives a sandbox the directories
 // to grant.
+//
+// Where the launcher gives an agent a mount namespace, the shared object
+// store and ref directory are read-only in its view, and its git writes
+// its objects and its branch into the worktree's private git view instead
+// (GitView, see view.go), so that it can neither rewrite an object of the
+// repository nor move another session's branch. The Manager imports what
+// the agent committed there, verified, before every operation that reads
+// or moves the session branch (ImportAgentHistory): the branch only ever
+// fast-forwards to it. After every operation that moves the branch, the
+// Manager writes its tip back into the view.
 package worktree

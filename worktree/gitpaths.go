@@ -33,6 +33,10 @@ type GitPaths struct {
 	// Branch is the session branch, e.g. "agentpool/<session>"; its ref is
 	// CommonDir/refs/heads/<Branch> (see RefDir and LogDir).
 	Branch string
+	// View is the worktree's private git view, which a mount namespace
+	// shows its agent in place of the shared object store and ref
+	// directory (see view.go); zero when the worktree has none.
+	View GitView
 }
 
 // RefDir returns the directory holding the session branch's loose ref
@@ -222,13 +226,27 @@ func (m *Manager) forgetRepo(repo string) {
 // sandbox to grant: computed from wt.Repo (git rev-parse in the user's
 // repository) and the gitdir files under its common directory, never from
 // the worktree's .git file or the admin directory's commondir file. The
-// result is cached per worktree: later calls for the same wt touch neither
-// git nor the disk. It does not check that the directory still exists.
+// result is cached per worktree: later calls for the same wt run no git.
+// They look on disk for the view's directory (View is zero when it is
+// missing), and make the directories the view is mounted on (RefDir and
+// LogDir) when git removed them, as it does with an empty one. It does
+// not check that the worktree still exists.
 //
 // Errors wrap ErrInvalidSession, ErrNotRepository or ErrBareRepository,
 // or say that git does not know wt.Path as a worktree of wt.Repo.
 func (m *Manager) GitPaths(ctx context.Context, wt Worktree) (GitPaths, error) {
-	return m.locate(ctx, wt)
+	p, err := m.locate(ctx, wt)
+	if err != nil {
+		return GitPaths{}, err
+	}
+	if p.View = m.viewOf(wt.Path, p.Branch); p.View.Set() {
+		for _, d := range []string{p.RefDir(), p.LogDir()} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return GitPaths{}, fmt.Errorf("the mount point of the private git view: %w", err)
+			}
+		}
+	}
+	return p, nil
 }
 
 // locate is GitPaths: the cached or freshly computed paths of wt.

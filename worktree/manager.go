@@ -174,6 +174,10 @@ type wtState struct {
 	mu         sync.Mutex
 	anchor     string // commit at CheckpointRefPrefix+session, "" if unknown
 	anchorTree string // its tree
+	// viewRef is the private ref of the worktree's view (see view.go) as
+	// the Manager last dealt with it (refKey: imported, found behind the
+	// branch, refused, or written by the Manager); "" until then.
+	viewRef string
 	// paths caches the worktree's git directories (see locate); nil until
 	// first located. It is read without mu, by GitPaths.
 	paths atomic.Pointer[located]

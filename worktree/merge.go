@@ -161,7 +161,13 @@ func (m *Manager) Merge(ctx context.Context, wt Worktree, opts MergeOptions) (Me
 	st := m.state(wt.Path)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	imp, ierr := m.importLocked(ctx, info, wt, st, true)
+	if ierr != nil {
+		m.log.Warn("merge: import the agent's commits", keySession, wt.Session, keyErr, ierr)
+	}
 	res, err := m.mergeLocked(ctx, info, wt, opts)
+	// The work commit, or bringing the branch up to date, moved it.
+	m.exportLocked(ctx, info, wt, st, imp.After)
 	if err == nil && info.remote.url != "" {
 		err = m.pushMergeLocked(ctx, info, wt, opts, res)
 	}

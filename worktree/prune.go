@@ -84,6 +84,17 @@ func (m *Manager) Prune(ctx context.Context, wt Worktree, opts PruneOptions) (Pr
 	lock := m.repoLock(info.common)
 	lock.Lock()
 	defer lock.Unlock()
+	if wt.Path != "" && !opts.DryRun {
+		// A view left behind by a removal that could not delete it: what
+		// the agent committed there joins the branch before it is judged.
+		st := m.state(wt.Path)
+		st.mu.Lock()
+		_, err := m.importLocked(ctx, info, wt, st, true)
+		st.mu.Unlock()
+		if err != nil {
+			return fail(err)
+		}
+	}
 	repo := repoAt(info)
 	branchRef, cpRef, mergedRef := "refs/heads/"+res.Branch, CheckpointRefPrefix+wt.Session, MergedRefPrefix+wt.Session
 	ids, err := m.resolve(ctx, repo, branchRef, cpRef, mergedRef)
@@ -125,6 +136,8 @@ func (m *Manager) Prune(ctx context.Context, wt Worktree, opts PruneOptions) (Pr
 	}
 	if wt.Path != "" && !opts.DryRun {
 		m.dropCopied(wt.Path)
+		m.dropView(wt.Path)
+		m.forget(wt.Path)
 	}
 	m.log.Info("session pruned", keySession, wt.Session, keyBranch, res.Branch, keyCommit, res.Head,
 		"branch_deleted", res.BranchDeleted, "kept", res.BranchKept, "dry_run", opts.DryRun)

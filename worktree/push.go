@@ -95,6 +95,8 @@ func (m *Manager) Push(ctx context.Context, wt Worktree, lease Lease) (Pushed, e
 	if info.remote.url == "" {
 		return Pushed{}, fmt.Errorf("%w: %s", ErrNotMirrored, wt.Repo)
 	}
+	// The agent's commits go with the branch.
+	m.importFirst(ctx, wt)
 	// The worktree's lock: no checkpoint moves the chain while it goes.
 	st := m.state(wt.Path)
 	st.mu.Lock()

@@ -58,7 +58,10 @@ type Problem struct {
 
 // Reconcile compares what the caller knows (the database's live worktrees)
 // with git's worktree lists and the directories under the root, and
-// reports each item. Without prune it changes nothing. With prune it
+// reports each item. Without prune it changes nothing of git's or the
+// worktrees', but keeps the Manager's own private git views (see view.go)
+// in step: a present worktree without one gets one, and a view whose
+// worktree is neither known nor on disk is removed. With prune it
 // removes the unknown worktrees under the root as Remove does without
 // discard (uncommitted work is first committed to its session branch, which
 // is kept), and unregisters unknown registrations whose directory is gone
@@ -150,6 +153,16 @@ func (m *Manager) Reconcile(ctx context.Context, known []Worktree, prune bool) (
 			return rep, ctx.Err()
 		}
 	}
+	// The private git views of known worktrees stay (a missing one's is
+	// re-used by Recreate, or imported from by Remove); so do those of
+	// worktrees on disk. The rest belong to no worktree.
+	keep := make(map[string]bool, len(known))
+	for _, wt := range known {
+		if filepath.IsAbs(wt.Path) {
+			keep[m.viewDir(wt.Path)] = true
+		}
+	}
+	rep.Problems = append(rep.Problems, m.sweepViews(keep)...)
 	m.log.Info("worktrees reconciled", "present", len(rep.Present), "missing", len(rep.Missing),
 		"unknown", len(rep.Unknown), "problems", len(rep.Problems), "prune", prune)
 	return rep, nil
@@ -193,6 +206,9 @@ func (m *Manager) reconcileRepo(ctx context.Context, info repoInfo, known []Work
 			l, err := m.open(ctx, wt)
 			if err == nil {
 				_, err = m.repairLinks(l, wt.Session)
+			}
+			if err == nil {
+				err = m.ensureViewLocked(ctx, info, wt)
 			}
 			if err != nil {
 				rep.Problems = append(rep.Problems, Problem{Repo: info.top, Path: wt.Path, Session: wt.Session, Err: err})
@@ -260,7 +276,7 @@ func (m *Manager) scanRoot() ([]string, []Problem, error) {
 	var dirs []string
 	var problems []Problem
 	for _, ns := range nss {
-		if !ns.IsDir() || ns.Name() == hooksDirName || ns.Name() == tmpDirName || ns.Name() == copiedDirName {
+		if !ns.IsDir() || ns.Name() == hooksDirName || ns.Name() == tmpDirName || ns.Name() == copiedDirName || ns.Name() == viewsDirName {
 			continue
 		}
 		dir := filepath.Join(m.root, ns.Name())

@@ -118,6 +118,14 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 			return fail(err)
 		}
 	}
+	if !discard {
+		// The agent's commits in its private view join the branch before
+		// the view goes; a refused import leaves them to the commit that
+		// keeps the worktree's files.
+		if _, err := m.importLocked(ctx, info, wt, st, true); err != nil {
+			return fail(err)
+		}
+	}
 	wts, err := m.list(ctx, info.top)
 	if err != nil {
 		return fail(err)
@@ -163,6 +171,7 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 	}
 	m.forget(wt.Path)
 	_ = os.Remove(filepath.Dir(wt.Path)) // the repository namespace, if now empty
+	m.dropView(wt.Path)
 
 	if discard {
 		for _, w := range wts {

@@ -328,7 +328,11 @@ func TestGitPaths(t *testing.T) {
 	wt := create(t, m, "s", repo)
 	common, err := filepath.EvalSymlinks(filepath.Join(repo, ".git"))
 	must(t, err)
-	want := GitPaths{CommonDir: common, AdminDir: filepath.Join(common, "worktrees", "s"), Branch: "agentpool/s"}
+	view := filepath.Join(m.Root(), ".gitviews", filepath.Base(filepath.Dir(wt.Path)), "s")
+	want := GitPaths{CommonDir: common, AdminDir: filepath.Join(common, "worktrees", "s"), Branch: "agentpool/s", View: GitView{
+		Dir: view, ObjectsUpper: filepath.Join(view, "objects-upper"), ObjectsWork: filepath.Join(view, "objects-work"),
+		Refs: filepath.Join(view, "refs"), Logs: filepath.Join(view, "logs"), Ref: filepath.Join(view, "refs", "s"),
+	}}
 	// Tampering with the worktree's files changes nothing.
 	writeFile(t, wt.Path, ".git", "gitdir: "+filepath.Join(wt.Path, "fake")+"\n")
 	writeFile(t, want.AdminDir, "commondir", filepath.Join(wt.Path, "fakecommon")+"\n")

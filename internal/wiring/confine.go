@@ -181,13 +181,23 @@ func DefaultHome() string {
 }
 
 // GitPathsOf adapts the worktree manager's repository lookup to
-// Confiner.Git.
+// Confiner.Git: the worktree's git directories, and its private git view
+// when it has one.
 func GitPathsOf(m *worktree.Manager) func(ctx context.Context, wt pool.Worktree) (sandbox.GitPaths, error) {
 	return func(ctx context.Context, wt pool.Worktree) (sandbox.GitPaths, error) {
 		p, err := m.GitPaths(ctx, toWT(wt))
 		if err != nil {
 			return sandbox.GitPaths{}, err
 		}
-		return sandbox.GitPaths{CommonDir: p.CommonDir, AdminDir: p.AdminDir, Branch: p.Branch}, nil
+		return sandboxGitPaths(p), nil
 	}
+}
+
+// sandboxGitPaths is p as the sandbox takes it.
+func sandboxGitPaths(p worktree.GitPaths) sandbox.GitPaths {
+	out := sandbox.GitPaths{CommonDir: p.CommonDir, AdminDir: p.AdminDir, Branch: p.Branch}
+	if v := p.View; v.Set() {
+		out.View = sandbox.GitView{ObjectsUpper: v.ObjectsUpper, ObjectsWork: v.ObjectsWork, Refs: v.Refs, Logs: v.Logs}
+	}
+	return out
 }

@@ -1,12 +1,19 @@
 package wiring
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/worktree"
 )
 
 // TestPolicyProtectsSharedRepository: a session made from a shared
@@ -30,5 +37,47 @@ func TestPolicyProtectsSharedRepository(t *testing.T) {
 		if slices.Contains(r.Policy.Write, dir) {
 			t.Errorf("policy(repo %q).Write = %v; want %s refused (it holds the shared repository)", repo, r.Policy.Write, dir)
 		}
+	}
+}
+
+// TestGitPathsOfView: a launch's git paths carry the worktree's private
+// git view, part for part, and none when the worktree has no view.
+func TestGitPathsOfView(t *testing.T) {
+	for k, v := range map[string]string{"GIT_CONFIG_GLOBAL": os.DevNull, "GIT_CONFIG_NOSYSTEM": "1",
+		"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.com"} {
+		t.Setenv(k, v)
+	}
+	ctx := context.Background()
+	repo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	m, err := worktree.NewManager(worktree.Config{Root: filepath.Join(t.TempDir(), "worktrees"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	wt, err := m.Create(ctx, "s", repo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := m.GitPaths(ctx, wt)
+	if err != nil || !want.View.Set() {
+		t.Fatalf("GitPaths() = %+v, %v; want a view", want, err)
+	}
+	got, err := GitPathsOf(m)(ctx, fromWT(wt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := want.View
+	if got.CommonDir != want.CommonDir || got.AdminDir != want.AdminDir || got.Branch != want.Branch ||
+		got.View != (sandbox.GitView{ObjectsUpper: v.ObjectsUpper, ObjectsWork: v.ObjectsWork, Refs: v.Refs, Logs: v.Logs}) {
+		t.Errorf("GitPathsOf() = %+v; want the paths of %+v", got, want)
+	}
+	want.View = worktree.GitView{}
+	if got := sandboxGitPaths(want); got.View.Set() {
+		t.Errorf("sandboxGitPaths() of a worktree without a view = %+v; want no view", got.View)
 	}
 }

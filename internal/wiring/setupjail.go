@@ -30,7 +30,9 @@ const setupTmpSuffix = ".setup"
 // admin directory, object store and branch ref (as an agent may, so that
 // git works in the worktree), a private TMPDIR and the common package
 // caches that exist; use the network. Never the daemon's home, the user's
-// secrets, or the main checkout's files.
+// secrets, or the main checkout's files. Where the worktree has a private
+// git view, the setup's jail gets it as an agent's does: its git writes
+// land in the view, and the Manager imports them verified.
 type SetupJails struct {
 	// Sandbox owns the cgroup tree; nil runs setups unconfined.
 	Sandbox *sandbox.Manager
@@ -65,7 +67,7 @@ func (s SetupJails) Confine(_ context.Context, job worktree.SetupJob, cmd *exec.
 		Sandbox: backends.SandboxSpec{Enabled: true, Network: backends.NetworkAll,
 			Read: existing(gitConfigPaths(s.Home, env)), Write: existing(cachePaths(s.Home, env))},
 		Worktree: job.Worktree.Path, Exe: exe, PATH: envPATH(env), Home: s.Home,
-		Git:     sandbox.GitPaths{CommonDir: job.Git.CommonDir, AdminDir: job.Git.AdminDir, Branch: job.Git.Branch},
+		Git:     sandboxGitPaths(job.Git),
 		Protect: append(append([]string{}, s.Protect...), job.Repo),
 	})
 	cfg := sandbox.JailConfig{Path: []string{job.Worktree.Session, setupJailLeaf}, Policy: &pol,
