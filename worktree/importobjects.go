@@ -68,12 +68,29 @@ func (m *Manager) stageView(v GitView, common, want string) (sourceRepo, error) 
 		s.remove()
 		return sourceRepo{}, err
 	}
-	if err := s.stage(v.ObjectsUpper, filepath.Join(common, "objects"), len(want)); err != nil {
-		s.remove()
-		return sourceRepo{}, err
+	// Each launch mounts a layer of its own (sandbox.GitLayerPrefix); the
+	// upper directory itself is read too.
+	layers := []string{v.ObjectsUpper}
+	for _, l := range globNames(v.ObjectsUpper, launchLayerPrefix) {
+		// A directory, never a symlink to one elsewhere.
+		if fi, err := os.Lstat(filepath.Join(v.ObjectsUpper, l)); err == nil && fi.IsDir() {
+			layers = append(layers, filepath.Join(v.ObjectsUpper, l))
+		}
+	}
+	n := 0
+	for _, upper := range layers {
+		if err := s.stage(upper, filepath.Join(common, "objects"), len(want), &n); err != nil {
+			s.remove()
+			return sourceRepo{}, err
+		}
 	}
 	return s, nil
 }
+
+// launchLayerPrefix starts the names of the launches' layers in the
+// upper directory: sandbox.GitLayerPrefix (the worktree package imports
+// no sandbox).
+const launchLayerPrefix = "layer-"
 
 // init writes the bare repository's skeleton: HEAD, config (with the
 // object format of an id as long as want), the alternates file naming
@@ -105,7 +122,7 @@ func (s sourceRepo) init(real, want string) error {
 // repository (see stageView), leaving out the names real holds. What
 // cannot be read of upper (the agent's to make unreadable) is left out:
 // the fetch then misses it, and refuses the import if it needs it.
-func (s sourceRepo) stage(upper, real string, hexLen int) error {
+func (s sourceRepo) stage(upper, real string, hexLen int, count *int) error {
 	root, err := os.OpenRoot(upper)
 	if err != nil {
 		return nil
@@ -115,7 +132,8 @@ func (s sourceRepo) stage(upper, real string, hexLen int) error {
 	if err != nil {
 		return nil
 	}
-	n := 0
+	n := *count
+	defer func() { *count = n }()
 	for _, e := range ents {
 		if !isHex(e, 2) {
 			continue

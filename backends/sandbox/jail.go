@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,9 +87,11 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 			v.Tmp, v.Egress = j.tmp, j.egress
 			v.Hide = append(slices.Clip(v.Hide), j.m.secrets...)
 			p.View = &v
-			if err := prepareGit(v.Git); err != nil {
+			g, err := prepareGit(v.Git)
+			if err != nil {
 				return fmt.Errorf("sandbox: %w", err)
 			}
+			v.Git = g
 			nsAttr(cmd.SysProcAttr)
 			env = egressEnv(env, v.Egress)
 		}
@@ -139,18 +144,33 @@ func (j *Jail) launchPolicy() *Policy {
 	return &p
 }
 
+// GitLayerPrefix starts the name of each launch's layer in a git view's
+// ObjectsUpper (and ObjectsWork): overlayfs wants one mount per upper
+// directory, and a session's agents and setups each mount their own, so
+// each gets ObjectsUpper/<GitLayerPrefix><id>. Whoever imports the
+// agent's objects reads every layer.
+const GitLayerPrefix = "layer-"
+
 // prepareGit makes the directories a git view is mounted on, when git has
-// not yet made them (a branch whose refs are all packed).
-func prepareGit(g *GitMounts) error {
+// not yet made them (a branch whose refs are all packed), and this
+// launch's own layer of the object overlay; it returns the mounts with
+// that layer.
+func prepareGit(g *GitMounts) (*GitMounts, error) {
 	if g == nil {
-		return nil
+		return nil, nil
 	}
-	for _, d := range []string{g.Refs, g.Logs, g.View.Refs, g.View.Logs, g.View.ObjectsUpper, g.View.ObjectsWork} {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	layer := GitLayerPrefix + hex.EncodeToString(b[:])
+	out := *g
+	out.View.ObjectsUpper = filepath.Join(g.View.ObjectsUpper, layer)
+	out.View.ObjectsWork = filepath.Join(g.View.ObjectsWork, layer)
+	for _, d := range []string{g.Refs, g.Logs, g.View.Refs, g.View.Logs, out.View.ObjectsUpper, out.View.ObjectsWork} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("git view: %w", err)
+			return nil, fmt.Errorf("git view: %w", err)
 		}
 	}
-	return nil
+	return &out, nil
 }
 
 // leader returns the pid of the command started in the jail, 0 if none.

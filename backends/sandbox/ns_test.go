@@ -467,3 +467,88 @@ func TestHelperSyscalls(t *testing.T) {
 	report("getpid", e)
 	os.Exit(0)
 }
+
+// TestGitView: in a view with a session's git view, the agent commits on
+// its branch (its objects land in its own layer, its ref in its own ref
+// directory), but rewriting an existing object or moving another
+// session's branch changes only its own view: the repository is as it
+// was.
+func TestGitView(t *testing.T) {
+	m := nsManager(t)
+	base := t.TempDir()
+	repo, wt, views := filepath.Join(base, "repo"), filepath.Join(base, "wt"), filepath.Join(base, "views")
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=u", "-c", "user.email=u@example.invalid"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(repo, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("# genuine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(repo, "add", ".")
+	git(repo, "commit", "-q", "-m", "init")
+	git(repo, "branch", "agentpool/other")
+	git(repo, "worktree", "add", "-q", "-b", "agentpool/s1", wt)
+	blob := git(repo, "rev-parse", "HEAD:README.md")
+	other := git(repo, "rev-parse", "agentpool/other")
+	common := filepath.Join(repo, ".git")
+	view := sandbox.GitView{ObjectsUpper: filepath.Join(views, "upper"), ObjectsWork: filepath.Join(views, "work"),
+		Refs: filepath.Join(views, "refs"), Logs: filepath.Join(views, "logs")}
+	for _, d := range []string{view.ObjectsUpper, view.ObjectsWork, view.Refs, view.Logs} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := git(repo, "rev-parse", "agentpool/s1")
+	if err := os.WriteFile(filepath.Join(view.Refs, "s1"), []byte(head+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol, _ := sandbox.BuildPolicy(sandbox.PolicyInput{
+		Sandbox: backends.SandboxSpec{Enabled: true}, Worktree: wt, Exe: "/bin/sh", PATH: os.Getenv("PATH"),
+		Git: sandbox.GitPaths{CommonDir: common, AdminDir: filepath.Join(common, "worktrees", "wt"), Branch: "agentpool/s1", View: view},
+	})
+	obj := filepath.Join(common, "objects", blob[:2], blob[2:])
+	line := fmt.Sprintf(`set -e
+export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@example.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@example.invalid
+echo work > work.txt && git add work.txt && git commit -q -m agent && echo committed
+printf 'forged' > %[1]s.new && mv -f %[1]s.new %[1]s && echo rewrote
+git update-ref refs/heads/agentpool/other HEAD 2>&1 | head -c 0; echo moved-other=$?
+git cat-file -p %[2]s >/dev/null 2>&1 || echo "its own view sees its forgery"`, obj, blob)
+	_, cmd, out := startIn(t, m, sandbox.JailConfig{Path: []string{"s1", "git"}, Policy: &pol, Session: "s1", TmpRoot: t.TempDir()}, line, wt)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agent: %v\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), "committed") || !strings.Contains(out.String(), "rewrote") {
+		t.Fatalf("agent output %q; want its commit and its rewrite to succeed in its view", out)
+	}
+	if got := git(repo, "cat-file", "-p", blob); got != "# genuine" {
+		t.Errorf("the repository's README blob = %q after the agent rewrote it in its view; want it unchanged", got)
+	}
+	if got := git(repo, "rev-parse", "agentpool/other"); got != other {
+		t.Errorf("another session's branch moved: %s; want %s", got, other)
+	}
+	if got := git(repo, "rev-parse", "agentpool/s1"); got != head {
+		t.Errorf("the session's branch in the repository moved to %s before any import; want %s", got, head)
+	}
+	private, _ := os.ReadFile(filepath.Join(view.Refs, "s1"))
+	if strings.TrimSpace(string(private)) == head {
+		t.Errorf("the agent's commit did not move its own ref in its view")
+	}
+	layers, _ := filepath.Glob(filepath.Join(view.ObjectsUpper, sandbox.GitLayerPrefix+"*"))
+	if len(layers) != 1 {
+		t.Fatalf("layers %q; want the launch's one", layers)
+	}
+	// The worktree's own reflog names the agent's commit until the daemon
+	// imports it (worktree.Manager.ImportAgentHistory): --no-reflogs.
+	if fsck, err := exec.Command("git", "-C", repo, "fsck", "--no-dangling", "--no-reflogs").CombinedOutput(); err != nil {
+		t.Errorf("git fsck of the repository: %v\n%s", err, fsck)
+	}
+}

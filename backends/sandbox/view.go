@@ -461,7 +461,13 @@ func mountObjects(g *GitMounts) error {
 	if _, err := os.Stat(g.Objects); err != nil {
 		return fmt.Errorf("view: git objects %s: %w", g.Objects, err)
 	}
-	if err := unix.Mount("overlay", g.Objects, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	// In a user namespace overlayfs keeps its attributes as user.*
+	// extended attributes; kernels before 5.11 know no such option.
+	err := unix.Mount("overlay", g.Objects, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts+",userxattr")
+	if errors.Is(err, unix.EINVAL) {
+		err = unix.Mount("overlay", g.Objects, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
+	}
+	if err != nil {
 		return fmt.Errorf("view: overlay on %s: %w", g.Objects, err)
 	}
 	return nil
