@@ -113,7 +113,7 @@ func (e *Egress) open(sb backends.SandboxSpec, meta egress.Meta, emit func(backe
 			e.mu.Unlock()
 		})
 	}
-	return &sandbox.EgressView{Socket: path, Forward: Forwards(sb)}, closeFn, nil
+	return &sandbox.EgressView{Socket: path, Forward: Forwards(sb), Network: EgressPolicy(sb).Mode}, closeFn, nil
 }
 
 // EgressPolicy is the proxy's policy for a provider's sandbox.

@@ -50,6 +50,9 @@ func TestEgressRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer closeFn()
+			if view.Network != backends.NetworkList {
+				t.Errorf("the view's network = %q; want %q, the mode the proxy enforces", view.Network, backends.NetworkList)
+			}
 			c, err := net.Dial("unix", view.Socket)
 			if err != nil {
 				t.Fatal(err)
