@@ -122,6 +122,16 @@ func TestBrowserConfinement(t *testing.T) {
 		t.Errorf("providers on a phone: wider than the 390 px screen: %q", wide)
 	}
 	t.Logf("screenshot: %s", b.shot("phone-provider-network-refused"))
+	b.run("open the session", chromedp.Navigate(d.client.BaseURL+"/#/s/"+sess.ID))
+	b.waitJS("the refusal in the stream", `[...document.querySelectorAll('.stream .sys.bad')].some(e => e.textContent.includes('network refused: blocked.example:8080'))`)
+	b.run("show it", js(`[...document.querySelectorAll('.stream .sys.bad')].find(e => e.textContent.includes('network refused')).scrollIntoView({block: 'center'})`))
+	if wide := evalJS[[]string](b, phoneWide); len(wide) > 0 {
+		t.Errorf("the session on a phone: wider than the 390 px screen: %q", wide)
+	}
+	t.Logf("screenshot: %s", b.shot("phone-session-network-refused"))
+	b.run("the audit", js(`[...document.querySelectorAll('button')].find(e => e.textContent.startsWith('Audit')).click()`))
+	b.waitJS("the refusal in the audit", `[...document.querySelectorAll('tr')].some(r => r.textContent.includes('refused') && r.textContent.includes('blocked.example:8080'))`)
+	t.Logf("screenshot: %s", b.shot("phone-session-audit"))
 
 	// The same home, as on a machine that forbids namespaces.
 	stop(d)

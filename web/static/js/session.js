@@ -234,7 +234,7 @@ export function sessionView(main, id) {
       case 'permission.resolved': row = [d.cancelled ? 'cancelled' : d.decision || '', d.action || '', asked.get(d.request) || `request ${d.request}`, d.risk || '', `${d.decided_by || ''}${d.option_kind ? ' · ' + d.option_kind : ''}`]; break;
       case 'fs.read': case 'fs.write': row = [ev.type === 'fs.read' ? 'read' : 'write', ev.type, d.path || '', '', `${d.outcome || ''}${d.bytes ? ' · ' + d.bytes + ' B' : ''}${d.error ? ' · ' + d.error : ''}`]; break;
       case 'terminal.created': row = ['terminal', 'execute', [d.command, ...(d.args || [])].filter(Boolean).join(' '), '', '']; break;
-      case 'network.refused': row = ['refused', 'network', `${(d.host || '').includes(':') ? `[${d.host}]` : d.host}:${d.port}`, '', `${d.reason || ''}${d.allow ? ` · allow with "${d.allow}"` : ''}`]; break;
+      case 'network.refused': row = ['refused', 'network', `${(d.host || '').includes(':') ? `[${d.host}]` : d.host}:${d.port}`, '', `${d.reason || ''}${d.allow ? ` · add "${d.allow}" to sandbox.network to allow it` : ''}`]; break;
       default: return;
     }
     audit.push({ time: ev.time, agent: ev.agent, turn: ev.turn, row });
