@@ -204,6 +204,13 @@ func (c *Client) Providers(ctx context.Context) (registry.Snapshot, error) {
 	return s, c.call(ctx, http.MethodGet, "/v1/providers", nil, &s)
 }
 
+// ProviderList returns the registry snapshot with the machine's
+// confinement (GET /v1/providers).
+func (c *Client) ProviderList(ctx context.Context) (ProviderList, error) {
+	var l ProviderList
+	return l, c.call(ctx, http.MethodGet, "/v1/providers", nil, &l)
+}
+
 // PatchProvider sends a JSON Merge Patch of provider id's entry, guarded
 // RemoveProvider deletes custom provider id from the providers file
 // (DELETE /v1/providers/{id}); a built-in is refused (409 built_in).
@@ -252,10 +259,11 @@ func (c *Client) SetProviderEnabled(ctx context.Context, id string, enabled bool
 	return PatchResult{}, err
 }
 
-// RefreshProviders reloads the providers file and looks commands up again.
-func (c *Client) RefreshProviders(ctx context.Context) (registry.Snapshot, error) {
-	var s registry.Snapshot
-	return s, c.call(ctx, http.MethodPost, "/v1/providers/refresh", nil, &s)
+// RefreshProviders reloads the providers file and looks commands up again;
+// it answers as ProviderList does.
+func (c *Client) RefreshProviders(ctx context.Context) (ProviderList, error) {
+	var l ProviderList
+	return l, c.call(ctx, http.MethodPost, "/v1/providers/refresh", nil, &l)
 }
 
 // ProbeProvider starts provider id's agent, asks what it offers, stops it.

@@ -21,15 +21,32 @@ type PatchResult struct {
 	Provider *registry.ProviderStatus `json:"provider,omitempty"`
 }
 
+// ProviderList is the answer of GET /v1/providers and POST
+// /v1/providers/refresh: the registry's snapshot, and how the kernel
+// confines agents on this machine, which decides what a provider's
+// sandbox can enforce.
+type ProviderList struct {
+	registry.Snapshot
+	// Confinement is Config.Confinement, as GET /v1/health has it; absent
+	// when the server was given none.
+	Confinement any `json:"confinement,omitempty"`
+}
+
 // providers: GET /v1/providers → the snapshot, with its ETag.
 func (s *Server) providers(w http.ResponseWriter, r *http.Request) error {
+	s.writeProviders(w, r)
+	return nil
+}
+
+// writeProviders answers the current snapshot, with its ETag and the
+// machine's confinement.
+func (s *Server) writeProviders(w http.ResponseWriter, r *http.Request) {
 	snap := s.reg.Snapshot()
 	if snap.ETag != "" {
 		w.Header().Set("ETag", snap.ETag)
 	}
 	s.withHosts(r, &snap)
-	writeJSON(w, http.StatusOK, snap)
-	return nil
+	writeJSON(w, http.StatusOK, ProviderList{Snapshot: snap, Confinement: s.cfg.Confinement})
 }
 
 // withHosts names, on each provider of snap, the live hosts that can run
@@ -122,12 +139,7 @@ func (s *Server) refreshProviders(w http.ResponseWriter, r *http.Request) error 
 		}
 		return err
 	}
-	snap := s.reg.Snapshot()
-	if snap.ETag != "" {
-		w.Header().Set("ETag", snap.ETag)
-	}
-	s.withHosts(r, &snap)
-	writeJSON(w, http.StatusOK, snap)
+	s.writeProviders(w, r)
 	return nil
 }
 

@@ -122,6 +122,11 @@ type ProviderStatus struct {
 	// get, and why: proxy variables in its "env", variables its agent's
 	// login methods name that only the owner may pass.
 	EnvNotes []string `json:"env_notes,omitempty"`
+	// NetworkRefused are the last connections of its agents the egress
+	// proxy refused (at most MaxNetworkRefused targets, the newest
+	// first), each with the "sandbox.network" entry that would allow it;
+	// cleared when its network setting changes.
+	NetworkRefused []NetworkRefusal `json:"network_refused,omitempty"`
 }
 
 // Change reports what one new snapshot changed, by provider id, sorted.
@@ -178,6 +183,7 @@ type Registry struct {
 	lookups  map[string]lookup
 	notes    map[string]sandboxNotes
 	launches map[string]*LaunchReport
+	refused  map[string]*refusedList
 	diag     string
 	probes   map[string]*probeRecord
 	inflight map[string]*probeCall
@@ -243,6 +249,7 @@ func New(cfg Config) (*Registry, error) {
 		lookups:    make(map[string]lookup),
 		notes:      make(map[string]sandboxNotes),
 		launches:   make(map[string]*LaunchReport),
+		refused:    make(map[string]*refusedList),
 		probes:     make(map[string]*probeRecord),
 		inflight:   make(map[string]*probeCall),
 		subs:       make(map[*subscriber]struct{}),

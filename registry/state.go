@@ -93,6 +93,12 @@ func (r *Registry) buildLocked() *state {
 		} else if rep != nil {
 			p.status.LastLaunch = rep
 		}
+		if rl := r.refused[id]; rl != nil && !sameNetwork(rl.network, p.spec.Sandbox) {
+			// Refused under another network setting.
+			delete(r.refused, id)
+		} else if rl != nil {
+			p.status.NetworkRefused = rl.list
+		}
 		s := &p.status
 		switch {
 		case !d.enabled:
@@ -122,6 +128,11 @@ func (r *Registry) buildLocked() *state {
 		}
 		st.snap.Providers = append(st.snap.Providers, p.status)
 		st.byID[id] = p
+	}
+	for id := range r.refused {
+		if r.defs[id] == nil { // removed: a provider added again starts afresh
+			delete(r.refused, id)
+		}
 	}
 	return st
 }

@@ -250,6 +250,9 @@ func (j *Jail) Describe() backends.Confinement {
 		}
 		c.Landlock = j.m.status.Landlock
 		c.Network = j.policy.Network
+		if c.Namespaces && j.egress != nil && j.egress.Network != "" {
+			c.Network = j.egress.Network // the proxy's, not Landlock's
+		}
 		if c.Network != backends.NetworkAll && c.Network != "" && c.Landlock < 4 && !c.Namespaces {
 			warn = append(warn, fmt.Sprintf("network %q needs Landlock ABI 4, the kernel has %d", c.Network, c.Landlock))
 		}

@@ -552,3 +552,34 @@ git cat-file -p %[2]s >/dev/null 2>&1 || echo "its own view sees its forgery"`, 
 		t.Errorf("git fsck of the repository: %v\n%s", err, fsck)
 	}
 }
+
+// TestDescribeEgressNetwork: a jail in namespaces reports the network
+// mode its egress proxy enforces, a list that names hosts included (for
+// which Landlock sets no rule); without namespaces, Landlock's.
+func TestDescribeEgressNetwork(t *testing.T) {
+	wt := t.TempDir()
+	pol, _ := sandbox.BuildPolicy(sandbox.PolicyInput{
+		Sandbox:  backends.SandboxSpec{Enabled: true, Network: backends.NetworkList, Hosts: []string{"api.example.com:443"}},
+		Worktree: wt, Exe: "/bin/sh", PATH: os.Getenv("PATH"), Home: t.TempDir(),
+	})
+	for _, tc := range []struct {
+		name string
+		m    *sandbox.Manager
+		want string
+	}{
+		{"namespaces", nsManager(t), backends.NetworkList},
+		{"landlock only", open(t, sandbox.Config{NoNamespaces: true}), backends.NetworkAll},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, err := tc.m.NewJail(sandbox.JailConfig{Path: []string{"s1", "agent"}, Policy: &pol,
+				Egress: &sandbox.EgressView{Socket: "/nonexistent/e.sock", Network: backends.NetworkList}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Release()
+			if d := j.Describe(); d.Network != tc.want {
+				t.Errorf("Describe() = %+v; want network %q", d, tc.want)
+			}
+		})
+	}
+}

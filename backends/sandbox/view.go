@@ -64,6 +64,10 @@ type EgressView struct {
 	// the listed address does outside (a local model server): each
 	// connection is relayed through the proxy to Target.
 	Forward []Forward `json:"forward,omitempty"`
+	// Network is the network mode the proxy enforces
+	// (backends.NetworkAll or NetworkList), which Jail.Describe reports:
+	// the policy's is Landlock's, "all" for a list that names hosts.
+	Network string `json:"network,omitempty"`
 }
 
 // Forward is one loopback port forwarded into a network namespace.

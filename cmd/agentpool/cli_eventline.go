@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/internal/wiring"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -204,6 +205,8 @@ func eventSummary(ev backends.Event) string {
 		return oneLine("stopped: "+d.Reason, 100)
 	case backends.EventSandboxRefused:
 		return sandboxSummary(ev)
+	case wiring.EventNetworkRefused:
+		return networkRefusedLine(ev)
 	case backends.EventMCP:
 		return mcpSummary(ev) // cli_mcp.go
 	case backends.EventFSRead, backends.EventFSWrite:
@@ -324,6 +327,20 @@ func sandboxSummary(ev backends.Event) string {
 		parts = append(parts, fmt.Sprintf("denied %s", n))
 	}
 	return oneLine(strings.Join(parts, "; "), 120)
+}
+
+// networkRefusedLine is a network.refused event in one line: the target,
+// why, and the entry of "sandbox.network" that would allow it.
+func networkRefusedLine(ev backends.Event) string {
+	var d wiring.NetworkRefusal
+	if json.Unmarshal(ev.Data, &d) != nil || d.Host == "" {
+		return oneLine(string(ev.Data), 80)
+	}
+	s := fmt.Sprintf("network refused: %s (%s)", hostPort(d.Host, d.Port), d.Reason)
+	if d.Allow != "" {
+		s += fmt.Sprintf(`; allow it with "sandbox.network": [..., %q]`, d.Allow)
+	}
+	return oneLine(s, 240)
 }
 
 // historySummary is a resumed agent's replayed event, summarised as the

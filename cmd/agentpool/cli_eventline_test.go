@@ -12,6 +12,7 @@ import (
 	"github.com/agentpool/agentpool/backends/acp"
 	"github.com/agentpool/agentpool/backends/pty"
 	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/internal/wiring"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 	"github.com/agentpool/agentpool/worktree"
@@ -64,6 +65,8 @@ func TestEventLineEveryType(t *testing.T) {
 		{backends.EventPTYOutput, map[string]any{"data": "$ ls\n"}, "$ ls"},
 		{backends.EventPTYScreen, pty.ScreenData{Text: "> ready", Cols: 80, Rows: 24}, "screen 80x24: > ready"},
 		{backends.EventSandboxRefused, backends.SandboxEventData{Refused: []backends.SandboxNote{{Path: "/root", Entry: "read", Reason: "is your home directory"}}}, "refused"},
+		{wiring.EventNetworkRefused, wiring.NetworkRefusal{Host: "evil.example", Port: 443, Reason: "not on the allow-list", Allow: "evil.example:443"},
+			`network refused: evil.example:443 (not on the allow-list); allow it with "sandbox.network": [..., "evil.example:443"]`},
 		{backends.EventError, map[string]any{"error": "agent crashed"}, "agent crashed"},
 		{backends.EventMCP, backends.MCPData{Method: "session/new", Servers: []string{"files", "github"}, Skipped: []backends.MCPSkipped{{Name: "docs", Transport: "sse", Reason: "no sse"}}}, "MCP servers files, github; not docs (sse: no sse)"},
 		{backends.EventHistory, map[string]any{"type": "message.chunk", "data": map[string]any{"role": "agent", "text": "earlier"}}, "(replayed) message.chunk agent: earlier"},
@@ -82,7 +85,7 @@ func TestEventLineEveryType(t *testing.T) {
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("eventLine(%s) = %q; want it to contain %q", tc.typ, got, tc.want)
 		}
-		if regexp.MustCompile(`[{]"|":`).MatchString(got) {
+		if regexp.MustCompile(`[{]"|"[A-Za-z_]+":`).MatchString(got) {
 			t.Errorf("eventLine(%s) = %q; want a summary, not raw JSON", tc.typ, got)
 		}
 		if strings.Contains(got, "\n") {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -48,8 +47,8 @@ func (c *cli) providers(ctx context.Context, args []string) error {
 }
 
 func (c *cli) providersList(ctx context.Context, args []string) error {
-	fs := c.flagSet("providers list", "providers list [--json]\n\nLists every provider: built-in and from providers.json, with its status.")
-	asJSON := fs.Bool("json", false, "print the snapshot as JSON")
+	fs := c.flagSet("providers list", "providers list [--json]\n\nLists every provider: built-in and from providers.json, with its status, how\nthe machine confines its agents, and the connections they were refused.")
+	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON (the snapshot and the confinement)")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -57,15 +56,18 @@ func (c *cli) providersList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	snap, err := api.Providers(ctx)
+	list, err := api.ProviderList(ctx)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return c.printJSON(snap)
+		return c.printJSON(list)
 	}
-	c.confine = c.confinement(ctx, api)
-	c.renderProviders(snap)
+	c.confine = confinementOf(list.Confinement)
+	if c.confine == nil {
+		c.confine = c.confinement(ctx, api) // a daemon that says it in GET /v1/health only
+	}
+	c.renderProviders(list.Snapshot)
 	return nil
 }
 
@@ -73,10 +75,19 @@ func (c *cli) providersList(ctx context.Context, args []string) error {
 // say (an older daemon).
 func (c *cli) confinement(ctx context.Context, api *httpapi.Client) *sandbox.Status {
 	h, err := api.Health(ctx)
-	if err != nil || h.Confinement == nil {
+	if err != nil {
 		return nil
 	}
-	b, err := json.Marshal(h.Confinement)
+	return confinementOf(h.Confinement)
+}
+
+// confinementOf reads the confinement of a daemon's answer; nil if it
+// says none.
+func confinementOf(v any) *sandbox.Status {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		return nil
 	}
@@ -87,56 +98,13 @@ func (c *cli) confinement(ctx context.Context, api *httpapi.Client) *sandbox.Sta
 	return &st
 }
 
-// sandboxLabel says in a few words how a provider's agents are confined.
-func sandboxLabel(sb backends.SandboxSpec, st *sandbox.Status) string {
-	switch {
-	case !sb.Enabled:
-		return "off"
-	case st != nil && st.Landlock == 0 && sb.Required:
-		return "REFUSED (no Landlock)"
-	case st != nil && st.Landlock == 0:
-		return "UNCONFINED (no Landlock)"
-	}
-	net := sb.Network
-	if net == backends.NetworkList {
-		list := make([]string, 0, len(sb.Ports)+len(sb.Hosts))
-		for _, p := range sb.Ports {
-			list = append(list, strconv.Itoa(int(p)))
-		}
-		net = strings.Join(append(list, sb.Hosts...), ",")
-	}
-	if net == "" {
-		net = backends.NetworkAll
-	}
-	label := "landlock net:" + net
-	if sb.Required {
-		label += " required"
-	}
-	return label
-}
-
 // renderProviders prints a snapshot as a table.
 func (c *cli) renderProviders(snap registry.Snapshot) {
 	if snap.Diagnostic != "" {
 		fmt.Fprintf(c.stdout, "providers file %s is rejected (the last good config stays in force):\n  %s\n\n",
 			snap.File, strings.ReplaceAll(snap.Diagnostic, "\n", "\n  "))
 	}
-	if st := c.confine; st != nil {
-		line := "confinement: " + st.Containment
-		if st.Cgroup != "" {
-			line += " (" + st.Cgroup + ")"
-		}
-		if st.Landlock > 0 {
-			line += fmt.Sprintf(", Landlock ABI %d", st.Landlock)
-		} else {
-			line += ", no Landlock"
-		}
-		fmt.Fprintln(c.stdout, line)
-		for _, w := range st.Warnings {
-			fmt.Fprintln(c.stdout, "  warning: "+w)
-		}
-		fmt.Fprintln(c.stdout)
-	}
+	c.renderConfinement() // cli_confinement.go
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tENABLED\tSTATUS\tSANDBOX\tDETAIL")
 	missing := 0
@@ -155,6 +123,7 @@ func (c *cli) renderProviders(snap registry.Snapshot) {
 	}
 	_ = tw.Flush()
 	c.renderSandboxNotes(snap)
+	c.renderNetworkRefused(snap) // cli_confinement.go
 	c.renderEnvNotes(snap)
 	if missing > 0 {
 		// The PATH once, here, rather than on every row: it is the
@@ -275,7 +244,8 @@ func (c *cli) providersRefresh(ctx context.Context, args []string) error {
 		}
 	}
 	if len(ids) == 0 {
-		c.renderProviders(snap)
+		c.confine = confinementOf(snap.Confinement)
+		c.renderProviders(snap.Snapshot)
 		return nil
 	}
 	failed := 0

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/internal/wiring"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -213,6 +214,8 @@ func (r *renderer) event(ev backends.Event) {
 		r.line(r.note, "", "agent %s stopped: %s", ev.Agent, d.Reason)
 	case backends.EventSandboxRefused:
 		r.sandbox(ev)
+	case wiring.EventNetworkRefused:
+		r.line(r.note, ansiRed, "agent %s: %s", ev.Agent, networkRefusedLine(ev))
 	case backends.EventTurnEnded:
 		r.line(r.out, turnColour(d.StopReason), "%s", turnSummary(d))
 	case pool.EventSetupCopied, pool.EventSetupOutput:

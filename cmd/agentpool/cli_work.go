@@ -314,19 +314,22 @@ func (c *cli) renderBackends(list []pool.AgentStatus) {
 }
 
 // confinedLabel says in a word or two how an agent is confined: its
-// containment, "+ns" when it runs in namespaces of its own, "+landlock"
-// when rules apply, and "!" when something is missing (the warning is in
-// GET /v1/pool and the agent.ready event).
+// containment, "+landlock" when rules apply, "+namespaces" when it runs in
+// namespaces of its own (its network through the egress proxy), and "!"
+// when something is missing (the warning is in GET /v1/pool and the
+// agent.ready event).
 func confinedLabel(c *backends.Confinement) string {
 	if c == nil || c.Containment == "" {
 		return "-"
 	}
 	s := c.Containment
-	if c.Namespaces {
-		s += "+ns"
-	}
 	if c.Landlock > 0 {
 		s += "+landlock"
+	}
+	if c.Namespaces {
+		s += "+namespaces"
+	}
+	if c.Landlock > 0 || c.Namespaces {
 		if c.Network != "" && c.Network != backends.NetworkAll {
 			s += " net:" + c.Network
 		}

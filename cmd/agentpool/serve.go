@@ -119,6 +119,10 @@ type Main struct {
 	// CgroupParent is where the daemon's cgroup tree goes ("" finds one,
 	// "none" uses the subreaper fallback).
 	CgroupParent string
+	// NoNamespaces runs agents under Landlock without namespaces of their
+	// own, as on a machine that forbids them: for tests only
+	// ($AGENTPOOL_TEST_NO_NAMESPACES=1), never in production.
+	NoNamespaces bool
 	// Notify is a command run for each permission request, ended turn and
 	// failed agent, with the event as JSON on stdin ("" = none); a single
 	// string is run with /bin/sh -c. See Notifier.
@@ -242,6 +246,9 @@ func (m *Main) Open(ctx context.Context) error {
 		m.shutdownParts()
 		return fmt.Errorf("registry: %w", err)
 	}
+	// Before the first launch: each provider's status shows what its
+	// agents were refused.
+	m.egress.Report = m.reg.NetworkRefused
 	worktrees := wiring.Worktrees{M: wt, Logger: m.Logger}
 	var leases pool.Leases
 	if m.store.Leasing() {
@@ -654,7 +661,7 @@ func (m *Main) shutdownParts() error {
 func (m *Main) openSandbox(self string) error {
 	sb, err := sandbox.Open(sandbox.Config{
 		Name: sandbox.TreeName(m.Home), CgroupParent: m.CgroupParent, StateFile: filepath.Join(m.Home, cgroupFile),
-		Launcher: []string{self, sandbox.LauncherCommand}, Logger: m.Logger,
+		Launcher: []string{self, sandbox.LauncherCommand}, NoNamespaces: m.NoNamespaces, Logger: m.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
@@ -727,6 +734,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&m.HostID, "host-id", os.Getenv("AGENTPOOL_HOST_ID"), "this daemon's name among the hosts sharing its store (default: made on first start, kept in the data directory)")
 	fs.StringVar(&m.Advertise, "advertise", os.Getenv("AGENTPOOL_ADVERTISE"), "the URL other hosts and clients reach this daemon at (default: http:// and the listen address)")
 	fs.StringVar(&m.Notify, "notify", os.Getenv("AGENTPOOL_NOTIFY"), "command run for each permission request, ended turn and failed agent, with the event as JSON on stdin (see README)")
+	// Tests run the daemon as on a machine that forbids namespaces.
+	m.NoNamespaces = os.Getenv("AGENTPOOL_TEST_NO_NAMESPACES") == "1"
 	fs.StringVar(&m.CgroupParent, "cgroup-parent", os.Getenv("AGENTPOOL_CGROUP_PARENT"), "cgroup v2 directory for the agents' cgroups (default: found at start; \"none\": no cgroups)")
 	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
 	fs.StringVar(&m.Store, "store", os.Getenv("AGENTPOOL_STORE"), "keep state in PostgreSQL: a postgres:// `URL` or key=value DSN, without a password ($AGENTPOOL_STORE; default: SQLite in the data directory; see README)")

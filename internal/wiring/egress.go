@@ -11,6 +11,7 @@ import (
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/egress"
+	"github.com/agentpool/agentpool/registry"
 )
 
 // Egress gives each confined launch its way out of its network namespace:
@@ -22,14 +23,23 @@ type Egress struct {
 	// Dir is a directory only the daemon's user can enter, with a short
 	// path (a unix socket's path is at most 107 bytes), for the sockets.
 	Dir string
+	// Report, if set, is told of every refusal: the provider the launch
+	// names (a setup's is "_setup", no provider's id), the sandbox it was
+	// launched with, and the refusal, whose Session is "" outside a
+	// session (a probe, a setup). Set it before the first launch; it is
+	// called from the proxy's goroutines and must not block.
+	Report func(provider string, sb backends.SandboxSpec, r registry.NetworkRefusal)
 
 	mu     sync.Mutex
 	routes map[egress.Meta]*route
 }
 
-// route is where the refusals of one launch go.
+// route is where the refusals of one launch go: emit for its session's
+// events (nil for a probe or a setup), and Report with its sandbox.
 type route struct {
-	emit func(backends.Event)
+	emit    func(backends.Event)
+	sb      backends.SandboxSpec
+	session string
 }
 
 // EventNetworkRefused is the session event of a connection the egress
@@ -49,21 +59,28 @@ type NetworkRefusal struct {
 	Allow string `json:"allow,omitempty"`
 }
 
-// Refused routes a refusal of the proxy to its launch's session: the
-// proxy's Config.OnRefused.
+// Refused routes a refusal of the proxy to its launch's session and to
+// Report: the proxy's Config.OnRefused.
 func (e *Egress) Refused(r egress.Refusal) {
 	e.mu.Lock()
 	rt := e.routes[r.Meta]
 	e.mu.Unlock()
-	if rt == nil || rt.emit == nil {
+	if rt == nil {
 		return
 	}
-	rt.emit(backends.NewEvent(EventNetworkRefused, r.Provider, NetworkRefusal{Host: r.Host, Port: r.Port, Addr: r.Addr, Reason: r.Reason, Allow: r.Allow}))
+	if rt.emit != nil {
+		rt.emit(backends.NewEvent(EventNetworkRefused, r.Provider, NetworkRefusal{Host: r.Host, Port: r.Port, Addr: r.Addr, Reason: r.Reason, Allow: r.Allow}))
+	}
+	if e.Report != nil {
+		e.Report(r.Provider, rt.sb, registry.NetworkRefusal{Host: r.Host, Port: r.Port, Addr: r.Addr, Reason: r.Reason, Allow: r.Allow, Session: rt.session})
+	}
 }
 
 // open makes the listener of one launch with sb's network policy and
 // returns what its jail shows of it and the function that closes it; nil
-// and a no-op for a provider whose network is "none".
+// and a no-op for a provider whose network is "none". emit receives the
+// refusals as events of the launch's session; nil for a launch outside
+// any (a probe, a setup).
 func (e *Egress) open(sb backends.SandboxSpec, meta egress.Meta, emit func(backends.Event)) (*sandbox.EgressView, func(), error) {
 	if e == nil || e.Proxy == nil || sb.Network == backends.NetworkNone {
 		return nil, func() {}, nil
@@ -75,7 +92,10 @@ func (e *Egress) open(sb backends.SandboxSpec, meta egress.Meta, emit func(backe
 	if err != nil {
 		return nil, nil, fmt.Errorf("egress: %w", err)
 	}
-	rt := &route{emit: emit}
+	rt := &route{emit: emit, sb: sb}
+	if emit != nil {
+		rt.session = meta.Session
+	}
 	e.mu.Lock()
 	if e.routes == nil {
 		e.routes = map[egress.Meta]*route{}
@@ -93,7 +113,7 @@ func (e *Egress) open(sb backends.SandboxSpec, meta egress.Meta, emit func(backe
 			e.mu.Unlock()
 		})
 	}
-	return &sandbox.EgressView{Socket: path, Forward: Forwards(sb)}, closeFn, nil
+	return &sandbox.EgressView{Socket: path, Forward: Forwards(sb), Network: EgressPolicy(sb).Mode}, closeFn, nil
 }
 
 // EgressPolicy is the proxy's policy for a provider's sandbox.

@@ -45,10 +45,14 @@ function sessionLink(id) {
   return h('a.truncate', { href, title: `${s.title} (${id})`, 'data-session-title': '' }, s.title);
 }
 
+/** confinement is an agent's confinement in a few words: containment,
+ * Landlock, "namespaces" when it runs in namespaces of its own (its
+ * network through the egress proxy only), its network. */
 function confinement(c) {
   if (!c) return h('span.muted', '—');
   const parts = [c.containment || '?'];
   if (c.landlock) parts.push(`landlock v${c.landlock}`);
+  if (c.namespaces) parts.push('namespaces');
   if (c.network) parts.push(`net ${c.network}`);
   return h('span', { title: c.cgroup || '' }, h('span.badge', { class: c.warning ? 'warn' : 'ok' }, parts.join(' · ')),
     c.warning ? h('div.muted', c.warning) : null);

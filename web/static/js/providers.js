@@ -3,11 +3,14 @@
 // refresh (probe), the diagnostic of a broken providers.json, and the Add
 // provider dialog (addprovider.js, loaded when first opened). Edits made
 // to the file on disk show here within a second, through the daemon-wide
-// stream's provider.changed events.
+// stream's provider.changed events. A notice says when the machine
+// confines agents less than it could (Landlock only), and each card how
+// its agents are confined and what connections they were refused.
 import { h, toast, put, confirmDialog } from './dom.js';
 import * as API from './api.js';
 import { store, on, refreshProviders } from './store.js';
 import { CATALOG } from './catalog.js';
+import { confinementNotice, sandboxLine, networkRefused } from './confinement.js';
 
 /** installHint is how to install provider p, from the catalog: the entry
  * of the same id, or else the one whose command p runs. */
@@ -50,6 +53,7 @@ export function statusBadge(p) {
 
 export function providersView(main) {
   const banner = h('div');
+  const notice = h('div');
   const list = h('div.providers');
   const file = h('span.muted.mono');
   const reload = h('button', { type: 'button', onclick: async () => {
@@ -69,7 +73,7 @@ export function providersView(main) {
     }));
   } }, 'Add provider');
   const patchErr = h('div');
-  put(main, h('div.page', h('div.page-head', h('h1', 'Providers'), file, h('span.spacer'), reload, add), banner, patchErr, list));
+  put(main, h('div.page', h('div.page-head', h('h1', 'Providers'), file, h('span.spacer'), reload, add), notice, banner, patchErr, list));
 
   /** showCard scrolls to a provider's card, highlights and focuses it. */
   function showCard(id) {
@@ -92,6 +96,12 @@ export function providersView(main) {
     const snap = store.providers;
     if (!snap) { put(list, h('div.muted', 'Loading…')); return; }
     file.textContent = snap.file || '';
+    // Rebuilt only when it changes, like the cards.
+    const conf = JSON.stringify(snap.confinement || null);
+    if (conf !== shownConfinement) {
+      shownConfinement = conf;
+      put(notice, confinementNotice(snap.confinement) || '');
+    }
     put(banner, snap.diagnostic ? h('div.banner.bad', { role: 'alert', 'data-diagnostic': '' },
       h('strong', 'providers.json was rejected; the last good configuration stays in force.'), h('pre', snap.diagnostic)) : '');
     // Cards are rebuilt only when their provider changed, so focus and
@@ -109,6 +119,7 @@ export function providersView(main) {
     while (list.children.length > nodes.length) list.lastChild.remove();
   }
   let cards = new Map();
+  let shownConfinement = '';
 
   function card(p) {
     const toggle = h('input', { type: 'checkbox', checked: p.enabled, 'aria-label': `Enable ${p.label || p.id}`, onchange: async () => {
@@ -160,6 +171,8 @@ export function providersView(main) {
       p.diagnostic && p.status !== 'disabled' ? h('div.diag', p.diagnostic) : null,
       p.status === 'needs_auth' ? loginControls(p) : null,
       p.status === 'not_installed' ? installLine(p) : null,
+      sandboxLine(p, store.providers && store.providers.confinement),
+      networkRefused(p),
       sandboxNotes(p),
       envNotes(p),
       h('div.cmd', (p.path || (p.command || []).join(' ')) + (probeInfo ? `  ·  ${probeInfo}` : '')));

@@ -234,6 +234,7 @@ export function sessionView(main, id) {
       case 'permission.resolved': row = [d.cancelled ? 'cancelled' : d.decision || '', d.action || '', asked.get(d.request) || `request ${d.request}`, d.risk || '', `${d.decided_by || ''}${d.option_kind ? ' · ' + d.option_kind : ''}`]; break;
       case 'fs.read': case 'fs.write': row = [ev.type === 'fs.read' ? 'read' : 'write', ev.type, d.path || '', '', `${d.outcome || ''}${d.bytes ? ' · ' + d.bytes + ' B' : ''}${d.error ? ' · ' + d.error : ''}`]; break;
       case 'terminal.created': row = ['terminal', 'execute', [d.command, ...(d.args || [])].filter(Boolean).join(' '), '', '']; break;
+      case 'network.refused': row = ['refused', 'network', `${(d.host || '').includes(':') ? `[${d.host}]` : d.host}:${d.port}`, '', `${d.reason || ''}${d.allow ? ` · add "${d.allow}" to sandbox.network to allow it` : ''}`]; break;
       default: return;
     }
     audit.push({ time: ev.time, agent: ev.agent, turn: ev.turn, row });
@@ -245,7 +246,7 @@ export function sessionView(main, id) {
   function renderAudit() {
     const box = auditEl.firstChild;
     if (!audit.length) {
-      put(box, h('div.empty', 'No permission requests, file access or terminals yet.'));
+      put(box, h('div.empty', 'No permission requests, file access, terminals or refused connections yet.'));
       return;
     }
     put(box, h('div.panel', h('table.list.cards',
@@ -260,7 +261,7 @@ export function sessionView(main, id) {
   const types = ['session.created', 'session.closed', 'session.moved', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
     'turn.started', 'turn.ended', 'turn.queued', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
-    'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'setup.untrusted', 'setup.copied', 'setup.started',
+    'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'network.refused', 'setup.untrusted', 'setup.copied', 'setup.started',
     'setup.output', 'setup.ended', 'mcp', 'budget.exceeded', 'budget.changed', 'stream.end'];
   function onEvent(type, raw) {
     let ev;

@@ -162,6 +162,12 @@ export class TurnStream {
         this.line(ev, lines.join('\n'), 'bad');
         break;
       }
+      case 'network.refused': {
+        const target = `${(d.host || '').includes(':') ? `[${d.host}]` : d.host}:${d.port}`;
+        const allow = d.allow ? `\n  allow it with "sandbox.network": [..., ${JSON.stringify(d.allow)}]` : '';
+        this.line(ev, `network refused: ${target} (${d.reason || 'refused'})${allow}`, 'bad');
+        break;
+      }
       case 'turn.ended': this.ended(ev, d); break;
       case 'agent.starting': this.note(`starting ${ev.agent}…`); break;
       case 'agent.ready': this.note(`${ev.agent} ready${d.pid ? ' (pid ' + d.pid + ')' : ''}${d.resumed ? ', resumed its conversation' : ''}`); break;
