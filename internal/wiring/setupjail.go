@@ -73,9 +73,11 @@ func (s SetupJails) Confine(_ context.Context, job worktree.SetupJob, cmd *exec.
 	cfg := sandbox.JailConfig{Path: []string{job.Worktree.Session, setupJailLeaf}, Policy: &pol,
 		Session: job.Worktree.Session + setupTmpSuffix, TmpRoot: s.TmpRoot}
 	if s.Egress != nil && pol.View != nil && s.Sandbox.Status().Namespaces {
-		// Every public address, through the proxy: a setup fetches
-		// packages, and reaches no local service.
-		ev, closeEgress, err := s.Egress.open(backends.SandboxSpec{Network: backends.NetworkAll},
+		// Every public and private address, through the proxy: a
+		// trusted setup fetches packages, from a private registry too,
+		// but reaches no service of this machine's (loopback), no
+		// link-local address (the cloud's metadata) and not the daemon.
+		ev, closeEgress, err := s.Egress.open(backends.SandboxSpec{Network: backends.NetworkAll, Hosts: setupPrivateRanges},
 			egress.Meta{Session: job.Worktree.Session, Provider: setupJailLeaf}, nil)
 		if err != nil {
 			return worktree.SetupConfinement{}, nil, err
@@ -104,6 +106,10 @@ func (s SetupJails) Confine(_ context.Context, job worktree.SetupJob, cmd *exec.
 	}
 	return c, func() { _ = j.Release() }, nil
 }
+
+// setupPrivateRanges are the private address ranges a trusted setup may
+// reach besides every public address (a company's package registry).
+var setupPrivateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7"}
 
 // gitConfigPaths are git's user configuration files, which a setup reads.
 func gitConfigPaths(home string, env []string) []string {
