@@ -155,6 +155,14 @@ func sys(op agenttest.SysOp) agenttest.Step { return agenttest.Step{Sys: &op} }
 // it; and what it and its terminals leave running (setsid, double fork)
 // ends with the session, with the daemon, and at the next start after a
 // kill -9.
+//
+// In its own mount namespace, what the agent was not granted is missing
+// (ENOENT: the daemon's token, the user's key, a directory of nobody's
+// grants) or read-only (EROFS: the main checkout, shown only because its
+// .git leads to the worktree's git directory); in its own network
+// namespace the daemon's port is nobody's (ECONNREFUSED); in its own PID
+// namespace the daemon has no /proc entry and no pid to signal. What
+// proves the confinement is the host's side: nothing there changed.
 func TestConfinementEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
@@ -179,18 +187,22 @@ func TestConfinementEndToEnd(t *testing.T) {
 		// token in its environment, the daemon's memory or environment,
 		// or a signal to the daemon.
 		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", `echo "token=[$AGENTPOOL_TOKEN]"`}}),
-		sys(agenttest.SysOp{Op: agenttest.OpRead, Path: "/proc/DAEMON/environ"}),
+		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "test -e /proc/DAEMON || echo absent"}}),
 		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "kill -STOP DAEMON 2>&1 || echo refused"}}),
 		// A terminal that leaves a daemon behind and keeps running.
 		{Terminal: &agenttest.Terminal{NoWait: true, Command: fmt.Sprintf("GORACE=atexit_sleep_ms=0 %s=%s %s pids && exec sleep 1000", agenttest.EnvHelper, agenttest.HelperDaemonize, f.exe)}},
 	}
 	type want struct{ op, status, detail string }
 	wants := []want{
-		{"write", "ok", ""}, {"write", "EACCES", ""}, {"read", "EACCES", ""}, {"read", "EACCES", ""},
-		{"write", "EACCES", ""}, {"write", "EACCES", ""}, {"write", "EACCES", ""}, {"write", "ok", ""},
-		{"exec", "ok", "exit=0 t"}, {"exec", "ok", "exit=0 agent commit"}, {"connect", "EACCES", ""},
+		{"write", "ok", ""}, {"write", "ENOENT", ""}, {"read", "ENOENT", ""}, {"read", "ENOENT", ""},
+		{"write", "EROFS", ""}, {"write", "EROFS", ""}, {"write", "EROFS", ""}, {"write", "ok", ""},
+		{"exec", "ok", "exit=0 t"}, {"exec", "ok", "exit=0 agent commit"}, {"connect", "ECONNREFUSED", ""},
 		{"setsid_child", "ok", ""}, {"daemon", "ok", ""},
-		{"exec", "ok", "exit=0 token=[]"}, {"exec", "ok", "exit=1 0"}, {"exec", "ok", "exit=0 "},
+		{"exec", "ok", "exit=0 token=[]"}, {"exec", "ok", "exit=0 absent\n"}, {"exec", "ok", "exit=0 refused\n"},
+	}
+	gitConfig, err := os.ReadFile(filepath.Join(f.repo, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	// One round per way the session can end, with cgroups and with the
@@ -210,7 +222,9 @@ func TestConfinementEndToEnd(t *testing.T) {
 				s := append([]agenttest.Step(nil), steps...)
 				s[10] = sys(agenttest.SysOp{Op: agenttest.OpConnect, Addr: fmt.Sprintf("127.0.0.1:%d", f.port)})
 				daemonPID := strconv.Itoa(d.cmd.Process.Pid)
-				s[14] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "tr '\\0' '\\n' < /proc/" + daemonPID + "/environ 2>/dev/null | grep -c '^AGENTPOOL_TOKEN='"}})
+				// The daemon is not in the agent's PID namespace: no
+				// /proc entry to read its environment or memory from.
+				s[14] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "test -e /proc/" + daemonPID + " && tr '\\0' '\\n' < /proc/" + daemonPID + "/environ | grep -c '^AGENTPOOL_TOKEN=' || echo absent"}})
 				s[15] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "kill -STOP " + daemonPID + " 2>/dev/null || echo refused"}})
 				f.writeProvider(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: s}}})
 				waitProviderReady(t, d, "hostile")
@@ -224,11 +238,26 @@ func TestConfinementEndToEnd(t *testing.T) {
 						t.Errorf("step %d: %s %s %q; want %s %s %q", i, got[i].Op, got[i].Status, got[i].Detail, w.op, w.status, w.detail)
 					}
 				}
-				if !strings.Contains(got[15].Detail, "refused") {
-					t.Errorf("the agent signalled the daemon: %q", got[15].Detail)
+				secret, err := os.ReadFile(token)
+				if err != nil || len(secret) == 0 {
+					t.Fatalf("the daemon's token: %q, %v", secret, err)
+				}
+				for i, r := range got {
+					if strings.Contains(r.Detail, "PRIVATE KEY") || strings.Contains(r.Detail, strings.TrimSpace(string(secret))) {
+						t.Errorf("step %d got a secret: %s", i, r)
+					}
+				}
+				if st, err := agenttest.ReadProcStat(d.cmd.Process.Pid); err != nil || st.State == 'T' {
+					t.Errorf("the daemon after the agent's kill -STOP: %+v, %v; want it running", st, err)
+				}
+				if _, err := os.Stat(filepath.Join(f.outside, "x")); err == nil {
+					t.Error("the agent wrote outside its grants")
 				}
 				if b, err := os.ReadFile(filepath.Join(f.repo, "README.md")); err != nil || string(b) != "# repo\n" {
 					t.Errorf("main checkout's README.md = %q, %v", b, err)
+				}
+				if b, err := os.ReadFile(filepath.Join(f.repo, ".git", "config")); err != nil || string(b) != string(gitConfig) {
+					t.Errorf("the repository's .git/config = %q, %v; want it unchanged", b, err)
 				}
 				if _, err := os.Stat(filepath.Join(f.repo, ".git", "hooks", "pre-commit")); err == nil {
 					t.Error("the agent planted a hook in the repository")
