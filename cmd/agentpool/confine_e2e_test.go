@@ -31,9 +31,14 @@ type confineFixture struct {
 
 func newConfineFixture(t *testing.T) *confineFixture {
 	t.Helper()
+	return newConfineFixtureIn(t, t.TempDir())
+}
+
+// newConfineFixtureIn is newConfineFixture with its directories in base.
+func newConfineFixtureIn(t *testing.T, base string) *confineFixture {
+	t.Helper()
 	agenttest.RequireFeature(t, sandbox.LandlockABI() >= 4, "Landlock ABI 4")
 	f := &confineFixture{bin: agentpoolBinary(t)}
-	base := t.TempDir()
 	f.home = filepath.Join(base, "daemon")
 	f.fakeHome = filepath.Join(base, "home")
 	f.repo = filepath.Join(base, "repo")
@@ -59,6 +64,13 @@ func newConfineFixture(t *testing.T) *confineFixture {
 // script s.
 func (f *confineFixture) writeProvider(t *testing.T, s agenttest.Script) {
 	t.Helper()
+	f.writeProviders(t, map[string]any{"hostile": f.hostileProvider(t, s, map[string]any{"write": []string{"~/.fake-agent"}, "network": "none"})})
+}
+
+// hostileProvider is the provider entry of the fake agent running script
+// s with the sandbox sb.
+func (f *confineFixture) hostileProvider(t *testing.T, s agenttest.Script, sb map[string]any) map[string]any {
+	t.Helper()
 	raw, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
@@ -69,16 +81,7 @@ func (f *confineFixture) writeProvider(t *testing.T, s agenttest.Script) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	doc := map[string]any{"version": 1, "providers": map[string]any{
-		"hostile": map[string]any{
-			"extends": "acp", "command": []string{f.exe}, "env": env,
-			"sandbox": map[string]any{"write": []string{"~/.fake-agent"}, "network": "none"},
-		},
-	}}
-	b, _ := json.MarshalIndent(doc, "", "  ")
-	if err := os.WriteFile(filepath.Join(f.home, providersFile), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return map[string]any{"extends": "acp", "command": []string{f.exe}, "env": env, "sandbox": sb}
 }
 
 // start runs the daemon with the fake $HOME.
@@ -122,6 +125,19 @@ func (f *confineFixture) session(t *testing.T, d *daemon) (string, string) {
 // in order.
 func results(t *testing.T, d *daemon, id string) []agenttest.SysResult {
 	t.Helper()
+	var out []agenttest.SysResult
+	for _, text := range turnChunks(t, d, id) {
+		if r, ok := agenttest.ParseSysResult(text); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// turnChunks runs one prompt and returns the texts of the agent's
+// message chunks, in order.
+func turnChunks(t *testing.T, d *daemon, id string) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	turn, err := d.client.Prompt(ctx, id, "", "go", true)
@@ -132,16 +148,14 @@ func results(t *testing.T, d *daemon, id string) []agenttest.SysResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []agenttest.SysResult
+	var out []string
 	for _, ev := range evs {
 		if ev.Type != backends.EventMessageChunk || ev.Turn != turn.ID {
 			continue
 		}
 		var c backends.ChunkData
 		if json.Unmarshal(ev.Data, &c) == nil {
-			if r, ok := agenttest.ParseSysResult(c.Text); ok {
-				out = append(out, r)
-			}
+			out = append(out, c.Text)
 		}
 	}
 	return out
