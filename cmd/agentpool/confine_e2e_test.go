@@ -205,6 +205,9 @@ func TestConfinementEndToEnd(t *testing.T) {
 		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "kill -STOP DAEMON 2>&1 || echo refused"}}),
 		// A terminal that leaves a daemon behind and keeps running.
 		{Terminal: &agenttest.Terminal{NoWait: true, Command: fmt.Sprintf("GORACE=atexit_sleep_ms=0 %s=%s %s pids && exec sleep 1000", agenttest.EnvHelper, agenttest.HelperDaemonize, f.exe)}},
+		// The main checkout shows only as the way to its .git: none of
+		// its files is there to read.
+		sys(agenttest.SysOp{Op: agenttest.OpRead, Path: filepath.Join(f.repo, "README.md")}),
 	}
 	type want struct{ op, status, detail string }
 	wants := []want{
@@ -213,6 +216,7 @@ func TestConfinementEndToEnd(t *testing.T) {
 		{"exec", "ok", "exit=0 t"}, {"exec", "ok", "exit=0 agent commit"}, {"connect", "ECONNREFUSED", ""},
 		{"setsid_child", "ok", ""}, {"daemon", "ok", ""},
 		{"exec", "ok", "exit=0 token=[]"}, {"exec", "ok", "exit=0 absent\n"}, {"exec", "ok", "exit=0 refused\n"},
+		{"read", "ENOENT", ""},
 	}
 	gitConfig, err := os.ReadFile(filepath.Join(f.repo, ".git", "config"))
 	if err != nil {
