@@ -37,6 +37,11 @@ const (
 	// HelperReplay replays the agent's side of the recorded ACP
 	// transcript named by EnvTranscript (see ReplayTranscript, TranscriptSpec).
 	HelperReplay = "replay"
+	// HelperGreeter (argv: address greeting [readyfile]) listens on the
+	// TCP address, creates readyfile once it does, and answers every
+	// connection with the greeting and a hang-up, until killed: a
+	// service for a Talk step to reach.
+	HelperGreeter = "greeter"
 )
 
 // Dispatch runs the helper named by the environment, if any, and exits; it
@@ -76,6 +81,8 @@ func Dispatch() bool {
 		daemonizeMain(os.Args[1:])
 	case HelperReplay:
 		replayMain()
+	case HelperGreeter:
+		greeterMain(os.Args[1:])
 	default:
 		fmt.Fprintln(os.Stderr, "unknown test helper", name)
 		os.Exit(2)

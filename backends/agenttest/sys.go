@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -27,8 +28,14 @@ const (
 	OpRemove = "remove"
 	// OpRename renames Path to To.
 	OpRename = "rename"
-	// OpConnect dials TCP to Addr ("127.0.0.1:PORT") and hangs up.
+	// OpConnect dials Addr over Network ("127.0.0.1:PORT" over TCP by
+	// default; a socket's path, or "@name" for an abstract one, over
+	// "unix") and hangs up.
 	OpConnect = "connect"
+	// OpTalk dials like OpConnect, writes Content, and reports what the
+	// peer sends until it hangs up or the timeout passes: an HTTP
+	// CONNECT to a proxy, or a greeting.
+	OpTalk = "talk"
 	// OpExec runs Argv in Dir and reports its exit code and output.
 	OpExec = "exec"
 	// OpEnv reports the variables of the agent's environment that Names
@@ -47,13 +54,15 @@ const (
 
 // Bounds of a SysOp.
 const (
-	// DefaultSysTimeout bounds connect.
+	// DefaultSysTimeout bounds connect, and talk's whole exchange.
 	DefaultSysTimeout = 2 * time.Second
 	// DefaultExecTimeout bounds exec.
 	DefaultExecTimeout = 30 * time.Second
-	// sysReadBytes and sysOutputBytes bound what read and exec report.
+	// sysReadBytes, sysOutputBytes and sysTalkBytes bound what read,
+	// exec and talk report.
 	sysReadBytes   = 64
 	sysOutputBytes = 256
+	sysTalkBytes   = 1024
 )
 
 // SysOp is a Step made with the agent process's own system calls, not
@@ -75,10 +84,13 @@ type SysOp struct {
 	Path string `json:"path,omitempty"`
 	// To is the new name of rename.
 	To string `json:"to,omitempty"`
-	// Content is what write writes.
+	// Content is what write writes, and what talk sends.
 	Content string `json:"content,omitempty"`
-	// Addr is the host:port connect dials.
+	// Addr is the address connect and talk dial.
 	Addr string `json:"addr,omitempty"`
+	// Network is the network of connect and talk: "tcp" (the default)
+	// or "unix".
+	Network string `json:"network,omitempty"`
 	// Argv is the command exec runs, looked up in PATH.
 	Argv []string `json:"argv,omitempty"`
 	// Dir is the working directory of exec (default the agent's).
@@ -86,8 +98,8 @@ type SysOp struct {
 	// Names are the variables env reports: names, or prefixes ending in
 	// "*".
 	Names []string `json:"names,omitempty"`
-	// TimeoutMs bounds connect (default DefaultSysTimeout) and exec
-	// (default DefaultExecTimeout).
+	// TimeoutMs bounds connect and talk (default DefaultSysTimeout) and
+	// exec (default DefaultExecTimeout).
 	TimeoutMs int `json:"timeout_ms,omitempty"`
 	// KeepStdio makes the setsid_child inherit the agent's stdin, stdout
 	// and stderr, holding the protocol pipes open after the agent dies.
@@ -122,11 +134,13 @@ func doSys(op SysOp) SysResult {
 	case OpRename:
 		return sysResult(op.Op, os.Rename(op.Path, op.To), "")
 	case OpConnect:
-		c, err := net.DialTimeout("tcp", op.Addr, op.timeout(DefaultSysTimeout))
+		c, err := net.DialTimeout(op.network(), op.Addr, op.timeout(DefaultSysTimeout))
 		if err == nil {
 			err = c.Close()
 		}
 		return sysResult(op.Op, err, "")
+	case OpTalk:
+		return sysTalk(op)
 	case OpExec:
 		return sysExec(op)
 	case OpEnv:
@@ -153,6 +167,35 @@ func (op SysOp) timeout(def time.Duration) time.Duration {
 		return time.Duration(op.TimeoutMs) * time.Millisecond
 	}
 	return def
+}
+
+func (op SysOp) network() string {
+	if op.Network == "" {
+		return "tcp"
+	}
+	return op.Network
+}
+
+// sysTalk dials op.Addr, sends op.Content and reports what comes back; a
+// peer that keeps the connection open past the timeout is reported as
+// far as it got.
+func sysTalk(op SysOp) SysResult {
+	deadline := time.Now().Add(op.timeout(DefaultSysTimeout))
+	c, err := net.DialTimeout(op.network(), op.Addr, time.Until(deadline))
+	if err != nil {
+		return sysResult(op.Op, err, "")
+	}
+	defer c.Close()
+	_ = c.SetDeadline(deadline)
+	if _, err := io.WriteString(c, op.Content); err != nil {
+		return sysResult(op.Op, err, "")
+	}
+	b, err := io.ReadAll(io.LimitReader(c, sysTalkBytes))
+	var ne net.Error
+	if err != nil && !(errors.As(err, &ne) && ne.Timeout() && len(b) > 0) {
+		return sysResult(op.Op, err, "")
+	}
+	return sysResult(op.Op, nil, string(b))
 }
 
 func pidDetail(e PidEntry) string {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -23,6 +24,7 @@ func TestSysResultRoundTrip(t *testing.T) {
 		{"sys connect error dial tcp: i/o timeout", agenttest.SysResult{Op: "connect", Status: "error", Detail: "dial tcp: i/o timeout", Exit: -1}},
 		{"sys exec ok exit=128 fatal: no", agenttest.SysResult{Op: "exec", Status: "ok", Detail: "exit=128 fatal: no", Exit: 128, Data: "fatal: no"}},
 		{"sys exec ok exit=0", agenttest.SysResult{Op: "exec", Status: "ok", Detail: "exit=0", Exit: 0}},
+		{"sys talk ok HTTP/1.1 403 Forbidden\r\n", agenttest.SysResult{Op: "talk", Status: "ok", Detail: "HTTP/1.1 403 Forbidden\r\n", Data: "HTTP/1.1 403 Forbidden\r\n", Exit: -1}},
 		{"sys daemon ok pid=42 start=7", agenttest.SysResult{Op: "daemon", Status: "ok", Detail: "pid=42 start=7", Exit: -1, Proc: agenttest.PidEntry{Pid: 42, StartTime: 7}}},
 		{"sys setsid_child ENOENT fork/exec x", agenttest.SysResult{Op: "setsid_child", Status: "ENOENT", Detail: "fork/exec x", Exit: -1}},
 	} {
@@ -103,6 +105,57 @@ func TestSysConnect(t *testing.T) {
 	}
 	if got[1].Status != "ECONNREFUSED" {
 		t.Errorf("connect %s: %q; want ECONNREFUSED", closedAddr, got[1])
+	}
+}
+
+// TestSysTalk: connect dials unix sockets too (a path, or "@name" for an
+// abstract one); talk sends its content and reports the answer, here a
+// greeter helper's.
+func TestSysTalk(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	ul, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	abstract := "@agenttest-" + filepath.Base(dir)
+	al, err := net.Listen("unix", abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer al.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ready := filepath.Join(dir, "ready")
+	greeter := helperCmd(t, agenttest.HelperGreeter, addr, "hello\n", ready)
+	if err := greeter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = greeter.Process.Kill(); _ = greeter.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the greeter never listened")
+		}
+	}
+	got := sysResults(t, dir,
+		agenttest.Step{Sys: &agenttest.SysOp{Op: agenttest.OpConnect, Network: "unix", Addr: sock}},
+		agenttest.Step{Sys: &agenttest.SysOp{Op: agenttest.OpConnect, Network: "unix", Addr: abstract}},
+		agenttest.Step{Sys: &agenttest.SysOp{Op: agenttest.OpConnect, Network: "unix", Addr: filepath.Join(dir, "missing.sock")}},
+		agenttest.Step{Sys: &agenttest.SysOp{Op: agenttest.OpTalk, Addr: addr, Content: "hi\n"}},
+	)
+	want := []struct{ status, data string }{{"ok", ""}, {"ok", ""}, {"ENOENT", ""}, {"ok", "hello\n"}}
+	for i, w := range want {
+		if got[i].Status != w.status || got[i].Data != w.data {
+			t.Errorf("step %d: %q; want status %s, data %q", i, got[i], w.status, w.data)
+		}
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 //
 //	write, mkdir, remove, rename, connect   (none)
 //	read                                    the first 64 bytes read
+//	talk                                    the first 1024 bytes the peer sent
 //	exec                                    exit=<code>[ <first 256 bytes of stdout+stderr>]
 //	env                                     the variables found, "NAME=value", one a line
 //	setsid_child, daemon                    pid=<pid> start=<starttime>
@@ -43,8 +44,8 @@ type SysResult struct {
 
 	// Exit is the exit code of a successful exec (-1 otherwise).
 	Exit int
-	// Data is what a successful read read or exec printed (truncated),
-	// or the variables env found.
+	// Data is what a successful read read, exec printed or talk heard
+	// (truncated), or the variables env found.
 	Data string
 	// Proc is the process a successful setsid_child or daemon started.
 	Proc PidEntry
@@ -88,7 +89,7 @@ func ParseSysResult(text string) (SysResult, bool) {
 		return r, true
 	}
 	switch op {
-	case OpRead, OpEnv:
+	case OpRead, OpEnv, OpTalk:
 		r.Data = detail
 	case OpExec:
 		code, out, _ := strings.Cut(detail, " ")

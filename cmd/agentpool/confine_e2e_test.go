@@ -31,9 +31,14 @@ type confineFixture struct {
 
 func newConfineFixture(t *testing.T) *confineFixture {
 	t.Helper()
+	return newConfineFixtureIn(t, t.TempDir())
+}
+
+// newConfineFixtureIn is newConfineFixture with its directories in base.
+func newConfineFixtureIn(t *testing.T, base string) *confineFixture {
+	t.Helper()
 	agenttest.RequireFeature(t, sandbox.LandlockABI() >= 4, "Landlock ABI 4")
 	f := &confineFixture{bin: agentpoolBinary(t)}
-	base := t.TempDir()
 	f.home = filepath.Join(base, "daemon")
 	f.fakeHome = filepath.Join(base, "home")
 	f.repo = filepath.Join(base, "repo")
@@ -59,6 +64,13 @@ func newConfineFixture(t *testing.T) *confineFixture {
 // script s.
 func (f *confineFixture) writeProvider(t *testing.T, s agenttest.Script) {
 	t.Helper()
+	f.writeProviders(t, map[string]any{"hostile": f.hostileProvider(t, s, map[string]any{"write": []string{"~/.fake-agent"}, "network": "none"})})
+}
+
+// hostileProvider is the provider entry of the fake agent running script
+// s with the sandbox sb.
+func (f *confineFixture) hostileProvider(t *testing.T, s agenttest.Script, sb map[string]any) map[string]any {
+	t.Helper()
 	raw, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
@@ -69,16 +81,7 @@ func (f *confineFixture) writeProvider(t *testing.T, s agenttest.Script) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	doc := map[string]any{"version": 1, "providers": map[string]any{
-		"hostile": map[string]any{
-			"extends": "acp", "command": []string{f.exe}, "env": env,
-			"sandbox": map[string]any{"write": []string{"~/.fake-agent"}, "network": "none"},
-		},
-	}}
-	b, _ := json.MarshalIndent(doc, "", "  ")
-	if err := os.WriteFile(filepath.Join(f.home, providersFile), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return map[string]any{"extends": "acp", "command": []string{f.exe}, "env": env, "sandbox": sb}
 }
 
 // start runs the daemon with the fake $HOME.
@@ -122,6 +125,19 @@ func (f *confineFixture) session(t *testing.T, d *daemon) (string, string) {
 // in order.
 func results(t *testing.T, d *daemon, id string) []agenttest.SysResult {
 	t.Helper()
+	var out []agenttest.SysResult
+	for _, text := range turnChunks(t, d, id) {
+		if r, ok := agenttest.ParseSysResult(text); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// turnChunks runs one prompt and returns the texts of the agent's
+// message chunks, in order.
+func turnChunks(t *testing.T, d *daemon, id string) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	turn, err := d.client.Prompt(ctx, id, "", "go", true)
@@ -132,16 +148,14 @@ func results(t *testing.T, d *daemon, id string) []agenttest.SysResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []agenttest.SysResult
+	var out []string
 	for _, ev := range evs {
 		if ev.Type != backends.EventMessageChunk || ev.Turn != turn.ID {
 			continue
 		}
 		var c backends.ChunkData
 		if json.Unmarshal(ev.Data, &c) == nil {
-			if r, ok := agenttest.ParseSysResult(c.Text); ok {
-				out = append(out, r)
-			}
+			out = append(out, c.Text)
 		}
 	}
 	return out
@@ -155,6 +169,14 @@ func sys(op agenttest.SysOp) agenttest.Step { return agenttest.Step{Sys: &op} }
 // it; and what it and its terminals leave running (setsid, double fork)
 // ends with the session, with the daemon, and at the next start after a
 // kill -9.
+//
+// In its own mount namespace, what the agent was not granted is missing
+// (ENOENT: the daemon's token, the user's key, a directory of nobody's
+// grants) or read-only (EROFS: the main checkout, shown only because its
+// .git leads to the worktree's git directory); in its own network
+// namespace the daemon's port is nobody's (ECONNREFUSED); in its own PID
+// namespace the daemon has no /proc entry and no pid to signal. What
+// proves the confinement is the host's side: nothing there changed.
 func TestConfinementEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
@@ -179,18 +201,26 @@ func TestConfinementEndToEnd(t *testing.T) {
 		// token in its environment, the daemon's memory or environment,
 		// or a signal to the daemon.
 		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", `echo "token=[$AGENTPOOL_TOKEN]"`}}),
-		sys(agenttest.SysOp{Op: agenttest.OpRead, Path: "/proc/DAEMON/environ"}),
+		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "test -e /proc/DAEMON || echo absent"}}),
 		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "kill -STOP DAEMON 2>&1 || echo refused"}}),
 		// A terminal that leaves a daemon behind and keeps running.
 		{Terminal: &agenttest.Terminal{NoWait: true, Command: fmt.Sprintf("GORACE=atexit_sleep_ms=0 %s=%s %s pids && exec sleep 1000", agenttest.EnvHelper, agenttest.HelperDaemonize, f.exe)}},
+		// The main checkout shows only as the way to its .git: none of
+		// its files is there to read.
+		sys(agenttest.SysOp{Op: agenttest.OpRead, Path: filepath.Join(f.repo, "README.md")}),
 	}
 	type want struct{ op, status, detail string }
 	wants := []want{
-		{"write", "ok", ""}, {"write", "EACCES", ""}, {"read", "EACCES", ""}, {"read", "EACCES", ""},
-		{"write", "EACCES", ""}, {"write", "EACCES", ""}, {"write", "EACCES", ""}, {"write", "ok", ""},
-		{"exec", "ok", "exit=0 t"}, {"exec", "ok", "exit=0 agent commit"}, {"connect", "EACCES", ""},
+		{"write", "ok", ""}, {"write", "ENOENT", ""}, {"read", "ENOENT", ""}, {"read", "ENOENT", ""},
+		{"write", "EROFS", ""}, {"write", "EROFS", ""}, {"write", "EROFS", ""}, {"write", "ok", ""},
+		{"exec", "ok", "exit=0 t"}, {"exec", "ok", "exit=0 agent commit"}, {"connect", "ECONNREFUSED", ""},
 		{"setsid_child", "ok", ""}, {"daemon", "ok", ""},
-		{"exec", "ok", "exit=0 token=[]"}, {"exec", "ok", "exit=1 0"}, {"exec", "ok", "exit=0 "},
+		{"exec", "ok", "exit=0 token=[]"}, {"exec", "ok", "exit=0 absent\n"}, {"exec", "ok", "exit=0 refused\n"},
+		{"read", "ENOENT", ""},
+	}
+	gitConfig, err := os.ReadFile(filepath.Join(f.repo, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	// One round per way the session can end, with cgroups and with the
@@ -210,7 +240,9 @@ func TestConfinementEndToEnd(t *testing.T) {
 				s := append([]agenttest.Step(nil), steps...)
 				s[10] = sys(agenttest.SysOp{Op: agenttest.OpConnect, Addr: fmt.Sprintf("127.0.0.1:%d", f.port)})
 				daemonPID := strconv.Itoa(d.cmd.Process.Pid)
-				s[14] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "tr '\\0' '\\n' < /proc/" + daemonPID + "/environ 2>/dev/null | grep -c '^AGENTPOOL_TOKEN='"}})
+				// The daemon is not in the agent's PID namespace: no
+				// /proc entry to read its environment or memory from.
+				s[14] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "test -e /proc/" + daemonPID + " && tr '\\0' '\\n' < /proc/" + daemonPID + "/environ | grep -c '^AGENTPOOL_TOKEN=' || echo absent"}})
 				s[15] = sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "kill -STOP " + daemonPID + " 2>/dev/null || echo refused"}})
 				f.writeProvider(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: s}}})
 				waitProviderReady(t, d, "hostile")
@@ -224,11 +256,26 @@ func TestConfinementEndToEnd(t *testing.T) {
 						t.Errorf("step %d: %s %s %q; want %s %s %q", i, got[i].Op, got[i].Status, got[i].Detail, w.op, w.status, w.detail)
 					}
 				}
-				if !strings.Contains(got[15].Detail, "refused") {
-					t.Errorf("the agent signalled the daemon: %q", got[15].Detail)
+				secret, err := os.ReadFile(token)
+				if err != nil || len(secret) == 0 {
+					t.Fatalf("the daemon's token: %q, %v", secret, err)
+				}
+				for i, r := range got {
+					if strings.Contains(r.Detail, "PRIVATE KEY") || strings.Contains(r.Detail, strings.TrimSpace(string(secret))) {
+						t.Errorf("step %d got a secret: %s", i, r)
+					}
+				}
+				if st, err := agenttest.ReadProcStat(d.cmd.Process.Pid); err != nil || st.State == 'T' {
+					t.Errorf("the daemon after the agent's kill -STOP: %+v, %v; want it running", st, err)
+				}
+				if _, err := os.Stat(filepath.Join(f.outside, "x")); err == nil {
+					t.Error("the agent wrote outside its grants")
 				}
 				if b, err := os.ReadFile(filepath.Join(f.repo, "README.md")); err != nil || string(b) != "# repo\n" {
 					t.Errorf("main checkout's README.md = %q, %v", b, err)
+				}
+				if b, err := os.ReadFile(filepath.Join(f.repo, ".git", "config")); err != nil || string(b) != string(gitConfig) {
+					t.Errorf("the repository's .git/config = %q, %v; want it unchanged", b, err)
 				}
 				if _, err := os.Stat(filepath.Join(f.repo, ".git", "hooks", "pre-commit")); err == nil {
 					t.Error("the agent planted a hook in the repository")

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/registry"
 )
 
@@ -17,7 +19,8 @@ import (
 // none of them to its agents (`env | grep ^PG` finds nothing): an agent
 // gets the base variables, the API key of its own service only when its
 // provider passes it, the "pass_env" names of its provider, and the
-// variable its env_var login method names. A trusted setup keeps the
+// variable its env_var login method names. Its proxy variables are the
+// daemon's egress proxy, not its provider's. A trusted setup keeps the
 // private registry's token but not the daemon's secrets.
 func TestEndToEndAgentEnvironment(t *testing.T) {
 	if testing.Short() {
@@ -72,7 +75,12 @@ func TestEndToEndAgentEnvironment(t *testing.T) {
 	}
 
 	repo := setupRepo(t, d, `{"setup": {"command": ["sh", "-c", "echo \"npm=[$NPM_TOKEN] pg=[$PGPASSWORD$PGPASSFILE] aws=[$AWS_SECRET_ACCESS_KEY] token=[$AGENTPOOL_TOKEN]\""]}}`)
-	never := []string{"PGPASSWORD", "PGPASSFILE", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "AGENTPOOL_TOKEN", "NPM_TOKEN", "HTTPS_PROXY"}
+	never := []string{"PGPASSWORD", "PGPASSFILE", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "AGENTPOOL_TOKEN", "NPM_TOKEN"}
+	// The provider's proxy is not passed: the agent's proxy variables
+	// name the daemon's egress proxy inside its network namespace.
+	egressHTTP := fmt.Sprintf("http://127.0.0.1:%d", sandbox.EgressProxyPort)
+	proxies := map[string]string{"HTTPS_PROXY": egressHTTP, "https_proxy": egressHTTP, "HTTP_PROXY": egressHTTP, "http_proxy": egressHTTP,
+		"ALL_PROXY": fmt.Sprintf("socks5h://127.0.0.1:%d", sandbox.EgressProxyPort)}
 	tests := []struct {
 		id        string
 		see, miss []string
@@ -102,6 +110,16 @@ func TestEndToEndAgentEnvironment(t *testing.T) {
 			for _, k := range append(tt.miss, never...) {
 				if v, ok := env[k]; ok {
 					t.Errorf("agent %q sees %s=%q", tt.id, k, v)
+				}
+			}
+			for k, want := range proxies {
+				if env[k] != want {
+					t.Errorf("agent %q sees %s=%q; want the daemon's egress, %q", tt.id, k, env[k], want)
+				}
+			}
+			for k, v := range env {
+				if strings.Contains(v, "provider-proxy.invalid") {
+					t.Errorf("agent %q sees its provider's proxy in %s=%q", tt.id, k, v)
 				}
 			}
 			if got[1].Data != "0\n" {

@@ -15,9 +15,9 @@ import (
 )
 
 // A stdio MCP server is the agent's child: it runs in the agent's cgroup
-// and under its Landlock rules, so a secret is out of its reach, and a
-// program outside the agent's grants cannot even start (until its
-// directory is in sandbox.read), as the README says.
+// and in its view, so a secret is out of its reach, and a program outside
+// the agent's grants cannot even start (until its directory is in
+// sandbox.read), as the README says: neither is there to open.
 func TestMCPServerRunsInTheAgentsConfinement(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
@@ -88,10 +88,11 @@ func TestMCPServerRunsInTheAgentsConfinement(t *testing.T) {
 	if cg.Error != "" || v2 == "" || v2 == "/" || !strings.HasSuffix(s.Agents[0].Confinement.Cgroup, v2) {
 		t.Errorf("the server's cgroup is %q (%s); want the agent's, %s", cg.Output, cg.Error, s.Agents[0].Confinement.Cgroup)
 	}
-	if sec := got["secret"]; sec.Error == "" || strings.Contains(sec.Output, "PRIVATE KEY") || !strings.Contains(sec.Output, "Permission denied") {
+	// Neither the secret nor the server's program is in the agent's view.
+	if sec := got["secret"]; sec.Error == "" || strings.Contains(sec.Output, "PRIVATE KEY") || !strings.Contains(sec.Output, "No such file or directory") {
 		t.Errorf("the server read the secret: %+v", sec)
 	}
-	if out := got["outside"]; out.Error == "" || !strings.Contains(out.Error, "permission denied") {
+	if out := got["outside"]; out.Error == "" || !strings.Contains(out.Error, "no such file or directory") || strings.Contains(out.Output, "server") {
 		t.Errorf("a server outside the agent's grants ran: %+v", out)
 	}
 	got, _ = run("granted")

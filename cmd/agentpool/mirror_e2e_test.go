@@ -184,9 +184,19 @@ func TestConfinementOfURLSession(t *testing.T) {
 		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: filepath.Join(shared, "refs", "heads", "main"), Content: "0000000000000000000000000000000000000000\n"}),
 		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "git add inside.txt && git commit -q -m 'agent commit' && git log -1 --format=%s"}}),
 	}
+	// The mirror is the worktree's common git directory, read-only in the
+	// agent's view (EROFS); the shared repository is not in it (ENOENT).
 	wants := []struct{ op, status, detail string }{
-		{"write", "ok", ""}, {"write", "EACCES", ""}, {"write", "EACCES", ""}, {"write", "EACCES", ""},
-		{"write", "EACCES", ""}, {"write", "EACCES", ""}, {"exec", "ok", "exit=0 agent commit"},
+		{"write", "ok", ""}, {"write", "EROFS", ""}, {"write", "EROFS", ""}, {"write", "EROFS", ""},
+		{"write", "ENOENT", ""}, {"write", "ENOENT", ""}, {"exec", "ok", "exit=0 agent commit"},
+	}
+	before := map[string]string{}
+	for _, p := range []string{filepath.Join(mirror, "config"), filepath.Join(mirror, "HEAD"), filepath.Join(shared, "config"), filepath.Join(shared, "refs", "heads", "main")} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[p] = string(b)
 	}
 	f.writeProvider(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: steps}}})
 	waitProviderReady(t, d, "hostile")
@@ -199,8 +209,13 @@ func TestConfinementOfURLSession(t *testing.T) {
 			t.Errorf("step %d: %s %s %q; want %s %s %q", i, got[i].Op, got[i].Status, got[i].Detail, w.op, w.status, w.detail)
 		}
 	}
-	if cfg, _ := os.ReadFile(filepath.Join(mirror, "config")); strings.Contains(string(cfg), "pwned") {
-		t.Errorf("the agent wrote the mirror's config:\n%s", cfg)
+	for p, want := range before {
+		if b, err := os.ReadFile(p); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want it unchanged, %q", p, b, err, want)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(mirror, "hooks")); err == nil && !fi.IsDir() {
+		t.Errorf("the agent wrote the mirror's hooks: %v", fi.Mode())
 	}
 	if log := e2eGit(t, shared, "log", "-1", "--format=%s", "agentpool/"+sess.ID); strings.TrimSpace(log) != "agent commit" {
 		t.Errorf("shared branch head = %q; want the agent's commit, pushed by the daemon", log)

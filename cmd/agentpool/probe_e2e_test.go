@@ -13,19 +13,24 @@ import (
 	"github.com/agentpool/agentpool/registry"
 )
 
+// noCaps is the CapEff line of /proc/self/status of a process without
+// capabilities.
+const noCaps = "CapEff:\t0000000000000000"
+
 // probeReport is what a probed fake agent wrote of itself, read from the
 // directory its sandbox grants for writing.
 type probeReport struct {
-	nnp, cgroup, token, outside string
+	nnp, caps, cgroup, token, outside string
 }
 
 // probeScript is a fake agent that, at start (so when it is probed),
-// writes NoNewPrivs and its cgroup to out, tries to read the daemon's
+// writes NoNewPrivs, its effective capabilities and its cgroup to out, tries to read the daemon's
 // token and to write into outside (writing what came of each to out), and
 // leaves a setsid sleeper behind (its pid appended to out/pids).
 func probeScript(out, token, outside string) agenttest.Script {
 	sh := `set -u; out="$1"
 grep NoNewPrivs /proc/self/status > "$out/nnp"
+grep CapEff /proc/self/status > "$out/caps"
 grep '^0::' /proc/self/cgroup > "$out/cgroup"
 if cat "$2" > /dev/null 2>&1; then echo read > "$out/token"; else echo denied > "$out/token"; fi
 if echo x 2>/dev/null > "$3/escaped"; then echo wrote > "$out/outside"; else echo denied > "$out/outside"; fi`
@@ -85,7 +90,7 @@ func (f *confineFixture) probeNow(t *testing.T, d *daemon, id string) probeRepor
 		}
 		return strings.TrimSpace(string(b))
 	}
-	return probeReport{nnp: read("nnp"), cgroup: read("cgroup"), token: read("token"), outside: read("outside")}
+	return probeReport{nnp: read("nnp"), caps: read("caps"), cgroup: read("cgroup"), token: read("token"), outside: read("outside")}
 }
 
 // cgroupTree returns the daemon's cgroup tree and its path as
@@ -132,7 +137,8 @@ func cgroupsUnder(dir string) []string {
 // the daemon's tree with NoNewPrivs and the provider's Landlock policy, so
 // it can neither read the daemon's token nor write outside its grants,
 // and leaves no process and no cgroup behind; a provider whose owner
-// disabled the sandbox is probed without Landlock, as its agents run.
+// disabled the sandbox is probed without Landlock, as its agents run:
+// only with NoNewPrivs and no capabilities, which every agent has.
 func TestProbeRunsConfined(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
@@ -146,8 +152,8 @@ func TestProbeRunsConfined(t *testing.T) {
 	tree, shown := cgroupTree(t, f.home)
 
 	got := f.probeNow(t, d, "hostile")
-	if got.nnp != "NoNewPrivs:\t1" {
-		t.Errorf("probe ran with %q, want NoNewPrivs 1", got.nnp)
+	if got.nnp != "NoNewPrivs:\t1" || got.caps != noCaps {
+		t.Errorf("probe ran with %q, %q; want NoNewPrivs 1 and no capabilities", got.nnp, got.caps)
 	}
 	if want := "0::" + shown + "/.probe-hostile"; got.cgroup != want {
 		t.Errorf("probe ran in cgroup %q, want %q", got.cgroup, want)
@@ -163,8 +169,14 @@ func TestProbeRunsConfined(t *testing.T) {
 	}
 
 	owned := f.probeNow(t, d, "owned")
-	if owned.nnp != "NoNewPrivs:\t0" || owned.token != "read" || owned.outside != "wrote" {
+	if owned.token != "read" || owned.outside != "wrote" {
 		t.Errorf("a provider whose owner disabled the sandbox was probed confined: %+v", owned)
+	}
+	if _, err := os.Stat(filepath.Join(f.outside, "owned", "escaped")); err != nil {
+		t.Errorf("the unsandboxed probe's write outside: %v; want the file there", err)
+	}
+	if owned.nnp != "NoNewPrivs:\t1" || owned.caps != noCaps {
+		t.Errorf("unsandboxed probe ran with %q, %q; want NoNewPrivs 1 and no capabilities, as every agent", owned.nnp, owned.caps)
 	}
 	if want := "0::" + shown + "/.probe-owned"; owned.cgroup != want {
 		t.Errorf("unsandboxed probe ran in cgroup %q, want %q (its agents get a cgroup too)", owned.cgroup, want)
