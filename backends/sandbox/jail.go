@@ -85,6 +85,7 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 		if p.View != nil {
 			v := *p.View
 			v.Tmp, v.Egress = j.tmp, j.egress
+			v.UID, v.GID = os.Getuid(), os.Getgid()
 			v.Hide = append(slices.Clip(v.Hide), j.m.secrets...)
 			p.View = &v
 			g, err := prepareGit(v.Git)

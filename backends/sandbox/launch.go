@@ -79,6 +79,10 @@ func Launch(args []string) int {
 	var rel *relays
 	if p.View != nil {
 		// First process of new namespaces: build what the program sees.
+		if err := mapSelf(p.View.UID, p.View.GID); err != nil {
+			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
+			return exitLaunchFailed
+		}
 		setNotDumpable()
 		cwd, err := os.Getwd()
 		if err != nil {

@@ -39,17 +39,40 @@ const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | u
 // daemon's own uid, not as root of the namespace) to build the view and
 // bring up loopback. It drops them, and every other, before the program
 // runs.
-var launcherCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_NET_BIND_SERVICE}
+var launcherCaps = []uintptr{
+	unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_NET_BIND_SERVICE, unix.CAP_SETUID, unix.CAP_SETGID,
+	// overlayfs, mounted by the launcher, makes its work directory and
+	// whiteouts with the mounter's rights.
+	unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_MKNOD,
+}
 
-// nsAttr sets attr to start a launcher in new namespaces, mapping the
-// daemon's uid and gid to themselves: programs see the same ids inside.
+// nsAttr sets attr to start a launcher in new namespaces. The launcher
+// maps the daemon's uid and gid to themselves itself (mapSelf): the
+// daemon is not dumpable, which its children inherit, so a daemon that is
+// not root may not write their /proc/PID/uid_map.
 func nsAttr(attr *syscall.SysProcAttr) {
 	attr.Cloneflags |= cloneFlags
-	uid, gid := os.Getuid(), os.Getgid()
-	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	attr.GidMappingsEnableSetgroups = false
 	attr.AmbientCaps = append(attr.AmbientCaps, launcherCaps...)
+}
+
+// mapSelf maps the calling process's user namespace: uid and gid (as the
+// parent namespace knows them) to themselves, setgroups denied, so that
+// programs see the same ids inside. It makes the process dumpable first:
+// its /proc files are then its own user's to write.
+func mapSelf(uid, gid int) error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("map ids: %w", err)
+	}
+	for _, f := range [][2]string{
+		{"/proc/self/setgroups", "deny"},
+		{"/proc/self/uid_map", fmt.Sprintf("%d %d 1\n", uid, uid)},
+		{"/proc/self/gid_map", fmt.Sprintf("%d %d 1\n", gid, gid)},
+	} {
+		if err := os.WriteFile(f[0], []byte(f[1]), 0); err != nil {
+			return fmt.Errorf("map ids: %w", err)
+		}
+	}
+	return nil
 }
 
 // Secure bits (linux/securebits.h), which x/sys/unix lacks.
@@ -349,7 +372,7 @@ func probeNamespaces(launcher, launcherEnv []string) error {
 	if err != nil {
 		return fmt.Errorf("no true(1) to probe with: %w", err)
 	}
-	raw, err := json.Marshal(Policy{NoRules: true, View: &View{}})
+	raw, err := json.Marshal(Policy{NoRules: true, View: &View{UID: os.Getuid(), GID: os.Getgid()}})
 	if err != nil {
 		return err
 	}

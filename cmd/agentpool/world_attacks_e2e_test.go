@@ -225,8 +225,16 @@ func attackProcesses(t *testing.T, w *world) worldAttack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid)); err != nil || !strings.Contains(string(b), secret) {
-		t.Fatalf("the host's own view of the secret process: %v; want its environ", err)
+	// The kernel lets Start return while exec still lays out the new
+	// environment: look until it is there.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
+		if err == nil && strings.Contains(string(b), secret) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the host's own view of the secret process: %v, %q; want its environ", err, b)
+		}
 	}
 	proc := "/proc/" + strconv.Itoa(cmd.Process.Pid)
 	return worldAttack{
