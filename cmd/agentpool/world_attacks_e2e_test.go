@@ -351,3 +351,53 @@ func attackTerminal(t *testing.T, w *world) worldAttack {
 		},
 	}
 }
+
+// attackHistory: the agent rewrites the object of the base commit's
+// README.md under its old id and moves another session's branch, then
+// commits on its own branch.
+//
+// With write access to the shared object store and ref directory (before
+// the session's own git view) the rewrite reached the user's checkout and
+// the other branch moved.
+func attackHistory(t *testing.T, w *world) worldAttack {
+	t.Helper()
+	git := func(args ...string) string {
+		t.Helper()
+		// The repository may be another user's (the unprivileged daemon's).
+		out, err := exec.Command("git", append([]string{"-c", "safe.directory=*", "-C", w.repo}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("branch", "-f", "agentpool/other")
+	blob := git("rev-parse", "HEAD:README.md")
+	other := git("rev-parse", "agentpool/other")
+	obj := filepath.Join(w.repo, ".git", "objects", blob[:2], blob[2:])
+	return worldAttack{
+		name: "history",
+		steps: []agenttest.Step{
+			shell(fmt.Sprintf(`printf 'defaced\n' > /tmp/x && forged=$(git hash-object -w /tmp/x) &&
+cp "$(git rev-parse --git-path objects)/$(echo $forged | cut -c1-2)/$(echo $forged | cut -c3-)" %[1]s.new && mv -f %[1]s.new %[1]s && echo rewrote`, obj)),
+			shell("git update-ref refs/heads/agentpool/other HEAD && echo moved"),
+			shell("echo mine > agent.txt && git add agent.txt && git commit -q -m 'agent commit' && git log -1 --format=%s"),
+		},
+		check: func(t *testing.T, w *world, id string, chunks []string) {
+			checkSys(t, chunks, sysWant{"exec", "ok", "rewrote\n"}, sysWant{"exec", "ok", "moved\n"}, sysWant{"exec", "ok", "agent commit\n"})
+			if show := git("show", "HEAD:README.md"); show != "# repo" {
+				t.Errorf("git show HEAD:README.md in the user's checkout = %q; want the genuine text", show)
+			}
+			if got := git("rev-parse", "agentpool/other"); got != other {
+				t.Errorf("another session's branch moved to %s; want %s", got, other)
+			}
+			if out, err := exec.Command("git", "-c", "safe.directory=*", "-C", w.repo, "fsck", "--no-dangling").CombinedOutput(); err != nil {
+				t.Errorf("git fsck: %v\n%s", err, out)
+			}
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(git("log", "--format=%s", "agentpool/"+id), "agent commit"); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the agent's commit is not on agentpool/%s", id)
+				}
+			}
+		},
+	}
+}

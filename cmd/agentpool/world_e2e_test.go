@@ -323,7 +323,7 @@ func TestAgentWorld(t *testing.T) {
 		t.Skip("builds and runs the daemon")
 	}
 	w := newWorld(t)
-	attacks := w.prepare(t, attackSockets, attackLoopback, attackListedLoopback, attackProcesses, attackCapabilities, attackTerminal)
+	attacks := w.prepare(t, attackSockets, attackLoopback, attackListedLoopback, attackProcesses, attackCapabilities, attackTerminal, attackHistory)
 	w.start(t)
 	w.requireNamespaces(t)
 	w.attack(t, attacks)

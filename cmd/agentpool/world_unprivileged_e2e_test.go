@@ -38,7 +38,7 @@ func TestAgentWorldUnprivileged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	attacks := w.prepare(t, attackSockets, attackLoopback, attackListedLoopback, attackProcesses, attackCapabilities, attackTerminal)
+	attacks := w.prepare(t, attackSockets, attackLoopback, attackListedLoopback, attackProcesses, attackCapabilities, attackTerminal, attackHistory)
 	state := filepath.Join(base, "state")
 	mkdirMode(t, state, 0o700)
 	_ = filepath.Walk(base, func(p string, _ os.FileInfo, err error) error {
