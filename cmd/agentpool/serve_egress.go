@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/agentpool/agentpool/egress"
 	"github.com/agentpool/agentpool/internal/wiring"
@@ -41,6 +46,9 @@ func (m *Main) openEgress(ln net.Listener, home string) error {
 	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
 		deny = append(deny, ap)
 	}
+	// The shared store's server, wherever it is: agents never speak to
+	// it, even where a provider's list would allow its address.
+	deny = append(deny, storeAddrs(m.Store)...)
 	e := &wiring.Egress{Dir: dir}
 	p, err := egress.New(egress.Config{Deny: deny, OnRefused: e.Refused, Logger: m.Logger})
 	if err != nil {
@@ -61,4 +69,80 @@ func (m *Main) closeEgress() {
 	_ = m.egress.Proxy.Close()
 	_ = os.RemoveAll(m.egress.Dir)
 	m.egress = nil
+}
+
+// cutScheme returns a PostgreSQL URL without its scheme.
+func cutScheme(dsn string) (string, bool) {
+	for _, p := range []string{"postgres://", "postgresql://"} {
+		if rest, ok := strings.CutPrefix(dsn, p); ok {
+			return rest, true
+		}
+	}
+	return "", false
+}
+
+// storeAddrs returns the addresses of the PostgreSQL servers a store URL
+// or keyword DSN names (host and port, the hosts' names resolved), none
+// for SQLite or what cannot be parsed or resolved.
+func storeAddrs(dsn string) []netip.AddrPort {
+	if dsn == "" {
+		return nil
+	}
+	var hosts, ports []string
+	if rest, ok := cutScheme(dsn); ok {
+		// Several hosts ("h1:p1,h2") are no URL to net/url: the hosts
+		// are cut out by hand, the query parsed alone.
+		authority, query, _ := strings.Cut(rest, "?")
+		authority, _, _ = strings.Cut(authority, "/")
+		if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+			authority = authority[i+1:]
+		}
+		u := &url.URL{Host: authority, RawQuery: query}
+		for _, hp := range strings.Split(u.Host, ",") {
+			h, p, err := net.SplitHostPort(hp)
+			if err != nil {
+				h, p = hp, ""
+			}
+			hosts, ports = append(hosts, h), append(ports, p)
+		}
+		if h := u.Query().Get("host"); h != "" {
+			hosts, ports = append(hosts, strings.Split(h, ",")...), append(ports, u.Query().Get("port"))
+		}
+	} else {
+		for _, f := range strings.Fields(dsn) {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "host", "hostaddr":
+				hosts = append(hosts, strings.Split(strings.Trim(v, "'"), ",")...)
+			case "port":
+				ports = append(ports, strings.Split(strings.Trim(v, "'"), ",")...)
+			}
+		}
+	}
+	var out []netip.AddrPort
+	for i, h := range hosts {
+		if h == "" || strings.HasPrefix(h, "/") {
+			continue // a unix socket: not in any agent's view
+		}
+		port := uint16(5432)
+		p := ""
+		if i < len(ports) {
+			p = ports[i]
+		} else if len(ports) == 1 {
+			p = ports[0]
+		}
+		if n, err := strconv.ParseUint(p, 10, 16); err == nil && n > 0 {
+			port = uint16(n)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", strings.Trim(h, "[]"))
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			out = append(out, netip.AddrPortFrom(a.Unmap(), port))
+		}
+	}
+	return out
 }

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+)
+
+// TestStoreAddrs: the PostgreSQL servers a store names, in a URL or a
+// keyword DSN, are refused to agents; unix sockets and SQLite name none.
+func TestStoreAddrs(t *testing.T) {
+	for _, c := range []struct {
+		dsn  string
+		want []string
+	}{
+		{"", nil},
+		{"postgres://u@127.0.0.1/db", []string{"127.0.0.1:5432"}},
+		{"postgresql://u@127.0.0.2:6543,127.0.0.3/db?sslmode=require", []string{"127.0.0.2:6543", "127.0.0.3:5432"}},
+		{"postgres://u@localhost:7000/db", []string{"127.0.0.1:7000"}},
+		{"postgres:///db?host=/var/run/postgresql", nil},
+		{"host=127.0.0.4 port=5433 dbname=x user=u", []string{"127.0.0.4:5433"}},
+		{"host=/tmp dbname=x", nil},
+	} {
+		got := storeAddrs(c.dsn)
+		var want []netip.AddrPort
+		for _, w := range c.want {
+			want = append(want, netip.MustParseAddrPort(w))
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("storeAddrs(%q) = %v; want %v among them", c.dsn, got, w)
+			}
+		}
+		if len(want) == 0 && len(got) != 0 {
+			t.Errorf("storeAddrs(%q) = %v; want none", c.dsn, got)
+		}
+	}
+}
