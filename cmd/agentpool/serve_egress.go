@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/egress"
 	"github.com/agentpool/agentpool/internal/wiring"
 )
@@ -19,7 +20,8 @@ import (
 // egressDir is the directory of the egress proxy's sockets in the home,
 // when the home's path leaves room for a socket's name (a unix socket's
 // path is at most 107 bytes); otherwise a private directory of the
-// system's temporary directory.
+// system's temporary directory named after the home (or, when another
+// user holds that name, a random one).
 const egressDir = "egress"
 
 // maxEgressDir is the longest egress directory path a socket name fits
@@ -31,16 +33,17 @@ const maxEgressDir = 80
 func (m *Main) openEgress(ln net.Listener, home string) error {
 	dir := filepath.Join(home, egressDir)
 	if len(dir) > maxEgressDir {
+		// Named after the home, so that the next start removes what a
+		// daemon killed left; a name another user took is not used.
+		dir = filepath.Join(os.TempDir(), sandbox.TreeName(home)+"-egress")
+	}
+	_ = os.RemoveAll(dir) // sockets of a previous daemon
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		d, err := os.MkdirTemp("", "agentpool-egress-")
 		if err != nil {
 			return fmt.Errorf("egress: %w", err)
 		}
 		dir = d
-	} else {
-		_ = os.RemoveAll(dir) // sockets of a previous daemon
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return fmt.Errorf("egress: %w", err)
-		}
 	}
 	var deny []netip.AddrPort
 	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
