@@ -583,3 +583,32 @@ func TestDescribeEgressNetwork(t *testing.T) {
 		})
 	}
 }
+
+// TestGrantThroughSymlinkRefused: a granted path that is a symlink into a
+// secret (or the daemon's home) is refused, as the secret itself is.
+func TestGrantThroughSymlinkRefused(t *testing.T) {
+	home := t.TempDir()
+	daemon := filepath.Join(home, "daemon")
+	for _, d := range []string{filepath.Join(home, ".ssh"), daemon, filepath.Join(home, "ok")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{".tool": ".ssh", ".state": "daemon", ".fine": "ok"} {
+		if err := os.Symlink(filepath.Join(home, target), filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := sandbox.PolicyFor(sandbox.PolicyInput{
+		Sandbox:  backends.SandboxSpec{Enabled: true, Write: []string{filepath.Join(home, ".tool"), filepath.Join(home, ".state"), filepath.Join(home, ".fine")}},
+		Worktree: t.TempDir(), Exe: "/bin/sh", PATH: os.Getenv("PATH"), Home: home, Protect: []string{daemon},
+	})
+	var refused []string
+	for _, n := range res.Notes {
+		refused = append(refused, filepath.Base(n.Path))
+	}
+	slices.Sort(refused)
+	if !slices.Equal(refused, []string{".state", ".tool"}) || !slices.Contains(res.Policy.Write, filepath.Join(home, ".fine")) {
+		t.Errorf("refused %q, write %q; want .state and .tool refused, .fine granted", refused, res.Policy.Write)
+	}
+}

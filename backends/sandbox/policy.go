@@ -312,6 +312,14 @@ func PolicyFor(in PolicyInput) PolicyResult {
 				refuse(g.origin, entry, path, g.variable, why)
 				continue
 			}
+			// What it leads to must be grantable too: a symlink into a
+			// secret or the daemon's home grants its target.
+			if real, err := filepath.EvalSymlinks(path); err == nil && real != path && !ru.exempted(path) {
+				if why, ok := ru.check(real); !ok {
+					refuse(g.origin, entry, path, g.variable, why)
+					continue
+				}
+			}
 			if !slices.Contains(out, path) {
 				out = append(out, path)
 			}

@@ -120,6 +120,17 @@ func (ru rules) check(path string) (refusal, bool) {
 	return r, false
 }
 
+// exempted reports whether path lies within a path always granted (the
+// worktree, its TMPDIR, the git paths).
+func (ru rules) exempted(path string) bool {
+	for _, e := range ru.exempt {
+		if within(path, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // within is isWithin for clean paths.
 func within(path, dir string) bool {
 	if dir == "/" {
