@@ -157,6 +157,10 @@ func builtins(selfPath string) []*definition {
 	return defs
 }
 
+// stateFiles are the paths of stateDirs that are files: the daemon makes
+// the others when they are missing (see defaultSandbox), not these.
+var stateFiles = []string{"~/.claude.json"}
+
 // stateDirs returns where built-in provider id keeps its state, which its
 // sandbox lets it write (before CommonWritable).
 func stateDirs(id string) []string {
