@@ -176,7 +176,9 @@ func stateDirs(id string) []string {
 	case ProviderOpenCode:
 		return []string{"~/.local/share/opencode", "~/.config/opencode", "~/.cache/opencode"}
 	case ProviderCopilot:
-		return []string{"~/.copilot"}
+		// Its native binary unpacks its own code into ~/.cache/copilot
+		// at each start, and fails when it cannot.
+		return []string{"~/.copilot", "~/.cache/copilot"}
 	case ProviderGoose:
 		return []string{"~/.config/goose", "~/.local/share/goose"}
 	case ProviderAider:

@@ -25,7 +25,7 @@ func TestBuiltinSandboxDefaults(t *testing.T) {
 		ProviderGemini:    {"~/.gemini"},
 		ProviderQwen:      {"~/.qwen"},
 		ProviderOpenCode:  {"~/.local/share/opencode", "~/.config/opencode", "~/.cache/opencode"},
-		ProviderCopilot:   {"~/.copilot"},
+		ProviderCopilot:   {"~/.copilot", "~/.cache/copilot"},
 		ProviderGoose:     {"~/.config/goose", "~/.local/share/goose"},
 		ProviderAider:     {"~/.aider"},
 		ProviderDemo:      nil,
