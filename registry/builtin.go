@@ -215,8 +215,13 @@ func builtinPassEnv(id string) []string {
 			"OPENROUTER_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "MISTRAL_API_KEY", "XAI_API_KEY",
 			"OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR"}
 	case ProviderCopilot:
-		// Copilot asks for these by name (its login methods).
-		return []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"}
+		// Copilot asks for the tokens by name (its login methods); the
+		// COPILOT_PROVIDER_* variables and COPILOT_MODEL choose a model
+		// provider of the user's own ("BYOK", copilot --help).
+		return []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN",
+			"COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_TYPE", "COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN",
+			"COPILOT_PROVIDER_HEADERS", "COPILOT_PROVIDER_WIRE_API", "COPILOT_MODEL", "COPILOT_PROVIDER_MODEL_ID",
+			"COPILOT_PROVIDER_WIRE_MODEL"}
 	case ProviderGoose:
 		return []string{"GOOSE_PROVIDER", "GOOSE_MODEL", "GOOSE_MODE", "GOOSE_DISABLE_KEYRING",
 			"ANTHROPIC_API_KEY", "ANTHROPIC_HOST", "OPENAI_API_KEY", "OPENAI_HOST", "OPENAI_BASE_PATH",

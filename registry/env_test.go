@@ -99,6 +99,8 @@ func TestBuiltinPassEnvEndpoints(t *testing.T) {
 		ProviderCodex:  {"OPENAI_BASE_URL", "OPENAI_API_KEY"},
 		ProviderGemini: {"GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL", "GEMINI_API_KEY"},
 		ProviderQwen:   {"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"},
+		ProviderCopilot: {"COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_TYPE", "COPILOT_PROVIDER_API_KEY",
+			"COPILOT_PROVIDER_BEARER_TOKEN", "COPILOT_MODEL"},
 	}
 	for id, names := range want {
 		for _, name := range names {
