@@ -174,7 +174,7 @@ func stateDirs(id string) []string {
 	case ProviderQwen:
 		return []string{"~/.qwen"}
 	case ProviderOpenCode:
-		return []string{"~/.local/share/opencode", "~/.config/opencode", "~/.cache/opencode"}
+		return []string{"~/.local/share/opencode", "~/.local/state/opencode", "~/.config/opencode", "~/.cache/opencode"}
 	case ProviderCopilot:
 		// Its native binary unpacks its own code into ~/.cache/copilot
 		// at each start, and fails when it cannot.

@@ -24,7 +24,7 @@ func TestBuiltinSandboxDefaults(t *testing.T) {
 		ProviderCodex:     {"~/.codex"},
 		ProviderGemini:    {"~/.gemini"},
 		ProviderQwen:      {"~/.qwen"},
-		ProviderOpenCode:  {"~/.local/share/opencode", "~/.config/opencode", "~/.cache/opencode"},
+		ProviderOpenCode:  {"~/.local/share/opencode", "~/.local/state/opencode", "~/.config/opencode", "~/.cache/opencode"},
 		ProviderCopilot:   {"~/.copilot", "~/.cache/copilot"},
 		ProviderGoose:     {"~/.config/goose", "~/.local/share/goose"},
 		ProviderAider:     {"~/.aider"},
