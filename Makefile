@@ -89,6 +89,37 @@ test-real-acp:
 		unshare --net --map-root-user sh -c 'ip link set lo up && exec "$$0" -test.count=1 -test.v -test.run "TestRecord(Claude|Codex|Gemini|Copilot|Qwen|Opencode)ACP"' "$$prefix/acp.test"; \
 	cd $(CURDIR) && $(GO) test -race -count=1 -run 'TestReplayRealAgentTranscripts|TestReplayTranscript' ./backends/acp/ ./backends/agenttest/
 
+# test-real-confined installs the same real ACP agents from npm (global
+# packages in a temporary prefix, as `npm install -g` lays them out; one
+# that fails to install is skipped) and runs each through the built daemon,
+# confined as every agent is, with its built-in provider and its keys in
+# the daemon's environment, against a mock of its model API: over a
+# forwarded loopback port ("localhost:PORT"), and by a name through the
+# egress proxy (plain HTTP and HTTPS, "api.mock.test:PORT"). It runs in a
+# network namespace of its own, whose loopback also holds the mock's
+# public-looking address (198.51.100.7, TEST-NET-2) and whose /etc/hosts
+# names it, so nothing leaves the machine. REAL_RUN narrows the subtests
+# (REAL_RUN=/gemini, REAL_RUN=/codex/forward). Opt-in: it needs the npm
+# registry, unshare(1) and ip(8).
+.PHONY: test-real-confined
+test-real-confined:
+	@set -e; prefix=$$(mktemp -d); trap 'rm -rf "$$prefix"' EXIT; \
+	for pkg in @agentclientprotocol/claude-agent-acp@$(CLAUDE_ACP_VERSION) @zed-industries/codex-acp@$(CODEX_ACP_VERSION) \
+		@google/gemini-cli@$(GEMINI_CLI_VERSION) @github/copilot@$(COPILOT_VERSION) \
+		@qwen-code/qwen-code@$(QWEN_CODE_VERSION) opencode-ai@$(OPENCODE_VERSION); do \
+		npm install -g --silent --no-fund --no-audit --prefix "$$prefix" "$$pkg" || echo "test-real-confined: $$pkg did not install; skipped"; \
+	done; \
+	$(GO) test -c -o "$$prefix/e2e.test" ./cmd/agentpool/; \
+	{ cat /etc/hosts; echo "198.51.100.7 api.mock.test"; } > "$$prefix/hosts"; \
+	bin="$$prefix/bin"; set_bin() { if [ -x "$$bin/$$2" ]; then export "$$1=$$bin/$$2"; fi; }; \
+	set_bin AGENTPOOL_CLAUDE_ACP_BIN claude-agent-acp; set_bin AGENTPOOL_CODEX_ACP_BIN codex-acp; \
+	set_bin AGENTPOOL_GEMINI_BIN gemini; set_bin AGENTPOOL_COPILOT_BIN copilot; \
+	set_bin AGENTPOOL_QWEN_BIN qwen; set_bin AGENTPOOL_OPENCODE_BIN opencode; \
+	cd cmd/agentpool && unshare --net --mount --map-root-user sh -c \
+		'ip link set lo up && ip addr add 198.51.100.7/32 dev lo && mount --bind "$$1" /etc/hosts && \
+		exec "$$0" -test.count=1 -test.v -test.timeout 60m -test.run "TestRealAgentsConfined$(REAL_RUN)"' \
+		"$$prefix/e2e.test" "$$prefix/hosts"
+
 lint:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -180,6 +180,13 @@ type SandboxSpec struct {
 	// Write lists extra paths the agent may read, write and execute: the
 	// provider's state directories and caches.
 	Write []string `json:"write,omitempty"`
+	// MakeDirs are directories of Write that the daemon makes (mode 0700,
+	// with their parents) before a confined launch when they are missing:
+	// a built-in's state directories, which an agent run for the first
+	// time under the sandbox cannot make itself, the rest of the home
+	// being absent or read-only in its view. One that Write does not list,
+	// or that the sandbox refuses, is not made.
+	MakeDirs []string `json:"make_dirs,omitempty"`
 	// Sockets lists unix sockets (or directories of them) the agent may
 	// connect to, shown in its view: in namespaces of its own it reaches
 	// no other socket of the user's.

@@ -58,6 +58,12 @@ func TestRoute(t *testing.T) {
 		{"all mixed keeps the public one", all(), "mixed.example.com", 443, "203.0.113.10", "", "", "", true},
 		{"both families", all(), "v6.example", 443, "2001:db8::7 203.0.113.11", "", "", "", true},
 		{"name entry still refuses loopback", list(nil, "evil.example.com"), "evil.example.com", 443, "refused", "a name entry allows public addresses only", "127.0.0.1:443", "127.0.0.1", true},
+		// A local model server named by a name of its own: the address
+		// entry, or localhost, with its port, allows the name too.
+		{"name to loopback, address entry", list(nil, "127.0.0.1:8080"), "evil.example.com", 8080, "127.0.0.1", "", "", "", true},
+		{"name to loopback, localhost entry", list(nil, "localhost:8080"), "evil.example.com", 8080, "127.0.0.1", "", "", "", true},
+		{"name to loopback, another port", list(nil, "127.0.0.1:8080"), "evil.example.com", 8081, "refused", "not on the allow-list", "evil.example.com:8081", "", false},
+		{"name to private, address entry", list(nil, "10.1.2.3:5432"), "intra.example.com", 5432, "10.1.2.3", "", "", "", true},
 		{"wildcard entry still refuses private", list(nil, "*.example.com:443"), "intra.example.com", 443, "refused", "a name entry allows public addresses only", "10.1.2.3:443", "10.1.2.3", true},
 		{"address entry allows the private resolution", list(nil, "10.1.2.3:443"), "intra.example.com", 443, "10.1.2.3", "", "", "", true},
 		{"range entry allows a private name", list(nil, "10.0.0.0/8:5432"), "db.corp", 5432, "10.20.0.5", "", "", "", true},

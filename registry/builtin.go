@@ -157,6 +157,10 @@ func builtins(selfPath string) []*definition {
 	return defs
 }
 
+// stateFiles are the paths of stateDirs that are files: the daemon makes
+// the others when they are missing (see defaultSandbox), not these.
+var stateFiles = []string{"~/.claude.json"}
+
 // stateDirs returns where built-in provider id keeps its state, which its
 // sandbox lets it write (before CommonWritable).
 func stateDirs(id string) []string {
@@ -170,9 +174,11 @@ func stateDirs(id string) []string {
 	case ProviderQwen:
 		return []string{"~/.qwen"}
 	case ProviderOpenCode:
-		return []string{"~/.local/share/opencode", "~/.config/opencode", "~/.cache/opencode"}
+		return []string{"~/.local/share/opencode", "~/.local/state/opencode", "~/.config/opencode", "~/.cache/opencode"}
 	case ProviderCopilot:
-		return []string{"~/.copilot"}
+		// Its native binary unpacks its own code into ~/.cache/copilot
+		// at each start, and fails when it cannot.
+		return []string{"~/.copilot", "~/.cache/copilot"}
 	case ProviderGoose:
 		return []string{"~/.config/goose", "~/.local/share/goose"}
 	case ProviderAider:
@@ -200,7 +206,8 @@ func builtinPassEnv(id string) []string {
 			"CODEX_HOME", "CODEX_SQLITE_HOME", "CODEX_CA_CERTIFICATE"}
 	case ProviderGemini:
 		return []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
-			"GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA", "GOOGLE_APPLICATION_CREDENTIALS", "GEMINI_MODEL", "GEMINI_CLI_HOME"}
+			"GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA", "GOOGLE_APPLICATION_CREDENTIALS", "GEMINI_MODEL", "GEMINI_CLI_HOME",
+			"GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL"}
 	case ProviderQwen:
 		return []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "DASHSCOPE_API_KEY"}
 	case ProviderOpenCode:
@@ -208,8 +215,13 @@ func builtinPassEnv(id string) []string {
 			"OPENROUTER_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "MISTRAL_API_KEY", "XAI_API_KEY",
 			"OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR"}
 	case ProviderCopilot:
-		// Copilot asks for these by name (its login methods).
-		return []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"}
+		// Copilot asks for the tokens by name (its login methods); the
+		// COPILOT_PROVIDER_* variables and COPILOT_MODEL choose a model
+		// provider of the user's own ("BYOK", copilot --help).
+		return []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN",
+			"COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_TYPE", "COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN",
+			"COPILOT_PROVIDER_HEADERS", "COPILOT_PROVIDER_WIRE_API", "COPILOT_MODEL", "COPILOT_PROVIDER_MODEL_ID",
+			"COPILOT_PROVIDER_WIRE_MODEL"}
 	case ProviderGoose:
 		return []string{"GOOSE_PROVIDER", "GOOSE_MODEL", "GOOSE_MODE", "GOOSE_DISABLE_KEYRING",
 			"ANTHROPIC_API_KEY", "ANTHROPIC_HOST", "OPENAI_API_KEY", "OPENAI_HOST", "OPENAI_BASE_PATH",

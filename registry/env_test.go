@@ -88,6 +88,29 @@ func TestBuiltinPassEnvNamesVariables(t *testing.T) {
 	}
 }
 
+// TestBuiltinPassEnvEndpoints: the built-ins pass the variables that
+// point their agents at another endpoint of their model API (a gateway, a
+// local server), as the agents read them; without them a confined agent
+// talks to its vendor's default host instead, which its network list
+// refuses.
+func TestBuiltinPassEnvEndpoints(t *testing.T) {
+	want := map[string][]string{
+		ProviderClaude: {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"},
+		ProviderCodex:  {"OPENAI_BASE_URL", "OPENAI_API_KEY"},
+		ProviderGemini: {"GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL", "GEMINI_API_KEY"},
+		ProviderQwen:   {"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"},
+		ProviderCopilot: {"COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_TYPE", "COPILOT_PROVIDER_API_KEY",
+			"COPILOT_PROVIDER_BEARER_TOKEN", "COPILOT_MODEL"},
+	}
+	for id, names := range want {
+		for _, name := range names {
+			if !backends.MatchEnv(builtinPassEnv(id), name) {
+				t.Errorf("built-in %q does not pass %s", id, name)
+			}
+		}
+	}
+}
+
 // TestAuthEnvFromProbe: the variables an agent's env_var login methods
 // name become Spec.AuthEnv, but for those only the owner may pass; a
 // probe that failed for want of them is made again with them, without

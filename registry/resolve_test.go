@@ -286,6 +286,16 @@ func sandboxOf(home string, stateDirs ...string) backends.SandboxSpec {
 		}
 		return out
 	}
-	return backends.SandboxSpec{Enabled: true, Network: backends.NetworkAll, Read: expand(CommonReadable()),
+	var mk []string
+	for _, p := range stateDirs {
+		if p != "~/.claude.json" {
+			mk = append(mk, p)
+		}
+	}
+	s := backends.SandboxSpec{Enabled: true, Network: backends.NetworkAll, Read: expand(CommonReadable()),
 		Write: expand(append(stateDirs, CommonWritable()...))}
+	if len(mk) > 0 {
+		s.MakeDirs = expand(mk)
+	}
+	return s
 }

@@ -38,13 +38,22 @@ func CommonReadable() []string {
 
 // defaultSandbox is the sandbox of a built-in with the given state
 // directories, and (with none) of a provider extending "acp" or "pty":
-// enabled, every network port, the common paths.
+// enabled, every network port, the common paths. The state directories
+// (not the files of stateFiles) are made when they are missing, so that
+// an agent's first start under the sandbox finds them.
 func defaultSandbox(stateDirs ...string) backends.SandboxSpec {
+	var mk []string
+	for _, p := range stateDirs {
+		if !slices.Contains(stateFiles, p) {
+			mk = append(mk, p)
+		}
+	}
 	return backends.SandboxSpec{
-		Enabled: true,
-		Read:    CommonReadable(),
-		Write:   append(slices.Clone(stateDirs), CommonWritable()...),
-		Network: backends.NetworkAll,
+		Enabled:  true,
+		Read:     CommonReadable(),
+		Write:    append(slices.Clone(stateDirs), CommonWritable()...),
+		MakeDirs: mk,
+		Network:  backends.NetworkAll,
 	}
 }
 
@@ -267,6 +276,7 @@ func cloneSandbox(s backends.SandboxSpec) backends.SandboxSpec {
 	s.Read = slices.Clone(s.Read)
 	s.Write = slices.Clone(s.Write)
 	s.Sockets = slices.Clone(s.Sockets)
+	s.MakeDirs = slices.Clone(s.MakeDirs)
 	s.Ports = slices.Clone(s.Ports)
 	s.Hosts = slices.Clone(s.Hosts)
 	return s
@@ -287,7 +297,7 @@ func resolveSandbox(s backends.SandboxSpec, home string) backends.SandboxSpec {
 		}
 		return out
 	}
-	s.Read, s.Write, s.Sockets = expand(s.Read), expand(s.Write), expand(s.Sockets)
+	s.Read, s.Write, s.Sockets, s.MakeDirs = expand(s.Read), expand(s.Write), expand(s.Sockets), expand(s.MakeDirs)
 	s.Ports = slices.Clone(s.Ports)
 	if len(s.Ports) == 0 {
 		s.Ports = nil

@@ -13,7 +13,8 @@ import (
 
 // TestBuiltinSandboxDefaults spells out each built-in's policy as written:
 // enabled, every port, git's configuration to read, its state directories
-// and the common caches to write.
+// and the common caches to write, and its state directories (not
+// ~/.claude.json, a file) to make when they are missing.
 func TestBuiltinSandboxDefaults(t *testing.T) {
 	caches := []string{"~/.cache", "~/.npm", "~/go/pkg/mod"}
 	claude := []string{"~/.claude", "~/.claude.json", "~/.cache/claude-cli-nodejs"}
@@ -23,8 +24,8 @@ func TestBuiltinSandboxDefaults(t *testing.T) {
 		ProviderCodex:     {"~/.codex"},
 		ProviderGemini:    {"~/.gemini"},
 		ProviderQwen:      {"~/.qwen"},
-		ProviderOpenCode:  {"~/.local/share/opencode", "~/.config/opencode", "~/.cache/opencode"},
-		ProviderCopilot:   {"~/.copilot"},
+		ProviderOpenCode:  {"~/.local/share/opencode", "~/.local/state/opencode", "~/.config/opencode", "~/.cache/opencode"},
+		ProviderCopilot:   {"~/.copilot", "~/.cache/copilot"},
 		ProviderGoose:     {"~/.config/goose", "~/.local/share/goose"},
 		ProviderAider:     {"~/.aider"},
 		ProviderDemo:      nil,
@@ -41,6 +42,11 @@ func TestBuiltinSandboxDefaults(t *testing.T) {
 		}
 		w := backends.SandboxSpec{Enabled: true, Network: backends.NetworkAll,
 			Read: []string{"~/.gitconfig", "~/.config/git"}, Write: append(append([]string{}, state...), caches...)}
+		for _, p := range state {
+			if p != "~/.claude.json" {
+				w.MakeDirs = append(w.MakeDirs, p)
+			}
+		}
 		if diff := cmp.Diff(w, d.sandbox); diff != "" {
 			t.Errorf("built-in %q sandbox (-want +got):\n%s", d.id, diff)
 		}
@@ -136,7 +142,7 @@ func TestSandboxResolve(t *testing.T) {
 	}{
 		{"codex", backends.SandboxSpec{Enabled: true, Network: backends.NetworkAll,
 			Read:  []string{home("models"), "/srv/data"},
-			Write: []string{home(".codex"), home(".cache"), home(".npm"), home("go/pkg/mod")}}},
+			Write: []string{home(".codex"), home(".cache"), home(".npm"), home("go/pkg/mod")}, MakeDirs: []string{home(".codex")}}},
 		{"tool", backends.SandboxSpec{Enabled: true, Network: backends.NetworkList, Ports: []uint16{443, 8443}, Hosts: []string{"api.example.com:443", "localhost:11434"}, Required: true,
 			Read:    []string{home(".gitconfig"), home(".config/git")},
 			Write:   []string{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"},

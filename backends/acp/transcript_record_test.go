@@ -17,6 +17,7 @@ import (
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/acp"
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/internal/mockmodel"
 )
 
 // Environment of the ACP recorders (make test-real-acp). Each recorder
@@ -267,13 +268,13 @@ func TestRecordClaudeACP(t *testing.T) {
 	if bin == "" {
 		t.Skip(envClaudeACPBin + " is not set (make test-real-acp)")
 	}
-	api := newMockAnthropic(t)
+	api := mockmodel.New(t, mockmodel.Anthropic, mockmodel.Config{})
 	home := t.TempDir()
 	recordACP(t, recording{
 		agent: "claude", pkg: "@agentclientprotocol/claude-agent-acp", bin: bin, home: home,
 		model: "mock Anthropic Messages API", modelURL: api.URL,
 		env: []string{
-			"ANTHROPIC_BASE_URL=" + api.URL, "ANTHROPIC_API_KEY=" + mockAnthropicKey, "IS_SANDBOX=1",
+			"ANTHROPIC_BASE_URL=" + api.URL, "ANTHROPIC_API_KEY=" + mockmodel.AnthropicKey, "IS_SANDBOX=1",
 			"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 			"DISABLE_ERROR_REPORTING=1",
 		},
@@ -287,7 +288,7 @@ func TestRecordCodexACP(t *testing.T) {
 	if bin == "" {
 		t.Skip(envCodexACPBin + " is not set (make test-real-acp)")
 	}
-	api := newMockResponses(t)
+	api := mockmodel.New(t, mockmodel.Responses, mockmodel.Config{})
 	home := t.TempDir()
 	codexHome := filepath.Join(home, ".codex")
 	if err := os.MkdirAll(codexHome, 0o700); err != nil {
@@ -317,7 +318,7 @@ func TestRecordGeminiACP(t *testing.T) {
 	if bin == "" {
 		t.Skip(envGeminiBin + " is not set (make test-real-acp)")
 	}
-	api := newMockGemini(t)
+	api := mockmodel.New(t, mockmodel.Gemini, mockmodel.Config{})
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o700); err != nil {
 		t.Fatal(err)
@@ -347,13 +348,13 @@ func TestRecordCopilotACP(t *testing.T) {
 	if bin == "" {
 		t.Skip(envCopilotBin + " is not set (make test-real-acp)")
 	}
-	api := newMockAnthropic(t)
+	api := mockmodel.New(t, mockmodel.Anthropic, mockmodel.Config{})
 	home := t.TempDir()
 	recordACP(t, recording{
 		agent: "copilot", pkg: "@github/copilot", bin: bin, args: []string{"--acp"}, home: home,
 		model: "mock Anthropic Messages API (BYOK)", modelURL: api.URL,
 		env: []string{"COPILOT_OFFLINE=true", "COPILOT_AUTO_UPDATE=false", "COPILOT_PROVIDER_TYPE=anthropic",
-			"COPILOT_PROVIDER_BASE_URL=" + api.URL, "COPILOT_PROVIDER_API_KEY=" + mockAnthropicKey,
+			"COPILOT_PROVIDER_BASE_URL=" + api.URL, "COPILOT_PROVIDER_API_KEY=" + mockmodel.AnthropicKey,
 			"COPILOT_MODEL=claude-sonnet-4-5"},
 	})
 }
@@ -365,7 +366,7 @@ func TestRecordQwenACP(t *testing.T) {
 	if bin == "" {
 		t.Skip(envQwenBin + " is not set (make test-real-acp)")
 	}
-	api := newMockChatCompletions(t)
+	api := mockmodel.New(t, mockmodel.ChatCompletions, mockmodel.Config{})
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".qwen"), 0o700); err != nil {
 		t.Fatal(err)
@@ -394,7 +395,7 @@ func TestRecordOpencodeACP(t *testing.T) {
 	if bin == "" {
 		t.Skip(envOpencodeBin + " is not set (make test-real-acp)")
 	}
-	api := newMockAnthropic(t)
+	api := mockmodel.New(t, mockmodel.Anthropic, mockmodel.Config{})
 	home := t.TempDir()
 	cfgDir := filepath.Join(home, ".config", "opencode")
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
@@ -403,13 +404,13 @@ func TestRecordOpencodeACP(t *testing.T) {
 	cfg, _ := json.Marshal(map[string]any{
 		"model": "anthropic/claude-sonnet-4-5", "autoupdate": false, "share": "disabled",
 		"provider": map[string]any{"anthropic": map[string]any{"options": map[string]any{
-			"baseURL": api.URL + "/v1", "apiKey": mockAnthropicKey}}},
+			"baseURL": api.URL + "/v1", "apiKey": mockmodel.AnthropicKey}}},
 	})
 	writeFile(t, filepath.Join(cfgDir, "opencode.json"), string(cfg))
 	recordACP(t, recording{
 		agent: "opencode", pkg: "opencode-ai", bin: bin, args: []string{"acp"}, home: home,
 		model: "mock Anthropic Messages API", modelURL: api.URL,
 		env: []string{"OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
-			"ANTHROPIC_API_KEY=" + mockAnthropicKey},
+			"ANTHROPIC_API_KEY=" + mockmodel.AnthropicKey},
 	})
 }

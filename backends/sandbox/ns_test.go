@@ -136,6 +136,11 @@ func TestNamespaceView(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519"), []byte("secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A state file of the agent's in the home itself (~/.claude.json).
+	stateFile := filepath.Join(home, ".fake-agent.json")
+	if err := os.WriteFile(stateFile, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// The user's servers: a tmux-like one on a path socket, one on an
 	// abstract socket, one on loopback TCP.
 	pathSock := filepath.Join(secretDir, "tmux.sock")
@@ -162,10 +167,16 @@ func TestNamespaceView(t *testing.T) {
 	tmpRoot := filepath.Join(home, "daemon", "tmp")
 	exeDir := filepath.Dir(os.Args[0])
 	pol, _ := sandbox.BuildPolicy(sandbox.PolicyInput{
-		Sandbox:  backends.SandboxSpec{Enabled: true, Read: []string{exeDir}, Write: []string{state}},
+		Sandbox:  backends.SandboxSpec{Enabled: true, Read: []string{exeDir}, Write: []string{state, stateFile}},
 		Worktree: wt, Exe: "/bin/sh", PATH: os.Getenv("PATH"), Home: home,
 		Protect: []string{filepath.Join(home, "daemon")},
 	})
+	// In the home, Landlock refuses what is not granted (EACCES), as it
+	// does a file beside a granted one.
+	refused := "Permission denied"
+	if sandbox.LandlockABI() == 0 {
+		refused = "Read-only"
+	}
 	run := func(t *testing.T, line string) string {
 		t.Helper()
 		_, cmd, out := startIn(t, m, sandbox.JailConfig{Path: []string{"s1", "agent"}, Policy: &pol, Session: "s1", TmpRoot: tmpRoot,
@@ -198,7 +209,13 @@ func TestNamespaceView(t *testing.T) {
 		{"shadow hidden", "wc -c < /etc/shadow 2>/dev/null || echo 0", eq("0"), "0"},
 		{"owner-only system files hidden", "find /etc /opt ! -perm -o=r -user $(id -u) ! -type l 2>/dev/null | while read f; do if [ -d \"$f\" ]; then ls -A \"$f\"; else cat \"$f\"; fi; done | wc -c", eq("0"), "nothing readable"},
 		{"own /tmp", "echo mine > /tmp/f && cat /tmp/f && ls " + filepath.Dir(base), eq("mine\n" + filepath.Base(base)), "its own /tmp, showing only the grants' directories"},
-		{"no write on the way to a grant", "{ echo x > " + filepath.Join(home, "daemon", "pwned") + "; } 2>&1 | grep -c 'Read-only'", eq("1"), "read-only"},
+		{"no write on the way to a grant", "{ echo x > " + filepath.Join(home, "daemon", "pwned") + "; } 2>&1 | grep -c '" + refused + "'", eq("1"), refused},
+		{"no write in the home", "{ echo x > " + filepath.Join(home, "pwned") + "; } 2>&1 | grep -c '" + refused + "'; ls -A " + home + " | grep -c pwned", eq("1\n0"), refused},
+		// claude-code saves ~/.claude.json through a temporary file beside
+		// it, and writes it in place when that fails with EACCES.
+		{"a granted file in the home, in place", "{ echo x > " + stateFile + ".tmp.1; } 2>&1 | grep -c '" + refused + "'; echo '{\"saved\":1}' > " + stateFile + " && echo ok",
+			eq("1\nok"), refused + ", then ok"},
+		{"a write kept on the way to a grant", "{ echo x > " + filepath.Join(base, "pwned") + "; } 2>&1 | grep -c 'Read-only'", eq("1"), "read-only"},
 		{"session TMPDIR", `echo shared > "$TMPDIR/f" && cat ` + filepath.Join(tmpRoot, "s1", "f"), eq("shared"), "shared"},
 		{"proxy variables", "echo $HTTPS_PROXY $ALL_PROXY $NO_PROXY", eq("http://127.0.0.1:3128 socks5h://127.0.0.1:3128 localhost,127.0.0.1,::1"), "the egress proxy"},
 		{"egress through the proxy", talk(`CONNECT example.org:443 HTTP/1.1\r\n\r\n`, "127.0.0.1:3128"), contains("hello from example.org:443"), "hello from example.org:443"},
@@ -212,6 +229,9 @@ func TestNamespaceView(t *testing.T) {
 				t.Errorf("%s\noutput %q; want %s", c.line, got, c.wantText)
 			}
 		})
+	}
+	if b, err := os.ReadFile(stateFile); err != nil || string(b) != "{\"saved\":1}\n" {
+		t.Errorf("the agent's state file in the home after it wrote it in place: %q, %v", b, err)
 	}
 	if got := proxy.targets(); len(got) < 2 {
 		t.Errorf("the proxy saw %q; want the CONNECT and the forwarded port", got)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,8 +30,14 @@ type View struct {
 	// Tmp is the session's private TMPDIR, shown at its own path (the
 	// view's /tmp and /var/tmp are its own, in memory).
 	Tmp string `json:"tmp,omitempty"`
-	// Home is made as an empty, read-only directory: the granted paths
-	// inside it are all that shows.
+	// Home is made as an empty directory: the granted paths inside it are
+	// all that shows, and a write anywhere else in it is refused with
+	// EACCES, as in a home directory the program may not write (its
+	// directories are not writable, and the program has no capability),
+	// or EROFS where no Landlock rule would refuse it too. A program that
+	// saves a granted file by writing a temporary file beside it falls
+	// back to writing the file in place on EACCES, never on EROFS
+	// (claude-code and ~/.claude.json).
 	Home string `json:"home,omitempty"`
 	// Sockets are unix sockets (or directories of them) shown read-write:
 	// the provider's "sandbox.sockets".
@@ -131,7 +138,7 @@ func buildView(p Policy, v *View) error {
 		b.add(dir, dir, attrRO)
 	}
 	if v.Home != "" {
-		b.dir(v.Home)
+		b.mounts = append(b.mounts, viewMount{dst: v.Home, kind: mountHome})
 	}
 	git := v.Git
 	for _, path := range p.Read {
@@ -193,9 +200,17 @@ func buildView(p Policy, v *View) error {
 		}
 	}
 	// The directories leading to grants beneath /tmp are read-only: a
-	// write there is refused, not kept in the agent's own /tmp.
+	// write there is refused, not kept in the agent's own /tmp. The
+	// home's are not writable either: read-only too where no Landlock
+	// rule will refuse a write in it.
+	landlock := LandlockABI() > 0
 	for _, m := range b.mounts {
-		if m.kind == mountSkeleton {
+		if m.kind == mountHome {
+			if err := sealHome(m.dst); err != nil {
+				return err
+			}
+		}
+		if m.kind == mountSkeleton || m.kind == mountHome && !landlock {
 			if err := unix.MountSetattr(-1, m.dst, unix.AT_SYMLINK_NOFOLLOW, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 				return fmt.Errorf("view: %s read-only: %w", m.dst, err)
 			}
@@ -255,7 +270,7 @@ type viewBuilder struct {
 }
 
 // viewMount is one mount of a view: a bind of src (an outside path) on
-// dst, a tmpfs, or an empty directory.
+// dst, a tmpfs, or a symlink.
 type viewMount struct {
 	src, dst string
 	attr     uint64
@@ -266,11 +281,14 @@ type viewMount struct {
 const (
 	mountBind = iota
 	mountTmpfs
-	mountDir
 	mountLink
 	// mountSkeleton is a tmpfs on a directory of /tmp that holds only the
 	// way to grants beneath it, made read-only once they are mounted.
 	mountSkeleton
+	// mountHome is the home's own tmpfs, which holds only the way to the
+	// grants beneath it: outside the view's read-only root, its
+	// directories not writable (see sealHome and View.Home).
+	mountHome
 )
 
 // skeletons adds a skeleton tmpfs on each directory of /tmp and /var/tmp
@@ -339,29 +357,20 @@ func (b *viewBuilder) tmpfs(dst string) {
 	b.mounts = append(b.mounts, viewMount{dst: dst, kind: mountTmpfs})
 }
 
-func (b *viewBuilder) dir(dst string) {
-	b.mounts = append(b.mounts, viewMount{dst: dst, kind: mountDir})
-}
-
 func (m viewMount) do() error {
 	switch m.kind {
-	case mountTmpfs, mountSkeleton:
+	case mountTmpfs, mountSkeleton, mountHome:
 		if err := makeParents(m.dst, true); err != nil {
 			return err
 		}
 		mode := "mode=1777"
-		if m.kind == mountSkeleton {
+		if m.kind != mountTmpfs {
 			mode = "mode=0755,size=1m"
 		}
 		if err := unix.Mount("tmpfs", m.dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, mode); err != nil {
 			return fmt.Errorf("view: tmpfs on %s: %w", m.dst, err)
 		}
 		return nil
-	case mountDir:
-		if _, err := os.Lstat(m.dst); err == nil {
-			return nil
-		}
-		return makeParents(m.dst, true)
 	case mountLink:
 		if err := makeParents(m.dst, false); err != nil {
 			return err
@@ -387,6 +396,37 @@ func (m viewMount) do() error {
 		}
 	}
 	return bindTree(oldRoot+m.src, m.dst, m.attr)
+}
+
+// sealHome makes the directories of the home's own tmpfs (the home and
+// the ways to its grants, not the grants mounted on them) readable and
+// searchable only, so that a program without capabilities is refused a
+// write there with EACCES.
+func sealHome(home string) error {
+	root, err := os.Lstat(home)
+	if err != nil {
+		return fmt.Errorf("view: %w", err)
+	}
+	dev := root.Sys().(*syscall.Stat_t).Dev
+	return filepath.WalkDir(home, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("view: %w", err)
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("view: %w", err)
+		}
+		if fi.Sys().(*syscall.Stat_t).Dev != dev {
+			return filepath.SkipDir // a grant mounted there
+		}
+		if err := os.Chmod(p, 0o555); err != nil {
+			return fmt.Errorf("view: %w", err)
+		}
+		return nil
+	})
 }
 
 // bindTree binds src on the existing dst, recursively, with attr on the

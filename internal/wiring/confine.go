@@ -2,7 +2,9 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,7 +71,27 @@ func (c Confiner) policy(req pool.LaunchRequest) (*sandbox.PolicyResult, error) 
 		in.Protected = append(in.Protected, sandbox.Protected{Path: repo, What: whatMainCheckout})
 	}
 	r := sandbox.PolicyFor(in)
+	makeStateDirs(sb, r.Policy)
 	return &r, nil
+}
+
+// makeStateDirs makes the directories of sb.MakeDirs that p lets the
+// agent write and that are missing (mode 0700, with their parents): an
+// agent started for the first time under the sandbox cannot make its
+// state directory itself, the rest of the home being absent or read-only
+// in its view, and a grant of a missing path is skipped. A path that
+// exists in any form, a dangling symlink included, is left as it is; one
+// that cannot be made is left to the agent's own error, which names it.
+func makeStateDirs(sb backends.SandboxSpec, p sandbox.Policy) {
+	for _, d := range sb.MakeDirs {
+		if !slices.Contains(p.Write, d) {
+			continue
+		}
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		_ = os.MkdirAll(d, 0o700)
+	}
 }
 
 // policyInput is what a launch of spec shares with every other: the

@@ -2,7 +2,9 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -79,5 +81,39 @@ func TestGitPathsOfView(t *testing.T) {
 	want.View = worktree.GitView{}
 	if got := sandboxGitPaths(want); got.View.Set() {
 		t.Errorf("sandboxGitPaths() of a worktree without a view = %+v; want no view", got.View)
+	}
+}
+
+// TestPolicyMakesStateDirs: a launch makes the missing state directories
+// its provider names (MakeDirs) that its sandbox lets it write, so that an
+// agent's first start under the sandbox finds them; not one its write
+// list no longer names, not one the sandbox refuses (a secret), and not
+// over a dangling symlink.
+func TestPolicyMakesStateDirs(t *testing.T) {
+	home := t.TempDir()
+	wtPath := filepath.Join(t.TempDir(), "wt")
+	state := filepath.Join(home, ".local", "share", "tool")
+	dropped := filepath.Join(home, ".dropped")
+	secret := filepath.Join(home, ".ssh", "tool")
+	link := filepath.Join(home, ".linked")
+	if err := os.Symlink(filepath.Join(home, "nowhere"), link); err != nil {
+		t.Fatal(err)
+	}
+	c := Confiner{Home: home}
+	req := pool.LaunchRequest{
+		Spec: backends.Spec{Path: "/bin/true", Dir: wtPath, Sandbox: backends.SandboxSpec{Enabled: true,
+			Write: []string{state, secret, link}, MakeDirs: []string{state, dropped, secret, link}}},
+		Worktree: pool.Worktree{Session: "s1", Path: wtPath},
+	}
+	if _, err := c.policy(req); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(state); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state directory %s after a launch: %v, %v; want a directory of mode 0700", state, fi, err)
+	}
+	for _, p := range []string{dropped, secret, filepath.Join(home, "nowhere")} {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after a launch: %v; want it not made", p, err)
+		}
 	}
 }

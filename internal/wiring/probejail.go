@@ -37,6 +37,7 @@ func (c Confiner) ProbeJail(spec backends.Spec) (acp.ProbeJail, error) {
 		in := c.policyInput(spec)
 		in.Worktree = spec.Dir
 		r := sandbox.PolicyFor(in)
+		makeStateDirs(spec.Sandbox, r.Policy)
 		res, pol = &r, &r.Policy
 	}
 	name := probeJailPrefix + spec.Provider
