@@ -256,6 +256,25 @@ type DiffStat struct {
 	Deletions int `json:"deletions"`
 }
 
+// HistoryImporter is what Worktrees may also do: bring the commits an
+// agent made in its own git view onto the session branch, verified, when
+// they changed since it last looked (cheaply otherwise), and say what
+// became of them. The pool calls it at a turn's end and puts a result
+// that says something in the turn.ended event, under "history".
+type HistoryImporter interface {
+	ImportHistory(ctx context.Context, wt Worktree) (HistoryImport, error)
+}
+
+// HistoryImport is what became of an agent's own commits.
+type HistoryImport struct {
+	// Commits counts the commits brought onto the session branch.
+	Commits int `json:"commits,omitempty"`
+	// Refused says why they were not ("" when they were, or when there
+	// was nothing new), Detail more.
+	Refused string `json:"refused,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
 // Worktrees is what the pool needs of the worktree manager.
 type Worktrees interface {
 	Create(ctx context.Context, session, repo, baseRef string) (Worktree, error)

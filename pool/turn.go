@@ -366,6 +366,13 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	wt := s.wt
 	s.mu.Unlock()
 	ctx := context.WithoutCancel(p.ctx)
+	var history HistoryImport
+	if hi, ok := p.cfg.Worktrees.(HistoryImporter); ok {
+		var herr error
+		if history, herr = hi.ImportHistory(ctx, wt); herr != nil {
+			p.logger.Warn("import the agent's commits", "session", s.id, "turn", t.ID, "err", herr)
+		}
+	}
 	after, cerr := p.cfg.Worktrees.Checkpoint(ctx, wt)
 	if cerr != nil {
 		p.logger.Warn("checkpoint after the turn", "session", s.id, "turn", t.ID, "err", cerr)
@@ -386,6 +393,9 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	}
 	if overBudget != nil {
 		data["budget_exceeded"] = overBudget
+	}
+	if history.Commits > 0 || history.Refused != "" {
+		data["history"] = history
 	}
 	if res.UserMessageID != "" {
 		data["user_message_id"] = res.UserMessageID

@@ -96,9 +96,19 @@ func (m *Manager) ImportAgentHistory(ctx context.Context, wt Worktree) (ImportRe
 // the worktree's. Failures are logged: the operation goes on with the
 // branch as it is.
 func (m *Manager) importFirst(ctx context.Context, wt Worktree) {
+	if _, err := m.ImportChanged(ctx, wt); err != nil {
+		m.log.Warn("import the agent's commits", keySession, wt.Session, keyErr, err)
+	}
+}
+
+// ImportChanged is ImportAgentHistory when the agent's private ref moved
+// since the Manager last dealt with it, and nothing (a zero result, no
+// git run) otherwise: what a turn's end calls, to say what became of the
+// agent's own commits.
+func (m *Manager) ImportChanged(ctx context.Context, wt Worktree) (ImportResult, error) {
 	v := m.viewOf(wt.Path, branchOf(wt))
 	if !v.Set() {
-		return
+		return ImportResult{}, nil
 	}
 	st := m.state(wt.Path)
 	cur, rerr := privateRef(v)
@@ -106,21 +116,18 @@ func (m *Manager) importFirst(ctx context.Context, wt Worktree) {
 	seen := st.viewRef
 	st.mu.Unlock()
 	if refKey(cur, rerr) == seen {
-		return
+		return ImportResult{}, nil
 	}
 	info, err := m.cachedRepo(ctx, wt.Repo)
 	if err != nil {
-		m.log.Warn("import the agent's commits", keySession, wt.Session, keyErr, err)
-		return
+		return ImportResult{}, err
 	}
 	lock := m.repoLock(info.common)
 	lock.Lock()
 	defer lock.Unlock()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if _, err := m.importLocked(ctx, info, wt, st, false); err != nil {
-		m.log.Warn("import the agent's commits", keySession, wt.Session, keyErr, err)
-	}
+	return m.importLocked(ctx, info, wt, st, false)
 }
 
 // importLocked is ImportAgentHistory with the repository's lock and

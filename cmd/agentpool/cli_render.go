@@ -79,6 +79,8 @@ type eventData struct {
 		Count int               `json:"count"`
 		Files []pool.HiddenFile `json:"files"`
 	} `json:"hidden"`
+	// History: what became of the agent's own commits (turn.ended).
+	History *pool.HistoryImport `json:"history"`
 	// fs.*, terminal.*, pty.output
 	Path     string   `json:"path"`
 	Command  string   `json:"command"`
@@ -289,6 +291,15 @@ func turnSummary(d eventData) string {
 		if len(h.Files) > 0 {
 			s += fmt.Sprintf(" (%s: %s)", h.Files[0].Rule, h.Files[0].Path)
 		}
+	}
+	if h := d.History; h != nil && h.Refused != "" {
+		s += "; the agent's own commits were not taken onto the branch: " + h.Refused
+		if h.Detail != "" {
+			s += " (" + h.Detail + ")"
+		}
+		s += "; its files are in the checkpoint"
+	} else if h != nil && h.Commits > 0 {
+		s += fmt.Sprintf("; %d commit%s of the agent's on the branch", h.Commits, plural(h.Commits))
 	}
 	if d.Error != "" {
 		s += "\n  " + strings.ReplaceAll(d.Error, "\n", "\n  ")

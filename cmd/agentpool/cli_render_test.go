@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/worktree"
 )
 
 // A tool.update whose tool.call the renderer did not see still names the
@@ -21,5 +24,21 @@ func TestRendererToolUpdateWithoutItsCall(t *testing.T) {
 	want := "  ✓ read-1\n  ✗ Write notes.md failed\n"
 	if got := out.String(); got != want {
 		t.Errorf("rendered:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestTurnSummaryHistory: a turn's end says what became of the agent's
+// own commits: taken onto the branch, or refused and why.
+func TestTurnSummaryHistory(t *testing.T) {
+	taken := turnSummary(eventData{Turn: 1, StopReason: "end_turn", History: &pool.HistoryImport{Commits: 2}})
+	if !strings.Contains(taken, "2 commits of the agent's on the branch") {
+		t.Errorf("turnSummary with 2 commits taken = %q", taken)
+	}
+	refused := turnSummary(eventData{Turn: 2, StopReason: "end_turn", History: &pool.HistoryImport{Refused: worktree.RefusedNotFastForward}})
+	if !strings.Contains(refused, "not taken onto the branch: "+worktree.RefusedNotFastForward) {
+		t.Errorf("turnSummary with a refusal = %q", refused)
+	}
+	if plain := turnSummary(eventData{Turn: 3, StopReason: "end_turn"}); strings.Contains(plain, "commit") {
+		t.Errorf("turnSummary without history = %q", plain)
 	}
 }

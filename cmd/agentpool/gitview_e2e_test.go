@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -8,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/pool"
+	"github.com/agentpool/agentpool/worktree"
 )
 
 // TestHistoryIsAppendOnlyForAgents drives the real binary: a hostile
@@ -46,7 +51,11 @@ cp "$(git rev-parse --git-path objects)/$(echo $forged | cut -c1-2)/$(echo $forg
 		sys(agenttest.SysOp{Op: agenttest.OpWrite, Path: "agent.txt", Content: "mine\n"}),
 		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "git add agent.txt && git commit -q -m 'agent commit' && git log -1 --format=%s"}}),
 	}
-	f.writeProvider(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: steps}}})
+	// Its second turn rewrites its own commit: not a fast-forward.
+	amend := []agenttest.Step{
+		sys(agenttest.SysOp{Op: agenttest.OpExec, Argv: []string{"/bin/sh", "-c", "git commit -q --amend -m rewritten && git log -1 --format=%s"}}),
+	}
+	f.writeProvider(t, agenttest.Script{Turns: []agenttest.Turn{{Steps: steps}, {Steps: amend}}})
 	d := f.start(t)
 	waitProviderReady(t, d, "hostile")
 	id, _ := f.session(t, d)
@@ -78,9 +87,46 @@ cp "$(git rev-parse --git-path objects)/$(echo $forged | cut -c1-2)/$(echo $forg
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if h := turnHistory(t, d, id, 1); h.Commits != 1 || h.Refused != "" {
+		t.Errorf("turn 1's history = %+v; want the agent's one commit taken", h)
+	}
+	if r := results(t, d, id); len(r) != 1 || !strings.Contains(r[0].Detail, "rewritten") {
+		t.Fatalf("second turn: %+v", r)
+	}
+	if h := turnHistory(t, d, id, 2); h.Refused != worktree.RefusedNotFastForward {
+		t.Errorf("turn 2's history = %+v; want its amended commit refused: %q", h, worktree.RefusedNotFastForward)
+	}
+	if log := git("log", "-1", "--format=%s", "agentpool/"+id); log == "rewritten" {
+		t.Errorf("the session branch took the agent's rewrite of its own history")
+	}
 	// A new session's worktree has the genuine README.
 	_, wt2 := f.session(t, d)
 	if b, err := exec.Command("cat", filepath.Join(wt2, "README.md")).Output(); err != nil || string(b) != "# repo\n" {
 		t.Errorf("a new session's README.md = %q, %v; want the genuine text", b, err)
 	}
+}
+
+// turnHistory returns the "history" of turn n's turn.ended event.
+func turnHistory(t *testing.T, d *daemon, id string, n int64) pool.HistoryImport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	evs, err := d.client.EventLog(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Type != backends.EventTurnEnded || ev.Turn != n {
+			continue
+		}
+		var data struct {
+			History pool.HistoryImport `json:"history"`
+		}
+		if err := json.Unmarshal(ev.Data, &data); err != nil {
+			t.Fatal(err)
+		}
+		return data.History
+	}
+	t.Fatalf("no turn.ended of turn %d", n)
+	return pool.HistoryImport{}
 }

@@ -141,6 +141,15 @@ func (a Worktrees) Prune(ctx context.Context, wt pool.Worktree, req pool.Worktre
 		Merged: r.Merged, CheckpointsDeleted: r.CheckpointsDeleted, RepoMissing: r.RepoMissing}, err
 }
 
+var _ pool.HistoryImporter = Worktrees{}
+
+// ImportHistory brings the agent's own commits onto the session branch
+// when its private ref moved (worktree.Manager.ImportChanged).
+func (a Worktrees) ImportHistory(ctx context.Context, wt pool.Worktree) (pool.HistoryImport, error) {
+	r, err := a.M.ImportChanged(ctx, toWT(wt))
+	return pool.HistoryImport{Commits: r.Commits, Refused: r.Refused, Detail: r.Detail}, err
+}
+
 // Checkpoint records the worktree state.
 func (a Worktrees) Checkpoint(ctx context.Context, wt pool.Worktree) (string, error) {
 	tree, err := a.M.Checkpoint(ctx, toWT(wt))
