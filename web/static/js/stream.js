@@ -349,12 +349,23 @@ export class TurnStream {
       parts.push(h('span.badge.warn', { title: first ? `${first.path} hidden by ${first.rule}` : '' },
         `${hid.count} hidden by changed ignore rules`));
     }
+    const hist = d.history;
+    if (hist && hist.refused) {
+      parts.push(h('span.badge.warn', { title: `${hist.refused}${hist.detail ? ` (${hist.detail})` : ''}; the agent's files are in the checkpoint` },
+        'agent\'s commits not taken'));
+    } else if (hist && hist.commits) {
+      parts.push(h('span', `${hist.commits} commit${hist.commits === 1 ? '' : 's'} of the agent's`));
+    }
     for (const u of [d.usage, t.usage]) if (u) parts.push(h('span.usage', usageText(u)));
     parts.push(h('span.spacer'));
     if (c && c.files && this.hooks.onDiff) parts.push(h('button.small', { type: 'button', onclick: () => this.hooks.onDiff(n) }, 'View changes'));
     if (this.hooks.onRestore) parts.push(h('button.small', { type: 'button', onclick: () => this.hooks.onRestore(n) }, 'Restore to before this turn'));
     put(t.foot, ...parts);
     if (d.error) t.body.appendChild(h('div.sys.bad', d.error));
+    if (hist && hist.refused) {
+      t.body.appendChild(h('div.sys.bad', `The agent's own commits were not taken onto the session branch: ${hist.refused}` +
+        `${hist.detail ? ` (${hist.detail})` : ''}. Its files are in the turn's checkpoint.`));
+    }
     if (this.running === n) this.running = 0;
   }
 }
