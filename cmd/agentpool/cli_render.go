@@ -293,7 +293,7 @@ func turnSummary(d eventData) string {
 		}
 	}
 	if h := d.History; h != nil && h.Refused != "" {
-		s += "; the agent's own commits were not taken onto the branch: " + h.Refused
+		s += "; agent's commits not taken onto the branch: " + h.Refused
 		if h.Detail != "" {
 			s += " (" + h.Detail + ")"
 		}

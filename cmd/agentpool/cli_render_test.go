@@ -35,7 +35,7 @@ func TestTurnSummaryHistory(t *testing.T) {
 		t.Errorf("turnSummary with 2 commits taken = %q", taken)
 	}
 	refused := turnSummary(eventData{Turn: 2, StopReason: "end_turn", History: &pool.HistoryImport{Refused: worktree.RefusedNotFastForward}})
-	if !strings.Contains(refused, "not taken onto the branch: "+worktree.RefusedNotFastForward) {
+	if !strings.Contains(refused, "agent's commits not taken onto the branch: "+worktree.RefusedNotFastForward) {
 		t.Errorf("turnSummary with a refusal = %q", refused)
 	}
 	if plain := turnSummary(eventData{Turn: 3, StopReason: "end_turn"}); strings.Contains(plain, "commit") {

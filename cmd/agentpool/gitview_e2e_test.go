@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/pool"
@@ -99,6 +101,19 @@ cp "$(git rev-parse --git-path objects)/$(echo $forged | cut -c1-2)/$(echo $forg
 	if log := git("log", "-1", "--format=%s", "agentpool/"+id); log == "rewritten" {
 		t.Errorf("the session branch took the agent's rewrite of its own history")
 	}
+	if out, err := d.cli("events", id); err != nil || !strings.Contains(out, "agent's commits not taken") {
+		t.Errorf("agentpool events = %v\n%s\nwant turn 2's refusal of the agent's commits", err, out)
+	}
+	if exe := browserIfAny(); exe != "" {
+		// The page says it at the turn's end too.
+		b := newBrowser(t, exe)
+		b.run("desktop size", chromedp.EmulateViewport(1280, 800))
+		browserLogin(t, b, d)
+		b.run("open the session", chromedp.Navigate(d.client.BaseURL+"/#/s/"+id))
+		b.waitJS("the refusal at turn 2's end", `[...document.querySelectorAll('.stream .sys.bad')].some(e => e.textContent.includes("The agent's own commits were not taken onto the session branch: `+worktree.RefusedNotFastForward+`"))`)
+		b.run("show it", js(`[...document.querySelectorAll('.stream .sys.bad')].find(e => e.textContent.includes("commits were not taken")).scrollIntoView({block: 'center'})`))
+		t.Logf("screenshot: %s", b.shot("history-refused"))
+	}
 	// A new session's worktree has the genuine README.
 	_, wt2 := f.session(t, d)
 	if b, err := exec.Command("cat", filepath.Join(wt2, "README.md")).Output(); err != nil || string(b) != "# repo\n" {
@@ -129,4 +144,19 @@ func turnHistory(t *testing.T, d *daemon, id string, n int64) pool.HistoryImport
 	}
 	t.Fatalf("no turn.ended of turn %d", n)
 	return pool.HistoryImport{}
+}
+
+// browserIfAny returns a Chromium to drive, "" when there is none (the
+// test's browser part is then left out; findBrowser fails a CI run
+// without one in the page tests).
+func browserIfAny() string {
+	if testing.Short() {
+		return ""
+	}
+	for _, n := range browserNames {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	return ""
 }
