@@ -216,6 +216,10 @@ func TestNamespaceView(t *testing.T) {
 		{"a granted file in the home, in place", "{ echo x > " + stateFile + ".tmp.1; } 2>&1 | grep -c '" + refused + "'; echo '{\"saved\":1}' > " + stateFile + " && echo ok",
 			eq("1\nok"), refused + ", then ok"},
 		{"a write kept on the way to a grant", "{ echo x > " + filepath.Join(base, "pwned") + "; } 2>&1 | grep -c 'Read-only'", eq("1"), "read-only"},
+		{"bounded /tmp", "df -k /tmp | awk 'NR==2{print $2}'", func(s string) bool {
+			kb, err := strconv.Atoi(s)
+			return err == nil && kb > 0 && kb <= int(totalMemKB()/9)
+		}, "at most a tenth of the memory"},
 		{"session TMPDIR", `echo shared > "$TMPDIR/f" && cat ` + filepath.Join(tmpRoot, "s1", "f"), eq("shared"), "shared"},
 		{"proxy variables", "echo $HTTPS_PROXY $ALL_PROXY $NO_PROXY", eq("http://127.0.0.1:3128 socks5h://127.0.0.1:3128 localhost,127.0.0.1,::1"), "the egress proxy"},
 		{"egress through the proxy", talk(`CONNECT example.org:443 HTTP/1.1\r\n\r\n`, "127.0.0.1:3128"), contains("hello from example.org:443"), "hello from example.org:443"},
@@ -631,4 +635,19 @@ func TestGrantThroughSymlinkRefused(t *testing.T) {
 	if !slices.Equal(refused, []string{".state", ".tool"}) || !slices.Contains(res.Policy.Write, filepath.Join(home, ".fine")) {
 		t.Errorf("refused %q, write %q; want .state and .tool refused, .fine granted", refused, res.Policy.Write)
 	}
+}
+
+// totalMemKB is the machine's memory in KiB (MemTotal).
+func totalMemKB() int64 {
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
 }

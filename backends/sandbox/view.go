@@ -110,6 +110,10 @@ var viewSystem = []string{
 	"/nix/store", "/snap", "/run/systemd/resolve",
 }
 
+// viewTmpSize bounds each of the view's in-memory /tmp and /var/tmp, as
+// a share of the machine's memory.
+const viewTmpSize = "10%"
+
 // viewDevices are the device files shown in the view's /dev.
 var viewDevices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
@@ -363,7 +367,10 @@ func (m viewMount) do() error {
 		if err := makeParents(m.dst, true); err != nil {
 			return err
 		}
-		mode := "mode=1777"
+		// The agent's own /tmp is in memory: bounded, so that filling it
+		// cannot take the machine's memory (TMPDIR, on disk, is where
+		// large temporary files go).
+		mode := "mode=1777,size=" + viewTmpSize
 		if m.kind != mountTmpfs {
 			mode = "mode=0755,size=1m"
 		}
