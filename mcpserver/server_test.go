@@ -34,12 +34,16 @@ type fakeAPI struct {
 	permissions func(session string) ([]permission.Pending, error)
 	diff        func(session string, turn int64) (pool.Diff, error)
 	call        func(method, path string, body, out any) error
+	providers   func() (registry.Snapshot, error)
 }
 
 var errNotFaked = errors.New("not faked")
 
 func (f *fakeAPI) Providers(context.Context) (registry.Snapshot, error) {
-	return registry.Snapshot{}, errNotFaked
+	if f.providers == nil {
+		return registry.Snapshot{}, errNotFaked
+	}
+	return f.providers()
 }
 func (f *fakeAPI) Sessions(context.Context) ([]pool.Session, error) { return nil, errNotFaked }
 func (f *fakeAPI) Session(_ context.Context, id string) (pool.Session, error) {
@@ -424,5 +428,22 @@ func TestWaitTellsWhatTheTurnWaitsFor(t *testing.T) {
 	}
 	if !strings.Contains(text, "Started turn 5 of session s1") || !strings.Contains(text, "ended: end_turn") {
 		t.Errorf("prompt with wait_seconds = %q; want the turn started and ended", text)
+	}
+}
+
+// TestListProvidersNetworkRefused: a caller that delegates to agents
+// learns which connections they were refused, and the entry that would
+// allow each.
+func TestListProvidersNetworkRefused(t *testing.T) {
+	snap := registry.Snapshot{Providers: []registry.ProviderStatus{{ID: "codex", Label: "Codex", Status: registry.StatusReady,
+		NetworkRefused: []registry.NetworkRefusal{{Host: "db.example.com", Port: 5432, Reason: "db.example.com resolves to 10.1.2.3, a private address", Allow: "10.1.2.3:5432"}}}}}
+	cs, _ := connect(t, Config{}, &fakeAPI{providers: func() (registry.Snapshot, error) { return snap, nil }})
+	text, sc, isErr := callTool(t, cs, "list_providers", nil, nil)
+	want := `network refused db.example.com:5432 (db.example.com resolves to 10.1.2.3, a private address); the entry "10.1.2.3:5432" in its sandbox.network would allow it`
+	if isErr || !strings.Contains(text, want) {
+		t.Errorf("list_providers = %q (error %v); want %q", text, isErr, want)
+	}
+	if ps, _ := sc["providers"].([]any); len(ps) != 1 || ps[0].(map[string]any)["network_refused"] == nil {
+		t.Errorf("structured providers = %v; want network_refused", sc["providers"])
 	}
 }

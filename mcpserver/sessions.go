@@ -82,12 +82,14 @@ func (s *Server) listProviders(ctx context.Context, _ *mcp.CallToolRequest, api 
 		Kind       string `json:"kind"`
 		Status     string `json:"status"`
 		Diagnostic string `json:"diagnostic,omitempty"`
+		// NetworkRefused are the connections its agents were last refused.
+		NetworkRefused []registry.NetworkRefusal `json:"network_refused,omitempty"`
 	}
 	var out []provider
 	var b strings.Builder
 	ready := 0
 	for _, p := range snap.Providers {
-		out = append(out, provider{p.ID, p.Label, string(p.Kind), p.Status, p.Diagnostic})
+		out = append(out, provider{p.ID, p.Label, string(p.Kind), p.Status, p.Diagnostic, p.NetworkRefused})
 		if p.Status == registry.StatusReady {
 			ready++
 		}
@@ -99,6 +101,13 @@ func (s *Server) listProviders(ctx context.Context, _ *mcp.CallToolRequest, api 
 			fmt.Fprintf(&b, " — %s", oneLine(p.Diagnostic, 200))
 		}
 		b.WriteByte('\n')
+		for _, r := range p.NetworkRefused {
+			fmt.Fprintf(&b, "  network refused %s:%d (%s)", r.Host, r.Port, oneLine(r.Reason, 120))
+			if r.Allow != "" {
+				fmt.Fprintf(&b, "; the entry %q in its sandbox.network would allow it", r.Allow)
+			}
+			b.WriteByte('\n')
+		}
 	}
 	if snap.Diagnostic != "" {
 		fmt.Fprintf(&b, "The providers file was rejected (the last good one is in force): %s\n", oneLine(snap.Diagnostic, 300))
