@@ -139,14 +139,14 @@ func privateDir(dir string) error {
 	return nil
 }
 
-// bannerLogin prints the daemon banner's line with a one-time login link
-// to the web page.
+// bannerLogin prints the daemon banner's lines on the web page: its
+// address and the command that prints a login link. The banner holds no
+// link with a live code: it often goes to a log file that others may
+// read (serve > daemon.log under umask 022), and a code in it is a page
+// credential for whoever reads it first.
 func (m *Main) bannerLogin(addr, self string) {
-	link, err := m.api.NewLoginLink("http://" + loopbackAddr(addr))
-	if err != nil {
-		return
-	}
-	fmt.Fprintf(m.Stdout, "\nWeb page (the link logs in once, within a minute; '%s open' prints a new one):\n  %s\n", self, link.URL)
+	fmt.Fprintf(m.Stdout, "\nWeb page: http://%s/ (log in with the one-time link that '%s open' prints, or '%s open --browser')\n",
+		loopbackAddr(addr), self, self)
 }
 
 // loopbackAddr is addr with an unspecified host (0.0.0.0, ::) replaced by

@@ -121,6 +121,11 @@ func TestEndToEndEverydayUse(t *testing.T) {
 		if strings.Contains(banner.String(), "by editing") {
 			t.Errorf("banner still says to enable agents by editing providers.json:\n%s", banner)
 		}
+		// A banner often goes to a log file others may read: it names the
+		// command that prints a login link, never a link with a live code.
+		if strings.Contains(banner.String(), "#code=") || !strings.Contains(banner.String(), bin+" open' prints") {
+			t.Errorf("banner holds a login code, or does not name '%s open':\n%s", bin, banner)
+		}
 	})
 
 	t.Run("same port, same home", func(t *testing.T) {
