@@ -651,3 +651,16 @@ func totalMemKB() int64 {
 	}
 	return 0
 }
+
+// TestSystemReadable: the system directories every view shows are where a
+// secret of the daemon's must not lie.
+func TestSystemReadable(t *testing.T) {
+	for path, want := range map[string]string{
+		"/opt/agentpool/cluster.key": "/opt", "/etc/agentpool.key": "/etc", "/usr/local/x": "/usr",
+		"/home/u/.agentpool/cluster.key": "", "/var/lib/agentpool/key": "", "/proc/self/environ": "",
+	} {
+		if got := sandbox.SystemReadable(path); got != want {
+			t.Errorf("SystemReadable(%q) = %q; want %q", path, got, want)
+		}
+	}
+}

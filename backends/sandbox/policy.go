@@ -67,6 +67,19 @@ var systemRead = []string{
 	"/nix/store", "/snap", "/proc", "/sys", "/dev", "/run/systemd/resolve",
 }
 
+// SystemReadable returns the system directory every confined program may
+// read (and so see in its view) that path lies in, "" when none: a
+// secret of the daemon's there is within every agent's reach.
+func SystemReadable(path string) string {
+	path = filepath.Clean(path)
+	for _, d := range append(slices.Clone(systemRead), viewSystem...) {
+		if d != "/proc" && d != "/sys" && d != "/dev" && isWithin(path, d) {
+			return d
+		}
+	}
+	return ""
+}
+
 // systemDevices are the device files programs open for writing.
 var systemDevices = []string{
 	"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",

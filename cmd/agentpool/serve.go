@@ -219,6 +219,10 @@ func (m *Main) Open(ctx context.Context) error {
 		m.shutdownParts()
 		return fmt.Errorf("own executable: %w", err)
 	}
+	if err := m.checkSecretFiles(); err != nil {
+		m.shutdownParts()
+		return err
+	}
 	if err := m.openSandbox(self); err != nil {
 		m.shutdownParts()
 		return err
@@ -229,7 +233,7 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	wt, err := worktree.NewManager(worktree.Config{Root: m.worktreesRoot(home), Logger: m.Logger,
 		TrustFile: filepath.Join(home, trustFile), MirrorRoot: filepath.Join(home, mirrorsDir), SetupSandbox: wiring.SetupJails{
-			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: protectedHomes(home, os.Getenv),
+			Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: append(protectedHomes(home, os.Getenv), m.secretFiles()...),
 			Egress: m.egress}})
 	if err != nil {
 		m.shutdownParts()
@@ -238,7 +242,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.wt = wt
 	confiner := wiring.Confiner{
 		Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: protectedHomes(home, os.Getenv),
-		Git: wiring.GitPathsOf(wt), Egress: m.egress,
+		Secrets: m.secretFiles(), Git: wiring.GitPathsOf(wt), Egress: m.egress,
 	}
 	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, SIGHUP: true, Logger: m.Logger,
 		Trust: trustedProviders, SandboxNotes: confiner.ConfigNotes, ProbeDir: filepath.Join(home, tmpDir)})

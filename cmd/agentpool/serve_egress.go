@@ -149,3 +149,35 @@ func storeAddrs(dsn string) []netip.AddrPort {
 	}
 	return out
 }
+
+// secretFiles are the files of secrets the daemon was given by path (the
+// cluster key, the TLS key, the store's password file), absolute, their
+// symlinks resolved too: no agent's grant may expose them.
+func (m *Main) secretFiles() []string {
+	var out []string
+	for _, f := range []string{m.ClusterKeyFile, m.TLSKey, m.StorePasswordFile} {
+		if f == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(f); err == nil {
+			out = append(out, abs)
+			if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+				out = append(out, real)
+			}
+		}
+	}
+	return out
+}
+
+// checkSecretFiles refuses to start with a secret file that lies where
+// every agent's view shows the system read-only (/etc, /opt, /usr, ...):
+// an agent of a root daemon runs as root there, and reads what only root
+// may read.
+func (m *Main) checkSecretFiles() error {
+	for _, f := range m.secretFiles() {
+		if d := sandbox.SystemReadable(f); d != "" {
+			return fmt.Errorf("%s lies under %s, which every agent may read: move it to the data directory or another directory only this user can read", f, d)
+		}
+	}
+	return nil
+}

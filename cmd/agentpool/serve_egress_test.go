@@ -3,6 +3,7 @@ package main
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +35,23 @@ func TestStoreAddrs(t *testing.T) {
 		if len(want) == 0 && len(got) != 0 {
 			t.Errorf("storeAddrs(%q) = %v; want none", c.dsn, got)
 		}
+	}
+}
+
+// TestSecretFilesUnderSystemDirs: a daemon given a secret file under a
+// system directory every agent's view shows refuses to start, naming it;
+// one elsewhere is protected from every grant.
+func TestSecretFilesUnderSystemDirs(t *testing.T) {
+	m := &Main{ClusterKeyFile: "/opt/agentpool/cluster.key"}
+	if err := m.checkSecretFiles(); err == nil || !strings.Contains(err.Error(), "/opt/agentpool/cluster.key lies under /opt, which every agent may read") {
+		t.Errorf("checkSecretFiles() = %v; want the key under /opt refused", err)
+	}
+	dir := t.TempDir()
+	m = &Main{ClusterKeyFile: dir + "/cluster.key", TLSKey: dir + "/tls.key", StorePasswordFile: dir + "/pw"}
+	if err := m.checkSecretFiles(); err != nil {
+		t.Errorf("checkSecretFiles() = %v; want nil", err)
+	}
+	if got := m.secretFiles(); len(got) != 3 {
+		t.Errorf("secretFiles() = %v; want the three files", got)
 	}
 }

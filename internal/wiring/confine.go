@@ -29,6 +29,10 @@ type Confiner struct {
 	// Protect lists paths no agent may reach: the daemon's home (token,
 	// database, other sessions' worktrees).
 	Protect []string
+	// Secrets are files of the daemon's secrets given by path (the
+	// cluster key, the TLS key, the store's password file): no grant may
+	// expose them either.
+	Secrets []string
 	// Egress is the agents' way out of their network namespaces (nil:
 	// none, they reach nothing but their own loopback).
 	Egress *Egress
@@ -44,6 +48,7 @@ const gitLookupTimeout = 10 * time.Second
 const (
 	whatDaemonHome   = "the daemon's home"
 	whatMainCheckout = "the main checkout"
+	whatDaemonSecret = "a secret of the daemon's"
 )
 
 // policy builds the Landlock policy of a launch, nil when the provider's
@@ -103,6 +108,9 @@ func (c Confiner) policyInput(spec backends.Spec) sandbox.PolicyInput {
 		Env: backends.EnvPaths(backends.AgentEnv(spec))}
 	for _, p := range c.Protect {
 		in.Protected = append(in.Protected, sandbox.Protected{Path: p, What: whatDaemonHome})
+	}
+	for _, p := range c.Secrets {
+		in.Protected = append(in.Protected, sandbox.Protected{Path: p, What: whatDaemonSecret})
 	}
 	return in
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentpool/agentpool/backends"
@@ -115,5 +116,26 @@ func TestPolicyMakesStateDirs(t *testing.T) {
 		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s after a launch: %v; want it not made", p, err)
 		}
+	}
+}
+
+// TestGrantOfADaemonSecretRefused: a grant that would expose a secret the
+// daemon was given by path (its cluster key, say) is refused and named.
+func TestGrantOfADaemonSecretRefused(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "keys", "cluster.key")
+	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandbox.Open(sandbox.Config{Name: "agentpool-test-secret", CgroupParent: "none", NoLandlock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	c := Confiner{Sandbox: sb, Secrets: []string{key}}
+	spec := backends.Spec{Provider: "tool", Path: "/bin/sh", Sandbox: backends.SandboxSpec{Enabled: true, Read: []string{filepath.Join(dir, "keys")}}}
+	notes := c.ConfigNotes(spec)
+	if len(notes) != 1 || !strings.Contains(notes[0].Reason, "contains a secret of the daemon's "+key) {
+		t.Errorf("ConfigNotes() = %+v; want the directory holding the cluster key refused", notes)
 	}
 }
