@@ -169,14 +169,28 @@ func (m *Main) secretFiles() []string {
 	return out
 }
 
-// checkSecretFiles refuses to start with a secret file that lies where
-// every agent's view shows the system read-only (/etc, /opt, /usr, ...):
-// an agent of a root daemon runs as root there, and reads what only root
-// may read.
+// checkSecretFiles refuses to start with a cluster key file that lies
+// where every agent's view shows the system read-only (/etc, /opt, /usr,
+// ...): an agent of a root daemon runs as root there. (The views hide
+// the files there only their owner may read, a TLS key under
+// /etc/letsencrypt say, as they were when the daemon started; the
+// cluster key, which lets its holder call any host as another, is not
+// left to that.)
 func (m *Main) checkSecretFiles() error {
-	for _, f := range m.secretFiles() {
+	if m.ClusterKeyFile == "" {
+		return nil
+	}
+	files := []string{m.ClusterKeyFile}
+	if abs, err := filepath.Abs(m.ClusterKeyFile); err == nil {
+		files = append(files, abs)
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			files = append(files, real)
+		}
+	}
+	for _, f := range files {
 		if d := sandbox.SystemReadable(f); d != "" {
-			return fmt.Errorf("%s lies under %s, which every agent may read: move it to the data directory or another directory only this user can read", f, d)
+			return fmt.Errorf("cluster key %s lies under %s, which every agent may read: move it to the data directory (%s) or another directory only this user can read",
+				m.ClusterKeyFile, d, clusterKeyFileName)
 		}
 	}
 	return nil

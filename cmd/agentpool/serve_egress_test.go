@@ -38,12 +38,12 @@ func TestStoreAddrs(t *testing.T) {
 	}
 }
 
-// TestSecretFilesUnderSystemDirs: a daemon given a secret file under a
-// system directory every agent's view shows refuses to start, naming it;
-// one elsewhere is protected from every grant.
+// TestSecretFilesUnderSystemDirs: a daemon given a cluster key file under
+// a system directory every agent's view shows refuses to start, naming
+// it; its secret files elsewhere are protected from every grant.
 func TestSecretFilesUnderSystemDirs(t *testing.T) {
 	m := &Main{ClusterKeyFile: "/opt/agentpool/cluster.key"}
-	if err := m.checkSecretFiles(); err == nil || !strings.Contains(err.Error(), "/opt/agentpool/cluster.key lies under /opt, which every agent may read") {
+	if err := m.checkSecretFiles(); err == nil || !strings.Contains(err.Error(), "cluster key /opt/agentpool/cluster.key lies under /opt, which every agent may read") {
 		t.Errorf("checkSecretFiles() = %v; want the key under /opt refused", err)
 	}
 	dir := t.TempDir()
