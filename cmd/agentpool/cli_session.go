@@ -404,9 +404,10 @@ func short(commit string) string {
 	return commit
 }
 
-// oneLine flattens s to one line of at most n runes.
+// oneLine flattens s to one line of at most n runes, its control
+// characters escaped (termText).
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = termText(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
