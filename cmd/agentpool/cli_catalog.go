@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -186,6 +188,11 @@ func (c *cli) providersAdd(ctx context.Context, args []string) error {
 	if e.Unavailable != "" {
 		return fmt.Errorf("providers add: %s", e.Unavailable)
 	}
+	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+		if catalog.UnsafeEnv(k) { // a daemon that does not refuse it itself
+			return fmt.Errorf("providers add: the catalog's %s sets %s in the agent's environment, which makes a program run other code or trust other servers; not added (add it to providers.json by hand if you trust it)", oneLine(e.Name, 80), termText(k))
+		}
+	}
 	id := e.Provider
 	if *as != "" {
 		id = *as
@@ -216,10 +223,19 @@ func (c *cli) providersAdd(ctx context.Context, args []string) error {
 	if res.Provider != nil {
 		status = res.Provider.Status
 	}
-	fmt.Fprintf(c.stdout, "added provider %s (%s %s, %s): %s\ncommand: %s\ninstall: %s\n", id, e.Name, e.Version, e.Distribution,
-		status, strings.Join(e.Command, " "), e.Install)
+	// The catalog's words, escaped: a control character in them must not
+	// hide a part of what was written on the user's terminal.
+	fmt.Fprintf(c.stdout, "added provider %s (%s %s, %s): %s\ncommand: %s\ninstall: %s\n", id, oneLine(e.Name, 80), oneLine(e.Version, 40), e.Distribution,
+		status, termLine(quoteArgs(e.Command)), termLine(e.Install))
+	if len(e.Env) > 0 {
+		var env []string
+		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+			env = append(env, k+"="+shellQuote(e.Env[k]))
+		}
+		fmt.Fprintf(c.stdout, "environment: %s\n", termLine(strings.Join(env, " ")))
+	}
 	if e.Note != "" {
-		fmt.Fprintln(c.stdout, "note: "+e.Note)
+		fmt.Fprintln(c.stdout, "note: "+termText(e.Note))
 	}
 	return nil
 }
