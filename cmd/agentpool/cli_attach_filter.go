@@ -1,0 +1,109 @@
+package main
+
+import "io"
+
+// oscFilter passes a terminal agent's screen to the user's terminal
+// without the operating system commands that reach beyond the screen:
+// clipboard writes (OSC 52) and window or icon title changes (OSC 0, 1
+// and 2) are dropped, whole, and every other byte is written as it came.
+// A sequence split across writes is recognised all the same: what may
+// begin one is held until the next write says.
+type oscFilter struct {
+	w     io.Writer
+	state oscState
+	num   []byte // the held "ESC ]" and digits of an OSC being read
+}
+
+type oscState int
+
+const (
+	oscText    oscState = iota // outside an OSC
+	oscEsc                     // after an ESC, which is held
+	oscNumber                  // in an OSC's number, held in num
+	oscDrop                    // in a dropped OSC's text
+	oscDropEsc                 // after an ESC in a dropped OSC
+)
+
+// maxOSCNumber bounds the digits held: a longer number is no command
+// dropped, and its bytes pass.
+const maxOSCNumber = 4
+
+// newOSCFilter returns an oscFilter writing to w.
+func newOSCFilter(w io.Writer) *oscFilter { return &oscFilter{w: w} }
+
+// droppedOSC says whether the OSC numbered n is dropped.
+func droppedOSC(n string) bool {
+	switch n {
+	case "0", "1", "2", "52":
+		return true
+	}
+	return false
+}
+
+// Write writes p without the dropped sequences; it reports all of p
+// written when what remains was.
+func (f *oscFilter) Write(p []byte) (int, error) {
+	out := make([]byte, 0, len(p)+len(f.num)+1)
+	for i := 0; i < len(p); i++ {
+		b := p[i]
+		switch f.state {
+		case oscText:
+			if b == 0x1b {
+				f.state = oscEsc
+				continue
+			}
+			out = append(out, b)
+		case oscEsc:
+			if b == ']' {
+				f.state, f.num = oscNumber, append(f.num[:0], 0x1b, ']')
+				continue
+			}
+			out = append(out, 0x1b)
+			f.state = oscText
+			i-- // b again, outside an OSC
+		case oscNumber:
+			if b >= '0' && b <= '9' && len(f.num)-2 < maxOSCNumber {
+				f.num = append(f.num, b)
+				continue
+			}
+			if droppedOSC(string(f.num[2:])) && (b == ';' || b == 0x07 || b == 0x1b) {
+				f.num = f.num[:0]
+				switch b {
+				case ';':
+					f.state = oscDrop
+				case 0x07:
+					f.state = oscText
+				case 0x1b:
+					f.state = oscDropEsc
+				}
+				continue
+			}
+			out = append(out, f.num...)
+			f.num = f.num[:0]
+			f.state = oscText
+			i-- // b again, as the passed OSC's own
+		case oscDrop:
+			switch b {
+			case 0x07, 0x18, 0x1a: // BEL ends it, CAN and SUB cancel it
+				f.state = oscText
+			case 0x1b:
+				f.state = oscDropEsc
+			}
+		case oscDropEsc:
+			if b == '\\' { // ST
+				f.state = oscText
+				continue
+			}
+			// An ESC of another sequence ends the OSC, and begins that.
+			f.state = oscEsc
+			i--
+		}
+	}
+	if len(out) == 0 {
+		return len(p), nil
+	}
+	if _, err := f.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
