@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/pool"
 )
 
 // Sequences an agent can put in its words to drive the user's terminal:
@@ -110,6 +111,31 @@ func TestEventLineEscapesAgentText(t *testing.T) {
 		}
 		if !strings.Contains(got, "^[") && !strings.Contains(got, `\u001b`) {
 			t.Errorf("eventLine(%s) = %q; want the sequence shown escaped", ev.Type, got)
+		}
+	}
+}
+
+// TestDiffNamesEscaped: the file names of a diff's summary and of its
+// notes are a repository's words, shown escaped.
+func TestDiffNamesEscaped(t *testing.T) {
+	var out bytes.Buffer
+	c := &cli{stdout: &out, stderr: &out}
+	d := pool.Diff{
+		Files:       []pool.FileChange{{Path: "a" + seqHidden + ".go", Status: "M", Additions: 1}},
+		Hidden:      []pool.HiddenFile{{Path: "h" + seqOverwrite, Rule: "*" + seqTitle}},
+		HiddenCount: 1,
+		Copied:      []pool.CopiedFile{{Path: "c" + seqClipboard, Present: true}},
+	}
+	c.renderDiffStat(d)
+	c.renderHidden(d)
+	c.renderCopied(d)
+	got := out.String()
+	if strings.ContainsAny(got, "\x1b\r\x07") {
+		t.Errorf("a control character of the repository's reached the terminal:\n%q", got)
+	}
+	for _, want := range []string{"a^[[8m.go", "h^M^[[2K", "*^[]0;pwned", "c^[]52;c;"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
 		}
 	}
 }
