@@ -106,7 +106,7 @@ func (c *cli) providersCatalog(ctx context.Context, args []string) error {
 		case l.Configured:
 			state = "configured"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Name, l.Version, how, l.Provider, state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termLine(l.ID), oneLine(l.Name, 40), oneLine(l.Version, 20), how, termLine(l.Provider), state)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(c.stdout, "\nAdd one with: %s providers add ID (a built-in needs only its install)\n", c.self())

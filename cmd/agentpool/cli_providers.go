@@ -119,7 +119,7 @@ func (c *cli) renderProviders(snap registry.Snapshot) {
 		if p.Status == registry.StatusNotInstalled {
 			missing++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, yesNo(p.Enabled), p.Status, sandboxLabel(p.Sandbox, c.confine), strings.TrimSpace(detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, yesNo(p.Enabled), p.Status, sandboxLabel(p.Sandbox, c.confine), termText(strings.TrimSpace(detail)))
 	}
 	_ = tw.Flush()
 	c.renderSandboxNotes(snap)
@@ -262,7 +262,7 @@ func (c *cli) providersRefresh(ctx context.Context, args []string) error {
 			c.progress("failed: %s\n", info.Error)
 		default:
 			c.progress("ok\n")
-			fmt.Fprintf(c.stdout, "%s: %s %s, protocol %d, load_session %v, %d modes (%.1fs)\n", id, info.AgentName, info.AgentVersion,
+			fmt.Fprintf(c.stdout, "%s: %s %s, protocol %d, load_session %v, %d modes (%.1fs)\n", id, oneLine(info.AgentName, 60), oneLine(info.AgentVersion, 30),
 				info.ProtocolVersion, info.LoadSession, len(info.Modes), time.Since(start).Seconds())
 		}
 	}

@@ -69,3 +69,21 @@ func needsEscape(s string) bool {
 func termLine(s string) string {
 	return strings.NewReplacer("\n", "^J", "\t", "^I").Replace(termText(s))
 }
+
+// termArgs is args for a format of the CLI's own, with the strings and
+// errors among them (an agent's or a daemon's words) passed through
+// termText.
+func termArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = termText(v)
+		case error:
+			out[i] = termText(v.Error())
+		default:
+			out[i] = a
+		}
+	}
+	return out
+}

