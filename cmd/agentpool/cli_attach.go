@@ -144,7 +144,7 @@ func (l *attachLoop) output(ctx context.Context) error {
 			continue
 		}
 		if msg.Type == httpapi.AttachError {
-			fmt.Fprintf(l.errw, "\r\n[agentpool: %s: %s]\r\n", msg.Code, msg.Message)
+			fmt.Fprintf(l.errw, "\r\n[agentpool: %s: %s]\r\n", termLine(msg.Code), termLine(msg.Message))
 		}
 	}
 }

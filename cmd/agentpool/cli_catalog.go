@@ -58,9 +58,9 @@ func (c *cli) providersCatalog(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.stderr, "catalog %s refused (the catalog stays as it was):\n", *from)
 			for _, d := range ae.Diagnostics {
 				if d.Path != "" {
-					fmt.Fprintf(c.stderr, "  %s: %s\n", d.Path, d.Message)
+					fmt.Fprintf(c.stderr, "  %s: %s\n", termLine(d.Path), termText(d.Message))
 				} else {
-					fmt.Fprintf(c.stderr, "  %s\n", d.Message)
+					fmt.Fprintf(c.stderr, "  %s\n", termText(d.Message))
 				}
 			}
 			return errors.New("providers catalog: the document is invalid")
@@ -182,7 +182,7 @@ func (c *cli) providersAdd(ctx context.Context, args []string) error {
 		return fmt.Errorf("providers add: %q is not in the catalog (list it with: %s providers catalog)", pos[0], c.self())
 	}
 	if e.BuiltIn && *as == "" {
-		fmt.Fprintf(c.stdout, "%s is built in as provider %s: it is ready once installed.\ninstall: %s\n", e.Name, e.Provider, e.Install)
+		fmt.Fprintf(c.stdout, "%s is built in as provider %s: it is ready once installed.\ninstall: %s\n", oneLine(e.Name, 80), termLine(e.Provider), termLine(e.Install))
 		return nil
 	}
 	if e.Unavailable != "" {

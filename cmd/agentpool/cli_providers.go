@@ -183,7 +183,7 @@ func (c *cli) providersEnable(ctx context.Context, verb string, args []string) e
 		if p := res.Provider; p != nil && p.Status != registry.StatusDisabled {
 			fmt.Fprintf(c.stdout, "; status %s", p.Status)
 			if p.Diagnostic != "" {
-				fmt.Fprintf(c.stdout, ": %s", p.Diagnostic)
+				fmt.Fprintf(c.stdout, ": %s", termText(p.Diagnostic))
 			}
 		}
 		fmt.Fprintln(c.stdout)
@@ -226,10 +226,10 @@ func (c *cli) providersRefresh(ctx context.Context, args []string) error {
 	if errors.As(err, &ae) && ae.Code == httpapi.CodeInvalidConfig {
 		fmt.Fprintf(c.stderr, "providers file rejected (the last good config stays in force):\n")
 		for _, d := range ae.Diagnostics {
-			fmt.Fprintf(c.stderr, "  %s:%d:%d: %s: %s\n", d.File, d.Line, d.Col, d.Path, d.Message)
+			fmt.Fprintf(c.stderr, "  %s:%d:%d: %s: %s\n", d.File, d.Line, d.Col, termLine(d.Path), termText(d.Message))
 		}
 		if len(ae.Diagnostics) == 0 {
-			fmt.Fprintf(c.stderr, "  %s\n", ae.Message)
+			fmt.Fprintf(c.stderr, "  %s\n", termText(ae.Message))
 		}
 		return errors.New("providers refresh: the providers file is invalid")
 	}
