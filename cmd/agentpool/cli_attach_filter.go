@@ -5,7 +5,10 @@ import "io"
 // oscFilter passes a terminal agent's screen to the user's terminal
 // without the operating system commands that reach beyond the screen:
 // clipboard writes (OSC 52) and window or icon title changes (OSC 0, 1
-// and 2) are dropped, whole, and every other byte is written as it came.
+// and 2) are dropped, whole, and so are the device control strings that
+// ask a terminal multiplexer to pass a sequence on to the terminal it
+// runs in (tmux's "ESC P tmux;", screen's "ESC P ESC"), which would carry
+// such a command past the filter; every other byte is written as it came.
 // A sequence split across writes is recognised all the same: what may
 // begin one is held until the next write says.
 type oscFilter struct {
@@ -22,7 +25,13 @@ const (
 	oscNumber                  // in an OSC's number, held in num
 	oscDrop                    // in a dropped OSC's text
 	oscDropEsc                 // after an ESC in a dropped OSC
+	dcsHead                    // in a DCS's first bytes, held in num
+	dcsDrop                    // in a dropped DCS
+	dcsDropEsc                 // after an ESC in a dropped DCS
 )
+
+// tmuxPassthrough begins the data of a DCS that tmux passes on.
+const tmuxPassthrough = "tmux;"
 
 // maxOSCNumber bounds the digits held: a longer number is no command
 // dropped, and its bytes pass.
@@ -58,6 +67,10 @@ func (f *oscFilter) Write(p []byte) (int, error) {
 				f.state, f.num = oscNumber, append(f.num[:0], 0x1b, ']')
 				continue
 			}
+			if b == 'P' {
+				f.state, f.num = dcsHead, append(f.num[:0], 0x1b, 'P')
+				continue
+			}
 			out = append(out, 0x1b)
 			f.state = oscText
 			i-- // b again, outside an OSC
@@ -88,6 +101,38 @@ func (f *oscFilter) Write(p []byte) (int, error) {
 				f.state = oscText
 			case 0x1b:
 				f.state = oscDropEsc
+			}
+		case dcsHead:
+			body := f.num[2:]
+			switch {
+			case len(body) == 0 && b == 0x1b: // screen's passthrough
+				f.num, f.state = f.num[:0], dcsDropEsc
+				continue
+			case len(body) < len(tmuxPassthrough) && b == tmuxPassthrough[len(body)]:
+				f.num = append(f.num, b)
+				if len(f.num)-2 == len(tmuxPassthrough) {
+					f.num, f.state = f.num[:0], dcsDrop
+				}
+				continue
+			}
+			out = append(out, f.num...)
+			f.num = f.num[:0]
+			f.state = oscText
+			i-- // b again, as the passed DCS's own
+		case dcsDrop:
+			switch b {
+			case 0x18, 0x1a:
+				f.state = oscText
+			case 0x1b:
+				f.state = dcsDropEsc
+			}
+		case dcsDropEsc:
+			// ST ends it; a doubled ESC (tmux's) or any other byte is
+			// still its data.
+			if b == '\\' {
+				f.state = oscText
+			} else {
+				f.state = dcsDrop
 			}
 		case oscDropEsc:
 			if b == '\\' { // ST

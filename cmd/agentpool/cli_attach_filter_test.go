@@ -6,7 +6,8 @@ import (
 )
 
 // TestOSCFilter: attach drops a terminal agent's clipboard writes and
-// title changes, ended by BEL or ST, and passes every other byte (colours,
+// title changes, ended by BEL or ST, also wrapped for tmux or screen to
+// pass on, and passes every other byte (colours,
 // cursor moves, other OSCs such as hyperlinks) unchanged, however the
 // stream is cut into writes.
 func TestOSCFilter(t *testing.T) {
@@ -21,6 +22,10 @@ func TestOSCFilter(t *testing.T) {
 		{"a\x1b]0;t\x1b[1mbold", "a\x1b[1mbold"},
 		{"\x1b\x1b]0;t\x07x\x1b", "\x1bx"},
 		{"\x1b]", ""},
+		{"a\x1bPtmux;\x1b\x1b]52;c;eA==\x07\x1b\\b", "ab"},
+		{"a\x1bPtmux;\x1b\x1b]0;t\x1b\x1b\\\x1b\\b", "ab"},
+		{"a\x1bP\x1b]52;c;eA==\x07\x1b\\b", "ab"},
+		{"a\x1bP$q\"p\x1b\\b\x1bPtmuch\x1b\\", "a\x1bP$q\"p\x1b\\b\x1bPtmuch\x1b\\"},
 	} {
 		// What may begin a sequence at the end is held until more comes.
 		in, want := []byte(tc.in), tc.want
