@@ -9,6 +9,8 @@ import "io"
 // ask a terminal multiplexer to pass a sequence on to the terminal it
 // runs in (tmux's "ESC P tmux;", screen's "ESC P ESC"), which would carry
 // such a command past the filter; every other byte is written as it came.
+// An OSC begun by the C1 control U+009D (which some terminals obey in
+// UTF-8) is dropped as one begun by ESC ], and may end with U+009C.
 // A sequence split across writes is recognised all the same: what may
 // begin one is held until the next write says.
 type oscFilter struct {
@@ -28,6 +30,8 @@ const (
 	dcsHead                    // in a DCS's first bytes, held in num
 	dcsDrop                    // in a dropped DCS
 	dcsDropEsc                 // after an ESC in a dropped DCS
+	c1Lead                     // after a held 0xC2, which may begin U+009D
+	oscDropC1                  // after a 0xC2 in a dropped OSC
 )
 
 // tmuxPassthrough begins the data of a DCS that tmux passes on.
@@ -57,11 +61,23 @@ func (f *oscFilter) Write(p []byte) (int, error) {
 		b := p[i]
 		switch f.state {
 		case oscText:
-			if b == 0x1b {
+			switch b {
+			case 0x1b:
 				f.state = oscEsc
+				continue
+			case 0xc2:
+				f.state = c1Lead
 				continue
 			}
 			out = append(out, b)
+		case c1Lead:
+			if b == 0x9d { // U+009D, OSC
+				f.state, f.num = oscNumber, append(f.num[:0], 0xc2, 0x9d)
+				continue
+			}
+			out = append(out, 0xc2)
+			f.state = oscText
+			i-- // b again, outside an OSC
 		case oscEsc:
 			if b == ']' {
 				f.state, f.num = oscNumber, append(f.num[:0], 0x1b, ']')
@@ -101,7 +117,16 @@ func (f *oscFilter) Write(p []byte) (int, error) {
 				f.state = oscText
 			case 0x1b:
 				f.state = oscDropEsc
+			case 0xc2:
+				f.state = oscDropC1
 			}
+		case oscDropC1:
+			if b == 0x9c { // U+009C, ST
+				f.state = oscText
+				continue
+			}
+			f.state = oscDrop
+			i--
 		case dcsHead:
 			body := f.num[2:]
 			switch {

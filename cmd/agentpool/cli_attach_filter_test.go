@@ -22,6 +22,8 @@ func TestOSCFilter(t *testing.T) {
 		{"a\x1b]0;t\x1b[1mbold", "a\x1b[1mbold"},
 		{"\x1b\x1b]0;t\x07x\x1b", "\x1bx"},
 		{"\x1b]", ""},
+		{"a\u009d52;c;eA==\u009cb\u009d0;t\x07c", "abc"},
+		{"ü\u009c\u009d8;;u\u009cé\xc2", "ü\u009c\u009d8;;u\u009cé"},
 		{"a\x1bPtmux;\x1b\x1b]52;c;eA==\x07\x1b\\b", "ab"},
 		{"a\x1bPtmux;\x1b\x1b]0;t\x1b\x1b\\\x1b\\b", "ab"},
 		{"a\x1bP\x1b]52;c;eA==\x07\x1b\\b", "ab"},
