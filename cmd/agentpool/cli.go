@@ -524,5 +524,5 @@ func (c *cli) printJSON(v any) error {
 
 // progress writes a progress note to stderr (no newline).
 func (c *cli) progress(format string, args ...any) {
-	fmt.Fprintf(c.stderr, format, args...)
+	fmt.Fprintf(c.stderr, format, termArgs(args)...)
 }

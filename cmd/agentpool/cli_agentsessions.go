@@ -51,7 +51,7 @@ func (c *cli) agentSessionList(ctx context.Context, agent, repo string, asJSON b
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AGENT SESSION\tUPDATED\tTITLE")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.ID, s.UpdatedAt, s.Title)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", termLine(s.ID), termLine(s.UpdatedAt), oneLine(s.Title, 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -81,7 +81,7 @@ func (c *cli) reportTakeUp(ctx context.Context, api *httpapi.Client, s pool.Sess
 				Reason string `json:"reason"`
 			}
 			_ = json.Unmarshal(ev.Data, &d)
-			lost = d.Reason
+			lost = oneLine(d.Reason, 200)
 		case backends.EventAgentReady:
 			var d struct {
 				Resumed   bool   `json:"resumed"`

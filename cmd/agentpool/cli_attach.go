@@ -44,7 +44,9 @@ func (c *cli) attach(ctx context.Context, args []string) error {
 		return err
 	}
 	defer conn.Close()
-	l := &attachLoop{conn: conn, in: c.stdin, out: c.stdout, errw: c.stderr}
+	// The screen passes through, but not its clipboard writes or title
+	// changes: they are the agent's, and reach beyond its screen.
+	l := &attachLoop{conn: conn, in: c.stdin, out: newOSCFilter(c.stdout), errw: c.stderr}
 	if f, ok := c.stdin.(*os.File); ok {
 		in, closeIn, err := pollable(f)
 		if err != nil {
@@ -142,7 +144,7 @@ func (l *attachLoop) output(ctx context.Context) error {
 			continue
 		}
 		if msg.Type == httpapi.AttachError {
-			fmt.Fprintf(l.errw, "\r\n[agentpool: %s: %s]\r\n", msg.Code, msg.Message)
+			fmt.Fprintf(l.errw, "\r\n[agentpool: %s: %s]\r\n", termLine(msg.Code), termLine(msg.Message))
 		}
 	}
 }

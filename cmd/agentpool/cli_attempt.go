@@ -197,7 +197,7 @@ func (c *cli) attemptPick(ctx context.Context, args []string) error {
 		if a.Closed {
 			fmt.Fprintf(c.stdout, "closed %s (%s), its branch %s\n", a.Session, a.Agent, kept)
 		} else if a.Session != res.Picked && a.Error != "" {
-			fmt.Fprintf(c.stdout, "%s (%s): %s\n", a.Session, a.Agent, a.Error)
+			fmt.Fprintf(c.stdout, "%s (%s): %s\n", a.Session, termLine(a.Agent), termText(a.Error))
 		}
 	}
 	return nil
@@ -234,7 +234,7 @@ func (c *cli) renderAttempts(s attempts.Set) {
 	_ = tw.Flush()
 	for _, a := range s.Attempts {
 		if a.Error != "" {
-			fmt.Fprintf(c.stdout, "%s: %s\n", a.Session, a.Error)
+			fmt.Fprintf(c.stdout, "%s: %s\n", a.Session, termText(a.Error))
 		}
 	}
 	if s.State == attempts.SetDone {

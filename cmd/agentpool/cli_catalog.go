@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -56,9 +58,9 @@ func (c *cli) providersCatalog(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.stderr, "catalog %s refused (the catalog stays as it was):\n", *from)
 			for _, d := range ae.Diagnostics {
 				if d.Path != "" {
-					fmt.Fprintf(c.stderr, "  %s: %s\n", d.Path, d.Message)
+					fmt.Fprintf(c.stderr, "  %s: %s\n", termLine(d.Path), termText(d.Message))
 				} else {
-					fmt.Fprintf(c.stderr, "  %s\n", d.Message)
+					fmt.Fprintf(c.stderr, "  %s\n", termText(d.Message))
 				}
 			}
 			return errors.New("providers catalog: the document is invalid")
@@ -104,7 +106,7 @@ func (c *cli) providersCatalog(ctx context.Context, args []string) error {
 		case l.Configured:
 			state = "configured"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Name, l.Version, how, l.Provider, state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termLine(l.ID), oneLine(l.Name, 40), oneLine(l.Version, 20), how, termLine(l.Provider), state)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(c.stdout, "\nAdd one with: %s providers add ID (a built-in needs only its install)\n", c.self())
@@ -180,11 +182,16 @@ func (c *cli) providersAdd(ctx context.Context, args []string) error {
 		return fmt.Errorf("providers add: %q is not in the catalog (list it with: %s providers catalog)", pos[0], c.self())
 	}
 	if e.BuiltIn && *as == "" {
-		fmt.Fprintf(c.stdout, "%s is built in as provider %s: it is ready once installed.\ninstall: %s\n", e.Name, e.Provider, e.Install)
+		fmt.Fprintf(c.stdout, "%s is built in as provider %s: it is ready once installed.\ninstall: %s\n", oneLine(e.Name, 80), termLine(e.Provider), termLine(e.Install))
 		return nil
 	}
 	if e.Unavailable != "" {
 		return fmt.Errorf("providers add: %s", e.Unavailable)
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+		if catalog.UnsafeEnv(k) { // a daemon that does not refuse it itself
+			return fmt.Errorf("providers add: the catalog's %s sets %s in the agent's environment, which makes a program run other code or trust other servers; not added (add it to providers.json by hand if you trust it)", oneLine(e.Name, 80), termText(k))
+		}
 	}
 	id := e.Provider
 	if *as != "" {
@@ -216,10 +223,19 @@ func (c *cli) providersAdd(ctx context.Context, args []string) error {
 	if res.Provider != nil {
 		status = res.Provider.Status
 	}
-	fmt.Fprintf(c.stdout, "added provider %s (%s %s, %s): %s\ncommand: %s\ninstall: %s\n", id, e.Name, e.Version, e.Distribution,
-		status, strings.Join(e.Command, " "), e.Install)
+	// The catalog's words, escaped: a control character in them must not
+	// hide a part of what was written on the user's terminal.
+	fmt.Fprintf(c.stdout, "added provider %s (%s %s, %s): %s\ncommand: %s\ninstall: %s\n", id, oneLine(e.Name, 80), oneLine(e.Version, 40), e.Distribution,
+		status, termLine(quoteArgs(e.Command)), termLine(e.Install))
+	if len(e.Env) > 0 {
+		var env []string
+		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+			env = append(env, k+"="+shellQuote(e.Env[k]))
+		}
+		fmt.Fprintf(c.stdout, "environment: %s\n", termLine(strings.Join(env, " ")))
+	}
 	if e.Note != "" {
-		fmt.Fprintln(c.stdout, "note: "+e.Note)
+		fmt.Fprintln(c.stdout, "note: "+termText(e.Note))
 	}
 	return nil
 }

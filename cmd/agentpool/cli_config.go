@@ -65,7 +65,7 @@ func (c *cli) sessionConfig(ctx context.Context, args []string) error {
 		if *asJSON {
 			return c.printJSON(res)
 		}
-		fmt.Fprintf(c.stdout, "%s %s = %s: %s\n", a, pos[1], pos[2], res.Note)
+		fmt.Fprintf(c.stdout, "%s %s = %s: %s\n", a, pos[1], pos[2], termText(res.Note))
 		return nil
 	}
 	cfg, err := api.AgentConfig(ctx, pos[0], a)
@@ -118,7 +118,7 @@ func (c *cli) sessionMode(ctx context.Context, args []string) error {
 		if *asJSON {
 			return c.printJSON(res)
 		}
-		fmt.Fprintf(c.stdout, "%s mode %s: %s\n", a, pos[1], res.Note)
+		fmt.Fprintf(c.stdout, "%s mode %s: %s\n", a, pos[1], termText(res.Note))
 		return nil
 	}
 	cfg, err := api.AgentConfig(ctx, pos[0], a)

@@ -12,12 +12,13 @@ import (
 )
 
 // eventLine is one event as one line of a log: seq, time, type, agent,
-// turn and a short summary.
+// turn and a short summary. The summary is the agent's words, escaped so
+// that no control character reaches the terminal.
 func eventLine(ev backends.Event) string {
-	sum := eventSummary(ev)
+	sum := termText(eventSummary(ev))
 	s := fmt.Sprintf("#%-5d %s %-22s", ev.Seq, ev.Time.Local().Format(time.TimeOnly), ev.Type)
 	if ev.Agent != "" {
-		s += " " + ev.Agent
+		s += " " + termText(ev.Agent)
 	}
 	if ev.Turn != 0 {
 		s += fmt.Sprintf(" turn %d", ev.Turn)

@@ -14,6 +14,7 @@ import (
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/registry"
+	"github.com/agentpool/agentpool/registry/catalog"
 )
 
 const loginUsage = `login AGENT [--method ID] [--yes]
@@ -79,9 +80,9 @@ func (c *cli) loginAgent(ctx context.Context, args []string) error {
 	case backends.AuthTerminal:
 		return c.loginInTerminal(ctx, api, p, m, *yes)
 	case backends.AuthEnvVar:
-		fmt.Fprintf(c.stdout, "%s reads its credentials from %s.\n", id, strings.Join(m.Vars, ", "))
+		fmt.Fprintf(c.stdout, "%s reads its credentials from %s.\n", id, termText(strings.Join(m.Vars, ", ")))
 		if m.Link != "" {
-			fmt.Fprintf(c.stdout, "Get them at %s.\n", m.Link)
+			fmt.Fprintf(c.stdout, "Get them at %s.\n", oneLine(m.Link, 300))
 		}
 		fmt.Fprintf(c.stdout, "Set them in the daemon's environment (then restart it), or in the provider's \"env\" in providers.json; then: %s providers refresh %s\n", c.self(), id)
 		var owner []string
@@ -91,7 +92,7 @@ func (c *cli) loginAgent(ctx context.Context, args []string) error {
 			}
 		}
 		if len(owner) > 0 {
-			fmt.Fprintf(c.stdout, "From the daemon's environment, the agent gets %s only if the provider's \"pass_env\" names it: the daemon never passes its store's, cloud or forge credentials on an agent's word.\n", strings.Join(owner, ", "))
+			fmt.Fprintf(c.stdout, "From the daemon's environment, the agent gets %s only if the provider's \"pass_env\" names it: the daemon never passes its store's, cloud or forge credentials on an agent's word.\n", termText(strings.Join(owner, ", ")))
 		}
 		return nil
 	}
@@ -112,7 +113,7 @@ func providerOf(ctx context.Context, api *httpapi.Client, id string) (registry.P
 func (c *cli) chooseAuth(id string, methods []backends.AuthMethod, name string) (backends.AuthMethod, error) {
 	list := make([]string, len(methods))
 	for i, m := range methods {
-		list[i] = fmt.Sprintf("%s (%s: %s)", m.ID, m.Type, m.Name)
+		list[i] = termText(fmt.Sprintf("%s (%s: %s)", m.ID, m.Type, m.Name))
 		if name != "" && m.ID == name {
 			return m, nil
 		}
@@ -129,7 +130,7 @@ func (c *cli) chooseAuth(id string, methods []backends.AuthMethod, name string) 
 	for i, m := range methods {
 		fmt.Fprintf(c.stdout, "  %d. %s", i+1, list[i])
 		if m.Description != "" {
-			fmt.Fprintf(c.stdout, " — %s", m.Description)
+			fmt.Fprintf(c.stdout, " — %s", oneLine(m.Description, 200))
 		}
 		fmt.Fprintln(c.stdout)
 	}
@@ -158,7 +159,7 @@ func (c *cli) loginInTerminal(ctx context.Context, api *httpapi.Client, p regist
 	keys := slices.Sorted(maps.Keys(m.Env))
 	for _, k := range keys {
 		if loadsCode(k) {
-			return fmt.Errorf("agent %q asks to log in with %s set, which makes a program run other code; refused (log in by hand instead)", p.ID, k)
+			return fmt.Errorf("agent %q asks to log in with %s set, which makes a program run other code or trust other servers; refused (log in by hand instead)", p.ID, termText(k))
 		}
 	}
 	args := append(append([]string{}, p.Command[1:]...), m.Args...)
@@ -166,7 +167,9 @@ func (c *cli) loginInTerminal(ctx context.Context, api *httpapi.Client, p regist
 	for i := len(keys) - 1; i >= 0; i-- {
 		line = keys[i] + "=" + quoteArgs([]string{m.Env[keys[i]]}) + " " + line
 	}
-	fmt.Fprintf(c.stdout, "to log in (%s), %s asks to run here, in this terminal, as you:\n  %s\n", m.Name, p.ID, line)
+	// Shown escaped: a control character in the agent's words must not
+	// hide or rewrite a part of the command on the user's terminal.
+	fmt.Fprintf(c.stdout, "to log in (%s), %s asks to run here, in this terminal, as you:\n  %s\n", oneLine(m.Name, 80), p.ID, termLine(line))
 	switch {
 	case yes:
 	case !c.inTTY:
@@ -204,19 +207,10 @@ func (c *cli) loginOutcome(id string, st registry.ProviderStatus) error {
 }
 
 // loadsCode reports whether an environment variable makes a program (or
-// the loader, a shell or an interpreter it starts) run code it names: an
-// agent must not get such a variable into a command the user runs
-// unconfined.
+// the loader, a shell or an interpreter it starts) run code it names, open
+// a program of its choosing, or trust servers of its choosing (see
+// catalog.UnsafeEnv): an agent must not get such a variable into a
+// command the user runs unconfined.
 func loadsCode(name string) bool {
-	if strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") {
-		return true
-	}
-	switch name {
-	case "PATH", "BASH_ENV", "ENV", "SHELLOPTS", "PS4", "PROMPT_COMMAND", "IFS",
-		"NODE_OPTIONS", "NODE_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT",
-		"PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
-		"JDK_JAVA_OPTIONS", "GCONV_PATH", "LOCPATH", "GIT_EXEC_PATH", "GIT_CONFIG_PARAMETERS", "EDITOR", "VISUAL", "PAGER":
-		return true
-	}
-	return strings.HasPrefix(name, "GIT_CONFIG")
+	return catalog.UnsafeEnv(name)
 }

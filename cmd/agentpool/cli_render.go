@@ -124,7 +124,9 @@ func (r *renderer) endText() {
 // line prints one summary line, after ending any text in progress.
 func (r *renderer) line(w io.Writer, colour, format string, args ...any) {
 	r.endText()
-	s := fmt.Sprintf(format, args...)
+	// The arguments are the agent's words: escaped, so that only the
+	// colour added here reaches the terminal as a sequence.
+	s := termText(fmt.Sprintf(format, args...))
 	if r.color && colour != "" {
 		s = colour + s + ansiReset
 	}
@@ -149,7 +151,7 @@ func (r *renderer) chunk(role, text string) {
 			}
 		}
 	}
-	io.WriteString(r.out, text)
+	io.WriteString(r.out, termText(text))
 	r.midLine = !strings.HasSuffix(text, "\n")
 }
 

@@ -109,7 +109,7 @@ func (c *cli) sessionReview(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "Next: %s session show %s (which comments it addressed, once it has ended)\n", c.self(), t.Session)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "turn %d ended (%s)\n", t.ID, orText(t.StopReason, t.Error))
+	fmt.Fprintf(c.stdout, "turn %d ended (%s)\n", t.ID, termText(orText(t.StopReason, t.Error)))
 	c.renderReview(t.Review)
 	return nil
 }

@@ -21,7 +21,7 @@ func (c *cli) renderSandboxNotes(snap registry.Snapshot) {
 		if entry == "" {
 			entry = "command"
 		}
-		fmt.Fprintf(c.stdout, "  %s: %s %s %s: %s\n", id, where, entry, n.Path, n.Reason)
+		fmt.Fprintf(c.stdout, "  %s: %s %s %s: %s\n", id, where, entry, termLine(n.Path), termText(n.Reason))
 		if n.Fix != "" {
 			fmt.Fprintf(c.stdout, "      %s\n", n.Fix)
 		}

@@ -260,7 +260,7 @@ func (c *cli) sessionList(ctx context.Context, args []string) error {
 	fmt.Fprintln(tw, "ID\tSTATUS\tAGENT\tBUSY\tCREATED\tREPO\tTITLE")
 	for _, s := range list {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.ActiveAgent, yesNo(s.Busy),
-			s.CreatedAt.Local().Format(time.DateTime), s.Repo, s.Title)
+			s.CreatedAt.Local().Format(time.DateTime), termLine(s.Repo), oneLine(s.Title, 80))
 	}
 	return tw.Flush()
 }
@@ -294,7 +294,7 @@ func (c *cli) sessionShow(ctx context.Context, args []string) error {
 	fmt.Fprintf(tw, "session\t%s\nstatus\t%s\nrepo\t%s\nworktree\t%s\nbranch\t%s\nbase\t%s\nagent\t%s\n",
 		s.ID, s.Status, s.Repo, s.Worktree.Path, s.Worktree.Branch, s.Worktree.BaseCommit, s.ActiveAgent)
 	if s.Title != "" {
-		fmt.Fprintf(tw, "title\t%s\n", s.Title)
+		fmt.Fprintf(tw, "title\t%s\n", oneLine(s.Title, 200))
 	}
 	if s.Busy {
 		fmt.Fprintf(tw, "running\tturn %d\n", s.Turn)
@@ -404,9 +404,10 @@ func short(commit string) string {
 	return commit
 }
 
-// oneLine flattens s to one line of at most n runes.
+// oneLine flattens s to one line of at most n runes, its control
+// characters escaped (termText).
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = termText(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}

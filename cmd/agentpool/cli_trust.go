@@ -146,15 +146,17 @@ func (c *cli) showSetupFile(sf httpapi.SetupFile) {
 		fmt.Fprintln(w, "NOT TRUSTED")
 	}
 	fmt.Fprintln(w, "\nThe repository's file says:")
+	// The repository's words, escaped: a control character in them must
+	// not hide a line of what the user is asked to trust.
 	for _, l := range strings.Split(strings.TrimRight(sf.Content, "\n"), "\n") {
-		fmt.Fprintf(w, "  | %s\n", l)
+		fmt.Fprintf(w, "  | %s\n", termText(l))
 	}
 	fmt.Fprintln(w, "\nFor each new session it would:")
 	if len(sf.Copy) > 0 {
-		fmt.Fprintf(w, "  copy from %s: %s (untracked files only)\n", sf.Repo, strings.Join(sf.Copy, " "))
+		fmt.Fprintf(w, "  copy from %s: %s (untracked files only)\n", termLine(sf.Repo), termLine(quoteArgs(sf.Copy)))
 	}
 	if len(sf.Command) > 0 {
-		fmt.Fprintf(w, "  run in the worktree (timeout %s): %s\n", sf.Timeout, quoteArgs(sf.Command))
+		fmt.Fprintf(w, "  run in the worktree (timeout %s): %s\n", sf.Timeout, termLine(quoteArgs(sf.Command)))
 		fmt.Fprintln(w, "    confined: it may write the worktree, its own TMPDIR and the package caches, use the network,")
 		fmt.Fprintln(w, "    and read the system; never the daemon's data, your secrets or the main checkout's files")
 	}
@@ -218,7 +220,7 @@ func (c *cli) noteSetup(ctx context.Context, api *httpapi.Client, w io.Writer, r
 	}
 	if sf.Trusted {
 		if len(sf.Command) > 0 {
-			fmt.Fprintf(w, "  setup running: %s (follow: %s events %s)\n", quoteArgs(sf.Command), c.self(), id)
+			fmt.Fprintf(w, "  setup running: %s (follow: %s events %s)\n", termLine(quoteArgs(sf.Command)), c.self(), id)
 		}
 		return
 	}

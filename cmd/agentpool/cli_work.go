@@ -98,6 +98,11 @@ func (c *cli) diff(ctx context.Context, args []string) error {
 		case strings.HasPrefix(line, "@@"):
 			colour = ansiCyan
 		}
+		if c.outTTY {
+			// On a terminal, the repository's bytes are shown escaped
+			// (a patch file written to elsewhere keeps them).
+			line = termText(line)
+		}
 		if c.outTTY && colour != "" {
 			line = colour + strings.TrimSuffix(line, "\n") + ansiReset + "\n"
 		}
@@ -117,7 +122,7 @@ func (c *cli) renderHidden(d pool.Diff) {
 	}
 	fmt.Fprintf(c.stderr, "note: %d untracked path%s hidden from this diff by ignore rules the session added or changed:\n", d.HiddenCount, plural(d.HiddenCount))
 	for _, h := range d.Hidden {
-		fmt.Fprintf(c.stderr, "  %s  (%s)\n", h.Path, h.Rule)
+		fmt.Fprintf(c.stderr, "  %s  (%s)\n", termLine(h.Path), termLine(h.Rule))
 	}
 	if n := d.HiddenCount - len(d.Hidden); n > 0 {
 		fmt.Fprintf(c.stderr, "  … and %d more\n", n)
@@ -138,7 +143,7 @@ func (c *cli) renderCopied(d pool.Diff) {
 	}
 	fmt.Fprintf(c.stderr, "note: %d file%s copied by the setup (not part of the session's work, never committed):\n", len(present), plural(len(present)))
 	for _, p := range present {
-		fmt.Fprintf(c.stderr, "  %s  (copied)\n", p)
+		fmt.Fprintf(c.stderr, "  %s  (copied)\n", termLine(p))
 	}
 }
 
@@ -154,7 +159,7 @@ func (c *cli) renderDiffStat(d pool.Diff) {
 		if f.Binary {
 			change = "binary"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Status, path, change)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Status, termLine(path), change)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(c.stdout, "%d file%s changed, +%d -%d\n", d.Stat.Files, plural(d.Stat.Files), d.Stat.Additions, d.Stat.Deletions)
@@ -243,7 +248,7 @@ func (c *cli) permissions(ctx context.Context, args []string) error {
 			for _, o := range p.Request.Options {
 				kinds = append(kinds, o.Kind)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Request.Agent, p.Request.Action, p.Risk,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, termLine(p.Request.Agent), termLine(string(p.Request.Action)), p.Risk,
 				p.Deadline.Local().Format(time.TimeOnly), oneLine(p.Request.Title, 50), strings.Join(kinds, ","))
 		}
 		return tw.Flush()

@@ -40,7 +40,8 @@ func main() {
 		if errors.As(err, &ee) {
 			os.Exit(int(ee))
 		}
-		fmt.Fprintln(os.Stderr, "agentpool:", err)
+		// An error may quote an agent's or a repository's words: escaped.
+		fmt.Fprintln(os.Stderr, "agentpool:", termText(err.Error()))
 		os.Exit(1)
 	}
 }

@@ -226,3 +226,22 @@ func TestStorePut(t *testing.T) {
 		t.Errorf("Open() of a broken stored catalog = %s; want the built-in one", v.Source)
 	}
 }
+
+// TestEntryRefusesUnsafeEnv: a catalog entry whose environment would make
+// the agent's program run other code or trust other servers is not
+// offered, and says which variable.
+func TestEntryRefusesUnsafeEnv(t *testing.T) {
+	for _, k := range []string{"LD_PRELOAD", "NODE_OPTIONS", "BROWSER", "https_proxy", "GIT_SSH_COMMAND", "SSL_CERT_FILE"} {
+		a := Agent{ID: "evil", Name: "Evil", Version: "1.0.0",
+			Distribution: Distribution{NPX: &Package{Package: "evil-agent", Env: map[string]string{"SAFE_FLAG": "1", k: "x"}}}}
+		e := a.Entry("linux-x86_64")
+		if !strings.Contains(e.Unavailable, k) {
+			t.Errorf("entry with %s: Unavailable = %q; want it refused, named", k, e.Unavailable)
+		}
+	}
+	ok := Agent{ID: "fine", Name: "Fine", Version: "1.0.0",
+		Distribution: Distribution{NPX: &Package{Package: "fine-agent", Env: map[string]string{"FINE_DISABLE_AUTO_UPDATE": "1"}}}}
+	if e := ok.Entry("linux-x86_64"); e.Unavailable != "" {
+		t.Errorf("entry with a harmless variable: Unavailable = %q", e.Unavailable)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path"
 	"runtime"
+	"slices"
 	"strings"
 )
 
@@ -117,7 +118,25 @@ func (a Agent) Entry(platform string) Entry {
 		}
 		e.Note = h.note
 	}
+	// A provider's environment from the catalog is a third party's word:
+	// one that would make the agent's program run other code, or trust
+	// other servers, is refused, named, never written unseen.
+	if k := unsafeKey(e.Env); k != "" {
+		e.Unavailable = fmt.Sprintf("the catalog's %s sets %s in the agent's environment, which makes a program run other code or trust other servers; not offered (add it to providers.json by hand if you trust it)", a.Name, k)
+	}
 	return e
+}
+
+// unsafeKey is the first, in order, of env's names that UnsafeEnv
+// refuses, or "".
+func unsafeKey(env map[string]string) string {
+	keys := slices.Sorted(maps.Keys(env))
+	for _, k := range keys {
+		if UnsafeEnv(k) {
+			return k
+		}
+	}
+	return ""
 }
 
 // withVersion is spec pinned to version with sep ("@" for npm and uvx)
