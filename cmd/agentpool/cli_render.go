@@ -222,6 +222,8 @@ func (r *renderer) event(ev backends.Event) {
 		r.line(r.note, ansiRed, "agent %s: %s", ev.Agent, networkRefusedLine(ev))
 	case backends.EventTurnEnded:
 		r.line(r.out, turnColour(d.StopReason), "%s", turnSummary(d))
+	case pool.EventUsageDropped:
+		r.line(r.note, ansiRed, "agent %s: %s", ev.Agent, eventSummary(ev))
 	case pool.EventSetupCopied, pool.EventSetupOutput:
 		// Details for the log (events), not the turn's notes.
 	default:

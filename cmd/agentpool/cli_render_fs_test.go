@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentpool/agentpool/acpfs"
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/pool"
 )
 
 // TestRendererFSAccess: the renderer says "wrote" only of a write the
@@ -70,5 +71,17 @@ func TestRendererFSFailed(t *testing.T) {
 	want := "  write a.txt failed: no space left on device\n  write b.txt refused: no reason given\n"
 	if got := out.String(); got != want {
 		t.Errorf("rendered:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestRendererUsageDropped: a number of the agent's usage that was
+// dropped is said among the turn's notes.
+func TestRendererUsageDropped(t *testing.T) {
+	var out, note bytes.Buffer
+	r := newRenderer(&out, &note, false)
+	r.event(backends.NewEvent(pool.EventUsageDropped, "a1", pool.UsageDropped{Dropped: "cost.amount", Value: "1.7e308", Reason: "over the bound of 1e+09 per report"}))
+	want := "agent a1: dropped cost.amount 1.7e308 the agent reported: over the bound of 1e+09 per report\n"
+	if got := note.String(); got != want {
+		t.Errorf("rendered %q; want %q", got, want)
 	}
 }
