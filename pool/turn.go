@@ -361,6 +361,9 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 		t.Error = err.Error()
 		p.turnErrors.Add(1)
 	}
+	usage, drops := checkPromptUsage(res.Usage)
+	p.publishDrops(s, t.Agent, t.ID, drops)
+	res.Usage = usage
 	overBudget := p.noteTurnUsage(s, tr, &t, res.Usage)
 	s.mu.Lock()
 	wt := s.wt

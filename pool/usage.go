@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
@@ -54,14 +55,14 @@ type Tokens struct {
 	Total int64 `json:"total"`
 }
 
-// add adds o to t.
+// add adds o to t, saturating rather than wrapping.
 func (t *Tokens) add(o Tokens) {
-	t.Input += o.Input
-	t.Output += o.Output
-	t.CachedRead += o.CachedRead
-	t.CachedWrite += o.CachedWrite
-	t.Thought += o.Thought
-	t.Total += o.Total
+	t.Input = addSat(t.Input, o.Input)
+	t.Output = addSat(t.Output, o.Output)
+	t.CachedRead = addSat(t.CachedRead, o.CachedRead)
+	t.CachedWrite = addSat(t.CachedWrite, o.CachedWrite)
+	t.Thought = addSat(t.Thought, o.Thought)
+	t.Total = addSat(t.Total, o.Total)
 }
 
 // TurnUsage is the tokens of one turn of a session.
@@ -144,11 +145,17 @@ type usageUpdate struct {
 	} `json:"cost"`
 }
 
-// addMoney adds an amount to the one of its currency in list.
+// addMoney adds an amount to the one of its currency in list. An amount
+// that is not a finite number is left out (one recorded before amounts
+// were bounded), and a sum is held at the largest finite float64 rather
+// than overflow to +Inf (which JSON cannot carry).
 func addMoney(list []Money, amount float64, currency string) []Money {
+	if math.IsNaN(amount) || math.IsInf(amount, 0) {
+		return list
+	}
 	for i := range list {
 		if list[i].Currency == currency {
-			list[i].Amount += amount
+			list[i].Amount = math.Max(math.Min(list[i].Amount+amount, math.MaxFloat64), -math.MaxFloat64)
 			return list
 		}
 	}

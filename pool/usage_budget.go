@@ -176,16 +176,21 @@ func (p *Pool) providerBudget(agent string) backends.Budget {
 }
 
 // noteUsage records a usage event (ACP usage_update) of e's agent: its
-// context occupancy and cumulative cost. When the cost takes the running
-// turn of e's agent past a budget, the turn is cancelled the way Cancel
-// does it, after a budget.exceeded that says why. It runs after the
-// event is published.
+// context occupancy and cumulative cost. Numbers out of bounds are
+// dropped, with a usage.dropped event each (see parseUsageUpdate). When
+// the cost takes the running turn of e's agent past a budget, the turn is
+// cancelled the way Cancel does it, after a budget.exceeded that says
+// why. It runs after the event is published.
 func (p *Pool) noteUsage(e *entry, ev backends.Event) {
-	if ev.Type != backends.EventUsage || p.cfg.Usage == nil {
+	if ev.Type != backends.EventUsage {
 		return
 	}
-	var u usageUpdate
-	if err := json.Unmarshal(ev.Data, &u); err != nil {
+	u, drops, ok := parseUsageUpdate(ev.Data)
+	if !ok {
+		return
+	}
+	p.publishDrops(e.sess, e.key.agent, ev.Turn, drops)
+	if p.cfg.Usage == nil || (u.Used == nil && u.Size == nil && u.Cost == nil && len(drops) > 0) {
 		return
 	}
 	p.mu.Lock()

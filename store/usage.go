@@ -103,11 +103,14 @@ func (s *Store) ListTurnUsage(ctx context.Context, sessionID string) ([]TurnUsag
 }
 
 // SumTurnUsage sums the token counts per (session, agent): of one session,
-// or of every session when sessionID is empty.
+// or of every session when sessionID is empty. A sum past the bounds of
+// int64 is held at them rather than fail the query.
 func (s *Store) SumTurnUsage(ctx context.Context, sessionID string) ([]TokenSum, error) {
-	q := `SELECT session_id, agent, count(*) AS turns, sum(input_tokens) AS input_tokens,
-		sum(output_tokens) AS output_tokens, sum(cached_read) AS cached_read, sum(cached_write) AS cached_write,
-		sum(thought) AS thought, sum(total) AS total FROM turn_usage`
+	q := `SELECT session_id, agent, count(*) AS turns`
+	for _, col := range []string{"input_tokens", "output_tokens", "cached_read", "cached_write", "thought", "total"} {
+		q += ", " + s.clampedSum(col) + " AS " + col
+	}
+	q += ` FROM turn_usage`
 	var args []any
 	if sessionID != "" {
 		q += ` WHERE session_id = ?`
@@ -119,6 +122,17 @@ func (s *Store) SumTurnUsage(ctx context.Context, sessionID string) ([]TokenSum,
 		return nil, fmt.Errorf("sum turn usage: %w", err)
 	}
 	return out, nil
+}
+
+// clampedSum is the SQL of the sum of the integer column col, held within
+// the bounds of int64: SQLite's sum() fails on an overflow (total() is a
+// float, which a CAST to INTEGER saturates), PostgreSQL's is a numeric
+// that would not scan into an int64.
+func (s *Store) clampedSum(col string) string {
+	if s.eng.postgres {
+		return "GREATEST(LEAST(sum(" + col + "), 9223372036854775807), -9223372036854775808)::bigint"
+	}
+	return "CAST(total(" + col + ") AS INTEGER)"
 }
 
 // PutAgentUsage records what an agent session last reported. Zero context

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -102,6 +103,29 @@ func TestSessionBudgetSetClearAndDeleteWithSession(t *testing.T) {
 		}
 		if _, ok, _ := s.SessionBudget(ctx, "s1"); ok {
 			t.Errorf("SessionBudget after clearing: still set")
+		}
+	})
+}
+
+// TestSumTurnUsageClamped: token sums past the bounds of int64 (counts
+// recorded before they were bounded) are held at them, never an error.
+func TestSumTurnUsageClamped(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e testEngine) {
+		ctx := context.Background()
+		s, _ := openTest(t, e.db(t, Config{}))
+		mustSession(t, s, "s1")
+		const huge = int64(1) << 62
+		for turn := int64(1); turn <= 3; turn++ {
+			if err := s.PutTurnUsage(ctx, TurnUsage{SessionID: "s1", Turn: turn, Agent: "a", Input: huge, Output: 2, Total: huge}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.SumTurnUsage(ctx, "s1")
+		if err != nil {
+			t.Fatalf("SumTurnUsage error = %v", err)
+		}
+		if len(got) != 1 || got[0].Input != math.MaxInt64 || got[0].Total != math.MaxInt64 || got[0].Output != 6 || got[0].Turns != 3 {
+			t.Errorf("sums = %+v; want input and total held at MaxInt64, output 6 over 3 turns", got)
 		}
 	})
 }

@@ -261,6 +261,10 @@ func eventSummary(ev backends.Event) string {
 			return oneLine("turn cancelled: "+b.Message, 200)
 		}
 		return oneLine(b.Message, 200)
+	case pool.EventUsageDropped:
+		var u pool.UsageDropped
+		_ = json.Unmarshal(ev.Data, &u)
+		return oneLine(fmt.Sprintf("dropped %s %s the agent reported: %s", u.Dropped, u.Value, u.Reason), 160)
 	case pool.EventBudgetChanged:
 		var b backends.Budget
 		_ = json.Unmarshal(ev.Data, &b)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentpool/agentpool/acpfs"
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/internal/wiring"
 	"github.com/agentpool/agentpool/pool"
@@ -83,6 +84,7 @@ type eventData struct {
 	History *pool.HistoryImport `json:"history"`
 	// fs.*, terminal.*, pty.output
 	Path     string   `json:"path"`
+	Outcome  string   `json:"outcome"` // fs.*: acpfs.Op's
 	Command  string   `json:"command"`
 	Args     []string `json:"args"`
 	ExitCode *int     `json:"exit_code"`
@@ -196,8 +198,8 @@ func (r *renderer) event(ev backends.Event) {
 		r.line(r.out, "", "  permission %s (%s)", d.Decision, d.DecidedBy)
 	case backends.EventTerminalCreated:
 		r.line(r.out, "", "$ %s", strings.TrimSpace(d.Command+" "+strings.Join(d.Args, " ")))
-	case backends.EventFSWrite:
-		r.line(r.out, "", "  wrote %s", d.Path)
+	case backends.EventFSRead, backends.EventFSWrite:
+		r.fsAccess(ev.Type, d)
 	case backends.EventPTYOutput:
 		r.chunk(backends.RoleAgent, d.Data)
 	case backends.EventError:
@@ -222,6 +224,8 @@ func (r *renderer) event(ev backends.Event) {
 		r.line(r.note, ansiRed, "agent %s: %s", ev.Agent, networkRefusedLine(ev))
 	case backends.EventTurnEnded:
 		r.line(r.out, turnColour(d.StopReason), "%s", turnSummary(d))
+	case pool.EventUsageDropped:
+		r.line(r.note, ansiRed, "agent %s: %s", ev.Agent, eventSummary(ev))
 	case pool.EventSetupCopied, pool.EventSetupOutput:
 		// Details for the log (events), not the turn's notes.
 	default:
@@ -229,6 +233,37 @@ func (r *renderer) event(ev backends.Event) {
 			r.line(r.note, "", "%s", s)
 		}
 	}
+}
+
+// fsAccess renders an fs.read or fs.write event (an acpfs.Op): a write
+// the daemon made as "wrote", an access it refused or that failed as such,
+// with the reason. Reads that succeeded, and reads of a missing file (an
+// agent's usual probe), are not shown.
+func (r *renderer) fsAccess(typ backends.EventType, d eventData) {
+	op := "read"
+	if typ == backends.EventFSWrite {
+		op = "write"
+	}
+	switch {
+	case d.Outcome == "" || d.Outcome == acpfs.OutcomeOK:
+		if typ == backends.EventFSWrite {
+			r.line(r.out, "", "  wrote %s", d.Path)
+		}
+	case d.Outcome == acpfs.OutcomeNotFound && typ == backends.EventFSRead:
+		// An agent's probe for a file; not worth a line.
+	case d.Outcome == acpfs.OutcomeRefused:
+		r.line(r.out, ansiRed, "  %s %s refused: %s", op, d.Path, orUnknown(d.Error))
+	default:
+		r.line(r.out, ansiRed, "  %s %s failed: %s", op, d.Path, orUnknown(d.Error))
+	}
+}
+
+// orUnknown is s, or a placeholder when the event gave no reason.
+func orUnknown(s string) string {
+	if s == "" {
+		return "no reason given"
+	}
+	return s
 }
 
 // sandbox renders a sandbox.refused event: each note on a line, with

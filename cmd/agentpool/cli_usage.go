@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -131,8 +132,15 @@ func moneyList(list []pool.Money) string {
 	return strings.Join(parts, " + ")
 }
 
+// moneyText prints an amount in its currency: in plain digits, or with
+// an exponent when it is too large to read that way (an agent's report of
+// 1.7e308 would print 309 digits).
 func moneyText(amount float64, currency string) string {
-	return strconv.FormatFloat(amount, 'f', -1, 64) + " " + currency
+	format := byte('f')
+	if math.Abs(amount) >= 1e15 {
+		format = 'g'
+	}
+	return strconv.FormatFloat(amount, format, -1, 64) + " " + currency
 }
 
 // budgetText prints a budget's limits.

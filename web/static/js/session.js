@@ -262,7 +262,7 @@ export function sessionView(main, id) {
     'turn.started', 'turn.ended', 'turn.queued', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
     'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'network.refused', 'setup.untrusted', 'setup.copied', 'setup.started',
-    'setup.output', 'setup.ended', 'mcp', 'budget.exceeded', 'budget.changed', 'stream.end'];
+    'setup.output', 'setup.ended', 'mcp', 'budget.exceeded', 'budget.changed', 'usage.dropped', 'stream.end'];
   function onEvent(type, raw) {
     let ev;
     try { ev = JSON.parse(raw); } catch { return; }

@@ -156,6 +156,8 @@ export class TurnStream {
       case 'error': this.line(ev, `error: ${d.error || JSON.stringify(d)}`, 'bad'); break;
       // A turn the budget cancelled says it at its end; this is one whose tokens crossed it.
       case 'budget.exceeded': if (!d.cancelled) this.line(ev, d.message || 'budget exceeded', 'bad'); break;
+      // A number the agent reported out of bounds: not stored nor counted.
+      case 'usage.dropped': this.line(ev, `dropped ${d.dropped} ${d.value} the agent reported: ${d.reason}`, 'bad'); break;
       case 'sandbox.refused': {
         const say = (what, n) => `sandbox ${what} ${n.entry || 'command'} ${n.path}: ${n.reason}${n.fix ? '\n  ' + n.fix : ''}`;
         const lines = [...(d.refused || []).map(n => say('refused', n)), ...(d.denied || []).map(n => say('denied', n))];
