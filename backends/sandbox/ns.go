@@ -319,12 +319,9 @@ func setNotDumpable() {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 }
 
-// proxyVars are the variables through which programs find a proxy: a
-// confined program's are the daemon's egress proxy or none, never the
+// isProxyVar reports whether the variable kv sets a proxy: a confined
+// program's proxy is the daemon's egress proxy or none, never the
 // provider's or the daemon's own (those are the proxy's upstream).
-var proxyVars = []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY"}
-
-// isProxyVar reports whether the variable kv sets a proxy.
 func isProxyVar(kv string) bool {
 	name, _, _ := strings.Cut(kv, "=")
 	up := strings.ToUpper(name)
