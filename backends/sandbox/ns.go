@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentpool/agentpool/backends"
 )
 
 // EnvNsenter, set to the pid of an agent's launcher in a process of the
@@ -319,22 +321,16 @@ func setNotDumpable() {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 }
 
-// isProxyVar reports whether the variable kv sets a proxy: a confined
-// program's proxy is the daemon's egress proxy or none, never the
-// provider's or the daemon's own (those are the proxy's upstream).
-func isProxyVar(kv string) bool {
-	name, _, _ := strings.Cut(kv, "=")
-	up := strings.ToUpper(name)
-	return strings.HasSuffix(up, "_PROXY") || strings.HasPrefix(up, "GLOBAL_AGENT_")
-}
-
 // egressEnv returns env with its proxy variables replaced by the egress
 // proxy's address inside the namespace (none when e is nil: the network
 // namespace then has no way out).
 func egressEnv(env []string, e *EgressView) []string {
 	out := make([]string, 0, len(env)+12)
 	for _, kv := range env {
-		if !isProxyVar(kv) {
+		// A confined program's proxy is the daemon's egress proxy or none,
+		// never the provider's or the daemon's own (those are the
+		// proxy's upstream).
+		if name, _, _ := strings.Cut(kv, "="); !backends.ProxyEnv(name) {
 			out = append(out, kv)
 		}
 	}
