@@ -382,10 +382,10 @@ func PolicyFor(in PolicyInput) PolicyResult {
 }
 
 // viewFor is the view of a launch where namespaces are allowed: the
-// home as an empty directory, the session's private git view. (The
-// Manager adds the system's secrets to hide, see systemSecrets.)
+// home as an empty directory, the session's private git view, the
+// system's secrets hidden.
 func viewFor(in PolicyInput) *View {
-	v := &View{Home: in.Home}
+	v := &View{Home: in.Home, Hide: hiddenFiles()}
 	if g := in.Git; g.CommonDir != "" && g.View.Set() {
 		if dir := filepath.Dir(g.Branch); g.Branch != "" && dir != "." {
 			v.Git = &GitMounts{
@@ -399,6 +399,16 @@ func viewFor(in PolicyInput) *View {
 	return v
 }
 
+// hiddenFiles are the system's files that only root may read, which a
+// root daemon's agents (uid 0, without capabilities) would otherwise read
+// as their owner: password hashes, sudo's rules, the host's ssh keys.
+// systemSecrets (computed once by the Manager) adds the rest.
+func hiddenFiles() []string {
+	out := []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/security/opasswd"}
+	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*_key")
+	return append(out, keys...)
+}
+
 // systemSecretDirs are the system directories searched for secrets.
 var systemSecretDirs = []string{"/etc", "/opt"}
 
@@ -407,13 +417,11 @@ const maxSecretScan = 20000
 
 // systemSecrets lists the files and directories of the system
 // directories shown in a view that the daemon's user may read only as
-// their owner — owned by its uid, not readable by others: for a root
-// daemon /etc/shadow, /etc/sudoers, the host's ssh keys, private keys
+// their owner — owned by its uid, not readable by others: private keys
 // under /etc/ssl/private, a VPN's or a wifi network's secrets. Agents run
 // as the daemon's uid, so the view hides them (a directory as an empty
-// one, a file as an empty file). /etc is searched first; what is made
-// after the daemon started, or lies past maxSecretScan entries, is not in
-// the list.
+// one, a file as an empty file). What is made after the daemon started is
+// not in the list.
 func systemSecrets() []string {
 	uid := uint32(os.Getuid())
 	var out []string
