@@ -324,6 +324,26 @@ func (c *Cluster) KnownToken(ctx context.Context, token string) bool {
 	return ok
 }
 
+// TokenHashes returns the SHA-256 of each live host's user token, so that
+// this host can prove to a client that it knows the token the client
+// holds (see httpapi.TokenHashes) without any token crossing the wire.
+func (c *Cluster) TokenHashes(ctx context.Context) [][]byte {
+	list, err := c.hostList(ctx)
+	if err != nil {
+		return nil
+	}
+	var out [][]byte
+	for _, h := range list {
+		if !h.Alive || h.TokenSHA256 == "" {
+			continue
+		}
+		if b, err := hex.DecodeString(h.TokenSHA256); err == nil && len(b) == sha256.Size {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // Run renews this host's leases every TTL/3, releasing the sessions it
 // lost, and takes over the sessions of dead hosts, until ctx ends. When
 // it cannot renew for half the TTL, it releases every session it holds

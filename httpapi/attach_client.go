@@ -43,7 +43,7 @@ func (c *Client) Attach(ctx context.Context, session, agent string) (*AttachConn
 	if agent != "" {
 		u += "?" + url.Values{"agent": {agent}}.Encode()
 	}
-	opts := &websocket.DialOptions{HTTPClient: c.HTTP, HTTPHeader: http.Header{}}
+	opts := &websocket.DialOptions{HTTPClient: c.httpClient(), HTTPHeader: http.Header{}}
 	if c.Token != "" {
 		opts.HTTPHeader.Set("Authorization", "Bearer "+c.Token)
 	}

@@ -35,16 +35,24 @@ type Client struct {
 	BaseURL string
 	// Token is the bearer token.
 	Token string
-	// HTTP is the client used (default http.DefaultClient).
+	// HTTP is the client used. By default, with a token and a plain-http
+	// BaseURL, each connection is used only after the daemon proved it
+	// knows the token (see ErrUnproven); otherwise http.DefaultClient.
 	HTTP *http.Client
 	// ReconnectDelay is the pause before Events reconnects (default
 	// DefaultReconnectDelay).
 	ReconnectDelay time.Duration
 }
 
+// httpClient is c.HTTP, or by default: for a plain-http daemon and a
+// token, a client whose connections are used only once the daemon proved
+// it knows the token (hello.go); else http.DefaultClient.
 func (c *Client) httpClient() *http.Client {
 	if c.HTTP != nil {
 		return c.HTTP
+	}
+	if c.Token != "" && len(c.BaseURL) > 7 && strings.EqualFold(c.BaseURL[:7], "http://") {
+		return provingClient(c.BaseURL, c.Token)
 	}
 	return http.DefaultClient
 }

@@ -48,6 +48,10 @@ func (f *fakeTerminal) sent() []string {
 }
 
 func (f *fakeTerminal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == httpapi.HelloPath {
+		httpapi.ServeHello(w, r, cliTestToken)
+		return
+	}
 	if r.Header.Get("Authorization") != "Bearer "+cliTestToken {
 		w.WriteHeader(http.StatusUnauthorized)
 		return

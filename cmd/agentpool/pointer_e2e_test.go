@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -142,14 +143,18 @@ func TestClientRefusesAnUntrustedPointer(t *testing.T) {
 	}
 
 	// The same pointer, trusted, is followed: the checks above are what
-	// kept the token home.
+	// kept the trap from being asked at all. Followed, the trap gets a
+	// hello it cannot answer, and still not the token.
 	plant(t, mine, 0o600)
 	out, err := ps(t)
 	deadline := time.Now().Add(5 * time.Second)
 	for len(trap.requests()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := trap.requests(); len(got) == 0 || got[0] != "Bearer my-secret" {
+	if got := trap.requests(); len(got) == 0 || !strings.Contains(out, "is not the daemon of "+mine) {
 		t.Errorf("a trusted pointer was not followed: requests %q; ps: %v\n%s", got, err, out)
+	}
+	if got := trap.requests(); slices.Contains(got, "Bearer my-secret") {
+		t.Errorf("the trap that cannot prove itself got the token: %q", got)
 	}
 }

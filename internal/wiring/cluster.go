@@ -23,6 +23,11 @@ func (a ClusterAPI) Key() string { return a.C.Key() }
 // KnownToken says whether token is a live host's user token.
 func (a ClusterAPI) KnownToken(token string) bool { return a.C.KnownToken(context.Background(), token) }
 
+// TokenHashes returns the SHA-256 of each live host's user token.
+func (a ClusterAPI) TokenHashes(ctx context.Context) [][]byte { return a.C.TokenHashes(ctx) }
+
+var _ httpapi.TokenHashes = ClusterAPI{}
+
 // Owner returns the host that owns session.
 func (a ClusterAPI) Owner(ctx context.Context, session string) (httpapi.ClusterHost, bool, error) {
 	h, self, err := a.C.Owner(ctx, session)
