@@ -177,7 +177,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func (s *Server) routes() {
 	s.route("GET /v1/health", s.health, true)
 	s.route("GET "+helloPath, s.hello, true) // hello.go: the daemon proves it knows a token
-	s.catalogRoutes() // catalog.go
+	s.catalogRoutes()                        // catalog.go
 	s.route("GET /v1/providers", s.providers, false)
 	s.route("PATCH /v1/providers/{id}", s.patchProvider, false)
 	s.route("DELETE /v1/providers/{id}", s.removeProvider, false)
