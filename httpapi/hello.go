@@ -62,6 +62,29 @@ const (
 // stopped and another program taken its port. The token was not sent.
 var ErrUnproven = errors.New("the program at the daemon's address did not prove it is the daemon that issued the token; the token was not sent")
 
+// UnprovenError says why the program at Addr did not prove itself. It
+// matches ErrUnproven (errors.Is), and unwraps to the daemon's own *Error
+// when the daemon refused the credential (a 401 to the hello).
+type UnprovenError struct {
+	// Addr is the address dialed (host:port).
+	Addr string
+	// Reason is what went wrong, e.g. "answered the hello with a proof
+	// that does not match the token".
+	Reason string
+	// Err is the refusal of a daemon that does not know the credential.
+	Err error
+}
+
+func (e *UnprovenError) Error() string {
+	return ErrUnproven.Error() + ": " + e.Addr + " " + e.Reason
+}
+
+// Is makes an *UnprovenError match ErrUnproven.
+func (e *UnprovenError) Is(target error) bool { return target == ErrUnproven }
+
+// Unwrap returns the daemon's refusal, if any.
+func (e *UnprovenError) Unwrap() error { return e.Err }
+
 // Hello is the answer to GET /v1/hello.
 type Hello struct {
 	// Proof is hex(HMAC-SHA256(key = SHA-256(credential), helloDomain +
@@ -224,12 +247,12 @@ func (p *prover) prove(ctx context.Context, conn net.Conn, addr string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: %s answered the hello with no HTTP answer (%v)", ErrUnproven, addr, err)
+		return &UnprovenError{Addr: addr, Reason: fmt.Sprintf("answered the hello with no HTTP answer (%v)", err)}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHelloAnswer))
 	resp.Body.Close()
 	if err != nil {
-		return fmt.Errorf("%w: %s: read the hello's answer: %v", ErrUnproven, addr, err)
+		return &UnprovenError{Addr: addr, Reason: fmt.Sprintf("sent an answer to the hello that could not be read (%v)", err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		var eb struct {
@@ -247,20 +270,20 @@ func (p *prover) prove(ctx context.Context, conn net.Conn, addr string) error {
 		if resp.StatusCode == http.StatusUnauthorized {
 			// A daemon that does not know the token, or an impostor: either
 			// way the token is refused, and was not sent.
-			return fmt.Errorf("%w: %w", ErrUnproven, &Error{Status: resp.StatusCode, Code: CodeUnauthorized,
-				Message: fmt.Sprintf("%s does not know this token (%s)", addr, msg)})
+			return &UnprovenError{Addr: addr, Reason: "does not know this token", Err: &Error{Status: resp.StatusCode, Code: CodeUnauthorized,
+				Message: fmt.Sprintf("%s does not know this token (%s)", addr, msg)}}
 		}
-		return fmt.Errorf("%w: %s answered the hello %s (%q)", ErrUnproven, addr, resp.Status, msg)
+		return &UnprovenError{Addr: addr, Reason: fmt.Sprintf("answered the hello %s (%q)", resp.Status, msg)}
 	}
 	var h Hello
 	if err := json.Unmarshal(body, &h); err != nil {
-		return fmt.Errorf("%w: %s answered the hello with no proof", ErrUnproven, addr)
+		return &UnprovenError{Addr: addr, Reason: "answered the hello with no proof"}
 	}
 	if !hmac.Equal([]byte(h.Proof), []byte(helloProof(p.sum, nonce, p.id))) {
-		return fmt.Errorf("%w: %s answered the hello with a proof that does not match the token", ErrUnproven, addr)
+		return &UnprovenError{Addr: addr, Reason: "answered the hello with a proof that does not match the token"}
 	}
 	if br.Buffered() > 0 || resp.Close {
-		return fmt.Errorf("%w: %s sent more than the hello's answer", ErrUnproven, addr)
+		return &UnprovenError{Addr: addr, Reason: "sent more than the answer to the hello"}
 	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return fmt.Errorf("hello %s: %w", addr, err)

@@ -254,12 +254,14 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		return false, nil
 	}
 	var ae *httpapi.Error
+	var ue *httpapi.UnprovenError
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED) && c.api != nil:
 		err = fmt.Errorf("cannot reach the daemon at %s (is it running? start it with: %s serve): %w", c.api.BaseURL, c.self(), err)
-	case errors.Is(err, httpapi.ErrUnproven) && !httpapi.IsCode(err, httpapi.CodeUnauthorized) && c.api != nil:
-		err = fmt.Errorf("the program answering at %s is not the daemon of %s: it could not prove it knows the token, so the token was not sent "+
-			"(the daemon may have stopped and another program taken its port; start the daemon with: %s serve): %w", c.api.BaseURL, c.env.Home, c.self(), err)
+	case errors.As(err, &ue) && !httpapi.IsCode(err, httpapi.CodeUnauthorized) && c.api != nil:
+		// Said once, plainly: the chain's own text repeats the request.
+		err = fmt.Errorf("the program answering at %s is not the daemon of %s: it %s, so the token was not sent. "+
+			"The daemon may have stopped and another program taken its port; start the daemon with: %s serve", c.api.BaseURL, c.env.Home, ue.Reason, c.self())
 	case errors.As(err, &ae) && ae.Code == httpapi.CodeUnauthorized && c.api != nil:
 		err = c.unauthorized(err)
 	}
