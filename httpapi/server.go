@@ -109,6 +109,10 @@ type Server struct {
 	metrics *metrics
 	conns   *connGuard
 	fwd     *forwarder // nil without a Cluster
+	// keys sign and check host-to-host requests and hellos (nil without a
+	// Cluster); nonces are the signatures' nonces seen (hostauth.go).
+	keys   hostKeys
+	nonces nonceCache
 
 	// base is cancelled by Shutdown; long requests (streams, waits,
 	// probes) watch it.
@@ -163,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 	s.conns = newConnGuard(cfg.Conns, log)
 	s.base, s.cancel = context.WithCancel(context.Background())
 	if cfg.Cluster != nil {
+		s.keys = deriveHostKeys(cfg.Cluster.Key())
 		s.fwd = newForwarder(s, cfg.ClusterTLS)
 	}
 	s.routes()
@@ -176,6 +181,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // routes registers every endpoint.
 func (s *Server) routes() {
 	s.route("GET /v1/health", s.health, true)
+	s.route("GET "+helloPath, s.hello, true) // hello.go
 	s.catalogRoutes() // catalog.go
 	s.route("GET /v1/providers", s.providers, false)
 	s.route("PATCH /v1/providers/{id}", s.patchProvider, false)
@@ -271,11 +277,22 @@ func (s *Server) route(pattern string, h handlerFunc, public bool) {
 	}))
 }
 
-// ServeHTTP checks the Host header, answers unknown routes and wrong
-// methods with error bodies, and dispatches the others.
+// ServeHTTP checks the proof of a request that claims to come from
+// another host (hostauth.go), else the Host header; answers unknown
+// routes and wrong methods with error bodies, and dispatches the others.
+// A host's signed request is sent to the name it knows this host by,
+// which the Host check (meant for browsers) does not apply to; nor does
+// it to the hello, which tells nothing.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.guardBody(w, r)()
-	if !s.hostAllowed(r.Host) && !s.fromClusterHost(r) {
+	if hostClaim(r) {
+		var err error
+		if r, err = s.hostAuth(w, r); err != nil {
+			s.metrics.request("", errorFor(err).Status)
+			s.writeError(w, r, err)
+			return
+		}
+	} else if !s.hostAllowed(r.Host) && r.URL.Path != helloPath {
 		s.metrics.request("", http.StatusForbidden)
 		s.writeError(w, r, &Error{Status: http.StatusForbidden, Code: CodeForbiddenHost,
 			Message: fmt.Sprintf("Host %q is not allowed (DNS rebinding protection)", r.Host)})
