@@ -219,15 +219,15 @@ func (s *Server) checkSignature(w http.ResponseWriter, r *http.Request) (string,
 		return "", hostRefused("the request was signed %v from this host's clock (%s), more than the ±%v allowed: the hosts' clocks must agree",
 			off.Round(time.Second), now.UTC().Format(time.RFC3339), signWindow)
 	}
-	if err := s.nonces.add(now.Unix(), rs.at, rs.nonce); err != nil {
-		return "", hostRefused("%v", err)
-	}
 	if err := s.bufferBody(w, r); err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(bodyBytes(r))
 	if !hmac.Equal(sum[:], rs.body[:]) {
 		return "", hostRefused("the request's body is not the one its host signed (altered on its way?)")
+	}
+	if err := s.nonces.add(now.Unix(), rs.at, rs.nonce); err != nil {
+		return "", hostRefused("%v", err)
 	}
 	return from, nil
 }

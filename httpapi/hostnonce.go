@@ -51,13 +51,19 @@ func (c *nonceCache) add(now, at int64, nonce string) error {
 			}
 		}
 	}
+	errOld := errors.New("this host signature is older than the signatures this host still remembers (it takes many at once): send the request again")
+	if at <= c.floor {
+		return errOld
+	}
+	if _, seen := c.buckets[at][k]; seen {
+		return errReplayed
+	}
 	limit := c.max
 	if limit <= 0 {
 		limit = maxSignNonces
 	}
 	for c.n >= limit {
-		oldest := int64(0)
-		first := true
+		oldest, first := int64(0), true
 		for sec := range c.buckets {
 			if first || sec < oldest {
 				oldest, first = sec, false
@@ -68,12 +74,9 @@ func (c *nonceCache) add(now, at int64, nonce string) error {
 		c.floor = max(c.floor, oldest)
 	}
 	if at <= c.floor {
-		return errors.New("this host signature is older than the signatures this host still remembers (it takes many at once): send the request again")
+		return errOld
 	}
 	b := c.buckets[at]
-	if _, seen := b[k]; seen {
-		return errReplayed
-	}
 	if b == nil {
 		b = map[[signNonceBytes]byte]struct{}{}
 		c.buckets[at] = b

@@ -181,7 +181,6 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // routes registers every endpoint.
 func (s *Server) routes() {
 	s.route("GET /v1/health", s.health, true)
-	s.route("GET "+helloPath, s.hello, true) // hello.go
 	s.catalogRoutes() // catalog.go
 	s.route("GET /v1/providers", s.providers, false)
 	s.route("PATCH /v1/providers/{id}", s.patchProvider, false)
@@ -215,6 +214,7 @@ func (s *Server) routes() {
 	s.route("PUT /v1/sessions/{id}/budget", s.putBudget, false)
 	s.route("GET /v1/usage", s.usage, false)
 	s.route("GET /v1/hosts", s.listHosts, false)
+	s.route("GET "+helloPath, s.hello, true) // hello.go: how a host proves itself
 	s.route("POST /v1/attempts", s.startAttempts, false)
 	s.route("GET /v1/attempts", s.listAttempts, false)
 	s.route("GET /v1/attempts/{id}", s.getAttempts, false)
