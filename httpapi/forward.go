@@ -34,6 +34,7 @@ const (
 type forwarder struct {
 	proxy     *httputil.ReverseProxy
 	transport *http.Transport
+	dialer    *net.Dialer
 }
 
 // forwardKey is the request context key of a forwarded request's target.
@@ -64,7 +65,7 @@ func newForwarder(s *Server, tlsConf *tls.Config) *forwarder {
 		IdleConnTimeout:       forwardIdleTimeout,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &forwarder{transport: tr, proxy: &httputil.ReverseProxy{
+	return &forwarder{transport: tr, dialer: d, proxy: &httputil.ReverseProxy{
 		Rewrite:       s.rewriteForward,
 		Transport:     tr,
 		FlushInterval: -1,

@@ -95,6 +95,46 @@ func (e *helloError) Error() string {
 
 func (e *helloError) Unwrap() error { return e.err }
 
+// Is makes a helloError match ErrHostProof.
+func (e *helloError) Is(target error) bool { return target == ErrHostProof }
+
+// ErrHostProof is matched (errors.Is) by the error of CheckHost when the
+// host answered but did not prove it is the host expected.
+var ErrHostProof = errors.New("the host did not prove who it is")
+
+// CheckHost asks h, at its advertised address, to prove that it is h and
+// holds this host's cluster key: the hello that begins every connection
+// a forward uses (nothing else is sent, and no key crosses the wire). It
+// returns nil when h does, an error matching ErrHostProof when something
+// answered at that address without the proof, another when nothing did
+// (or without a cluster).
+func (s *Server) CheckHost(ctx context.Context, h ClusterHost) error {
+	if s.fwd == nil {
+		return errors.New("this daemon shares its store with no other host")
+	}
+	u, err := url.Parse(h.Advertise)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("host %q has no usable address (%q)", h.ID, h.Advertise)
+	}
+	addr, conf := u.Host, (*tls.Config)(nil)
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	if u.Scheme == "https" {
+		conf = hostTLS(s.cfg.ClusterTLS, addr)
+	}
+	ctx = context.WithValue(ctx, forwardKey{}, forwardTarget{host: h, url: u})
+	conn, err := s.dialHost(ctx, s.fwd.dialer, "tcp", addr, conf)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
 // sayHello asks the host at the other end of conn (addr, for the Host
 // header) to prove, with key, that it is host, within helloTimeout. It
 // leaves conn as it found it, ready for the requests that follow.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -224,5 +225,30 @@ func TestEndToEndClusterImpostor(t *testing.T) {
 	_ = a.cmd.Wait()
 	if out := a.out.String(); !strings.Contains(out, "a host did not prove who it is") {
 		t.Errorf("host-a's log does not say that the host at host-b's address failed its proof")
+	}
+}
+
+// TestEndToEndClusterKeyMismatch: a host started with another cluster key
+// than the live hosts' says so at start, naming the host that failed
+// its proof; neither key crosses the wire.
+func TestEndToEndClusterKeyMismatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs two daemons")
+	}
+	url := startPostgres(t)
+	bin := agentpoolBinary(t)
+	a := startClusterHost(t, bin, "host-a", url, clusterKeyFile(t))
+	other := filepath.Join(t.TempDir(), "other.key")
+	if err := os.WriteFile(other, []byte("another-cluster-key-0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startClusterHost(t, bin, "host-b", url, other)
+	b.waitHosts(2)
+	want := `host host-a at ` + a.client.BaseURL + ` does not prove it holds this cluster key: started with a different --cluster-key-file?`
+	time.Sleep(time.Second) // host-b checks the others once, at its start; stopped, its log can be read
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	_ = b.cmd.Wait()
+	if out := b.out.String(); !strings.Contains(out, want) {
+		t.Errorf("host-b's log does not say %q", want)
 	}
 }
