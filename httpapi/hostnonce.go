@@ -7,8 +7,13 @@ import (
 	"sync"
 )
 
-// errReplayed refuses a signature whose nonce was seen before.
-var errReplayed = errors.New("replayed: this host signature was already used (each is good for one request)")
+// Errors of nonceCache.add.
+var (
+	// errReplayed refuses a signature whose nonce was seen before.
+	errReplayed = errors.New("replayed: this host signature was already used (each is good for one request)")
+	// errNonceForgotten refuses a signature older than the nonces kept.
+	errNonceForgotten = errors.New("this host signature is older than the signatures this host still remembers (it takes many at once): send the request again")
+)
 
 // nonceCache remembers the nonces of the signatures accepted, by the
 // second they were signed at, for as long as signWindow would accept
@@ -21,7 +26,7 @@ type nonceCache struct {
 	max     int // 0: maxSignNonces
 	n       int
 	floor   int64
-	swept   int64 // the second of the last sweep of expired nonces
+	swept   int64 // the latest second nonces were swept at
 	buckets map[int64]map[[signNonceBytes]byte]struct{}
 }
 
@@ -41,9 +46,9 @@ func (c *nonceCache) add(now, at int64, nonce string) error {
 	if c.buckets == nil {
 		c.buckets = map[int64]map[[signNonceBytes]byte]struct{}{}
 	}
-	if now != c.swept {
+	window := int64(signWindow.Seconds())
+	if now > c.swept {
 		c.swept = now
-		window := int64(signWindow.Seconds())
 		for sec, b := range c.buckets {
 			if sec < now-window { // too old to be accepted again anyway
 				c.n -= len(b)
@@ -51,9 +56,10 @@ func (c *nonceCache) add(now, at int64, nonce string) error {
 			}
 		}
 	}
-	errOld := errors.New("this host signature is older than the signatures this host still remembers (it takes many at once): send the request again")
-	if at <= c.floor {
-		return errOld
+	// A later call may have swept at's second already (its now ahead of
+	// this one's): what it dropped cannot be told apart from new.
+	if at <= c.floor || at < c.swept-window {
+		return errNonceForgotten
 	}
 	if _, seen := c.buckets[at][k]; seen {
 		return errReplayed
@@ -74,7 +80,7 @@ func (c *nonceCache) add(now, at int64, nonce string) error {
 		c.floor = max(c.floor, oldest)
 	}
 	if at <= c.floor {
-		return errOld
+		return errNonceForgotten
 	}
 	b := c.buckets[at]
 	if b == nil {
