@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -45,9 +44,10 @@ func (s *Server) guardBody(w http.ResponseWriter, r *http.Request) func() {
 // within the deadline guardBody set, then lifts the deadline, so that a
 // handler that waits long (prompt?wait=true) or streams never finds its
 // connection closed under it. A body over the limit is a 413, one that
-// does not arrive in time a 408; both close the connection.
+// does not arrive in time a 408; both close the connection. A body read
+// already (to check a host's signature of it) is not read again.
 func (s *Server) bufferBody(w http.ResponseWriter, r *http.Request) error {
-	if !hasBody(r) {
+	if _, done := r.Body.(*bufferedBody); done || !hasBody(r) {
 		return nil
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
@@ -67,6 +67,6 @@ func (s *Server) bufferBody(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("lift the body's read deadline: %w", err)
 	}
 	w.Header().Del("Connection")
-	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.Body = newBufferedBody(b)
 	return nil
 }

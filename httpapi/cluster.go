@@ -13,7 +13,9 @@ import (
 // owned by one of them; any host answers a request about a session by
 // forwarding it to the owner (forward.go), and places a new session on
 // the host best able to run it. The hosts prove themselves to each other
-// with the cluster key, carried in HeaderClusterKey.
+// with the cluster key, which never leaves them: they sign the requests
+// they forward (hostauth.go) and check who is at the other end of a
+// connection before they forward on it (hosthello.go).
 
 // Cluster is what the server needs of the hosts that share the pool; a
 // nil Cluster is one host alone, as without a shared store.
@@ -32,8 +34,10 @@ type Cluster interface {
 	// ErrUnknownHost or ErrHostDown for a want it cannot use, ErrNoHost
 	// when no alive host has the agent.
 	Place(ctx context.Context, agent, want string) (h ClusterHost, self bool, err error)
-	// Key is the cluster credential hosts present to each other; "" refuses
-	// every request that claims to come from a host.
+	// Key is the cluster credential, from which the keys that sign
+	// host-to-host requests and prove hosts are derived (it is read once,
+	// by New, and never sent); "" refuses every request that claims to
+	// come from a host.
 	Key() string
 	// KnownToken says whether a bearer token is the user token of a live
 	// host of the cluster (compared by SHA-256, in constant time), so that
@@ -51,12 +55,15 @@ type ClusterHost struct {
 // Headers of host-to-host requests. Whatever a client sends under these
 // names is never passed on.
 const (
-	// HeaderClusterKey carries the cluster key: a request bearing the
-	// right one is authenticated (its user was, by the host that forwards
-	// it); a wrong one is refused 401.
+	// HeaderClusterKey carried the cluster key itself in earlier
+	// versions; hosts no longer send it, and a request bearing it is
+	// refused 401.
 	HeaderClusterKey = "X-Agentpool-Cluster-Key"
-	// HeaderForwardedBy names the host that forwarded a request. A
-	// forwarded request is never forwarded again.
+	// HeaderForwardedBy names the host that forwarded a request, which
+	// signed it (HeaderSignature): a request bearing either is
+	// authenticated by that signature alone (its user was, by the host
+	// that forwards it), and refused 401 without a valid one. A forwarded
+	// request is never forwarded again.
 	HeaderForwardedBy = "X-Agentpool-Forwarded-By"
 )
 
@@ -122,34 +129,6 @@ func clusterError(err error) *Error {
 	return nil
 }
 
-// errWrongClusterKey answers a request bearing a wrong cluster key.
-var errWrongClusterKey = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "wrong cluster key"}
-
-// clusterAuth checks the cluster key of r, if it bears one: ok when it is
-// right (host names the host that says it sent r), errWrongClusterKey
-// (logged) when it is wrong or this host has no cluster. ok false and a
-// nil error: r bears no cluster key.
-func (s *Server) clusterAuth(r *http.Request) (host string, ok bool, err error) {
-	got := r.Header.Get(HeaderClusterKey)
-	if got == "" {
-		return "", false, nil
-	}
-	var want string
-	if s.cfg.Cluster != nil {
-		want = s.cfg.Cluster.Key()
-	}
-	host = r.Header.Get(HeaderForwardedBy)
-	if want == "" || !tokenEqual(got, want) {
-		s.log.Warn("request with a wrong cluster key refused", "remote", r.RemoteAddr, "forwarded_by", host,
-			logKeyMethod, r.Method, logKeyPath, r.URL.Path)
-		return "", false, errWrongClusterKey
-	}
-	if host == "" {
-		host = "?"
-	}
-	return host, true, nil
-}
-
 // knownToken says whether tok is the user token of a host of the cluster.
 func (s *Server) knownToken(tok string) bool {
 	return tok != "" && s.cfg.Cluster != nil && s.cfg.Cluster.KnownToken(tok)
@@ -173,12 +152,4 @@ func errNoCluster(want string) *Error {
 func sessionMoved(session string, owner ClusterHost) *Error {
 	return &Error{Status: http.StatusConflict, Code: CodeSessionMoved,
 		Message: fmt.Sprintf("session %q moved to host %q while the request was on its way: send it again", session, owner.ID)}
-}
-
-// fromClusterHost says whether r bears the right cluster key: another
-// host forwarded it, to the name it knows this host by, which the Host
-// check (meant for browsers) does not apply to.
-func (s *Server) fromClusterHost(r *http.Request) bool {
-	_, ok, _ := s.clusterAuth(r)
-	return ok
 }

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -32,29 +34,38 @@ const (
 type forwarder struct {
 	proxy     *httputil.ReverseProxy
 	transport *http.Transport
+	dialer    *net.Dialer
 }
 
 // forwardKey is the request context key of a forwarded request's target.
 type forwardKey struct{}
 
-// forwardTarget is the host a request is forwarded to.
+// forwardTarget is the host a request is forwarded to, and the SHA-256
+// of the request's body, which the forwarder signs.
 type forwardTarget struct {
 	host ClusterHost
 	url  *url.URL
+	body [sha256.Size]byte
 }
 
 // newForwarder returns the forwarder of s, whose host-to-host calls use
 // tlsConf (nil: the system's roots).
 func newForwarder(s *Server, tlsConf *tls.Config) *forwarder {
+	// Every new connection is proved before use (hosthello.go): the dial
+	// functions connect, add TLS for https, and say hello.
+	d := &net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       tlsConf.Clone(),
-		TLSHandshakeTimeout:   forwardDialTimeout,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return s.dialHost(ctx, d, network, addr, nil)
+		},
+		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return s.dialHost(ctx, d, network, addr, hostTLS(tlsConf, addr))
+		},
 		MaxIdleConnsPerHost:   forwardIdleConns,
 		IdleConnTimeout:       forwardIdleTimeout,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &forwarder{transport: tr, proxy: &httputil.ReverseProxy{
+	return &forwarder{transport: tr, dialer: d, proxy: &httputil.ReverseProxy{
 		Rewrite:       s.rewriteForward,
 		Transport:     tr,
 		FlushInterval: -1,
@@ -118,6 +129,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, session string,
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeHostUnreachable, RetryAfter: retryAfterMoving,
 			Message: fmt.Sprintf("host %q has no usable address (%q)", host.ID, host.Advertise)}
 	}
+	// The body is signed, so read in full first (within MaxBody: a larger
+	// one is refused 413 here); the route's adapter has usually read it.
+	if err := s.bufferBody(w, r); err != nil {
+		return err
+	}
 	if err := s.holdStream(); err != nil {
 		return err
 	}
@@ -126,7 +142,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, session string,
 	defer cancel()
 	ctx, cut := context.WithCancel(ctx)
 	defer cut()
-	ctx = context.WithValue(ctx, forwardKey{}, forwardTarget{host: host, url: u})
+	ctx = context.WithValue(ctx, forwardKey{}, forwardTarget{host: host, url: u, body: sha256.Sum256(bodyBytes(r))})
 	aw := &answerWatch{ResponseWriter: w}
 	done := make(chan struct{})
 	moved := make(chan ClusterHost, 1)
@@ -201,24 +217,28 @@ func (a *answerWatch) Write(b []byte) (int, error) {
 // flush a stream, or hijack an upgraded connection).
 func (a *answerWatch) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
-// rewriteForward addresses the outgoing request to the owner: the user's
-// credential stays here (the cluster key stands for it), and so do the
-// browser's origin headers (checked here) and an attach ticket (used
-// here); what a client sent under the cluster's header names is replaced.
+// rewriteForward addresses the outgoing request to the owner and signs
+// it (hostauth.go): the user's credential stays here (this host's
+// signature stands for it), and so do the browser's origin headers
+// (checked here) and an attach ticket (used here); what a client sent
+// under the cluster's header names is replaced. The cluster key itself is
+// never sent.
 func (s *Server) rewriteForward(pr *httputil.ProxyRequest) {
 	t := pr.In.Context().Value(forwardKey{}).(forwardTarget)
 	pr.SetURL(t.url)
 	h := pr.Out.Header
-	for _, k := range []string{"Authorization", "Cookie", "Origin", "Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Sec-Fetch-User"} {
+	for _, k := range []string{"Authorization", "Cookie", "Origin", "Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Sec-Fetch-User", HeaderClusterKey} {
 		h.Del(k)
 	}
-	h.Set(HeaderClusterKey, s.cfg.Cluster.Key())
-	h.Set(HeaderForwardedBy, s.cfg.Cluster.Self())
 	if q := pr.Out.URL.Query(); q.Has("ticket") {
 		q.Del("ticket")
 		pr.Out.URL.RawQuery = q.Encode()
 	}
 	pr.SetXForwarded()
+	self := s.cfg.Cluster.Self()
+	rs := newRequestSignature(pr.Out.Method, pr.Out.URL.RequestURI(), t.body, t.host.ID, self, time.Now())
+	h.Set(HeaderForwardedBy, self)
+	h.Set(HeaderSignature, rs.header(s.keys.sign))
 }
 
 // forwardError answers a forward that failed before the owner answered:
@@ -231,6 +251,12 @@ func (s *Server) forwardError(w http.ResponseWriter, r *http.Request, err error)
 		return
 	}
 	t, _ := r.Context().Value(forwardKey{}).(forwardTarget)
+	if he := (*hostHelloError)(nil); errors.As(err, &he) {
+		// Logged where the hello failed.
+		s.writeError(w, r, &Error{Status: http.StatusServiceUnavailable, Code: CodeHostUnreachable, RetryAfter: retryAfterMoving,
+			Message: he.Error() + "; nothing was sent to it"})
+		return
+	}
 	// 503 with Retry-After: a host that died has its sessions taken over
 	// by the others once its leases expire, and the same request then
 	// reaches the new owner.

@@ -245,32 +245,6 @@ func TestCreateHostWithoutCluster(t *testing.T) {
 	}
 }
 
-// The cluster key authenticates a request; a wrong one is refused and
-// logged, whatever else the request bears.
-func TestClusterKey(t *testing.T) {
-	fpB := &fakePool{}
-	sessionWorld(fpB)
-	ce := newClusterEnv(t, refusingPool(t, "a"), fpB)
-	url := ce.b.ts.URL + "/v1/sessions/s"
-	for _, c := range []struct {
-		name   string
-		head   map[string]string
-		status int
-	}{
-		{"right key", map[string]string{HeaderClusterKey: clusterKey, HeaderForwardedBy: "a"}, http.StatusOK},
-		{"wrong key", map[string]string{HeaderClusterKey: "not-the-key", HeaderForwardedBy: "a"}, http.StatusUnauthorized},
-		{"wrong key with the token", map[string]string{HeaderClusterKey: "not-the-key", "Authorization": "Bearer " + ce.b.token}, http.StatusUnauthorized},
-		{"no key, no token", map[string]string{HeaderForwardedBy: "a"}, http.StatusUnauthorized},
-	} {
-		if st, body := rawCall(t, http.MethodGet, url, "", c.head); st != c.status {
-			t.Errorf("%s: GET %s = %d %s; want %d", c.name, url, st, body, c.status)
-		}
-	}
-	if log := ce.logB.String(); strings.Count(log, "wrong cluster key") != 2 || !strings.Contains(log, "forwarded_by=a") {
-		t.Errorf("host b's log = %q; want both wrong keys logged, naming the host they claim to come from", log)
-	}
-}
-
 // A forwarded request that reaches a host that does not own the session
 // is refused session_moved, never forwarded again.
 func TestForwardedNotForwardedAgain(t *testing.T) {
@@ -278,8 +252,8 @@ func TestForwardedNotForwardedAgain(t *testing.T) {
 	prompts := promptRecorder(fpB)
 	ce := newClusterEnv(t, refusingPool(t, "a"), fpB)
 	ce.m.owners["s"] = "b"
-	st, body := rawCall(t, http.MethodPost, ce.a.ts.URL+"/v1/sessions/s/prompt", `{"text":"hi"}`,
-		map[string]string{HeaderClusterKey: clusterKey, HeaderForwardedBy: "c"})
+	url := ce.a.ts.URL + "/v1/sessions/s/prompt"
+	st, body := rawCall(t, http.MethodPost, url, `{"text":"hi"}`, signedHeader(t, http.MethodPost, url, `{"text":"hi"}`, "a", "c", time.Now(), clusterKey))
 	if st != http.StatusConflict || !strings.Contains(body, CodeSessionMoved) || !strings.Contains(body, `\"b\"`) {
 		t.Errorf("forwarded prompt to host a, which does not own s = %d %s; want 409 %s naming host b", st, body, CodeSessionMoved)
 	}

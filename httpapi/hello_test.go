@@ -30,9 +30,9 @@ func (c testCluster) TokenHashes(context.Context) [][]byte {
 	return out
 }
 
-// recorder is an impostor on a port: it records every byte a client sends
+// portRecorder is an impostor on a port: it records every byte a client sends
 // it and answers each request with canned, plausible answers.
-type recorder struct {
+type portRecorder struct {
 	ln   net.Listener
 	mu   sync.Mutex
 	got  []byte
@@ -40,14 +40,14 @@ type recorder struct {
 	done chan struct{}
 }
 
-// newRecorder listens on addr ("127.0.0.1:0" for any port).
-func newRecorder(t *testing.T, addr string) *recorder {
+// newPortRecorder listens on addr ("127.0.0.1:0" for any port).
+func newPortRecorder(t *testing.T, addr string) *portRecorder {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &recorder{ln: ln, done: make(chan struct{})}
+	r := &portRecorder{ln: ln, done: make(chan struct{})}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -85,8 +85,8 @@ func newRecorder(t *testing.T, addr string) *recorder {
 	return r
 }
 
-// received is everything clients sent the recorder.
-func (r *recorder) received() string {
+// received is everything clients sent the portRecorder.
+func (r *portRecorder) received() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return string(r.got)
@@ -96,7 +96,7 @@ func (r *recorder) received() string {
 // program holds gets ErrUnproven, and the program receives neither the
 // token nor anything derived from it but the token's public id.
 func TestClientSendsNoTokenToImpostor(t *testing.T) {
-	imp := newRecorder(t, "127.0.0.1:0")
+	imp := newPortRecorder(t, "127.0.0.1:0")
 	const token = "the-daemons-token-0123456789abcdef"
 	c := &Client{BaseURL: "http://" + imp.ln.Addr().String(), Token: token}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -138,9 +138,9 @@ func TestClientProvesDaemon(t *testing.T) {
 	}
 }
 
-// TestHelloProof: the proof is the HMAC of the nonce under the token's
+// TestDaemonHelloProof: the proof is the HMAC of the nonce under the token's
 // hash; bad input is a 400 naming the field; an unknown id a 401.
-func TestHelloProof(t *testing.T) {
+func TestDaemonHelloProof(t *testing.T) {
 	e := newTestEnv(t, &fakePool{}, nil)
 	sum := sha256.Sum256([]byte(e.token))
 	id := credentialID(sum[:])

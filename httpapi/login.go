@@ -255,14 +255,18 @@ var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthor
 
 // authenticate admits a request to a route that is not public: the bearer
 // token, a live page credential in the Authorization header, the user
-// token of another host of the cluster, or the cluster key of a request
-// another host forwarded (a wrong key is refused whatever else the
-// request bears). Nothing a browser sends by itself (a cookie) counts. Without a configured token
-// every request passes, but a browser's request from another origin is
-// refused.
+// token of another host of the cluster, or the signature of a request
+// another host forwarded, which ServeHTTP checked (a request that claims
+// to come from a host without that proof is refused whatever else it
+// bears). Nothing a browser sends by itself (a cookie) counts. Without a
+// configured token every request passes, but a browser's request from
+// another origin is refused.
 func (s *Server) authenticate(r *http.Request) (principal, error) {
-	if host, ok, err := s.clusterAuth(r); ok || err != nil {
-		return principal{host: host}, err
+	if hostClaim(r) {
+		if host := provenHost(r); host != "" {
+			return principal{host: host}, nil
+		}
+		return principal{}, hostRefused("a request claiming to come from another host needs that host's signature, checked before it reaches here")
 	}
 	b := bearer(r)
 	if strings.HasPrefix(b, PageCredentialPrefix) {

@@ -109,6 +109,10 @@ type Server struct {
 	metrics *metrics
 	conns   *connGuard
 	fwd     *forwarder // nil without a Cluster
+	// keys sign and check host-to-host requests and hellos (nil without a
+	// Cluster); nonces are the signatures' nonces seen (hostauth.go).
+	keys   hostKeys
+	nonces nonceCache
 
 	// base is cancelled by Shutdown; long requests (streams, waits,
 	// probes) watch it.
@@ -163,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 	s.conns = newConnGuard(cfg.Conns, log)
 	s.base, s.cancel = context.WithCancel(context.Background())
 	if cfg.Cluster != nil {
+		s.keys = deriveHostKeys(cfg.Cluster.Key())
 		s.fwd = newForwarder(s, cfg.ClusterTLS)
 	}
 	s.routes()
@@ -210,6 +215,7 @@ func (s *Server) routes() {
 	s.route("PUT /v1/sessions/{id}/budget", s.putBudget, false)
 	s.route("GET /v1/usage", s.usage, false)
 	s.route("GET /v1/hosts", s.listHosts, false)
+	s.route("GET "+hostHelloPath, s.hostHello, true) // hosthello.go: how a host proves itself
 	s.route("POST /v1/attempts", s.startAttempts, false)
 	s.route("GET /v1/attempts", s.listAttempts, false)
 	s.route("GET /v1/attempts/{id}", s.getAttempts, false)
@@ -272,11 +278,22 @@ func (s *Server) route(pattern string, h handlerFunc, public bool) {
 	}))
 }
 
-// ServeHTTP checks the Host header, answers unknown routes and wrong
-// methods with error bodies, and dispatches the others.
+// ServeHTTP checks the proof of a request that claims to come from
+// another host (hostauth.go), else the Host header; answers unknown
+// routes and wrong methods with error bodies, and dispatches the others.
+// A host's signed request is sent to the name it knows this host by,
+// which the Host check (meant for browsers) does not apply to; nor does
+// it to the hello, which tells nothing.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.guardBody(w, r)()
-	if !s.hostAllowed(r.Host) && !s.fromClusterHost(r) {
+	if hostClaim(r) {
+		var err error
+		if r, err = s.hostAuth(w, r); err != nil {
+			s.metrics.request("", errorFor(err).Status)
+			s.writeError(w, r, err)
+			return
+		}
+	} else if !s.hostAllowed(r.Host) && r.URL.Path != hostHelloPath {
 		s.metrics.request("", http.StatusForbidden)
 		s.writeError(w, r, &Error{Status: http.StatusForbidden, Code: CodeForbiddenHost,
 			Message: fmt.Sprintf("Host %q is not allowed (DNS rebinding protection)", r.Host)})

@@ -323,8 +323,9 @@ func (m *Main) Open(ctx context.Context) error {
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.hosts.Run(runCtx) }()
 	if m.cluster != nil {
-		m.wg.Add(1)
+		m.wg.Add(2)
 		go func() { defer m.wg.Done(); m.cluster.Run(runCtx) }()
+		go func() { defer m.wg.Done(); m.checkHosts(runCtx) }()
 	}
 	if m.Notify != "" {
 		n := &Notifier{Command: []string{m.Notify}, Logger: m.Logger}

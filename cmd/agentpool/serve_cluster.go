@@ -94,6 +94,38 @@ func (m *Main) openCluster() error {
 	return err
 }
 
+// hostCheckTimeout bounds the check of one host at start.
+const hostCheckTimeout = 10 * time.Second
+
+// checkHosts asks every other live host, once, to prove that it holds
+// this host's cluster key (httpapi.Server.CheckHost; no key crosses the
+// wire). Hosts started with different keys refuse each other's forwards;
+// better said at start, naming the host, than at the first forward.
+func (m *Main) checkHosts(ctx context.Context) {
+	list, err := m.hosts.List(ctx)
+	if err != nil {
+		m.Logger.Warn("list the hosts to check their cluster key", "err", err)
+		return
+	}
+	for _, h := range list {
+		if !h.Alive || h.Self || h.ID == m.hosts.ID() {
+			continue
+		}
+		hctx, cancel := context.WithTimeout(ctx, hostCheckTimeout)
+		err := m.api.CheckHost(hctx, httpapi.ClusterHost{ID: h.ID, Advertise: h.Advertise})
+		cancel()
+		switch {
+		case errors.Is(err, httpapi.ErrHostProof):
+			m.Logger.Error(fmt.Sprintf("host %s at %s does not prove it holds this cluster key: started with a different --cluster-key-file?", h.ID, h.Advertise),
+				"host", h.ID, "url", h.Advertise, "err", err)
+		case err != nil && ctx.Err() == nil:
+			m.Logger.Warn("a host of the cluster did not answer its hello", "host", h.ID, "url", h.Advertise, "err", err)
+		case err == nil:
+			m.Logger.Debug("host proved it holds the cluster key", "host", h.ID, "url", h.Advertise)
+		}
+	}
+}
+
 // sha256Hex is the hex SHA-256 of s.
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
