@@ -32,7 +32,7 @@ import (
 // keys over differently prefixed messages, so that the public hello
 // endpoint cannot be used to sign a request.
 const (
-	signDomain  = "agentpool host request v1"
+	signDomain      = "agentpool host request v1"
 	hostHelloDomain = "agentpool host hello v1"
 )
 
