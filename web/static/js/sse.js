@@ -11,6 +11,7 @@ import { bearerHeaders, unauthorized } from './api.js';
 
 const minDelay = 500;
 const maxDelay = 10000;
+const authRetryDelay = 4000; // while the daemon cannot prove itself
 
 /** openStream reads the stream at path() until closed. Callbacks:
  * onEvent(type, data, id), onOpen(), onDown() (the connection ended; it
@@ -52,6 +53,7 @@ export function openStream(path, { onEvent, onOpen = () => {}, onDown = () => {}
     } catch (e) {
       if (closed) return;
       if (e && e.status === 401) { closed = true; return; } // the login help is shown
+      if (e && e.kind) delay = Math.min(delay, authRetryDelay); // the banner says it retries
     }
     if (closed) return;
     dropBearer(bearer);
