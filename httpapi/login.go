@@ -18,10 +18,12 @@ import (
 // cookie. A client holding the token asks for a one-time login link
 // (POST /v1/login-links): /login#code=CODE, the code in the fragment so
 // that it reaches neither the server's logs nor a Referer. The login page's
-// script redeems it (POST /v1/login) for a page credential, which the page
-// keeps in localStorage (scoped to scheme, host and port) and sends as its
-// bearer credential. Page credentials are listed, expire, and are revoked
-// by logout or DELETE /v1/page-sessions/{id}; they cannot mint login links.
+// script redeems it (POST /v1/login) for a page credential, of which the
+// page keeps only a non-extractable key, in IndexedDB (scoped to scheme,
+// host and port), and with it authenticates by challenge for a run bearer
+// of this daemon run (pageauth.go). Page credentials are listed, expire,
+// and are revoked by logout or DELETE /v1/page-sessions/{id}; they cannot
+// mint login links.
 
 // Defaults of the login links.
 const (
@@ -60,8 +62,9 @@ type LoginRequest struct {
 	Code string `json:"code"`
 }
 
-// Login is the answer of POST /v1/login: the page credential, to send as
-// "Authorization: Bearer <credential>".
+// Login is the answer of POST /v1/login: the page credential, whose
+// SHA-256 is the key the page authenticates with (pageauth.go); it is no
+// bearer token.
 type Login struct {
 	Credential string    `json:"credential"`
 	ID         string    `json:"id"`
@@ -179,14 +182,15 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// logout: POST /v1/logout revokes the page credential that sent it, at
-// once. It needs the credential in the Authorization header, which no
-// other origin's page can send.
+// logout: POST /v1/logout revokes the page credential whose run bearer
+// sent it, and its run bearers, at once. It needs the run bearer in the
+// Authorization header, which no other origin's page can send.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
 	id := principalOf(r).page
 	if id == "" {
 		return badRequest("Authorization", "logout revokes the page credential that sends it; the token is not one (see DELETE /v1/page-sessions/{id})")
 	}
+	s.pageAuths.forget(id)
 	if _, err := s.pages.revoke(id); err != nil {
 		return err
 	}
@@ -206,6 +210,9 @@ func (s *Server) pageSessions(w http.ResponseWriter, r *http.Request) error {
 // credential at once (204; 404 if there is none by that id).
 func (s *Server) revokePageSession(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	if id != "" {
+		s.pageAuths.forget(id)
+	}
 	n, err := s.pages.revoke(id)
 	if err != nil {
 		return err
@@ -224,6 +231,7 @@ func (s *Server) revokePageSessions(w http.ResponseWriter, r *http.Request) erro
 	if principalOf(r).page != "" {
 		return errTokenRequired
 	}
+	s.pageAuths.forget("")
 	n, err := s.pages.revoke("")
 	if err != nil {
 		return err
@@ -250,17 +258,22 @@ func principalOf(r *http.Request) principal {
 }
 
 // errUnauthorized answers a request with neither the token nor a live
-// page credential.
+// run bearer of a page.
 var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing or wrong bearer token"}
 
+// errPageCredentialBearer refuses a page credential sent as a bearer
+// token, which it no longer is (pageauth.go).
+var errPageCredentialBearer = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+	Message: "a page credential is not a bearer token: the page authenticates with a challenge (POST /v1/page-auth/challenge); reload the page"}
+
 // authenticate admits a request to a route that is not public: the bearer
-// token, a live page credential in the Authorization header, the user
-// token of another host of the cluster, or the signature of a request
-// another host forwarded, which ServeHTTP checked (a request that claims
-// to come from a host without that proof is refused whatever else it
-// bears). Nothing a browser sends by itself (a cookie) counts. Without a
-// configured token every request passes, but a browser's request from
-// another origin is refused.
+// token, a live page's run bearer (pageauth.go) in the Authorization
+// header, the user token of another host of the cluster, or the signature
+// of a request another host forwarded, which ServeHTTP checked (a request
+// that claims to come from a host without that proof is refused whatever
+// else it bears). Nothing a browser sends by itself (a cookie) counts, and
+// neither does a page credential itself. Without a configured token every
+// request passes, but a browser's request from another origin is refused.
 func (s *Server) authenticate(r *http.Request) (principal, error) {
 	if hostClaim(r) {
 		if host := provenHost(r); host != "" {
@@ -270,7 +283,11 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	}
 	b := bearer(r)
 	if strings.HasPrefix(b, PageCredentialPrefix) {
-		if id, ok := s.pages.lookup(time.Now(), b); ok {
+		return principal{}, errPageCredentialBearer
+	}
+	if strings.HasPrefix(b, RunBearerPrefix) {
+		now := time.Now()
+		if id, ok := s.pageAuths.bearer(now, b); ok && s.pages.touch(now, id) {
 			return principal{page: id}, nil
 		}
 		if s.cfg.Token != "" {

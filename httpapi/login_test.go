@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentpool/agentpool/httpapi/apitest"
 )
 
 // newLoginLink asks the test server for a login link with the token.
@@ -70,6 +73,17 @@ func pageLogin(t *testing.T, e *testEnv) Login {
 		t.Fatalf("redeem a fresh code = %d %+v; want 201 with an %s credential and an id", status, l, PageCredentialPrefix)
 	}
 	return l
+}
+
+// pageRunBearer authenticates l's page by challenge, as the page does, and
+// returns its run bearer.
+func pageRunBearer(t *testing.T, base string, l Login) string {
+	t.Helper()
+	b, err := apitest.PageBearer(t.Context(), nil, base, l.ID, l.Credential)
+	if err != nil || !strings.HasPrefix(b, RunBearerPrefix) {
+		t.Fatalf("PageBearer(%s) = %q, %v; want an %s run bearer", l.ID, b, err, RunBearerPrefix)
+	}
+	return b
 }
 
 // credCall sends a request with the headers given (no token) and returns
@@ -210,7 +224,8 @@ func TestPageCredential(t *testing.T) {
 	sessionWorld(fp)
 	e := newTestEnv(t, fp, nil)
 	l := pageLogin(t, e)
-	auth := bearerOf(l.Credential)
+	rb := pageRunBearer(t, e.ts.URL, l)
+	auth := bearerOf(rb)
 	tests := []struct {
 		name, method, path string
 		header             map[string]string
@@ -218,7 +233,8 @@ func TestPageCredential(t *testing.T) {
 	}{
 		{"get", "GET", "/v1/sessions", auth, 200},
 		{"post, no origin needed", "POST", "/v1/sessions/s1/cancel", auth, 200},
-		{"wrong credential", "GET", "/v1/sessions", bearerOf(l.Credential + "x"), 401},
+		{"wrong run bearer", "GET", "/v1/sessions", bearerOf(rb + "x"), 401},
+		{"the credential itself", "GET", "/v1/sessions", bearerOf(l.Credential), 401},
 		{"none", "GET", "/v1/sessions", nil, 401},
 		{"unknown route", "GET", "/v1/nope", auth, 404},
 		{"cannot mint links", "POST", "/v1/login-links", auth, 403},
@@ -241,19 +257,23 @@ func TestLogoutRevokes(t *testing.T) {
 	fp := &fakePool{}
 	sessionWorld(fp)
 	e := newTestEnv(t, fp, nil)
-	a, b := pageLogin(t, e), pageLogin(t, e)
+	la, lb := pageLogin(t, e), pageLogin(t, e)
+	a, b := pageRunBearer(t, e.ts.URL, la), pageRunBearer(t, e.ts.URL, lb)
 	// Without the Authorization header (a form post from another page),
 	// logout is refused and revokes nothing.
 	if st, _ := credCall(t, e.ts.URL, "POST", "/v1/logout", "", map[string]string{"Origin": e.ts.URL, "Cookie": oldSessionCookie(e.token)}); st != 401 {
 		t.Errorf("logout without a credential = %d; want 401", st)
 	}
-	if st, _ := credCall(t, e.ts.URL, "POST", "/v1/logout", "", bearerOf(a.Credential)); st != 204 {
+	if st, _ := credCall(t, e.ts.URL, "POST", "/v1/logout", "", bearerOf(a)); st != 204 {
 		t.Fatalf("logout = %d; want 204", st)
 	}
-	if st, _ := credCall(t, e.ts.URL, "GET", "/v1/sessions", "", bearerOf(a.Credential)); st != 401 {
-		t.Errorf("after logout, the credential = %d; want 401", st)
+	if st, _ := credCall(t, e.ts.URL, "GET", "/v1/sessions", "", bearerOf(a)); st != 401 {
+		t.Errorf("after logout, the run bearer = %d; want 401", st)
 	}
-	if st, _ := credCall(t, e.ts.URL, "GET", "/v1/sessions", "", bearerOf(b.Credential)); st != 200 {
+	if _, err := apitest.PageBearer(t.Context(), nil, e.ts.URL, la.ID, la.Credential); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("authenticate again after logout error = %v; want a 401", err)
+	}
+	if st, _ := credCall(t, e.ts.URL, "GET", "/v1/sessions", "", bearerOf(b)); st != 200 {
 		t.Errorf("after another page's logout = %d; want 200", st)
 	}
 	if st, _, _ := e.send(t, apiCall{method: "POST", path: "/v1/logout"}); st != 400 {
@@ -273,19 +293,21 @@ func TestPageSessionsListRevoke(t *testing.T) {
 	if !strings.HasPrefix(list[0].UserAgent, "Go-http-client") {
 		t.Errorf("user agent = %q; want Go's", list[0].UserAgent)
 	}
-	st, body := credCall(t, e.ts.URL, "GET", "/v1/page-sessions", "", bearerOf(b.Credential))
+	rb := pageRunBearer(t, e.ts.URL, b)
+	ra := pageRunBearer(t, e.ts.URL, a)
+	st, body := credCall(t, e.ts.URL, "GET", "/v1/page-sessions", "", bearerOf(rb))
 	var mine []PageSession
 	if st != 200 || json.Unmarshal([]byte(body), &mine) != nil || len(mine) != 2 || mine[0].Current || !mine[1].Current {
 		t.Errorf("page b lists %d %s; want b marked current", st, body)
 	}
-	if strings.Contains(body, a.Credential) || strings.Contains(body, b.Credential) {
+	if strings.Contains(body, a.Credential) || strings.Contains(body, b.Credential) || strings.Contains(body, rb) {
 		t.Error("the listing holds a credential")
 	}
 	if err := e.client.RevokePageSession(t.Context(), b.ID); err != nil {
 		t.Fatalf("RevokePageSession(b) error = %v", err)
 	}
-	if st, _ := credCall(t, e.ts.URL, "GET", "/v1/sessions", "", bearerOf(b.Credential)); st != 401 {
-		t.Errorf("revoked credential = %d; want 401", st)
+	if st, _ := credCall(t, e.ts.URL, "GET", "/v1/sessions", "", bearerOf(rb)); st != 401 {
+		t.Errorf("run bearer of a revoked page = %d; want 401", st)
 	}
 	if err := e.client.RevokePageSession(t.Context(), b.ID); !IsCode(err, CodeNotFound) {
 		t.Errorf("RevokePageSession(b) again error = %v; want %s", err, CodeNotFound)
@@ -293,8 +315,8 @@ func TestPageSessionsListRevoke(t *testing.T) {
 	if n, err := e.client.RevokePageSessions(t.Context()); err != nil || n != 1 {
 		t.Errorf("RevokePageSessions() = %d, %v; want 1", n, err)
 	}
-	if st, _ := credCall(t, e.ts.URL, "GET", "/v1/sessions", "", bearerOf(a.Credential)); st != 401 {
-		t.Errorf("credential after revoking all = %d; want 401", st)
+	if st, _ := credCall(t, e.ts.URL, "GET", "/v1/sessions", "", bearerOf(ra)); st != 401 {
+		t.Errorf("run bearer after revoking all = %d; want 401", st)
 	}
 }
 
@@ -322,11 +344,11 @@ func TestPageSessionsPersist(t *testing.T) {
 	}
 	// A new server on the same file: b is still logged in, a is not.
 	e2 := newTestEnv(t, &fakePool{}, withFile)
-	if st, _ := credCall(t, e2.ts.URL, "GET", "/v1/pool", "", bearerOf(b.Credential)); st != 200 {
+	if st, _ := credCall(t, e2.ts.URL, "GET", "/v1/pool", "", bearerOf(pageRunBearer(t, e2.ts.URL, b))); st != 200 {
 		t.Errorf("b after a restart = %d; want 200", st)
 	}
-	if st, _ := credCall(t, e2.ts.URL, "GET", "/v1/pool", "", bearerOf(a.Credential)); st != 401 {
-		t.Errorf("a (revoked) after a restart = %d; want 401", st)
+	if _, err := apitest.PageBearer(t.Context(), nil, e2.ts.URL, a.ID, a.Credential); err == nil {
+		t.Error("a (revoked) authenticated after a restart; want a 401")
 	}
 	// A file others may read or write is refused.
 	if err := os.Chmod(file, 0o644); err != nil {
@@ -344,8 +366,8 @@ func TestPageSessionsPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 	e3 := newTestEnv(t, &fakePool{}, withFile)
-	if st, _ := credCall(t, e3.ts.URL, "GET", "/v1/pool", "", bearerOf(b.Credential)); st != 401 {
-		t.Errorf("b after a garbled file = %d; want 401", st)
+	if _, err := apitest.PageBearer(t.Context(), nil, e3.ts.URL, b.ID, b.Credential); err == nil {
+		t.Error("b authenticated after a garbled file; want a 401")
 	}
 }
 
@@ -357,28 +379,31 @@ func TestPageCredsBoundAndExpiry(t *testing.T) {
 	now := time.Now()
 	var first string
 	for i := range maxPageCredentials + 3 {
-		c, _, err := p.create(now.Add(time.Duration(i)*time.Second), "ua")
+		_, ps, err := p.create(now.Add(time.Duration(i)*time.Second), "ua")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			first = c
+			first = ps.ID
 		}
 	}
 	if n := len(p.list(now, "")); n != maxPageCredentials {
 		t.Errorf("%d credentials live; want %d", n, maxPageCredentials)
 	}
-	if _, ok := p.lookup(now, first); ok {
+	if _, _, ok := p.key(now, first); ok {
 		t.Error("the oldest credential survived the bound")
 	}
-	c, _, err := p.create(now, "ua")
+	c, ps, err := p.create(now, "ua")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := p.lookup(now.Add(PageCredentialTTL-time.Second), c); !ok {
+	if k, _, ok := p.key(now.Add(PageCredentialTTL-time.Second), ps.ID); !ok || hex.EncodeToString(k) != hashCredential(c) {
+		t.Errorf("key(%s) before its expiry = %x, %v; want the credential's SHA-256", ps.ID, k, ok)
+	}
+	if !p.touch(now.Add(PageCredentialTTL-time.Second), ps.ID) {
 		t.Error("credential refused before its expiry")
 	}
-	if _, ok := p.lookup(now.Add(PageCredentialTTL), c); ok {
+	if _, _, ok := p.key(now.Add(PageCredentialTTL), ps.ID); ok {
 		t.Error("credential accepted at its expiry")
 	}
 }

@@ -17,8 +17,9 @@ import (
 	"time"
 )
 
-// Page credentials: what the web page sends as its bearer credential after
-// redeeming a login code. The server keeps only their SHA-256, with an id,
+// Page credentials: what the web page gets for a login code; it keeps
+// their SHA-256 as a non-extractable key and authenticates by challenge
+// (pageauth.go). The server keeps only their SHA-256, with an id,
 // their times and the browser's User-Agent, for listing and revoking; with
 // a file configured (Config.PageSessionsFile) it keeps them there too, so
 // that a restart leaves pages logged in.
@@ -40,8 +41,11 @@ const (
 	lastUsedWriteEvery = 5 * time.Minute
 	// pageFileMode is the mode of the page credentials' file.
 	pageFileMode fs.FileMode = 0o600
-	// pageFileVersion is the version of its format.
-	pageFileVersion = 1
+	// pageFileVersion is the version of its format. Version 1 held
+	// credentials that pages sent as bearer tokens and kept in
+	// localStorage, where an impostor on the daemon's port could collect
+	// them; they are not carried over (see pageauth.go).
+	pageFileVersion = 2
 	// maxUserAgent bounds the User-Agent kept for a listing.
 	maxUserAgent = 200
 )
@@ -114,6 +118,10 @@ func loadPageCreds(path string, now time.Time, warn func(msg string, err error))
 		return nil, fmt.Errorf("read page sessions file: %w", err)
 	}
 	var f pageFile
+	if err := json.Unmarshal(b, &f); err == nil && f.Version == 1 {
+		warn("page logins from before the challenge login are dropped: log each page in again (agentpool open)", fmt.Errorf("%s: version 1", path))
+		return p, nil
+	}
 	if err := json.Unmarshal(b, &f); err != nil || f.Version != pageFileVersion {
 		if err == nil {
 			err = fmt.Errorf("version %d, want %d", f.Version, pageFileVersion)
@@ -175,40 +183,57 @@ func (p *pageCreds) create(now time.Time, userAgent string) (string, PageSession
 	return cred, r.PageSession, nil
 }
 
-// lookup returns the id of a live credential, or false. It records the
-// use, writing the file when the time on disk is stale.
-func (p *pageCreds) lookup(now time.Time, cred string) (string, bool) {
-	if !strings.HasPrefix(cred, PageCredentialPrefix) {
-		return "", false
-	}
-	h := hashCredential(cred)
+// key returns the MAC key of the live credential with this id (the
+// SHA-256 of the credential: see pageauth.go) and its expiry, or false.
+func (p *pageCreds) key(now time.Time, id string) ([]byte, time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r, ok := p.byHash[h]
-	if !ok {
-		return "", false
+	r := p.byIDLocked(id)
+	if r == nil || !now.Before(r.ExpiresAt) {
+		return nil, time.Time{}, false
 	}
-	if !now.Before(r.ExpiresAt) {
-		delete(p.byHash, h)
-		return "", false
+	k, err := hex.DecodeString(r.Hash)
+	if err != nil {
+		return nil, time.Time{}, false
+	}
+	return k, r.ExpiresAt, true
+}
+
+// touch says whether the credential with this id is live, and records
+// its use, writing the file when the time on disk is stale.
+func (p *pageCreds) touch(now time.Time, id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.byIDLocked(id)
+	if r == nil || !now.Before(r.ExpiresAt) {
+		return false
 	}
 	r.LastUsed = now
 	if now.Sub(r.saved) >= lastUsedWriteEvery {
 		_ = p.saveLocked() // a stale last-use time is harmless; the next write retries
 	}
-	return r.ID, true
+	return true
+}
+
+// byIDLocked returns the record with this id, or nil.
+func (p *pageCreds) byIDLocked(id string) *pageRecord {
+	if id == "" {
+		return nil
+	}
+	for _, r := range p.byHash {
+		if r.ID == id {
+			return r
+		}
+	}
+	return nil
 }
 
 // alive says whether the credential with this id is still valid.
 func (p *pageCreds) alive(now time.Time, id string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, r := range p.byHash {
-		if r.ID == id {
-			return now.Before(r.ExpiresAt)
-		}
-	}
-	return false
+	r := p.byIDLocked(id)
+	return r != nil && now.Before(r.ExpiresAt)
 }
 
 // list returns the live credentials, oldest first, marking current.

@@ -124,11 +124,13 @@ type Server struct {
 	streams sync.WaitGroup
 
 	// logins are the outstanding one-time login links, pages the page
-	// credentials they were redeemed for, tickets the attach tickets (see
-	// login.go, pagecreds.go, ticket.go).
-	logins  loginCodes
-	pages   *pageCreds
-	tickets attachTickets
+	// credentials they were redeemed for, pageAuths the pages' challenges
+	// and run bearers, tickets the attach tickets (see login.go,
+	// pagecreds.go, pageauth.go, ticket.go).
+	logins    loginCodes
+	pages     *pageCreds
+	pageAuths pageAuths
+	tickets   attachTickets
 }
 
 // New returns a Server for cfg.
@@ -227,6 +229,8 @@ func (s *Server) routes() {
 	s.route("GET /metrics", s.serveMetrics, false)
 	s.route("POST /v1/login-links", s.createLoginLink, false)
 	s.route("POST /v1/login", s.login, true)
+	s.route("POST /v1/page-auth/challenge", s.pageAuthChallenge, true) // pageauth.go
+	s.route("POST /v1/page-auth", s.pageAuthenticate, true)
 	s.route("POST /v1/logout", s.logout, false)
 	s.route("GET /v1/page-sessions", s.pageSessions, false)
 	s.route("DELETE /v1/page-sessions", s.revokePageSessions, false)

@@ -69,7 +69,7 @@ func TestAttachTicket(t *testing.T) {
 
 	// A page's ticket dies with its credential.
 	l := pageLogin(t, e)
-	page := bearerOf(l.Credential)
+	page := bearerOf(pageRunBearer(t, e.ts.URL, l))
 	tk = newTicket(t, e, "s", page)
 	if st, _ := credCall(t, e.ts.URL, "POST", "/v1/logout", "", page); st != http.StatusNoContent {
 		t.Fatalf("logout = %d", st)
@@ -83,7 +83,7 @@ func TestAttachTicket(t *testing.T) {
 
 	// A page's ticket opens the real terminal.
 	l = pageLogin(t, e)
-	tk = newTicket(t, e, "s", bearerOf(l.Credential))
+	tk = newTicket(t, e, "s", bearerOf(pageRunBearer(t, e.ts.URL, l)))
 	ctx, cancel := context.WithTimeout(context.Background(), attachWait)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, e.ts.URL+"/v1/sessions/s/attach?agent=shell&ticket="+tk, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {e.ts.URL}}})

@@ -153,22 +153,23 @@ func TestBrowserRoughEdges(t *testing.T) {
 
 	// Merge, confirmed in a dialog: into a branch that does not exist, the
 	// error shows; into the base, what it did.
-	merge := func(into string) {
+	merge := func(into, want string) {
 		t.Helper()
 		b.run("click Merge", js(`document.querySelector('[data-merge-open]').click()`))
 		b.waitJS("the merge dialog", `document.querySelector('dialog#confirm').open && document.querySelector('dialog#confirm input[name=into]')`)
 		b.run("choose the target", js(`document.querySelector('dialog#confirm input[name=into]').value = `+jsString(into)))
 		fits("merge dialog")
 		b.run("confirm", js(`[...document.querySelectorAll('dialog#confirm .dlg-foot button')].find(x => x.textContent === 'Merge').click()`))
-		b.waitJS("the merge's outcome", `document.querySelector('.merge-box [data-merge]') && document.querySelector('.merge-box [data-merge]').dataset.merge !== 'running'`)
+		// The outcome of this merge, not the one still shown from the last.
+		b.waitJS("the merge's outcome", `document.querySelector('.merge-box [data-merge]') && document.querySelector('.merge-box [data-merge]').dataset.merge === `+jsString(want))
 	}
 	b.run("the conversation", js(`[...document.querySelectorAll('.tabs button')].find(x => x.textContent === 'Conversation').click()`))
-	merge("no-such-branch")
+	merge("no-such-branch", "failed")
 	if got := evalJS[string](b, `document.querySelector('.merge-box [data-merge]').dataset.merge + ': ' + document.querySelector('.merge-box [data-merge]').textContent`); !strings.HasPrefix(got, "failed: DismissMerge failed.") || !strings.Contains(got, "no-such-branch") {
 		t.Errorf("merge into a missing branch shows %q", got)
 	}
 	fits("merge refused")
-	merge("")
+	merge("", "fast-forward")
 	if got := evalJS[string](b, `document.querySelector('.merge-box [data-merge]').dataset.merge + ': ' + document.querySelector('.merge-box [data-merge]').textContent`); !strings.HasPrefix(got, "fast-forward: DismissMerged agentpool/"+sess.ID+" into main (fast-forward)") || !strings.Contains(got, "Files updated in "+repo) {
 		t.Errorf("merge shows %q", got)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/httpapi/apitest"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 )
@@ -604,17 +606,19 @@ func TestBrowserPage(t *testing.T) {
 		t.Errorf("the used link's code stayed in the address bar: %s", href)
 	}
 	b.shot("login-link-used")
-	cred := evalJS[string](b, `localStorage.getItem('agentpool.credential') || ''`)
 	b.run("back to the page", chromedp.Navigate(d.client.BaseURL+"/#/"))
 	b.waitJS("the log out button", `!document.getElementById('logout').hidden`)
+	if pages, err := d.client.PageSessions(context.Background()); err != nil || len(pages) != 1 {
+		t.Fatalf("PageSessions() before the logout = %+v, %v; want this page", pages, err)
+	}
 	b.run("log out", js(`document.getElementById('logout').click()`))
 	b.waitJS("the logged-out page", `document.querySelector('.login h1') && document.querySelector('.login h1').textContent === 'Logged out'`)
 	b.shot("logged-out")
-	if left := evalJS[string](b, `localStorage.getItem('agentpool.credential') || ''`); left != "" {
-		t.Errorf("after logout localStorage still holds %q", left)
+	if left := evalJS[string](b, storedLoginJS, chromedp.EvalAwaitPromise); left != "null" {
+		t.Errorf("after logout IndexedDB still holds %s", left)
 	}
-	if st := statusWith(t, d.client.BaseURL+"/v1/sessions", cred); st != 401 {
-		t.Errorf("the logged-out page's credential = %d; want 401", st)
+	if pages, err := d.client.PageSessions(context.Background()); err != nil || len(pages) != 0 {
+		t.Errorf("PageSessions() after the logout = %+v, %v; want none (revoked)", pages, err)
 	}
 	b.run("reload logged out", chromedp.Navigate(d.client.BaseURL+"/"))
 	b.waitJS("the login help", `document.querySelector('.login h1') && document.querySelector('.login h1').textContent === 'Log in to agentpool'`)
@@ -622,18 +626,53 @@ func TestBrowserPage(t *testing.T) {
 	t.Logf("browser steps took %v", time.Since(start).Round(time.Millisecond))
 }
 
+// storedLoginJS evaluates to what IndexedDB holds of the page's login,
+// as JSON ("null" if nothing): its id, whether its key is extractable,
+// and whether exporting the key failed.
+const storedLoginJS = `new Promise((res, rej) => {
+  const r = indexedDB.open('agentpool');
+  r.onerror = () => rej(r.error);
+  r.onsuccess = () => {
+    const db = r.result;
+    if (!db.objectStoreNames.contains('keys')) { db.close(); res('null'); return; }
+    const g = db.transaction('keys').objectStore('keys').get('page');
+    g.onerror = () => rej(g.error);
+    g.onsuccess = async () => {
+      const v = g.result;
+      db.close();
+      if (!v) { res('null'); return; }
+      let exported = 'failed';
+      try { await crypto.subtle.exportKey('raw', v.key); exported = 'exported'; } catch (e) { /* non-extractable */ }
+      res(JSON.stringify({id: v.id, type: String(v.key && v.key.constructor.name), extractable: !!(v.key && v.key.extractable), exported}));
+    };
+  };
+})`
+
 // assertPageLoggedIn checks the page after a login: no code in the
-// address bar, no cookie, no token in the page, the credential in
-// localStorage.
+// address bar, no cookie, no token in the page, nothing in localStorage;
+// IndexedDB holds the page's id and a key that cannot be exported.
 func assertPageLoggedIn(t *testing.T, b *browser, d *daemon) {
 	t.Helper()
 	href := evalJS[string](b, `location.href`)
 	cookie := evalJS[string](b, `document.cookie`)
-	cred := evalJS[string](b, `localStorage.getItem('agentpool.credential') || ''`)
+	storage := evalJS[string](b, `JSON.stringify(Object.assign({}, localStorage, sessionStorage))`)
 	html := evalJS[string](b, `document.documentElement.outerHTML`)
-	if strings.Contains(href, "code=") || cookie != "" || !strings.HasPrefix(cred, httpapi.PageCredentialPrefix) || strings.Contains(html, d.client.Token) || strings.Contains(html, cred) {
-		t.Errorf("after login: url %q, document.cookie %q, credential %q, token or credential in the page %v; want no code, no cookie, a page credential in localStorage only",
-			href, cookie, cred, strings.Contains(html, d.client.Token) || strings.Contains(html, cred))
+	if strings.Contains(href, "code=") || cookie != "" || strings.Contains(storage, httpapi.PageCredentialPrefix) || strings.Contains(storage, httpapi.RunBearerPrefix) ||
+		strings.Contains(html, d.client.Token) || strings.Contains(html, httpapi.RunBearerPrefix) || strings.Contains(html, httpapi.PageCredentialPrefix) {
+		t.Errorf("after login: url %q, document.cookie %q, storage %s, a token or credential in the page %v; want no code, no cookie, no credential",
+			href, cookie, storage, strings.Contains(html, d.client.Token))
+	}
+	var stored struct {
+		ID, Type, Exported string
+		Extractable        bool
+	}
+	raw := evalJS[string](b, storedLoginJS, chromedp.EvalAwaitPromise)
+	if err := json.Unmarshal([]byte(raw), &stored); err != nil || stored.ID == "" || stored.Type != "CryptoKey" || stored.Extractable || stored.Exported != "failed" {
+		t.Errorf("IndexedDB holds %s; want the page's id and a CryptoKey that cannot be exported", raw)
+	}
+	pages, err := d.client.PageSessions(context.Background())
+	if err != nil || !slices.ContainsFunc(pages, func(p httpapi.PageSession) bool { return p.ID == stored.ID }) {
+		t.Errorf("PageSessions() = %+v, %v; want the page's id %s", pages, err, stored.ID)
 	}
 }
 
@@ -651,6 +690,17 @@ func statusWith(t *testing.T, url, cred string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// pageBearer authenticates l's page to d by challenge, as the web page
+// does, and returns its run bearer.
+func pageBearer(t *testing.T, d *daemon, l httpapi.Login) string {
+	t.Helper()
+	b, err := apitest.PageBearer(t.Context(), d.client.HTTP, d.client.BaseURL, l.ID, l.Credential)
+	if err != nil {
+		t.Fatalf("authenticate page %s: %v", l.ID, err)
+	}
+	return b
 }
 
 // createReq is a session on repo with agent.

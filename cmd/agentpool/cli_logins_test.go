@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/httpapi/apitest"
 )
 
 // TestLoginsCLI lists the pages logged in and logs them out, one and
@@ -42,6 +43,7 @@ func TestLoginsCLI(t *testing.T) {
 		return l
 	}
 	a, b := login(), login()
+	aBearer, bBearer := pageBearer(t, d, a), pageBearer(t, d, b)
 	out, err := d.cli("logins")
 	if err != nil || !strings.Contains(out, a.ID) || !strings.Contains(out, b.ID) || !strings.Contains(out, "Go-http-client") {
 		t.Errorf("logins = %q, %v; want both pages with their browser", out, err)
@@ -49,17 +51,25 @@ func TestLoginsCLI(t *testing.T) {
 	if out, err := d.cli("logins", "revoke", a.ID); err != nil || !strings.Contains(out, "logged out") {
 		t.Errorf("logins revoke %s = %q, %v", a.ID, out, err)
 	}
-	if st := statusWith(t, d.client.BaseURL+"/v1/sessions", a.Credential); st != http.StatusUnauthorized {
+	if st := statusWith(t, d.client.BaseURL+"/v1/sessions", aBearer); st != http.StatusUnauthorized {
 		t.Errorf("revoked page = %d; want 401", st)
 	}
-	// A restart keeps the pages logged in (the daemon keeps their hashes).
+	if _, err := apitest.PageBearer(t.Context(), d.client.HTTP, d.client.BaseURL, a.ID, a.Credential); err == nil {
+		t.Error("a revoked page authenticated again")
+	}
+	// A restart keeps the pages logged in (the daemon keeps their hashes):
+	// they authenticate again, by challenge, for a new run bearer.
 	stop(d)
 	d = startDaemon(t, bin, home)
-	if st := statusWith(t, d.client.BaseURL+"/v1/sessions", b.Credential); st != http.StatusOK {
+	if st := statusWith(t, d.client.BaseURL+"/v1/sessions", bBearer); st != http.StatusUnauthorized {
+		t.Errorf("the last run's run bearer after a restart = %d; want 401", st)
+	}
+	bBearer = pageBearer(t, d, b)
+	if st := statusWith(t, d.client.BaseURL+"/v1/sessions", bBearer); st != http.StatusOK {
 		t.Errorf("page after a restart = %d; want 200", st)
 	}
-	if st := statusWith(t, d.client.BaseURL+"/v1/sessions", a.Credential); st != http.StatusUnauthorized {
-		t.Errorf("revoked page after a restart = %d; want 401", st)
+	if _, err := apitest.PageBearer(t.Context(), d.client.HTTP, d.client.BaseURL, a.ID, a.Credential); err == nil {
+		t.Error("a revoked page authenticated after a restart")
 	}
 	if out, err := d.cli("logins", "revoke"); err == nil {
 		t.Errorf("logins revoke without an id or --all = %q; want an error", out)
@@ -67,7 +77,7 @@ func TestLoginsCLI(t *testing.T) {
 	if out, err := d.cli("logins", "revoke", "--all"); err != nil || !strings.Contains(out, "1 page(s) logged out") {
 		t.Errorf("logins revoke --all = %q, %v", out, err)
 	}
-	if st := statusWith(t, d.client.BaseURL+"/v1/sessions", b.Credential); st != http.StatusUnauthorized {
+	if st := statusWith(t, d.client.BaseURL+"/v1/sessions", bBearer); st != http.StatusUnauthorized {
 		t.Errorf("page after revoke --all = %d; want 401", st)
 	}
 }

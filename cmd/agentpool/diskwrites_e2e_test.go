@@ -117,6 +117,7 @@ func TestDiskFullWriteEndpoints(t *testing.T) {
 		return page
 	}
 	page1, page2 := login(), login()
+	page1Bearer := pageBearer(t, d, page1)
 	s4 := newSession()
 	if _, err := d.client.CloseSession(ctx, s4, false); err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func TestDiskFullWriteEndpoints(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		token := d.client.Token
 		if c.name == "log out" {
-			token = page1.Credential
+			token = page1Bearer
 		}
 		_, err := rawCall(cctx, d.client, token, c.method, c.path, c.body)
 		cancel()

@@ -1,15 +1,17 @@
 // The API client: the same HTTP API every other client uses, authenticated
-// by the page's credential (auth.js) in the Authorization header; the
+// by the page's run bearer (auth.js) in the Authorization header; the
 // browser sends no cookie and no other credential of its own.
-import { authHeaders, forgetCredential } from './auth.js';
+import { runBearer, dropBearer, AuthError } from './auth.js';
 
 /** ApiError is a failed request: status, code and message of the API's
- * error body, and the diagnostics of an invalid config. */
+ * error body, and the diagnostics of an invalid config. Status 0: the
+ * request was not sent, or got no answer (kind says why: see AuthError). */
 export class ApiError extends Error {
-  constructor(status, body) {
+  constructor(status, body, kind = '') {
     const e = (body && body.error) || {};
     super(e.message || `HTTP ${status}`);
     this.status = status;
+    this.kind = kind;
     this.code = e.code || '';
     this.field = e.field || '';
     this.diagnostics = e.diagnostics || [];
@@ -21,33 +23,64 @@ let onUnauthorized = () => {};
 /** setUnauthorizedHandler sets what happens on a 401 (show the login help). */
 export function setUnauthorizedHandler(f) { onUnauthorized = f; }
 
-/** unauthorized forgets the credential the daemon refused and shows the
- * login help. */
+/** unauthorized shows the login help: the daemon does not know this page. */
 export function unauthorized() {
-  forgetCredential();
+  dropBearer();
   onUnauthorized();
 }
 
-/** api sends a request and returns the decoded JSON answer (null for 204). */
+/** bearerHeaders returns the Authorization header of the run bearer
+ * (authenticating first if need be) and the bearer; it throws an ApiError
+ * of status 0 when the daemon cannot prove itself (nothing is sent), or
+ * of 401, after the login help, when it does not know this page. */
+export async function bearerHeaders() {
+  let b;
+  try {
+    b = await runBearer();
+  } catch (e) {
+    if (!(e instanceof AuthError)) throw e;
+    if (e.kind === 'logged-out') unauthorized();
+    throw new ApiError(e.status, { error: { message: e.message } }, e.kind);
+  }
+  return { headers: b ? { Authorization: `Bearer ${b}` } : {}, bearer: b };
+}
+
+/** api sends a request and returns the decoded JSON answer (null for 204).
+ * A 401 makes it authenticate again and retry once; a request that fails
+ * on the network drops the run bearer, so that nothing is sent again
+ * before the daemon proves itself. */
 export async function api(method, path, body, opts = {}) {
-  const headers = { Accept: 'application/json', ...authHeaders(), ...(opts.headers || {}) };
-  let payload;
-  if (body !== undefined) {
-    headers['Content-Type'] = opts.contentType || 'application/json';
-    payload = JSON.stringify(body);
+  for (let attempt = 0; ; attempt++) {
+    const { headers: auth, bearer } = await bearerHeaders();
+    const headers = { Accept: 'application/json', ...auth, ...(opts.headers || {}) };
+    let payload;
+    if (body !== undefined) {
+      headers['Content-Type'] = opts.contentType || 'application/json';
+      payload = JSON.stringify(body);
+    }
+    let resp;
+    try {
+      resp = await fetch(path, { method, headers, body: payload, credentials: 'omit', cache: 'no-store' });
+    } catch (e) {
+      dropBearer(bearer);
+      throw new ApiError(0, { error: { message: `the daemon did not answer (${e.message || e})` } }, 'unreachable');
+    }
+    if (resp.status === 401 && bearer && attempt === 0) {
+      dropBearer(bearer);
+      continue;
+    }
+    if (resp.status === 204) return null;
+    let data = null;
+    const text = await resp.text();
+    if (text) {
+      try { data = JSON.parse(text); } catch { data = text; }
+    }
+    if (!resp.ok) {
+      if (resp.status === 401) unauthorized();
+      throw new ApiError(resp.status, data);
+    }
+    return data;
   }
-  const resp = await fetch(path, { method, headers, body: payload, credentials: 'omit', cache: 'no-store' });
-  if (resp.status === 204) return null;
-  let data = null;
-  const text = await resp.text();
-  if (text) {
-    try { data = JSON.parse(text); } catch { data = text; }
-  }
-  if (!resp.ok) {
-    if (resp.status === 401) unauthorized();
-    throw new ApiError(resp.status, data);
-  }
-  return data;
 }
 
 const enc = encodeURIComponent;

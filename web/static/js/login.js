@@ -1,9 +1,10 @@
 // The login page (/login#code=CODE): it takes the one-time code out of
 // the address bar at once, redeems it (POST /v1/login) for the page's
-// credential, stores that, and goes to the page. The code never reaches a
-// server log or a Referer: it travels in the fragment and in a POST body.
+// credential, keeps only a non-extractable key made of it (auth.js), and
+// goes to the page. The code never reaches a server log or a Referer: it
+// travels in the fragment and in a POST body.
 import { h, put } from './dom.js';
-import { setCredential, credential } from './auth.js';
+import { storeCredential, loadKey, secure, insecureMessage } from './auth.js';
 
 const box = document.getElementById('login');
 
@@ -17,8 +18,12 @@ async function redeem() {
   const params = new URLSearchParams(location.hash.replace(/^#/, ''));
   const code = params.get('code') || '';
   history.replaceState(null, '', '/login');
+  if (!secure()) {
+    put(box, h('h1', 'This page cannot log in here'), h('p.error-text', insecureMessage));
+    return;
+  }
   if (!code) {
-    if (credential()) { location.replace('/'); return; }
+    if (await loadKey()) { location.replace('/'); return; }
     help('Log in to agentpool', 'This page needs a login link from the daemon; each link works once, for a minute. In a terminal, run:');
     return;
   }
@@ -32,7 +37,13 @@ async function redeem() {
   }
   if (resp.status === 201) {
     const login = await resp.json();
-    setCredential(login.credential);
+    try {
+      await storeCredential(login.id, login.credential);
+    } catch (e) {
+      put(box, h('h1', 'The login could not be kept'), h('p.error-text', String(e.message || e)),
+        h('p', 'The browser refused to store the page\'s key (is its storage disabled?). Try a new link:'), h('pre', 'agentpool open'));
+      return;
+    }
     location.replace('/');
     return;
   }

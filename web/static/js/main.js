@@ -3,7 +3,7 @@
 import { h, put } from './dom.js';
 import * as API from './api.js';
 import { store, on, connect, disconnect, refreshAll, updateNeeds } from './store.js';
-import { credential, forgetCredential } from './auth.js';
+import { loadKey, forgetKey, onAuthState, secure, insecureMessage } from './auth.js';
 import { sessionsView } from './sessions.js';
 import { sessionView } from './session.js';
 
@@ -50,6 +50,7 @@ function showLogin(title = 'Log in to agentpool', note = '') {
   loggedOut = true;
   if (cleanup) { cleanup(); cleanup = null; }
   disconnect();
+  banner.hidden = true;
   logoutBtn.hidden = true;
   store.live = false;
   conn.classList.remove('live');
@@ -63,11 +64,30 @@ function showLogin(title = 'Log in to agentpool', note = '') {
 logoutBtn.onclick = async () => {
   logoutBtn.disabled = true;
   try { await API.logout(); } catch { /* revoked already, or the daemon is down: forget it all the same */ }
-  forgetCredential();
+  await forgetKey();
   showLogin('Logged out', 'This page\'s login was revoked; other pages stay logged in.');
 };
 
 API.setUnauthorizedHandler(showLogin);
+
+// The banner says why nothing is sent while the daemon cannot prove
+// itself (auth.js); the page retries by itself.
+const banner = document.getElementById('auth-banner');
+const bannerText = {
+  unreachable: ['The daemon at this address did not prove it is yours.',
+    'It may be stopped, or another program holds its port. Nothing was sent; retrying…'],
+  proof: ['Something answered at this address but could not prove it is the agentpool daemon you logged in to.',
+    'Another program may hold its port. Nothing was sent to it; retrying…'],
+  insecure: ['This page cannot log in here.', insecureMessage],
+};
+onAuthState(state => {
+  const t = bannerText[state];
+  banner.hidden = !t || loggedOut;
+  if (t) put(banner, h('strong', t[0]), ' ', h('span', t[1]));
+  banner.dataset.state = t ? state : '';
+  banner.classList.toggle('warn', state === 'unreachable');
+  banner.classList.toggle('bad', state !== 'unreachable');
+});
 
 on(topic => {
   if (topic !== 'live') return;
@@ -83,16 +103,20 @@ if ('Notification' in window && Notification.permission === 'default') {
 }
 
 async function start() {
+  if (!secure()) {
+    put(main, h('div.panel.login', h('h1', 'This page cannot log in here'), h('p.error-text', insecureMessage)));
+    return;
+  }
   try {
     await refreshAll();
   } catch (e) {
     if (e.status === 401) return; // showLogin has run
-    put(main, h('div.pad.error-text', `The daemon did not answer: ${e.message}`));
+    put(main, h('div.pad.muted', e.kind ? 'Waiting for the daemon to prove itself…' : `The daemon did not answer: ${e.message}`));
     setTimeout(start, 2000);
     return;
   }
   updateNeeds();
-  logoutBtn.hidden = !credential();
+  logoutBtn.hidden = !await loadKey();
   window.addEventListener('hashchange', route);
   route();
   connect();
