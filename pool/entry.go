@@ -66,9 +66,10 @@ func (e *entry) warmLocked() bool {
 }
 
 // startErr is err of a start of agent, said to be one: the backend's own
-// error names the start already, most do.
+// error names the start already, most do (after the sandbox's notes,
+// when it denied the agent a path).
 func startErr(agent string, err error) error {
-	if strings.HasPrefix(err.Error(), fmt.Sprintf("start agent %q: ", agent)) {
+	if strings.Contains(err.Error(), fmt.Sprintf("start agent %q: ", agent)) {
 		return err
 	}
 	return fmt.Errorf("start agent %q: %w", agent, err)
