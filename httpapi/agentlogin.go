@@ -44,6 +44,10 @@ func (s *Server) loginAgent(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return &Error{Status: http.StatusNotFound, Code: CodeUnknownProvider, Message: fmt.Sprintf("no provider %q", id)}
 	}
+	if p.Probe != nil && p.Probe.NeedsAuth && len(p.Probe.Auth) == 0 {
+		return &Error{Status: http.StatusConflict, Code: CodeUnsupported,
+			Message: fmt.Sprintf("agent %q offers no login method to agentpool: %s", id, p.Diagnostic)}
+	}
 	if p.Probe == nil || len(p.Probe.Auth) == 0 {
 		return &Error{Status: http.StatusConflict, Code: CodeUnsupported,
 			Message: fmt.Sprintf("agent %q offers no login method (probe it first: agentpool providers refresh %s)", id, id)}

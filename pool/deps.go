@@ -339,6 +339,15 @@ type AuthNoter interface {
 	AuthRequired(provider string)
 }
 
+// ProbeReporter is what a Resolver may also be: it says when a probe of
+// a provider last succeeded (the zero time when none did), which clears
+// the crashes of that provider's agents before it (Config.CrashLimit): a
+// user who fixed what made an agent crash, and whose probe says so, need
+// not wait for the crash window to pass.
+type ProbeReporter interface {
+	LastProbeOK(provider string) time.Time
+}
+
 // Launcher builds an unstarted backend for a spec: the ACP backend with the
 // worktree's fs bridge and terminals, or the PTY backend.
 type Launcher interface {

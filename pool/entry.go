@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,34 @@ func (e *entry) warmLocked() bool {
 	return e.state == StateStarting || e.state == StateIdle
 }
 
+// startErr is err of a start of agent, said to be one: the backend's own
+// error names the start already, most do (after the sandbox's notes,
+// when it denied the agent a path).
+func startErr(agent string, err error) error {
+	if strings.Contains(err.Error(), fmt.Sprintf("start agent %q: ", agent)) {
+		return err
+	}
+	return fmt.Errorf("start agent %q: %w", agent, err)
+}
+
+// loginHint says how to log in agent, which refused to start with err
+// until the user logs in: agentpool login, unless the agent offers no
+// way to (then the command its own words name, if any).
+func loginHint(agent string, err error) string {
+	var ae *backends.AuthRequiredError
+	if !errors.As(err, &ae) || !ae.NoMethod {
+		return "log in with: agentpool login " + agent
+	}
+	if cmd := backends.LoginCommand(ae.Said()); cmd != "" {
+		return fmt.Sprintf("it offers no login method to agentpool: log in with %s in your terminal, then retry", cmd)
+	}
+	return "it offers no login method to agentpool: log in as the agent says, then retry"
+}
+
+// sameSpec reports whether a and b launch the same agent, whatever
+// their directories.
+func sameSpec(a, b backends.Spec) bool { return specHash(a) == specHash(b) }
+
 func specHash(s backends.Spec) string {
 	s.Dir = ""
 	b, _ := json.Marshal(s)
@@ -104,14 +133,27 @@ func (p *Pool) acquireLocked(s *session, agent string) (*entry, error) {
 	if e != nil && e.inUse {
 		return nil, fmt.Errorf("agent %q of session %q: %w", agent, s.id, ErrBusy)
 	}
+	spec, err := p.cfg.Resolver.Resolve(agent)
+	if err != nil {
+		return nil, fmt.Errorf("agent %q: %w", agent, err)
+	}
 	var crashes []time.Time
 	restarts := 0
 	lastErr := ""
 	if e != nil {
 		now := p.cfg.Now()
-		for _, t := range e.crashes {
-			if now.Sub(t) < p.cfg.CrashWindow {
-				crashes = append(crashes, t)
+		// The crashes of another definition of the provider, or those
+		// before a probe that succeeded, say nothing of the next start:
+		// the user fixed the cause.
+		var since time.Time
+		if pr, ok := p.cfg.Resolver.(ProbeReporter); ok {
+			since = pr.LastProbeOK(agent)
+		}
+		if sameSpec(e.spec, spec) {
+			for _, t := range e.crashes {
+				if now.Sub(t) < p.cfg.CrashWindow && t.After(since) {
+					crashes = append(crashes, t)
+				}
 			}
 		}
 		restarts = e.restarts
@@ -123,12 +165,10 @@ func (p *Pool) acquireLocked(s *session, agent string) (*entry, error) {
 		}
 	}
 	if len(crashes) >= p.cfg.CrashLimit {
-		return nil, fmt.Errorf("%w: agent %q crashed %d times in %s in session %q; not restarting it (last error: %s)",
-			ErrAgentFailing, agent, len(crashes), p.cfg.CrashWindow, s.id, lastErr)
-	}
-	spec, err := p.cfg.Resolver.Resolve(agent)
-	if err != nil {
-		return nil, fmt.Errorf("agent %q: %w", agent, err)
+		wait := crashes[len(crashes)-p.cfg.CrashLimit].Add(p.cfg.CrashWindow).Sub(p.cfg.Now()).Round(time.Second)
+		return nil, fmt.Errorf("%w: agent %q crashed %d times in %s in session %q; not restarting it (last error: %s); "+
+			"once the cause is fixed, retry now after a probe that succeeds (agentpool providers refresh %s) or a change of the provider in providers.json, or in %s",
+			ErrAgentFailing, agent, len(crashes), p.cfg.CrashWindow, s.id, lastErr, agent, wait)
 	}
 	if err := p.makeRoomLocked(); err != nil {
 		return nil, err
@@ -284,13 +324,13 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 		needsAuth := errors.Is(err, backends.ErrAuthRequired)
 		if needsAuth {
 			// Not a crash: it starts once the user has logged in.
-			err = fmt.Errorf("start agent %q: %w; log in with: agentpool login %s", agent, err, agent)
+			err = fmt.Errorf("%w; %s", startErr(agent, err), loginHint(agent, err))
 			stage = "auth"
 			if n, ok := p.cfg.Resolver.(AuthNoter); ok {
 				n.AuthRequired(agent)
 			}
 		} else {
-			err = fmt.Errorf("start agent %q: %w", agent, err)
+			err = startErr(agent, err)
 		}
 		p.mu.Lock()
 		e.err = err

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +56,9 @@ func newRepo(t testing.TB) string {
 
 // env is a pool built from real parts.
 type env struct {
+	// probedOK, when set (unix nanoseconds), is when a probe of every
+	// provider last succeeded, as the pool's Resolver says (probeOK).
+	probedOK atomic.Int64
 	t        testing.TB
 	dir      string
 	dbPath   string
@@ -130,6 +134,22 @@ func newEnv(t testing.TB, providers map[string]any, tweak func(*pool.Config)) *e
 	return e
 }
 
+// probeOK is the env's registry, whose probes succeeded when the test
+// says (env.probedOK).
+type probeOK struct {
+	*registry.Registry
+	e *env
+}
+
+var _ pool.ProbeReporter = probeOK{}
+
+func (r probeOK) LastProbeOK(id string) time.Time {
+	if n := r.e.probedOK.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return r.Registry.LastProbeOK(id)
+}
+
 // open opens the store and a new pool over it.
 func (e *env) open() {
 	t := e.t
@@ -148,7 +168,7 @@ func (e *env) open() {
 		cfg.Usage = e.wrapUsage(cfg.Usage)
 	}
 	cfg.Worktrees = wiring.Worktrees{M: e.wt}
-	cfg.Resolver = e.reg
+	cfg.Resolver = probeOK{e.reg, e}
 	cfg.Launcher = wiring.Launcher{}
 	e.p, err = pool.New(cfg)
 	if err != nil {

@@ -295,6 +295,18 @@ func TestCrashLoopGuard(t *testing.T) {
 	if n := e.p.Stats().Spawns; n != 3 {
 		t.Errorf("spawns = %d; want 3 (no spawn storm)", n)
 	}
+	if !strings.Contains(err.Error(), "providers refresh fake") {
+		t.Errorf("fourth prompt error = %v; want how to retry now", err)
+	}
+
+	// A probe that succeeds after the crashes clears them.
+	e.probedOK.Store(time.Now().UnixNano())
+	if tn := e.prompt(sess.ID, "", "after the probe"); tn.StopReason != "error" || strings.Contains(tn.Error, "keeps crashing") {
+		t.Fatalf("prompt after a good probe = %+v; want the agent started again (and crashing in its turn)", tn)
+	}
+	if n := e.p.Stats().Spawns; n != 4 {
+		t.Errorf("spawns after a good probe = %d; want 4", n)
+	}
 }
 
 // forward connects registry changes to the pool, as the daemon does.

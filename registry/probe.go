@@ -23,7 +23,14 @@ type ProbeInfo struct {
 	Auth []backends.AuthMethod `json:"auth,omitempty"`
 	// NeedsAuth is set when the probe failed because the agent needs the
 	// user to log in (agentpool login).
-	NeedsAuth     bool            `json:"needs_auth,omitempty"`
+	NeedsAuth bool `json:"needs_auth,omitempty"`
+	// AuthMessage is what the agent said when it refused to work until
+	// the user logs in, beyond ACP's "Authentication required": with no
+	// login method (Auth empty), the only instruction there is.
+	AuthMessage string `json:"auth_message,omitempty"`
+	// LoginCommand is the command AuthMessage names for logging in
+	// ("auggie login"), to run in the user's terminal; shown, never run.
+	LoginCommand  string          `json:"login_command,omitempty"`
 	LoadSession   bool            `json:"load_session"`
 	Modes         []backends.Mode `json:"modes,omitempty"`
 	CurrentMode   string          `json:"current_mode,omitempty"`
@@ -161,6 +168,11 @@ func (r *Registry) runProbe(id string, spec backends.Spec) (ProbeInfo, error) {
 		return pi, fmt.Errorf("probe %q: %w", id, ErrClosed)
 	case errors.Is(err, backends.ErrAuthRequired):
 		pi.Error, pi.NeedsAuth = err.Error(), true
+		var ae *backends.AuthRequiredError
+		if errors.As(err, &ae) {
+			pi.AuthMessage = ae.Said()
+			pi.LoginCommand = backends.LoginCommand(pi.AuthMessage)
+		}
 		log.Info("probe: the agent needs a login", logDuration, pi.Duration)
 	case err != nil:
 		pi.Error = err.Error()
@@ -234,4 +246,16 @@ func (r *Registry) AuthRequired(id string) {
 	if _, err := r.startProbeLocked(id, spec); err != nil {
 		r.log.Debug("probe after a login refusal", logProvider, id, logError, err)
 	}
+}
+
+// LastProbeOK returns when the last probe of provider id ended, if it
+// succeeded; the zero time when there was none or it failed. The pool
+// forgets an agent's crashes before it (pool.ProbeReporter).
+func (r *Registry) LastProbeOK(id string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec := r.probes[id]; rec != nil && rec.info.Error == "" {
+		return rec.info.ProbedAt
+	}
+	return time.Time{}
 }

@@ -259,6 +259,11 @@ func applySandbox(d *definition, e *sandboxEntry) {
 	}
 	if e.write != nil {
 		s.Write = slices.Clone(e.write)
+		for _, p := range e.write {
+			if madeDir(p) && !slices.Contains(s.MakeDirs, p) {
+				s.MakeDirs = append(s.MakeDirs, p)
+			}
+		}
 	}
 	if e.sockets != nil {
 		s.Sockets = slices.Clone(e.sockets)
@@ -269,6 +274,21 @@ func applySandbox(d *definition, e *sandboxEntry) {
 	if e.required != nil {
 		s.Required = *e.required
 	}
+}
+
+// madeDir reports whether p, an entry of a provider's "sandbox.write",
+// is a directory the daemon makes before a launch when it is missing: a
+// path that cannot be granted until it exists, and that an agent in its
+// view cannot make itself. The common caches are left alone (a provider
+// that lists them again does not make ~/go appear), and so is a path
+// whose name has an extension (~/.claude.json), most likely a file the
+// agent writes, which an empty directory would break. "$WORKTREE" paths
+// are the worktree's, always writable.
+func madeDir(p string) bool {
+	if strings.HasPrefix(p, worktreeVar) || slices.Contains(CommonWritable(), p) {
+		return false
+	}
+	return filepath.Ext(strings.TrimLeft(filepath.Base(p), ".")) == ""
 }
 
 // cloneSandbox returns a copy of s that shares nothing with it.

@@ -95,7 +95,10 @@ func TestSandboxMerge(t *testing.T) {
 		{"qwen", with(defaultSandbox("~/.qwen"), func(s *backends.SandboxSpec) { s.Enabled = false })},
 		{"opencode", defaultSandbox(stateDirs(ProviderOpenCode)...)},
 		{"claude", defaultSandbox(stateDirs(ProviderClaude)...)},
-		{"amp", with(defaultSandbox(), func(s *backends.SandboxSpec) { s.Write = []string{"~/.amp", "/var/cache/amp"} })},
+		{"amp", with(defaultSandbox(), func(s *backends.SandboxSpec) {
+			// The user's directories are made before a launch.
+			s.Write, s.MakeDirs = []string{"~/.amp", "/var/cache/amp"}, []string{"~/.amp", "/var/cache/amp"}
+		})},
 		{"codex-hosts", with(codex, func(s *backends.SandboxSpec) {
 			s.Ports, s.Hosts = []uint16{8443}, []string{"*.openai.com:443", "10.0.0.0/8", "[::1]:8080", "api.openai.com"}
 		})},
@@ -144,9 +147,12 @@ func TestSandboxResolve(t *testing.T) {
 			Read:  []string{home("models"), "/srv/data"},
 			Write: []string{home(".codex"), home(".cache"), home(".npm"), home("go/pkg/mod")}, MakeDirs: []string{home(".codex")}}},
 		{"tool", backends.SandboxSpec{Enabled: true, Network: backends.NetworkList, Ports: []uint16{443, 8443}, Hosts: []string{"api.example.com:443", "localhost:11434"}, Required: true,
-			Read:    []string{home(".gitconfig"), home(".config/git")},
-			Write:   []string{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"},
-			Sockets: []string{"/var/run/docker.sock", home(".tool/agent.sock")}}},
+			Read:  []string{home(".gitconfig"), home(".config/git")},
+			Write: []string{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"},
+			// The user's directories are made before a launch; the
+			// worktree's are there.
+			MakeDirs: []string{home(".tool"), "/var/tmp/tool"},
+			Sockets:  []string{"/var/run/docker.sock", home(".tool/agent.sock")}}},
 	}
 	snap := r.Snapshot()
 	for _, tt := range tests {
@@ -188,9 +194,10 @@ func TestSandboxResolve(t *testing.T) {
 			continue
 		}
 		want := map[string]any{"enabled": true, "network": "list", "ports": []any{443.0, 8443.0}, "hosts": []any{"api.example.com:443", "localhost:11434"}, "required": true,
-			"read":    []any{home(".gitconfig"), home(".config/git")},
-			"write":   []any{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"},
-			"sockets": []any{"/var/run/docker.sock", home(".tool/agent.sock")}}
+			"read":      []any{home(".gitconfig"), home(".config/git")},
+			"write":     []any{"$WORKTREE", "$WORKTREE/.cache", home(".tool"), "/var/tmp/tool"},
+			"make_dirs": []any{home(".tool"), "/var/tmp/tool"},
+			"sockets":   []any{"/var/run/docker.sock", home(".tool/agent.sock")}}
 		if diff := cmp.Diff(want, p.Sandbox); diff != "" {
 			t.Errorf("JSON of the snapshot's tool sandbox (-want +got):\n%s", diff)
 		}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -118,7 +119,7 @@ func (r *Registry) buildLocked() *state {
 		case r.inflight[id] != nil:
 			s.Status = StatusProbing
 		case rec != nil && rec.info.NeedsAuth:
-			s.Status, s.Diagnostic = StatusNeedsAuth, fmt.Sprintf("the agent needs you to log in: agentpool login %s", id)
+			s.Status, s.Diagnostic = StatusNeedsAuth, needsAuthDiagnostic(id, rec.info)
 		case rec != nil && rec.info.Error != "":
 			// A failed probe is shown, but does not block launching: a
 			// real session may well succeed where the probe did not.
@@ -219,4 +220,25 @@ func diff(old, next *state) (Change, bool) {
 		old.snap.ETag != next.snap.ETag || old.snap.Diagnostic != next.snap.Diagnostic ||
 		old.snap.File != next.snap.File
 	return c, changed
+}
+
+// needsAuthDiagnostic says how to log in the agent of provider id, whose
+// last probe found it needs a login: agentpool login when it offers a
+// way, else its own words and the command they name.
+func needsAuthDiagnostic(id string, info *ProbeInfo) string {
+	if len(info.Auth) > 0 {
+		return fmt.Sprintf("the agent needs you to log in: agentpool login %s", id)
+	}
+	var b strings.Builder
+	b.WriteString("the agent needs you to log in, and offers no way to do it through agentpool")
+	if info.AuthMessage != "" {
+		fmt.Fprintf(&b, "; it says: %q", info.AuthMessage)
+	}
+	if info.LoginCommand != "" {
+		fmt.Fprintf(&b, "; log in with %s in your terminal", info.LoginCommand)
+	} else {
+		b.WriteString("; log in as its documentation says")
+	}
+	fmt.Fprintf(&b, ", then: agentpool providers refresh %s", id)
+	return b.String()
 }

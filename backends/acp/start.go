@@ -55,6 +55,12 @@ func (b *Backend) Start(ctx context.Context, resume string) (backends.Info, erro
 
 	info, err := b.handshake(ctx, resume)
 	if err != nil {
+		var ae *backends.AuthRequiredError
+		if errors.As(err, &ae) {
+			b.mu.Lock()
+			ae.NoMethod = len(b.info.Auth) == 0
+			b.mu.Unlock()
+		}
 		return backends.Info{}, b.startFailed(err)
 	}
 	return info, nil
@@ -337,7 +343,7 @@ func stageErr(ctx context.Context, stage string, err error) error {
 		return fmt.Errorf("%s: %w", stage, context.Cause(ctx))
 	}
 	if isAuthRequired(err) {
-		return fmt.Errorf("%s: %w (%s)", stage, backends.ErrAuthRequired, refusal(err))
+		return fmt.Errorf("%s: %w", stage, &backends.AuthRequiredError{Refusal: refusal(err)})
 	}
 	return fmt.Errorf("%s: %w", stage, err)
 }

@@ -223,7 +223,10 @@ func (b *Backend) turnError(err error) error {
 	}
 	var re *acpsdk.RequestError
 	if errors.As(err, &re) && re.Code == codeAuthRequired {
-		return fmt.Errorf("turn failed: %w (%s)", backends.ErrAuthRequired, refusal(err))
+		b.mu.Lock()
+		none := len(b.info.Auth) == 0
+		b.mu.Unlock()
+		return fmt.Errorf("turn failed: %w", &backends.AuthRequiredError{Refusal: refusal(err), NoMethod: none})
 	}
 	if errors.As(err, &re) {
 		return fmt.Errorf("turn failed: agent error %d %s: %w", re.Code, re.Message, err)

@@ -84,6 +84,7 @@ func Run(s Script, stdin io.Reader, stdout, stderr io.Writer) error {
 	for i := 0; i < s.StderrFlood; i++ {
 		fmt.Fprintf(stderr, "fake agent: stderr flood line %d %s\n", i, strings.Repeat("x", 100))
 	}
+	s.LoginFile, s.CallLog = homePath(s.LoginFile), homePath(s.CallLog)
 	a := &agent{
 		script:    s,
 		in:        bufio.NewReaderSize(stdin, 1<<20),
@@ -92,6 +93,12 @@ func Run(s Script, stdin io.Reader, stdout, stderr io.Writer) error {
 		nextID:    s.IDStart,
 		pending:   map[string]chan message{},
 		stdinDone: make(chan struct{}),
+	}
+	if s.StateDir != "" {
+		if err := makeStateDir(homePath(s.StateDir)); err != nil {
+			fmt.Fprintln(stderr, err)
+			os.Exit(1)
+		}
 	}
 	a.runSteps(s.StartSteps, "", nil)
 	if s.ExitBeforeHandshake != nil {
@@ -245,7 +252,11 @@ func (a *agent) handleRequest(m message) {
 	}
 	a.logCall(m)
 	if a.needsLogin(m.Method) {
-		a.respondErr(m.ID, -32000, "Authentication required", nil)
+		msg := a.script.LoginMessage
+		if msg == "" {
+			msg = "Authentication required"
+		}
+		a.respondErr(m.ID, -32000, msg, nil)
 		return
 	}
 	switch m.Method {

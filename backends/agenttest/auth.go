@@ -2,8 +2,13 @@ package agenttest
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 )
 
 // The fake's login: Script.AuthMethods, Script.LoginFile and
@@ -58,4 +63,55 @@ func (a *agent) authenticate(m message) {
 		return
 	}
 	a.respondErr(m.ID, -32602, "Invalid params", map[string]any{"details": "no such auth method " + p.MethodID})
+}
+
+// homePath is p with a leading "~/" replaced by the agent's $HOME.
+func homePath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		return filepath.Join(os.Getenv("HOME"), rest)
+	}
+	return p
+}
+
+// makeStateDir makes dir and writes a file in it, failing as Node words
+// it ("Error: EACCES: permission denied, mkdir '/home/u/.augment'").
+func makeStateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("Error: %s: %s, mkdir '%s'", errnoName(err), errnoText(err), dir)
+	}
+	f := filepath.Join(dir, "state.json")
+	if err := os.WriteFile(f, []byte("{}\n"), 0o600); err != nil {
+		return fmt.Errorf("Error: %s: %s, open '%s'", errnoName(err), errnoText(err), f)
+	}
+	return nil
+}
+
+// errnoName and errnoText are Node's words for err's errno.
+func errnoName(err error) string {
+	var no syscall.Errno
+	if !errors.As(err, &no) {
+		return "EIO"
+	}
+	switch no {
+	case syscall.EACCES:
+		return "EACCES"
+	case syscall.EPERM:
+		return "EPERM"
+	case syscall.EROFS:
+		return "EROFS"
+	case syscall.ENOENT:
+		return "ENOENT"
+	}
+	return "E" + strings.ToUpper(strings.ReplaceAll(no.Error(), " ", "_"))
+}
+
+func errnoText(err error) string {
+	var no syscall.Errno
+	if !errors.As(err, &no) {
+		return err.Error()
+	}
+	if no == syscall.ENOENT {
+		return "no such file or directory"
+	}
+	return no.Error()
 }

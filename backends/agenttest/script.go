@@ -40,6 +40,18 @@ type Script struct {
 	// agent that reads its API key from there, whose env_var login
 	// method names it).
 	LoginEnv string `json:"login_env,omitempty"`
+	// LoginMessage, when set, is the message of the "Authentication
+	// required" answer (code -32000) instead of those words: an agent
+	// that explains how to log in ("Authentication required: run `x
+	// login` in your terminal").
+	LoginMessage string `json:"login_message,omitempty"`
+	// StateDir, when set, is a directory the agent makes (with its
+	// parents) and writes a file in before it reads anything, as Node
+	// agents make their state directory (~/.augment): when it cannot, it
+	// writes Node's error line to stderr and exits with status 1. A
+	// leading "~/" in StateDir, LoginFile and CallLog is the agent's
+	// $HOME.
+	StateDir string `json:"state_dir,omitempty"`
 	// Modes offered by session/new, the first is current.
 	Modes []Mode `json:"modes,omitempty"`
 	// ConfigOptions returned by session/new (ACP configOptions, raw);

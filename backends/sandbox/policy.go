@@ -167,6 +167,12 @@ type PolicyInput struct {
 	// Home is the user's home directory: never granted as a whole, nor the
 	// secrets under it.
 	Home string
+	// GitConfig are git's per-user configuration files (~/.gitconfig,
+	// $XDG_CONFIG_HOME/git/config, ...): always readable, like the system
+	// directories, whatever Sandbox.Read says, since without them every
+	// git command of the agent's fails when they exist (git refuses a
+	// configuration file it cannot read).
+	GitConfig []string
 	// Protect are further paths never granted, nor anything above or below
 	// them, except the worktree, TmpDir and the Git paths: the daemon's
 	// home and the main checkout.
@@ -268,6 +274,7 @@ func PolicyFor(in PolicyInput) PolicyResult {
 		}
 	}
 	add(&read, OriginDerived, systemRead...)
+	add(&read, OriginDerived, in.GitConfig...)
 	add(&read, OriginDerived, installDirs(in.Exe, in.PATH)...)
 	for _, dir := range filepath.SplitList(in.PATH) {
 		if filepath.IsAbs(dir) {

@@ -60,6 +60,13 @@ func (c *cli) loginAgent(ctx context.Context, args []string) error {
 			p.Probe = &info
 		}
 	}
+	if p.Probe != nil && p.Probe.NeedsAuth && len(p.Probe.Auth) == 0 {
+		// It needs a login it cannot do over ACP: its own words say how.
+		if st, ok := providerOf(ctx, api, id); ok && st.Status == registry.StatusNeedsAuth {
+			p = st
+		}
+		return fmt.Errorf("agent %q needs a login that agentpool cannot do for it: %s", id, termText(p.Diagnostic))
+	}
 	if p.Probe == nil || len(p.Probe.Auth) == 0 {
 		return fmt.Errorf("agent %q offers no login method: it needs none, or logs in on its own (its status: %s)", id, p.Status)
 	}

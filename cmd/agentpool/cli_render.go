@@ -106,6 +106,11 @@ type renderer struct {
 	role      string // the chunk role being written, "" after a line of another kind
 	midLine   bool   // the last text written did not end a line
 	tools     map[string]string
+	// said are the lines of notes shown since the turn began (an agent's
+	// stderr, a sandbox note, an error): an error that repeats them (a
+	// failed start carries its stderr and its sandbox notes) shows only
+	// what is new.
+	said map[string]bool
 }
 
 func newRenderer(out, note io.Writer, color bool) *renderer {
@@ -203,7 +208,9 @@ func (r *renderer) event(ev backends.Event) {
 	case backends.EventPTYOutput:
 		r.chunk(backends.RoleAgent, d.Data)
 	case backends.EventError:
-		r.line(r.note, ansiRed, "error: %s", d.Error)
+		if msg := r.fresh(d.Error); msg != "" {
+			r.line(r.note, ansiRed, "error: %s", msg)
+		}
 	case backends.EventAgentStarting:
 		r.line(r.note, "", "starting agent %s…", ev.Agent)
 	case backends.EventAgentReady:
@@ -215,7 +222,7 @@ func (r *renderer) event(ev backends.Event) {
 	case backends.EventAgentContextLost:
 		r.line(r.note, "", "note: agent %s could not resume its conversation and starts a new one", ev.Agent)
 	case backends.EventAgentExited:
-		r.line(r.note, ansiRed, "agent %s exited (%s)%s", ev.Agent, d.Status, indentTail(d.StderrTail))
+		r.line(r.note, ansiRed, "agent %s exited (%s)%s", ev.Agent, d.Status, indentTail(r.fresh(d.StderrTail)))
 	case "agent.evicted":
 		r.line(r.note, "", "agent %s stopped: %s", ev.Agent, d.Reason)
 	case backends.EventSandboxRefused:
@@ -223,7 +230,9 @@ func (r *renderer) event(ev backends.Event) {
 	case wiring.EventNetworkRefused:
 		r.line(r.note, ansiRed, "agent %s: %s", ev.Agent, networkRefusedLine(ev))
 	case backends.EventTurnEnded:
+		d.Error = r.fresh(d.Error)
 		r.line(r.out, turnColour(d.StopReason), "%s", turnSummary(d))
+		r.said = nil
 	case pool.EventUsageDropped:
 		r.line(r.note, ansiRed, "agent %s: %s", ev.Agent, eventSummary(ev))
 	case pool.EventSetupCopied, pool.EventSetupOutput:
@@ -278,8 +287,36 @@ func (r *renderer) sandbox(ev backends.Event) {
 	}
 	for _, n := range d.Denied {
 		r.line(r.note, ansiRed, "sandbox of %s denied %s", ev.Agent, n)
+		r.fresh("sandbox: " + n.String())
 	}
 }
+
+// fresh returns the lines of text not shown yet in this turn's notes,
+// and remembers them as shown: an error that carries the agent's stderr
+// tail, or a sandbox note, already shown shows only the rest ("…; last
+// stderr:" with nothing after it goes too).
+func (r *renderer) fresh(text string) string {
+	if r.said == nil {
+		r.said = map[string]bool{}
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		k := strings.TrimSpace(l)
+		if k != "" && r.said[k] {
+			continue
+		}
+		if k != "" && len(r.said) < maxSaidLines {
+			r.said[k] = true
+		}
+		out = append(out, l)
+	}
+	s := strings.TrimSpace(strings.Join(out, "\n"))
+	s = strings.TrimSuffix(s, "; last stderr:")
+	return s
+}
+
+// maxSaidLines bounds the lines a renderer remembers in a turn.
+const maxSaidLines = 1000
 
 // toolSummary is a tool call in a few words.
 func toolSummary(d eventData) string {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
@@ -76,7 +77,9 @@ func (c Confiner) policy(req pool.LaunchRequest) (*sandbox.PolicyResult, error) 
 		in.Protected = append(in.Protected, sandbox.Protected{Path: repo, What: whatMainCheckout})
 	}
 	r := sandbox.PolicyFor(in)
-	makeStateDirs(sb, r.Policy)
+	if err := makeStateDirs(sb, r.Policy, c.Home); err != nil {
+		return nil, err
+	}
 	return &r, nil
 }
 
@@ -85,9 +88,13 @@ func (c Confiner) policy(req pool.LaunchRequest) (*sandbox.PolicyResult, error) 
 // agent started for the first time under the sandbox cannot make its
 // state directory itself, the rest of the home being absent or read-only
 // in its view, and a grant of a missing path is skipped. A path that
-// exists in any form, a dangling symlink included, is left as it is; one
-// that cannot be made is left to the agent's own error, which names it.
-func makeStateDirs(sb backends.SandboxSpec, p sandbox.Policy) {
+// exists in any form, a dangling symlink included, is left as it is. Only
+// a directory under home, or under a directory the daemon's user owns
+// that is not a system directory, is made: the error for another names
+// the "sandbox.write" entry, as does one for a directory that cannot be
+// made.
+func makeStateDirs(sb backends.SandboxSpec, p sandbox.Policy, home string) error {
+	var errs []error
 	for _, d := range sb.MakeDirs {
 		if !slices.Contains(p.Write, d) {
 			continue
@@ -95,8 +102,52 @@ func makeStateDirs(sb backends.SandboxSpec, p sandbox.Policy) {
 		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		_ = os.MkdirAll(d, 0o700)
+		if why := mayMakeDir(d, home); why != "" {
+			errs = append(errs, fmt.Errorf("%s %q does not exist, and the daemon makes only directories under your home or under a directory you own: %s; make it yourself, or remove it from %s in providers.json",
+				backends.EntryWrite, d, why, backends.EntryWrite))
+			continue
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: make the directory: %w", backends.EntryWrite, d, err))
+		}
 	}
+	return errors.Join(errs...)
+}
+
+// mayMakeDir returns why the daemon may not make the missing directory
+// d, "" when it may: d lies in home, or its nearest existing ancestor is
+// a directory the daemon's user owns, neither the root nor a directory at
+// its top (/var, /srv) nor one of the system directories.
+func mayMakeDir(d, home string) string {
+	if home != "" && isWithinDir(d, home) {
+		return ""
+	}
+	a := filepath.Dir(d)
+	for {
+		if _, err := os.Lstat(a); err == nil || a == "/" {
+			break
+		}
+		a = filepath.Dir(a)
+	}
+	fi, err := os.Stat(a)
+	switch {
+	case err != nil:
+		return err.Error()
+	case a == "/" || filepath.Dir(a) == "/" || sandbox.SystemReadable(a) != "":
+		return a + " is a system directory"
+	case !fi.IsDir():
+		return a + " is not a directory"
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+		return fmt.Sprintf("%s is not owned by the daemon's user (uid %d)", a, os.Getuid())
+	}
+	return ""
+}
+
+// isWithinDir reports whether path is dir or lies beneath it.
+func isWithinDir(path, dir string) bool {
+	path, dir = filepath.Clean(path), filepath.Clean(dir)
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }
 
 // policyInput is what a launch of spec shares with every other: the
@@ -104,8 +155,9 @@ func makeStateDirs(sb backends.SandboxSpec, p sandbox.Policy) {
 // (GOOGLE_APPLICATION_CREDENTIALS, CODEX_HOME, ...), the home, the
 // daemon's home.
 func (c Confiner) policyInput(spec backends.Spec) sandbox.PolicyInput {
+	env := backends.AgentEnv(spec)
 	in := sandbox.PolicyInput{Sandbox: spec.Sandbox, Exe: spec.Path, Args: spec.Args, PATH: envPATH(spec.Env), Home: c.Home,
-		Env: backends.EnvPaths(backends.AgentEnv(spec))}
+		Env: backends.EnvPaths(env), GitConfig: agentGitConfig(c.Home, env)}
 	for _, p := range c.Protect {
 		in.Protected = append(in.Protected, sandbox.Protected{Path: p, What: whatDaemonHome})
 	}
@@ -113,6 +165,32 @@ func (c Confiner) policyInput(spec backends.Spec) sandbox.PolicyInput {
 		in.Protected = append(in.Protected, sandbox.Protected{Path: p, What: whatDaemonSecret})
 	}
 	return in
+}
+
+// agentGitConfig are the files of git's per-user configuration an agent
+// with environment env reads: ~/.gitconfig, and config, ignore and
+// attributes in $XDG_CONFIG_HOME/git (~/.config/git by default), with
+// $GIT_CONFIG_GLOBAL when set. Files, not the directory: git's credential
+// store may keep the user's passwords beside them
+// ($XDG_CONFIG_HOME/git/credentials).
+func agentGitConfig(home string, env []string) []string {
+	var out []string
+	xdg := lookupEnv(env, "XDG_CONFIG_HOME")
+	if !filepath.IsAbs(xdg) && home != "" {
+		xdg = filepath.Join(home, ".config")
+	}
+	if home != "" {
+		out = append(out, filepath.Join(home, ".gitconfig"))
+	}
+	if filepath.IsAbs(xdg) {
+		for _, f := range []string{"config", "ignore", "attributes"} {
+			out = append(out, filepath.Join(xdg, "git", f))
+		}
+	}
+	if g := lookupEnv(env, "GIT_CONFIG_GLOBAL"); filepath.IsAbs(g) {
+		out = append(out, g)
+	}
+	return out
 }
 
 // ConfigNotes returns the refusals of spec's sandbox that do not depend on

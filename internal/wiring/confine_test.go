@@ -139,3 +139,43 @@ func TestGrantOfADaemonSecretRefused(t *testing.T) {
 		t.Errorf("ConfigNotes() = %+v; want the directory holding the cluster key refused", notes)
 	}
 }
+
+// TestMakeStateDirs: a missing sandbox.write directory is made (0700,
+// with its parents) under the home or a directory the daemon's user owns;
+// under a system directory it is not, and the error names the entry.
+func TestMakeStateDirs(t *testing.T) {
+	home := t.TempDir()
+	own := t.TempDir()
+	tests := []struct {
+		name    string
+		dir     string
+		wantErr string
+	}{
+		{"home", filepath.Join(home, ".augment"), ""},
+		{"home, parents", filepath.Join(home, ".local", "share", "tool"), ""},
+		{"owned", filepath.Join(own, "cache", "tool"), ""},
+		{"system", "/usr/share/agentpool-test-never-made", `sandbox.write "/usr/share/agentpool-test-never-made" does not exist`},
+		{"top", "/agentpool-test-never-made", "/ is a system directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := backends.SandboxSpec{Write: []string{tt.dir}, MakeDirs: []string{tt.dir}}
+			err := makeStateDirs(sb, sandbox.Policy{Write: []string{tt.dir}}, home)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("makeStateDirs(%s) error = %v; want %q", tt.dir, err, tt.wantErr)
+				}
+				if _, err := os.Lstat(tt.dir); err == nil {
+					t.Fatalf("makeStateDirs(%s) made it", tt.dir)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("makeStateDirs(%s) error = %v; want nil", tt.dir, err)
+			}
+			if st, err := os.Stat(tt.dir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+				t.Fatalf("after makeStateDirs(%s): %v, %v; want a directory of mode 0700", tt.dir, st, err)
+			}
+		})
+	}
+}

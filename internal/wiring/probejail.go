@@ -37,7 +37,9 @@ func (c Confiner) ProbeJail(spec backends.Spec) (acp.ProbeJail, error) {
 		in := c.policyInput(spec)
 		in.Worktree = spec.Dir
 		r := sandbox.PolicyFor(in)
-		makeStateDirs(spec.Sandbox, r.Policy)
+		if err := makeStateDirs(spec.Sandbox, r.Policy, c.Home); err != nil {
+			return acp.ProbeJail{}, err
+		}
 		res, pol = &r, &r.Policy
 	}
 	name := probeJailPrefix + spec.Provider

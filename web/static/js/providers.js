@@ -205,7 +205,11 @@ export function providersView(main) {
         // The agent's words: a link only when it is http(s).
         /^https?:\/\//i.test(m.link || '') ? [' (', h('a', { href: m.link, target: '_blank', rel: 'noopener noreferrer' }, 'get them'), ')'] : null);
     });
-    return h('div.diag', { 'data-login': '' }, items.length ? h('ul', ...items) : h('span', `Run: agentpool login ${p.id}`));
+    if (items.length) return h('div.diag', { 'data-login': '' }, h('ul', ...items));
+    // No way to log in through agentpool: the diagnostic above has the
+    // agent's own words; here is the command they name, if any.
+    const cmd = p.probe && p.probe.login_command;
+    return cmd ? h('div.diag', { 'data-login': '' }, 'Log in with ', h('code', cmd), ' in your terminal, then Refresh.') : null;
   }
 
   // installLine shows the catalog's install command of a provider that is
