@@ -92,10 +92,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cwd, _ := os.Getwd()
 	home, from := findHome(os.Getenv, cwd, stderr)
 	env := newClientEnv(home, os.Getenv)
-	env.HomeFrom, env.Self = from, self
-	if from == homeFromUser || from == homeFromUserIgnored {
-		env.Pointer = pointerPath(os.Getenv) // pointer.go
-	}
+	env.HomeFrom, env.Self, env.Cwd = from, self, cwd
+	env.Daemons = daemonsDir(os.Getenv) // pointer.go
 	handled, err := runClient(ctx, args[0], args[1:], env, stdin, stdout, stderr)
 	if handled {
 		return err
