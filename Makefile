@@ -17,8 +17,16 @@ DESTDIR   ?=
 
 .PHONY: build install uninstall run test bench lint check fuzz clean vendor-xterm
 
+# build stamps the version (git describe) and the commit into the binary,
+# so that `agentpool version` names them even where Go records no VCS
+# information (GOFLAGS=-buildvcs=false); outside a git checkout the
+# version is dev and the revision is left out.
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  := -X main.version=$(VERSION) -X main.revision=$(REVISION)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/agentpool
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentpool
 
 install: build
 	install -d '$(DESTDIR)$(PREFIX)/bin'

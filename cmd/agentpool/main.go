@@ -19,8 +19,14 @@ import (
 	"github.com/agentpool/agentpool/backends/sandbox"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and revision are set at build time by make build, with
+// -ldflags "-X main.version=... -X main.revision=...": git describe
+// --always --dirty and the commit, so that a build with -buildvcs=false
+// (which records no revision) still says what it was built from.
+var (
+	version  = "dev"
+	revision = ""
+)
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.LauncherCommand {
@@ -83,7 +89,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprint(stdout, versionText(version, buildInfo())) // version.go
+		fmt.Fprint(stdout, versionText(version, revision, buildInfo())) // version.go
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage(self))
