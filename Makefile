@@ -15,7 +15,7 @@ export CGO_ENABLED = 1
 PREFIX    ?= $(HOME)/.local
 DESTDIR   ?=
 
-.PHONY: build install uninstall run test bench lint check fuzz clean vendor-xterm
+.PHONY: build install uninstall run test bench bench-smoke lint check fuzz clean vendor-xterm
 
 # build stamps the version (git describe) and the commit into the binary,
 # so that `agentpool version` names them even where Go records no VCS
@@ -48,6 +48,13 @@ test:
 BENCH ?= .
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count 5 -timeout 60m $(PKGS)
+
+# bench-smoke runs every benchmark once (-benchtime 1x), small (-short:
+# benchmarks with a fixed workload shrink it), so that a benchmark that no
+# longer runs fails CI (.ci/run); its figures mean nothing. A benchmark that
+# needs what the machine lacks (root, a network, a real agent) skips.
+bench-smoke:
+	$(GO) test -short -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 20m $(PKGS)
 
 # test-real installs the real Claude Code from npm into a temporary prefix,
 # records it anew in a terminal against a mock of the Messages API on
