@@ -513,9 +513,13 @@ func listen(addr, home, daemons string) (net.Listener, error) {
 		running, _ := listDaemons(daemons) // pointer.go
 		for _, r := range running {
 			if r.info.port() == port {
+				self := defaultSelf
+				if len(os.Args) > 0 {
+					self = invokedAs(os.Args[0])
+				}
 				who = fmt.Sprintf("another of your agentpool daemons, the one of the data directory %s (pid %d); "+
-					"reach it with AGENTPOOL_HOME=%s agentpool <command> (agentpool daemons lists your daemons)",
-					r.Home, r.PID, shellQuote(r.Home))
+					"reach it with AGENTPOOL_HOME=%s %s <command> (%s daemons lists your daemons)",
+					r.Home, r.PID, shellQuote(r.Home), self, self)
 				break
 			}
 		}
