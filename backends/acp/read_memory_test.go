@@ -164,7 +164,11 @@ func TestConcurrentBigReadsWithinBudget(t *testing.T) {
 // real backend, with the default 64 MiB read budget. It reports the
 // daemon's peak live heap and peak RSS above the start of each run.
 func BenchmarkConcurrentBigReads(b *testing.B) {
-	const fileSize, readers = 64 << 20, 6
+	const readers = 6
+	fileSize := int64(64 << 20)
+	if testing.Short() {
+		fileSize = 8 << 20 // make bench-smoke: the same path, smaller files
+	}
 	var heap, rss []int64
 	for b.Loop() {
 		r := bigReads(b, fileSize, acpfs.DefaultReadBudget, readers)

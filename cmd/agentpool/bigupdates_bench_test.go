@@ -37,7 +37,11 @@ var errSeen = errors.New("seen")
 //
 //	go test -run '^$' -bench BigUpdates -benchtime 1x ./cmd/agentpool
 func BenchmarkBigUpdates(b *testing.B) {
-	const size, updates = 1 << 20, 300
+	const size = 1 << 20
+	updates := 300
+	if testing.Short() {
+		updates = 30 // make bench-smoke: the same path, once and small
+	}
 	bin := agentpoolBinary(b)
 	for range b.N {
 		home := b.TempDir()

@@ -59,6 +59,7 @@ const clientUsage = `  providers    list, enable, disable, remove and refresh th
   logins       list the web pages logged in; revoke ID|--all logs them out
   login        log an agent in (the agent keeps its credentials; the daemon never sees them)
   mcp          serve the Model Context Protocol on stdio, so that another agent can delegate work to the pool
+  daemons      list your running daemons (data directory, address, pid) and mark the one this directory talks to
 `
 
 // ClientEnv says where the client finds the daemon.
@@ -68,10 +69,14 @@ type ClientEnv struct {
 	// HomeFrom says how Home was chosen (see findHome), for messages; ""
 	// when it was given.
 	HomeFrom string
-	// Pointer, when set, is the per-user pointer file the client follows
-	// when Home (the per-user default) has no running daemon; see
-	// followPointer.
-	Pointer string
+	// Daemons, when set, is the per-user directory of the running
+	// daemons' pointers (see listDaemons), among which the client picks
+	// when Home has no running daemon and was not chosen explicitly, and
+	// which it names when several run.
+	Daemons string
+	// Cwd is the current directory, "" when unknown: the client picks a
+	// listed daemon whose data directory is at or above it.
+	Cwd string
 	// Addr and Token, when set, override daemon.json and the token file.
 	Addr, Token string
 	// Self is the command as the user invoked it ("./bin/agentpool"), for
@@ -156,7 +161,7 @@ func readDaemonFile(home string) (daemonInfo, error) {
 // alive says whether the daemon's process may still run: it does, or its
 // pid is unknown.
 func (d daemonInfo) alive() bool {
-	return d.PID <= 0 || syscall.Kill(d.PID, 0) != syscall.ESRCH
+	return pidAlive(d.PID) // pointer.go
 }
 
 // writeDaemonFile records d, the daemon's address and pid (and, serving
@@ -250,6 +255,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.mcpServe(ctx, args) // cli_mcpserver.go
 	case "attempt", "attempts":
 		err = c.attempt(ctx, args) // cli_attempt.go
+	case "daemons":
+		err = c.daemons(args) // cli_daemons.go
 	default:
 		return false, nil
 	}
@@ -317,7 +324,7 @@ func (c *cli) client() (*httpapi.Client, error) {
 	}
 	var cert string
 	if addr == "" {
-		d, err := c.findDaemon()
+		d, err := c.findDaemon() // cli_daemons.go
 		if err != nil {
 			return nil, err
 		}
@@ -364,42 +371,6 @@ func trustingClient(cert string) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	return &http.Client{Transport: tr}, nil
-}
-
-// findDaemon reads the daemon.json of the data directory. When that is the
-// per-user default and no daemon runs there, it follows the per-user
-// pointer (see followPointer) to the daemon started elsewhere (the quick
-// start's, in a checkout), and uses that data directory from then on; a
-// pointer that cannot be followed is named in the error, with why.
-func (c *cli) findDaemon() (daemonInfo, error) {
-	d, err := readDaemonFile(c.env.Home)
-	missing := errors.Is(err, fs.ErrNotExist)
-	if err != nil && !missing {
-		return daemonInfo{}, fmt.Errorf("find the daemon: %w", err)
-	}
-	if err == nil && d.alive() {
-		return d, nil
-	}
-	note := ""
-	if c.env.Pointer != "" {
-		home, pd, perr := followPointer(c.env.Pointer)
-		if perr == nil {
-			c.env.Home, c.env.HomeFrom = home, fmt.Sprintf(homeFromPointer, c.env.Pointer)
-			return pd, nil
-		}
-		if !errors.Is(perr, fs.ErrNotExist) {
-			note = "; the per-user pointer was not followed: " + perr.Error()
-		}
-	}
-	if !missing {
-		return daemonInfo{}, fmt.Errorf("the daemon of %s (pid %d) is not running: start one with: %s serve%s", c.env.Home, d.PID, c.self(), note)
-	}
-	from := ""
-	if c.env.HomeFrom != "" {
-		from = " (" + c.env.HomeFrom + ")"
-	}
-	return daemonInfo{}, fmt.Errorf("no daemon found in %s%s: start one with: %s serve; or point to a running one with "+
-		"AGENTPOOL_HOME=DIR (its data directory) or %s and %s%s", c.env.Home, from, c.self(), envAddr, envToken, note)
 }
 
 // flagSet makes the flag set of a command; usage is its synopsis and what

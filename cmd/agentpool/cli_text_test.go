@@ -17,13 +17,13 @@ func TestVersionPrintsBuildInformation(t *testing.T) {
 	bi := &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
 		{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.time", Value: "2026-11-26T12:00:00Z"}, {Key: "vcs.modified", Value: "true"},
 	}}
-	got := versionText("dev", bi)
+	got := versionText("dev", "", bi)
 	for _, want := range []string{"agentpool dev\n", "0123456789abcdef (modified", "2026-11-26T12:00:00Z", "go1.99.1"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("versionText() = %q; want it to contain %q", got, want)
 		}
 	}
-	tagged := versionText("dev", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}})
+	tagged := versionText("dev", "", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}})
 	if !strings.HasPrefix(tagged, "agentpool v1.2.3\n") {
 		t.Errorf("versionText() of a module installed at v1.2.3 = %q; want the module's version", tagged)
 	}

@@ -65,7 +65,11 @@ import (
 func BenchmarkCluster(b *testing.B) {
 	const chunks = 100
 	rate := benchEnvInt(b, "AGENTPOOL_BENCH_RATE", 20)
-	perHost := benchEnvInt(b, "AGENTPOOL_BENCH_SESSIONS", 100)
+	defSessions, steady := 100, 10
+	if testing.Short() {
+		defSessions, steady = 10, 2 // make bench-smoke: the same path, small
+	}
+	perHost := benchEnvInt(b, "AGENTPOOL_BENCH_SESSIONS", defSessions)
 	nHosts := benchEnvInt(b, "AGENTPOOL_BENCH_HOSTS", 3)
 	subscribers := min(100, perHost*nHosts)
 	url := startPostgres(b)
@@ -77,7 +81,7 @@ func BenchmarkCluster(b *testing.B) {
 	var steps []agenttest.Step
 	stepMs := benchEnvInt(b, "AGENTPOOL_BENCH_STEP_MS", 100)
 	spread := time.Duration(benchEnvInt(b, "AGENTPOOL_BENCH_SPREAD_MS", 0)) * time.Millisecond
-	steadyS := time.Duration(benchEnvInt(b, "AGENTPOOL_BENCH_STEADY_S", 10)) * time.Second
+	steadyS := time.Duration(benchEnvInt(b, "AGENTPOOL_BENCH_STEADY_S", steady)) * time.Second
 	// A turn's length: its chunks at rate a second (as fast as the
 	// agents can: a steady round then starts its sessions together).
 	var turnLen time.Duration

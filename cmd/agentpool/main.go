@@ -19,8 +19,14 @@ import (
 	"github.com/agentpool/agentpool/backends/sandbox"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and revision are set at build time by make build, with
+// -ldflags "-X main.version=... -X main.revision=...": git describe
+// --always --dirty and the commit, so that a build with -buildvcs=false
+// (which records no revision) still says what it was built from.
+var (
+	version  = "dev"
+	revision = ""
+)
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.LauncherCommand {
@@ -83,7 +89,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprint(stdout, versionText(version, buildInfo())) // version.go
+		fmt.Fprint(stdout, versionText(version, revision, buildInfo())) // version.go
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage(self))
@@ -92,10 +98,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cwd, _ := os.Getwd()
 	home, from := findHome(os.Getenv, cwd, stderr)
 	env := newClientEnv(home, os.Getenv)
-	env.HomeFrom, env.Self = from, self
-	if from == homeFromUser || from == homeFromUserIgnored {
-		env.Pointer = pointerPath(os.Getenv) // pointer.go
-	}
+	env.HomeFrom, env.Self, env.Cwd = from, self, cwd
+	env.Daemons = daemonsDir(os.Getenv) // pointer.go
 	handled, err := runClient(ctx, args[0], args[1:], env, stdin, stdout, stderr)
 	if handled {
 		return err

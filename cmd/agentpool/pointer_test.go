@@ -19,3 +19,30 @@ func TestProtectedHomes(t *testing.T) {
 		t.Errorf("protectedHomes(per-user home) = %q; want %q", got, want)
 	}
 }
+
+// TestAtOrAbove: a quick start's .agentpool counts for its whole checkout,
+// another data directory for what is inside it, and the nearest ranks
+// highest.
+func TestAtOrAbove(t *testing.T) {
+	for _, tt := range []struct {
+		home, dir string
+		ok        bool
+	}{
+		{"/src/app/.agentpool", "/src/app", true},
+		{"/src/app/.agentpool", "/src/app/cmd/x", true},
+		{"/src/app/.agentpool", "/src/application", false},
+		{"/src/app/.agentpool", "/src", false},
+		{"/srv/data", "/srv/data/sub", true},
+		{"/srv/data", "/srv", false},
+		{"/srv/data", "/srv/database", false},
+	} {
+		if _, ok := atOrAbove(tt.home, tt.dir); ok != tt.ok {
+			t.Errorf("atOrAbove(%q, %q) = %v; want %v", tt.home, tt.dir, ok, tt.ok)
+		}
+	}
+	near, _ := atOrAbove("/src/app/sub/.agentpool", "/src/app/sub/x")
+	far, _ := atOrAbove("/src/app/.agentpool", "/src/app/sub/x")
+	if near <= far {
+		t.Errorf("atOrAbove ranks /src/app/sub/.agentpool %d, /src/app/.agentpool %d; want the nearer higher", near, far)
+	}
+}

@@ -127,10 +127,10 @@ type Main struct {
 	// failed agent, with the event as JSON on stdin ("" = none); a single
 	// string is run with /bin/sh -c. See Notifier.
 	Notify string
-	// Pointer, when set, is the per-user pointer file (see writePointer)
-	// to make name Home while the daemon runs, when Home is not the
-	// directory holding it; "" writes none.
-	Pointer string
+	// Daemons, when set, is the per-user directory in which the daemon
+	// leaves a pointer naming Home while it runs (see writePointer), for
+	// the CLI to list; "" writes none.
+	Daemons string
 	// Spares maps a provider id to how many spare sessions to keep per
 	// repository; SpareRepos lists repositories to keep them for besides
 	// those used in the last day (see spares.go).
@@ -175,7 +175,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.Home = home
 	// The port first: a daemon that cannot listen must not leave a new
 	// data directory behind. Held from here on; closed if Open fails.
-	ln, err := listen(m.Addr, home)
+	ln, err := listen(m.Addr, home, m.Daemons)
 	if err != nil {
 		return err
 	}
@@ -339,9 +339,10 @@ func (m *Main) Open(ctx context.Context) error {
 		}
 	}()
 	addr := m.ln.Addr().String()
-	// The pointer first, so that a client that sees daemon.json sees it.
-	if m.Pointer != "" && filepath.Dir(m.Pointer) != home {
-		if err := writePointer(m.Pointer, home); err != nil {
+	// The pointer first, so that a client that sees daemon.json finds it
+	// listed too; until daemon.json is written a client skips it.
+	if m.Daemons != "" {
+		if err := writePointer(m.Daemons, home); err != nil {
 			m.Logger.Warn("write the per-user pointer to this data directory", "err", err)
 		}
 	}
@@ -492,8 +493,9 @@ func (m *Main) forwardProviderChanges(ctx context.Context) {
 }
 
 // listen binds addr. A port in use is reported with who holds it, when
-// it is this home's daemon, and how to pick another one.
-func listen(addr, home string) (net.Listener, error) {
+// it is this home's daemon or another of the user's daemons listed in
+// daemons (see listDaemons), and how to reach it or pick another port.
+func listen(addr, home, daemons string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err == nil {
 		return ln, nil
@@ -506,6 +508,21 @@ func listen(addr, home string) (net.Listener, error) {
 	if d, derr := readDaemonFile(home); derr == nil && d.alive() && d.PID > 0 {
 		if d.port() == port {
 			who = fmt.Sprintf("the daemon of this data directory, %s (pid %d): it is already running", home, d.PID)
+		}
+	}
+	if strings.HasPrefix(who, "another program") {
+		running, _ := listDaemons(daemons) // pointer.go
+		for _, r := range running {
+			if r.info.port() == port {
+				self := defaultSelf
+				if len(os.Args) > 0 {
+					self = invokedAs(os.Args[0])
+				}
+				who = fmt.Sprintf("another of your agentpool daemons, the one of the data directory %s (pid %d); "+
+					"reach it with AGENTPOOL_HOME=%s %s <command> (%s daemons lists your daemons)",
+					r.Home, r.PID, shellQuote(r.Home), self, self)
+				break
+			}
 		}
 	}
 	return nil, fmt.Errorf("port %s (%s) is in use by %s; stop that, or pick another port with --addr %s:PORT "+
@@ -627,8 +644,8 @@ func (m *Main) Close() error {
 		}
 	}
 	_ = os.Remove(filepath.Join(m.Home, daemonFileName))
-	if m.Pointer != "" {
-		removePointer(m.Pointer, m.Home) // Open made m.Home absolute
+	if m.Daemons != "" {
+		removePointer(m.Daemons, m.Home) // Open made m.Home absolute
 	}
 	err := m.shutdownParts()
 	m.Logger.Info("shut down", "took", time.Since(begin).Round(time.Millisecond), "bound", ShutdownBound)
@@ -725,13 +742,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "Usage: %s serve [flags]\n\nRuns the daemon. Data lives in --home, by default $AGENTPOOL_HOME, else the\n"+
 			"nearest %s at or above the current directory (not above your home directory),\n"+
 			"else $XDG_STATE_HOME/agentpool or ~/.local/state/agentpool. Clients find the\n"+
-			"daemon by the same rule; one whose data directory is elsewhere names it in the\n"+
-			"per-user directory's file current, for clients that find no daemon there.\n"+
+			"daemon by the same rule; every daemon names its data directory in the per-user\n"+
+			"directory's daemons/ while it runs, for clients to list ('agentpool daemons').\n"+
 			"A data directory that another user owns or may write is never used; the daemon\n"+
 			"keeps its own 0700, its files 0600.\n\nFlags:\n", invokedAs(os.Args[0]), defaultHomeDir)
 		printFlags(fs) // cli.go
 	}
-	m := &Main{Stdout: stdout, Pointer: pointerPath(os.Getenv)}
+	m := &Main{Stdout: stdout, Daemons: daemonsDir(os.Getenv)}
 	fs.StringVar(&m.Home, "home", "", "data directory (default: found as said above)")
 	fs.StringVar(&m.Worktrees, "worktrees", os.Getenv("AGENTPOOL_WORKTREES"), "directory for the sessions' worktrees (default: worktrees in the data directory)")
 	fs.StringVar(&m.Addr, "addr", envOr("AGENTPOOL_LISTEN", DefaultAddr), "listen address (loopback unless you know what you are doing; $AGENTPOOL_LISTEN sets the default)")

@@ -122,7 +122,11 @@ func awaitFirstToken(ctx context.Context, c *httpapi.Client, session string, sta
 // subscribes; create+prompt+events creates it with its first prompt and
 // reads its stream in the answer, one request. Run it with -benchtime 7x.
 func BenchmarkSpares(b *testing.B) {
-	for _, n := range []int{1, 10, 50} {
+	sizes := []int{1, 10, 50}
+	if testing.Short() {
+		sizes = sizes[:2] // make bench-smoke
+	}
+	for _, n := range sizes {
 		for _, mode := range []string{modeTwoCalls, modePromptInCreate, modeStreamed} {
 			b.Run(fmt.Sprintf("sessions=%d/%s", n, mode), func(b *testing.B) { benchSpares(b, n, mode) })
 		}

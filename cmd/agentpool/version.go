@@ -8,27 +8,37 @@ import (
 
 // versionText is what `agentpool version` prints: the version (the one set
 // at link time, else the module's when the binary was installed from a
-// tagged module), then what the build recorded of the source control state
-// (revision, commit time, uncommitted changes) and the Go version. bi is
+// tagged module), then the source revision (what the build recorded of
+// the source control state, else rev, the one set at link time, which
+// make build sets even when -buildvcs=false keeps Go from recording it),
+// commit time and uncommitted changes, and the Go version. bi is
 // debug.ReadBuildInfo's, nil when the binary carries none.
-func versionText(v string, bi *debug.BuildInfo) string {
+func versionText(v, rev string, bi *debug.BuildInfo) string {
 	if bi != nil && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		v = bi.Main.Version
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "agentpool %s\n", v)
-	if bi == nil {
-		return b.String()
-	}
 	settings := map[string]string{}
-	for _, s := range bi.Settings {
-		settings[s.Key] = s.Value
+	if bi != nil {
+		for _, s := range bi.Settings {
+			settings[s.Key] = s.Value
+		}
 	}
-	if rev := settings["vcs.revision"]; rev != "" {
-		if settings["vcs.modified"] == "true" {
+	modified := settings["vcs.modified"] == "true"
+	if r := settings["vcs.revision"]; r != "" {
+		rev = r
+	} else if rev != "" {
+		modified = strings.HasSuffix(v, "-dirty") // git describe --dirty
+	}
+	if rev != "" {
+		if modified {
 			rev += " (modified: uncommitted changes were built)"
 		}
 		fmt.Fprintf(&b, "  revision  %s\n", rev)
+	}
+	if bi == nil {
+		return b.String()
 	}
 	if t := settings["vcs.time"]; t != "" {
 		fmt.Fprintf(&b, "  committed %s\n", t)
