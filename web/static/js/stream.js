@@ -63,8 +63,16 @@ export class TurnStream {
     // A view at its end stays there when it gets shorter (the session's
     // head filling in above it, the composer growing), so a session opens
     // on its last turn's end, not cut above it.
+    // Only the user scrolling up leaves the end: a view that got shorter
+    // under a scroll event is still at its end for the ResizeObserver.
     this.atEnd = true;
-    root.addEventListener('scroll', () => { this.atEnd = root.scrollHeight - root.scrollTop - root.clientHeight < 48; }, { passive: true });
+    let lastTop = 0;
+    root.addEventListener('scroll', () => {
+      const top = root.scrollTop;
+      if (root.scrollHeight - top - root.clientHeight < 48) this.atEnd = true;
+      else if (top < lastTop) this.atEnd = false;
+      lastTop = top;
+    }, { passive: true });
     if (typeof ResizeObserver === 'function') {
       new ResizeObserver(() => { if (this.atEnd) root.scrollTop = root.scrollHeight; }).observe(root);
     }
