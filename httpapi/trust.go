@@ -46,6 +46,9 @@ type SetupFile struct {
 	TrustedAt time.Time `json:"trusted_at,omitzero"`
 	// TrustedSHA256 is the content trusted before, when it changed since.
 	TrustedSHA256 string `json:"trusted_sha256,omitempty"`
+	// Missing says the repository has no setup file (GET with
+	// missing=ok only); the other fields but Repo are then empty.
+	Missing bool `json:"missing,omitempty"`
 }
 
 // TrustResult answers POST /v1/trust: the file trusted, and the open
@@ -107,7 +110,9 @@ func trustConflict(err error) error {
 }
 
 // getTrust: GET /v1/trust → TrustList; GET /v1/trust?repo=PATH → the
-// repository's SetupFile.
+// repository's SetupFile, 404 when it has none; with &missing=ok, a
+// repository without one answers 200 with a SetupFile that says Missing
+// (the page asks for every session, and having none is the usual case).
 func (s *Server) getTrust(w http.ResponseWriter, r *http.Request) error {
 	t, err := s.trust()
 	if err != nil {
@@ -115,6 +120,10 @@ func (s *Server) getTrust(w http.ResponseWriter, r *http.Request) error {
 	}
 	if repo := r.URL.Query().Get("repo"); repo != "" {
 		sf, err := t.SetupFile(r.Context(), repo)
+		if errors.Is(err, pool.ErrNotFound) && r.URL.Query().Get("missing") == "ok" {
+			writeJSON(w, http.StatusOK, SetupFile{Repo: repo, Missing: true})
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -73,6 +73,15 @@ func TestTrustEndpoints(t *testing.T) {
 	if _, err := env.client.SetupFile(ctx, "/elsewhere"); !IsCode(err, CodeNotFound) {
 		t.Errorf("SetupFile() of a repository without one: %v; want 404", err)
 	}
+	// The page asks with missing=ok: no setup file is an answer, not an error.
+	var none SetupFile
+	if err := env.client.call(ctx, http.MethodGet, "/v1/trust?repo=%2Felsewhere&missing=ok", nil, &none); err != nil || !none.Missing || none.Repo != "/elsewhere" || none.SHA256 != "" {
+		t.Errorf("GET /v1/trust?repo=/elsewhere&missing=ok = %+v, %v; want 200 with missing", none, err)
+	}
+	var some SetupFile
+	if err := env.client.call(ctx, http.MethodGet, "/v1/trust?repo=%2Fr&missing=ok", nil, &some); err != nil || some.Missing || some.SHA256 != sum {
+		t.Errorf("GET /v1/trust?repo=/r&missing=ok = %+v, %v; want the file", some, err)
+	}
 	if _, err := env.client.Trust(ctx, "/r", strings.Repeat("00", 32)); !IsCode(err, CodeConflict) {
 		t.Errorf("Trust() with another hash: %v; want 409 conflict", err)
 	}

@@ -63,6 +63,9 @@ func (p *Pool) onPermissionResolved(r permission.Record) {
 	p.publish(s, backends.Event{Type: backends.EventPermissionResolved, Agent: r.Agent, Turn: r.Turn, Data: backends.MustJSON(map[string]any{
 		"request": r.ID, "decision": r.Decision, "decided_by": r.DecidedBy, "option_kind": r.OptionKind,
 		"option_id": r.OptionID, "cancelled": r.Cancelled, "note": r.Note, "action": r.Action, "risk": r.Risk,
+		// What was asked, for a decision made without asking (policy,
+		// remembered), which has no permission.requested event.
+		"title": r.Request.Title, "kind": r.Request.ToolKind,
 	})})
 }
 

@@ -137,14 +137,14 @@ func builtins(selfPath string) []*definition {
 		acp(ProviderDemo, "Demo agent", "agentpool's built-in demo agent: works without any install",
 			[]string{selfPath, DemoAgentArg}, nil),
 		{id: ProviderClaudeCLI, label: "Claude Code (terminal)",
-			description: "the interactive claude CLI driven through a terminal; ready when its input row " +
-				"shows the empty \"❯\" prompt, busy while it shows \"esc to interrupt\"; Esc cancels",
+			description: "a terminal agent: agentpool runs the interactive claude CLI in a terminal, " +
+				"types your prompts into it and reads its answers from the screen; Esc cancels a turn",
 			builtIn: true, kind: backends.KindPTY, enabled: true, command: []string{"claude"},
 			pty: backends.PTYSpec{ResumeArgs: []string{"--continue"}, ReadyPattern: claudeReadyPattern,
 				BusyPattern: claudeBusyPattern, CancelKeys: "\x1b", ClearKeys: "\x15",
 				IgnorePatterns: claudeIgnorePatterns}},
-		{id: ProviderAider, label: "Aider", description: "the interactive aider CLI driven through a terminal; " +
-			"ready when a line holds only its prompt (\"> \", or \"architect> \" and the like); Ctrl-C cancels",
+		{id: ProviderAider, label: "Aider", description: "a terminal agent: agentpool runs the interactive aider CLI in a terminal, " +
+			"types your prompts into it and reads its answers from the screen; Ctrl-C cancels a turn",
 			builtIn: true, kind: backends.KindPTY, enabled: true, command: []string{"aider"},
 			pty: backends.PTYSpec{ResumeArgs: []string{"--restore-chat-history"}, ReadyPattern: aiderReadyPattern,
 				CancelKeys: "\x03", CancelMinInterval: aiderCancelMinInterval, IgnorePatterns: aiderIgnorePatterns}},

@@ -17,8 +17,13 @@ export function attemptsView(main) {
   const base = h('input', { type: 'text', name: 'base', placeholder: 'HEAD', autocomplete: 'off' });
   const check = h('input', { type: 'text', name: 'check', placeholder: 'optional, e.g. go test ./...', autocomplete: 'off' });
   const agents = h('div.row.attempt-agents');
-  for (const p of readyProviders()) {
-    agents.appendChild(h('label.row', h('input', { type: 'number', min: 0, max: 10, value: 0, 'data-agent': p.id, 'aria-label': `attempts of ${p.id}`, class: 'attempt-n' }), p.label || p.id));
+  // One attempt of the agent last used (else the first ready one) to
+  // start with; the others at 0.
+  const ready = readyProviders();
+  const last = localStorage.getItem('agentpool.agent');
+  const first = ready.some(p => p.id === last) ? last : (ready[0] || {}).id;
+  for (const p of ready) {
+    agents.appendChild(h('label.row', h('input', { type: 'number', min: 0, max: 10, value: p.id === first ? 1 : 0, 'data-agent': p.id, 'aria-label': `attempts of ${p.id}`, class: 'attempt-n' }), p.label || p.id));
   }
   if (!agents.children.length) agents.appendChild(h('span.muted', 'no provider is enabled and ready'));
   const err = h('div.error-text', { role: 'alert' });
@@ -46,7 +51,7 @@ export function attemptsView(main) {
     h('label.field', 'Repository', h('span.hint', 'path of a git repository on this machine'), repo),
     h('label.field', 'Base', h('span.hint', 'branch or commit; every attempt starts on the same commit'), base),
     h('label.field', 'Check', h('span.hint', 'a shell command run, confined, in each worktree after its turn'), check)),
-  h('div.field', 'Attempts per agent', agents),
+  h('div.field.attempt-field', h('span', 'Attempts per agent'), agents),
   err,
   h('div.form-actions', submit));
 
@@ -120,7 +125,7 @@ export function attemptSetView(main, id) {
       ? h('button.primary', { type: 'button', 'data-pick': a.session, onclick: () => pickFlow(s, a) }, 'Pick this one')
       : null;
     return h('section.panel.padded.attempt-col', { class: picked ? 'picked' : '', 'data-session': a.session },
-      h('div.row', h('strong', a.agent), h('a.mono.muted', { href: `#/s/${enc(a.session)}` }, a.session), picked ? h('span.badge.ok', 'picked') : null,
+      h('div.row', h('strong', a.agent), h('a.mono.muted.sid', { href: `#/s/${enc(a.session)}` }, a.session), picked ? h('span.badge.ok', 'picked') : null,
         a.closed ? h('span.badge.plain', 'closed') : null),
       stats,
       a.error ? h('div.error-text', a.error) : null,

@@ -3,7 +3,7 @@
 // agent (DELETE /v1/pool/{session}/{agent}, after a confirmation).
 import { h, bytes, dur, ago, put, toast, confirmDialog } from './dom.js';
 import * as API from './api.js';
-import { store, on, refreshPool } from './store.js';
+import { store, on, refreshPool, pendingOf } from './store.js';
 
 // Why an agent in a state other than idle cannot be evicted.
 const NO_EVICT = {
@@ -58,6 +58,15 @@ function confinement(c) {
     c.warning ? h('div.muted', c.warning) : null);
 }
 
+/** stateBadge is an agent's state in the words of the sessions list: a
+ * busy agent is "running" its session's turn, or "waiting for you" when
+ * the session has a permission request pending. */
+function stateBadge(b) {
+  let label = b.state, cls = b.state === 'crashed' ? 'bad' : b.state === 'idle' ? 'ok' : '';
+  if (b.state === 'busy') [label, cls] = !b.spare && pendingOf(b.session).length ? ['waiting for you', 'wait'] : ['running', 'info run'];
+  return h('span.badge', { class: cls, 'data-state': b.state, title: `agent ${b.state}` }, label);
+}
+
 export function poolView(main) {
   const stats = h('div.muted');
   const table = h('div.panel');
@@ -77,8 +86,7 @@ export function poolView(main) {
         h('td', { 'data-label': 'session' }, b.spare
           ? h('span.badge', { title: `spare ${b.session}: the next new session of ${b.agent} on its repository adopts it, agent running` }, 'spare')
           : sessionLink(b.session)),
-        h('td', h('span.badge', { class: b.state === 'busy' ? 'info run' : b.state === 'crashed' ? 'bad' : b.state === 'idle' ? 'ok' : '' }, b.state),
-          b.error ? h('div.muted', b.error) : null),
+        h('td', stateBadge(b), b.error ? h('div.muted', b.error) : null),
         h('td.mono', { 'data-label': 'pid' }, b.pid ? String(b.pid) : '—'),
         h('td.mono', { 'data-label': 'memory' }, bytes(b.rss_bytes)),
         h('td.wide', { title: `last active ${ago(b.last_active)}` }, b.state === 'busy' ? '—' : dur(b.idle_for)),
@@ -91,6 +99,6 @@ export function poolView(main) {
   render();
   refreshPool().catch(() => {});
   const tick = setInterval(() => { if (!document.hidden) refreshPool().catch(() => {}); }, 3000);
-  const off = on(topic => { if (topic === 'pool' || topic === 'sessions') render(); });
+  const off = on(topic => { if (topic === 'pool' || topic === 'sessions' || topic === 'pending') render(); });
   return () => { clearInterval(tick); off(); };
 }

@@ -36,14 +36,28 @@ async function copyText(text, el) {
   }
 }
 
+// The CLI's words (providers list), for people: "ready", not "available".
 const STATUS = {
-  ready: ['Available', 'ok'],
+  ready: ['Ready', 'ok'],
   disabled: ['Disabled', ''],
   not_installed: ['Not installed', 'warn'],
   error: ['Error', 'bad'],
-  probing: ['Loading', 'info run'],
+  probing: ['Probing', 'info run'],
   needs_auth: ['Needs login', 'warn'],
 };
+
+/** ORDER sorts the cards: what can be used first, then what needs the
+ * user (a login, a fix, an install), disabled last; by label within. */
+const ORDER = { ready: 0, probing: 1, needs_auth: 2, error: 3, not_installed: 4, disabled: 5 };
+
+/** sorted is the providers in card order. */
+function sorted(list) {
+  const rank = p => ORDER[p.status] ?? 3;
+  return list.slice().sort((a, b) => rank(a) - rank(b) || (a.label || a.id).localeCompare(b.label || b.id));
+}
+
+/** KIND names a provider's kind in words. */
+const KIND = { acp: ['ACP agent', 'speaks the Agent Client Protocol'], pty: ['terminal agent', 'an interactive CLI that agentpool drives through a terminal'] };
 
 /** statusBadge is a provider's status as a badge. */
 export function statusBadge(p) {
@@ -107,7 +121,7 @@ export function providersView(main) {
     // Cards are rebuilt only when their provider changed, so focus and
     // a toggle in flight survive the updates of the others.
     const next = new Map();
-    const nodes = snap.providers.map(p => {
+    const nodes = sorted(snap.providers).map(p => {
       const key = JSON.stringify(p);
       const old = cards.get(p.id);
       const el = old && old.key === key ? old.el : card(p);
@@ -165,9 +179,12 @@ export function providersView(main) {
     } }, 'Remove');
     const probeInfo = p.probe && !p.probe.error ? `${p.probe.agent_name || ''} ${p.probe.agent_version || ''}`.trim() : '';
     return h('div.panel.prov', { 'data-provider': p.id },
-      h('div.name', p.label || p.id, h('span.id', p.id), statusBadge(p), h('span.badge.plain', p.kind), p.built_in ? null : h('span.badge.plain.info', 'custom')),
+      h('div.name', p.label || p.id, h('span.id', p.id), statusBadge(p),
+        h('span.badge.plain', { 'data-kind': p.kind, title: (KIND[p.kind] || [])[1] || '' }, (KIND[p.kind] || [p.kind])[0]), p.built_in ? null : h('span.badge.plain.info', 'custom')),
       h('div.controls', probe, remove, h('label.switch', toggle, h('span', p.enabled ? 'Enabled' : 'Disabled'))),
-      p.description ? h('div.desc', p.description) : null,
+      p.description ? h('div.desc', p.description)
+        : p.kind === 'pty' ? h('div.desc', `a terminal agent: agentpool runs ${(p.command || [])[0] || 'its command'} in a terminal, types your prompts into it and reads its answers from the screen`)
+          : null,
       p.diagnostic && p.status !== 'disabled' ? h('div.diag', p.diagnostic) : null,
       p.status === 'needs_auth' ? loginControls(p) : null,
       p.status === 'not_installed' ? installLine(p) : null,

@@ -5,7 +5,7 @@ import { h, ago, toast, confirmDialog, put } from './dom.js';
 import { mergeFlow } from './merge.js';
 import * as API from './api.js';
 import { store, on, sessionStatus, pendingOf, addPending, removePending, permFromEvent, refreshSessions } from './store.js';
-import { TurnStream } from './stream.js';
+import { TurnStream, decisionText } from './stream.js';
 import { openStream } from './sse.js';
 import { agentChips, agentPicker, fillPicker, closeSessionFlow } from './sessions.js';
 import { openApproval, showing, wasDismissed, closeApproval } from './approval.js';
@@ -56,7 +56,9 @@ export function sessionView(main, id) {
     root: () => (sess && sess.worktree ? sess.worktree.path : ''),
     onAnswer: req => { const p = pendingOf(id).find(x => x.id === req); if (p) openApproval(p); else toast('That request is no longer pending.'); },
   });
-  const text = h('textarea', { name: 'prompt', placeholder: 'Ask the agent… (Enter sends, Shift+Enter for a new line)', rows: 2 });
+  // A phone's one-line box has room for the short placeholder only.
+  const text = h('textarea', { name: 'prompt', rows: 2, title: 'Enter sends, Shift+Enter for a new line',
+    placeholder: matchMedia('(max-width: 720px)').matches ? 'Ask the agent…' : 'Ask the agent… (Enter sends, Shift+Enter for a new line)' });
   const picker = agentPicker(sess ? sess.active_agent : '');
   const ctl = agentControls(id, text, () => picker.value || (sess ? sess.active_agent : ''));
   let ctlAgent = picker.value;
@@ -64,7 +66,7 @@ export function sessionView(main, id) {
   cleanups.push(() => ctl.close());
   const send = h('button.primary', { type: 'submit' }, 'Send');
   const cancelBtn = h('button.danger', { type: 'button', onclick: () => doCancel() }, 'Cancel turn');
-  const retryBtn = h('button', { type: 'button', onclick: () => doRetry() }, 'Retry last turn');
+  const retryBtn = h('button', { type: 'button', title: 'Send the last prompt again', onclick: () => doRetry() }, 'Retry', h('span.long', ' last turn'));
   const state = h('span.state');
   const composer = h('form.composer', { onsubmit: e => { e.preventDefault(); doSend(); } }, ctl.menu, text,
     h('div.row', h('label.row.muted', 'Agent', picker), ctl.el, state, h('span.spacer'), retryBtn, cancelBtn, send));
@@ -81,10 +83,20 @@ export function sessionView(main, id) {
   const termEl = h('div.tab-body');
   let term = null;
 
+  // On a phone the session's details (paths, agents, usage, pull
+  // request) fold away behind a button, so the conversation gets the
+  // screen; a desktop shows them always (the button is hidden there).
+  const more = h('div.head-more', { id: `more-${id}` }, meta, agents, mcp, usage.el, ship);
+  const detailsBtn = h('button.small.details-toggle', { type: 'button', 'data-details': '', 'aria-expanded': 'false', 'aria-controls': more.id,
+    onclick: () => {
+      const open = head.classList.toggle('open');
+      detailsBtn.setAttribute('aria-expanded', String(open));
+      detailsBtn.textContent = open ? 'Details ▴' : 'Details ▾';
+    } }, 'Details ▾');
   const head = h('div.session-head',
-    h('div.row', h('a', { href: '#/' }, '← Sessions'), h('span.spacer'), mergeBtn, closeBtn),
-    h('div.row', title, status),
-    meta, agents, mcp, usage.el, ship, mergeBox, trustNotice(id),
+    h('div.row', h('a', { href: '#/' }, '← Sessions'), detailsBtn, h('span.spacer'), mergeBtn, closeBtn),
+    h('div.row.title-row', title, status),
+    more, mergeBox, trustNotice(id),
     h('div.tabs', { role: 'tablist' }, Object.values(tabs)));
   put(main, h('div.session', head, convo, changes.el, auditEl, termEl));
 
@@ -112,6 +124,7 @@ export function sessionView(main, id) {
       return;
     }
     title.textContent = sess.title || sess.id;
+    title.classList.toggle('sid', !sess.title);
     // The stream knows first whether a turn runs; the list catches up.
     let st = sessionStatus(stream.applied ? { ...sess, busy: running() > 0 } : sess);
     if (stream.setup && st.key === 'idle') st = { key: 'setup', label: 'setup running…', cls: 'info run' };
@@ -126,7 +139,7 @@ export function sessionView(main, id) {
       sess.base_ref ? h('span', 'from ', h('span.mono', sess.base_ref)) : null,
       closed ? h('span', { title: wt.path || '', 'data-worktree': 'removed' }, 'worktree ', h('s.mono', wt.path || '—'), ' removed')
         : h('span', { title: wt.path || '', 'data-worktree': 'present' }, 'worktree ', h('span.mono', wt.path || '—')),
-      sess.title ? h('span', 'id ', h('span.mono', sess.id)) : null,
+      sess.title ? h('span', 'id ', h('span.mono.sid', sess.id)) : null,
       sess.host ? h('span', { 'data-host': sess.host, title: 'the host of the pool that runs this session' }, 'host ', h('span.mono', sess.host)) : null);
     put(agents, agentChips(sess));
     put(mcp, mcpView(sess));
@@ -231,7 +244,8 @@ export function sessionView(main, id) {
     let row = null;
     switch (ev.type) {
       case 'permission.requested': if (d.title) asked.set(d.request, d.title); row = ['asked', d.kind || d.action || '', d.title || '', d.risk || '', '']; break;
-      case 'permission.resolved': row = [d.cancelled ? 'cancelled' : d.decision || '', d.action || '', asked.get(d.request) || `request ${d.request}`, d.risk || '', `${d.decided_by || ''}${d.option_kind ? ' · ' + d.option_kind : ''}`]; break;
+      case 'permission.resolved': row = [d.cancelled ? 'cancelled' : d.decision === 'allow' ? 'allowed' : d.decision === 'deny' ? 'rejected' : d.decision || '',
+        d.action || '', asked.get(d.request) || d.title || `a request to ${d.action || d.kind || 'act'}`, d.risk || '', auditDetail(d)]; break;
       case 'fs.read': case 'fs.write': row = [ev.type === 'fs.read' ? 'read' : 'write', ev.type, d.path || '', '', `${d.outcome || ''}${d.bytes ? ' · ' + d.bytes + ' B' : ''}${d.error ? ' · ' + d.error : ''}`]; break;
       case 'terminal.created': row = ['terminal', 'execute', [d.command, ...(d.args || [])].filter(Boolean).join(' '), '', '']; break;
       case 'network.refused': row = ['refused', 'network', `${(d.host || '').includes(':') ? `[${d.host}]` : d.host}:${d.port}`, '', `${d.reason || ''}${d.allow ? ` · add "${d.allow}" to sandbox.network to allow it` : ''}`]; break;
@@ -334,6 +348,23 @@ export function sessionView(main, id) {
     closeApproval();
     for (const c of cleanups) c();
   };
+}
+
+/** auditDetail says who or what decided a permission request, for the
+ * audit's Detail column: "by you · Allow always", "remembered (Always
+ * allow)", "no answer in time", "with the turn". */
+function auditDetail(d) {
+  const opt = { allow_once: 'Allow once', allow_always: 'Allow always', reject_once: 'Reject once', reject_always: 'Reject always' }[d.option_kind] || d.option_kind || '';
+  switch (d.decided_by) {
+    case 'user': return `by you${opt ? ' · ' + opt : ''}`;
+    // The agent is answered with its allow-once option; what decided is
+    // the user's earlier Always allow.
+    case 'remembered': return 'remembered (Always allow)';
+    case 'policy': return d.cancelled ? decisionText(d) : `the provider's permission policy${opt ? ' · ' + opt : ''}`;
+    case 'timeout': return `no answer in time${opt ? ' · ' + opt : ''}`;
+    case 'cancel': return decisionText(d).replace(/^cancelled:? ?/, '') || 'cancelled';
+    default: return `${d.decided_by || ''}${opt ? ' · ' + opt : ''}`;
+  }
 }
 
 /** changesPanel is the Changes tab: the turns, and the diff of the one

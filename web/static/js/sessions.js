@@ -75,13 +75,14 @@ export function sessionsView(main) {
       const go = () => { location.hash = `#/s/${encodeURIComponent(s.id)}`; };
       return h('tr.click', { 'data-session': s.id, onclick: go, tabindex: 0, onkeydown: e => { if (e.key === 'Enter') go(); } },
         h('td', h('span.badge', { class: st.cls, 'data-status': st.key }, st.label)),
-        h('td.name', h('a', { href: `#/s/${encodeURIComponent(s.id)}`, title: s.title ? `${s.title} (${s.id})` : s.id }, s.title || s.id), s.title ? h('div.muted.mono', s.id) : null),
+        h('td.name', h('a', { href: `#/s/${encodeURIComponent(s.id)}`, title: s.title ? `${s.title} (${s.id})` : s.id, class: s.title ? '' : 'mono sid' }, s.title || s.id),
+          s.title ? h('div.muted.mono.sid', { title: s.id }, s.id) : null),
         h('td.wide', h('span.truncate.mono', { title: s.repo }, s.repo)),
         h('td.wide', h('span.truncate.mono', { title: s.worktree && s.worktree.branch }, (s.worktree && s.worktree.branch) || '—')),
         h('td', agentChips(s)),
         h('td.wide.muted', { title: lastActivity(s).toLocaleString() }, ago(lastActivity(s))));
     });
-    put(table, h('table.list', h('thead', h('tr', h('th', 'Status'), h('th', 'Session'), h('th.wide', 'Repository'),
+    put(table, h('table.list.cards', h('thead', h('tr', h('th', 'Status'), h('th', 'Session'), h('th.wide', 'Repository'),
       h('th.wide', 'Branch'), h('th', 'Agents'), h('th.wide', 'Last activity'))), h('tbody', rows)));
   }
   render();

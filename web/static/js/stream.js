@@ -11,7 +11,34 @@ import { h, put, relPath } from './dom.js';
 const ANSI = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\r(?!\n)/g;
 
 const STOP_CLASS = { end_turn: 'ok', cancelled: 'warn', refusal: 'warn', max_tokens: 'warn', max_turn_requests: 'warn', error: 'bad', timeout: 'bad' };
-const TOOL_CLASS = { completed: 'ok', failed: 'bad', in_progress: 'info run', pending: '' };
+const TOOL_CLASS = { completed: 'ok', failed: 'bad', in_progress: 'info run', pending: '', cancelled: 'warn', interrupted: 'warn' };
+
+/** promptShort is how many characters of a prompt its turn's head shows
+ * before "Show all": its first line, at most this long. */
+const promptShort = 160;
+
+/** decisionText says in words how a permission request was decided: what
+ * (allowed, rejected, cancelled) and by whom or why, from the data of a
+ * permission.resolved event. */
+export function decisionText(d) {
+  if (d.cancelled) {
+    const note = d.note || '';
+    if (note === 'session cancelled') return 'cancelled with the turn';
+    if (note.startsWith('request context ended')) return 'cancelled: the turn ended';
+    if (note === 'permission broker closed') return 'cancelled: the daemon stopped';
+    if (d.decided_by === 'policy') return 'cancelled: the agent offered no answer to choose';
+    return 'cancelled';
+  }
+  const what = d.decision === 'allow' ? 'allowed' : d.decision === 'deny' ? 'rejected' : (d.decision || '?');
+  const kind = d.option_kind && d.option_kind.endsWith('_always') ? ' always' : '';
+  switch (d.decided_by) {
+    case 'user': return `${what}${kind} by you`;
+    case 'remembered': return `${what} — remembered from an earlier Always allow`;
+    case 'policy': return `${what} by the provider's permission policy`;
+    case 'timeout': return `${what}: no answer in time`;
+    default: return d.decided_by ? `${what} (${d.decided_by})` : what;
+  }
+}
 
 /** budgetMS bounds the work of one batch, so frames keep coming. */
 const budgetMS = 10;
@@ -33,6 +60,22 @@ export class TurnStream {
     this.applied = 0;
     this.setup = null;      // the worktree's setup running: { el, sum, out }, null if none
     this.listeners = new Set();
+    // A view at its end stays there when it gets shorter (the session's
+    // head filling in above it, the composer growing), so a session opens
+    // on its last turn's end, not cut above it.
+    // Only the user scrolling up leaves the end: a view that got shorter
+    // under a scroll event is still at its end for the ResizeObserver.
+    this.atEnd = true;
+    let lastTop = 0;
+    root.addEventListener('scroll', () => {
+      const top = root.scrollTop;
+      if (root.scrollHeight - top - root.clientHeight < 48) this.atEnd = true;
+      else if (top < lastTop) this.atEnd = false;
+      lastTop = top;
+    }, { passive: true });
+    if (typeof ResizeObserver === 'function') {
+      new ResizeObserver(() => { if (this.atEnd) root.scrollTop = root.scrollHeight; }).observe(root);
+    }
   }
 
   /** push queues events; they show at the next frame. */
@@ -54,7 +97,7 @@ export class TurnStream {
 
   flush() {
     const r = this.root;
-    const atBottom = r.scrollHeight - r.scrollTop - r.clientHeight < 48;
+    const atBottom = this.atEnd || r.scrollHeight - r.scrollTop - r.clientHeight < 48;
     const start = performance.now();
     const before = this.running;
     const setupBefore = !!this.setup;
@@ -76,17 +119,47 @@ export class TurnStream {
     let t = this.turns.get(n);
     if (t) return t;
     const prompt = h('div.prompt');
+    const more = h('button.small.ghost.more', { type: 'button', 'data-expand': '', hidden: true, onclick: () => this.expand(t) });
     const agentEl = h('span.badge.plain', agent || '');
-    const head = h('div.turn-head', h('span.n', `#${n}`), prompt, agentEl);
+    const head = h('div.turn-head', h('span.n', `#${n}`), h('div.prompt-box', prompt, more), agentEl);
     const body = h('div.turn-body');
     const foot = h('div.turn-foot', h('span.badge.info.run', 'running'));
     const el = h('section.turn', { 'data-turn': n }, head, body, foot);
     this.root.appendChild(el);
     this.outside = null;
-    t = { n, el, head, prompt, agentEl, body, foot, text: null, role: '', pty: null, plan: null, usage: null };
+    t = { n, el, head, prompt, more, agentEl, body, foot, text: null, role: '', pty: null, plan: null, usage: null, full: '', expanded: false };
     this.turns.set(n, t);
     this.lastTurn = Math.max(this.lastTurn, n);
     return t;
+  }
+
+  /** setPrompt shows prompt text in turn t's head: its first line, cut
+   * at promptShort characters, with a button that shows all of it (the
+   * CLI cuts it too; a pasted 100 KB prompt is no head). */
+  setPrompt(t, text) {
+    t.full = text;
+    t.expanded = false;
+    this.showPrompt(t);
+  }
+
+  showPrompt(t) {
+    const text = t.full;
+    const first = text.split('\n')[0];
+    const cut = first.length > promptShort ? first.slice(0, promptShort).replace(/\s+\S*$/, '') : first;
+    const short = cut.length < text.trimEnd().length;
+    t.prompt.textContent = t.expanded || !short ? text : cut + ' …';
+    t.more.hidden = !short;
+    t.more.textContent = t.expanded ? 'Show less' : `Show all (${text.length.toLocaleString()} characters)`;
+    t.head.classList.toggle('expanded', t.expanded);
+  }
+
+  /** expand shows all of turn t's prompt, or its first line again. */
+  expand(t) {
+    t.expanded = !t.expanded;
+    this.showPrompt(t);
+    if (!t.expanded && t.head.getBoundingClientRect().top < this.root.getBoundingClientRect().top) {
+      t.el.scrollIntoView({ block: 'start' });
+    }
   }
 
   /** note adds a line outside any turn (agent life cycle, session notes). */
@@ -122,7 +195,7 @@ export class TurnStream {
     switch (ev.type) {
       case 'turn.started': {
         const t = this.turnEl(d.turn || ev.turn, d.agent || ev.agent);
-        t.prompt.textContent = d.prompt || '';
+        this.setPrompt(t, d.prompt || '');
         t.agentEl.textContent = d.agent || ev.agent || '';
         this.running = t.n;
         break;
@@ -295,6 +368,8 @@ export class TurnStream {
     if (d.status) {
       c.status.textContent = d.status.replace('_', ' ');
       c.status.className = 'badge ' + (TOOL_CLASS[d.status] || '');
+      c.status.dataset.status = d.status;
+      c.status.title = '';
     }
     if (Array.isArray(d.locations) && d.locations.length) {
       const root = this.hooks.root ? this.hooks.root() : '';
@@ -325,14 +400,16 @@ export class TurnStream {
 
   permDone(ev, d) {
     const p = this.perms.get(d.request);
-    const by = d.decided_by ? ` by ${d.decided_by}` : '';
-    const what = d.cancelled ? 'cancelled' : `${d.decision || '?'}${d.option_kind ? ' (' + d.option_kind + ')' : ''}`;
+    const what = decisionText(d);
     if (p) {
       p.btn.remove();
       p.el.classList.add('done');
-      p.el.appendChild(document.createTextNode(` → ${what}${by}`));
+      p.el.appendChild(document.createTextNode(` → ${what}`));
     } else {
-      this.line(ev, `permission ${what}${by}`);
+      // Decided without asking: no request line to end, so one line that
+      // names what was asked.
+      const asked = d.title || d.action || d.kind || 'an action';
+      this.line(ev, `Permission for ${asked}: ${what}`);
     }
   }
 
@@ -363,12 +440,31 @@ export class TurnStream {
     if (c && c.files && this.hooks.onDiff) parts.push(h('button.small', { type: 'button', onclick: () => this.hooks.onDiff(n) }, 'View changes'));
     if (this.hooks.onRestore) parts.push(h('button.small', { type: 'button', onclick: () => this.hooks.onRestore(n) }, 'Restore to before this turn'));
     put(t.foot, ...parts);
+    this.endTools(n, stop);
     if (d.error) t.body.appendChild(h('div.sys.bad', d.error));
     if (hist && hist.refused) {
       t.body.appendChild(h('div.sys.bad', `The agent's own commits were not taken onto the session branch: ${hist.refused}` +
         `${hist.detail ? ` (${hist.detail})` : ''}. Its files are in the turn's checkpoint.`));
     }
     if (this.running === n) this.running = 0;
+  }
+
+  /** endTools marks the tool calls of turn n that had not finished when
+   * it ended: cancelled with a cancelled turn, interrupted otherwise (the
+   * agent or the daemon stopped). An update the agent sends later still
+   * shows. */
+  endTools(n, stop) {
+    const prefix = `${n}/`;
+    const status = stop === 'cancelled' ? 'cancelled' : 'interrupted';
+    for (const [id, c] of this.tools) {
+      if (!id.startsWith(prefix)) continue;
+      const st = c.status.dataset.status || '';
+      if (st && st !== 'pending' && st !== 'in_progress') continue;
+      c.status.textContent = status;
+      c.status.className = 'badge ' + TOOL_CLASS[status];
+      c.status.dataset.status = status;
+      c.status.title = stop === 'cancelled' ? 'the turn was cancelled before this call finished' : 'the turn ended before this call finished';
+    }
   }
 }
 

@@ -20,11 +20,13 @@ export function trustNotice(id) {
     try {
       const sess = await api('GET', `/v1/sessions/${enc(id)}`);
       if (!sess || sess.status === 'closed') return;
-      sf = await api('GET', `/v1/trust?repo=${enc(sess.repo)}`);
+      // missing=ok: a repository without a setup file, the usual case, is
+      // an answer (missing), not a 404 in the console.
+      sf = await api('GET', `/v1/trust?repo=${enc(sess.repo)}&missing=ok`);
     } catch (e) {
-      return; // no setup file (404), an old daemon (501), an invalid one: nothing to trust here
+      return; // an old daemon (404, 501), an invalid file: nothing to trust here
     }
-    if (!sf || sf.trusted || (!(sf.copy || []).length && !(sf.command || []).length)) {
+    if (!sf || sf.missing || sf.trusted || (!(sf.copy || []).length && !(sf.command || []).length)) {
       el.hidden = true;
       return;
     }
