@@ -130,7 +130,10 @@ type Server struct {
 	logins    loginCodes
 	pages     *pageCreds
 	pageAuths pageAuths
-	tickets   attachTickets
+	// cacheCleared holds the pages told in this run to drop what the
+	// browser cached of the origin (see pageAuthenticate).
+	cacheCleared sync.Map
+	tickets      attachTickets
 }
 
 // New returns a Server for cfg.
@@ -301,6 +304,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metrics.request("", http.StatusForbidden)
 		s.writeError(w, r, &Error{Status: http.StatusForbidden, Code: CodeForbiddenHost,
 			Message: fmt.Sprintf("Host %q is not allowed (DNS rebinding protection)", r.Host)})
+		return
+	}
+	if r.Method == http.MethodGet && r.Header.Get("Service-Worker") == "script" {
+		// web.go: the page installs no service worker, so one asked for
+		// was registered by whatever held this address before.
+		s.log.Warn("a browser asked for a service worker this daemon never installed: answered with one that removes it",
+			logKeyPath, r.URL.Path)
+		serveWorkerRemover(w)
 		return
 	}
 	h, pattern := s.mux.Handler(r)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -139,4 +140,35 @@ func acceptsGzip(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// workerRemover is the answer to any request for a service worker's
+// script. The page installs none; one registered on this origin was
+// registered by a program that held the daemon's address while the daemon
+// was down, to keep serving the page itself once the daemon is back. The
+// browser asks for a registered worker's script again after a navigation
+// (its update check), so the daemon answers with a worker that takes its
+// place, unregisters, and reloads the page's windows from the daemon.
+const workerRemover = `// agentpool installs no service worker: this one replaces one that another
+// program registered while it held the daemon's address, and removes itself.
+self.addEventListener('install', () => self.skipWaiting());
+self.addEventListener('activate', e => e.waitUntil((async () => {
+  await self.registration.unregister();
+  for (const c of await self.clients.matchAll({ type: 'window' })) c.navigate(c.url);
+})()));
+self.addEventListener('fetch', () => {}); // the network, never a cache
+`
+
+// serveWorkerRemover answers a service worker's script request (the
+// browser marks it "Service-Worker: script") with workerRemover, and has
+// the browser drop what it cached of the origin: files an impostor served
+// with a long lifetime would otherwise still be used instead of the
+// daemon's.
+func serveWorkerRemover(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/javascript; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Clear-Site-Data", `"cache"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+	_, _ = io.WriteString(w, workerRemover)
 }

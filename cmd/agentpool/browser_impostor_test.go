@@ -352,3 +352,107 @@ func TestBrowserImpostorCollectsNothing(t *testing.T) {
 	b.waitJS("the new session listed", `document.querySelectorAll('tr[data-session]').length === 1`)
 	b.shot("impostor-after-restart")
 }
+
+// swImpostorPage registers the impostor's service worker and marks the
+// page as hers.
+const swImpostorPage = `<!doctype html><meta charset="utf-8"><title>impostor</title><p id="impostor">hers</p>
+<script>navigator.serviceWorker.register('/sw.js', {scope: '/'}).then(() => navigator.serviceWorker.ready).then(() => { window.__swReady = true; });</script>`
+
+// swImpostorWorker answers every navigation with her page, so that it
+// keeps running after the daemon is back.
+const swImpostorWorker = `self.addEventListener('install', () => self.skipWaiting());
+self.addEventListener('activate', e => e.waitUntil(self.clients.claim()));
+self.addEventListener('fetch', e => {
+  if (e.request.mode === 'navigate') e.respondWith(new Response(` + "`" + `<!doctype html><meta charset="utf-8"><title>impostor</title><p id="impostor">hers, from her worker</p>` + "`" + `, {headers: {'Content-Type': 'text/html'}}));
+});`
+
+// While the daemon is down, another local user serves its origin a page
+// that registers a service worker answering every navigation, and caches
+// her page for a year: without more, her code would run as the page once
+// the daemon is back. The daemon answers the browser's update check of
+// that worker with one that removes itself, and has the browser drop the
+// origin's cache: soon after the first navigation, the daemon's own page
+// is back, logged in.
+func TestBrowserImpostorWorkerRemoved(t *testing.T) {
+	exe := findBrowser(t)
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	d := startDaemon(t, bin, home)
+	stop := func(d *daemon) {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		_ = d.cmd.Wait()
+	}
+	t.Cleanup(func() { stop(d) })
+	b := newBrowser(t, exe)
+	browserLogin(t, b, d)
+	assertPageLoggedIn(t, b, d)
+	addr := strings.TrimPrefix(d.client.BaseURL, "http://")
+	stop(d)
+
+	ln, err := listenRetry(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var workerFetches int
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/sw.js":
+			mu.Lock()
+			workerFetches++
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/javascript")
+			w.Header().Set("Cache-Control", "max-age=31536000, immutable")
+			io.WriteString(w, swImpostorWorker)
+		default:
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Header().Set("Cache-Control", "max-age=31536000, immutable")
+			io.WriteString(w, swImpostorPage)
+		}
+	})}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	b.run("open the impostor's page", chromedp.Navigate(d.client.BaseURL+"/"))
+	b.waitJS("her worker registered", `window.__swReady === true`)
+	b.run("again, under her worker", chromedp.Navigate(d.client.BaseURL+"/"))
+	b.waitJS("her worker answers", `document.title === 'impostor' && navigator.serviceWorker.controller !== null`)
+	_ = srv.Close()
+	<-done
+
+	d = startDaemon(t, bin, home, "AGENTPOOL_LISTEN="+addr)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon output:\n%s", d.out)
+		}
+	})
+	// The user opens the page: her worker answers this navigation, and the
+	// browser checks it for an update at the daemon, which removes it.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		b.run("open the page", chromedp.Navigate(d.client.BaseURL+"/"))
+		time.Sleep(3 * time.Second)
+		if evalJS[bool](b, `document.title === 'agentpool' && !!document.getElementById('main')`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the impostor's page is still served 30 s after the daemon came back: title %q", evalJS[string](b, `document.title`))
+		}
+	}
+	b.waitJS("the sessions page, logged in and live", `document.querySelector('h1') && document.querySelector('h1').textContent === 'Sessions' &&
+		document.getElementById('conn').classList.contains('live')`)
+	b.waitJS("no service worker left", `navigator.serviceWorker.getRegistrations().then(rs => rs.length === 0)`)
+	b.shot("impostor-worker-removed")
+}
+
+// listenRetry listens on addr, retrying for a few seconds while a stopped
+// daemon's socket is released.
+func listenRetry(addr string) (net.Listener, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			return ln, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -12,6 +12,12 @@ const conn = document.getElementById('conn');
 let cleanup = null;
 let loggedOut = false;
 
+// The page installs no service worker: one found here was registered by a
+// program that held the daemon's address while it was down. Remove it.
+if (navigator.serviceWorker) {
+  navigator.serviceWorker.getRegistrations().then(rs => rs.forEach(r => r.unregister())).catch(() => {});
+}
+
 function route() {
   if (loggedOut) return;
   if (cleanup) { cleanup(); cleanup = null; }
