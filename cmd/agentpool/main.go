@@ -29,10 +29,19 @@ func main() {
 		// the agent's start.
 		os.Exit(sandbox.Launch(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == "serve" {
+	serve := len(os.Args) > 1 && os.Args[1] == "serve"
+	if serve {
 		hideSecrets()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if !serve {
+		// A client command stops at the first interrupt (a prompt cancels
+		// its turn); a second one ends it at once, the default way.
+		go func() {
+			<-ctx.Done()
+			stop()
+		}()
+	}
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
