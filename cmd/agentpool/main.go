@@ -32,6 +32,7 @@ func main() {
 	serve := len(os.Args) > 1 && os.Args[1] == "serve"
 	if serve {
 		hideSecrets()
+		keepRunningWithoutOutput()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	if !serve {
@@ -53,6 +54,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "agentpool:", termText(err.Error()))
 		os.Exit(1)
 	}
+}
+
+// keepRunningWithoutOutput keeps the daemon alive when its stdout or
+// stderr goes away (a pipe to `tee` that a Ctrl-C ended first): Go kills
+// a program that writes to a broken pipe on fd 1 or 2 with SIGPIPE unless
+// it is notified of SIGPIPE, which would end the daemon in the middle of
+// its shutdown, leaving daemon.json and its cgroups behind. Notified, the
+// write fails with EPIPE, the log line is lost, and the shutdown goes on.
+// The signal is caught rather than ignored, so that the agents it starts
+// get SIGPIPE's default action back (an ignored signal would stay ignored
+// across exec).
+func keepRunningWithoutOutput() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
 
 // exitError ends the program with a status and no further message.
