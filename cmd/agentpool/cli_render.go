@@ -313,7 +313,7 @@ func permissionSummary(d eventData) string {
 
 // turnSummary is the line that ends a turn.
 func turnSummary(d eventData) string {
-	s := fmt.Sprintf("— turn %d ended: %s in %s", d.Turn, d.StopReason, (time.Duration(d.DurationMS) * time.Millisecond).Round(100*time.Millisecond))
+	s := fmt.Sprintf("— turn %d ended: %s after %s", d.Turn, d.StopReason, (time.Duration(d.DurationMS) * time.Millisecond).Round(100*time.Millisecond))
 	if c := d.Changes; c != nil && c.Files > 0 {
 		s += fmt.Sprintf("; %d file%s changed (+%d −%d)", c.Files, plural(c.Files), c.Additions, c.Deletions)
 	}
