@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ func TestAlwaysAllowSurvivesRestarts(t *testing.T) {
 	}
 	d.waitTurnEnd(session, t1.ID)
 
+	daemons := []*daemon{d}
 	for _, restart := range []struct {
 		name string
 		stop func(*daemon)
@@ -48,6 +50,7 @@ func TestAlwaysAllowSurvivesRestarts(t *testing.T) {
 		restart.stop(d)
 		d = startDaemon(t, bin, home)
 		d.stopAtCleanup()
+		daemons = append(daemons, d)
 		turn, err := d.client.Prompt(ctx, session, "", "build it again", false)
 		if err != nil {
 			t.Fatalf("prompt after a %s restart: %v\n%s", restart.name, err, d.out)
@@ -64,6 +67,15 @@ func TestAlwaysAllowSurvivesRestarts(t *testing.T) {
 		}
 		if len(resolved) != 1 || resolved[0].DecidedBy != permission.DecidedByRemembered || resolved[0].Decision != string(permission.DecisionAllow) {
 			t.Errorf("permission decisions of turn %d after a %s restart = %+v; want one allow decided by remembered", turn.ID, restart.name, resolved)
+		}
+	}
+
+	// The banner of each restart names the session it brought back.
+	d.stop()
+	for i, d := range daemons {
+		said := strings.Contains(d.out.String(), "sessions:  1 session brought back (list it: ")
+		if said != (i > 0) {
+			t.Errorf("daemon %d (restarted: %v) banner:\n%s\nsays it brought a session back: %v", i, i > 0, d.out, said)
 		}
 	}
 }
