@@ -432,6 +432,13 @@ func (c *Client) Permissions(ctx context.Context, session string) ([]permission.
 	return l, c.call(ctx, http.MethodGet, sessionPath(session, "permissions"), nil, &l)
 }
 
+// AllPermissions lists the pending permission requests of every session,
+// oldest first.
+func (c *Client) AllPermissions(ctx context.Context) ([]permission.Pending, error) {
+	var l []permission.Pending
+	return l, c.call(ctx, http.MethodGet, "/v1/permissions", nil, &l)
+}
+
 // Answer answers a pending permission request: choice is an option kind,
 // "allow" or "deny".
 func (c *Client) Answer(ctx context.Context, session, request, choice string) error {

@@ -207,6 +207,7 @@ func (s *Server) routes() {
 	s.route("GET /v1/sessions/{id}/events", s.sessionEvents, false)
 	s.route("GET /v1/sessions/{id}/attach", s.attach, true) // checks the credential itself (also ?ticket=)
 	s.route("POST /v1/sessions/{id}/attach-ticket", s.createAttachTicket, false)
+	s.route("GET /v1/permissions", s.allPermissions, false)
 	s.route("GET /v1/sessions/{id}/permissions", s.permissions, false)
 	s.route("POST /v1/sessions/{id}/permissions/{request}", s.answer, false)
 	s.route("GET /v1/sessions/{id}/diff", s.diff, false)

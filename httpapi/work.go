@@ -78,6 +78,17 @@ func (s *Server) permissions(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// allPermissions: GET /v1/permissions, the requests of every session of
+// this host that wait for a person, oldest first.
+func (s *Server) allPermissions(w http.ResponseWriter, r *http.Request) error {
+	list := s.pool.Pending("")
+	if list == nil {
+		list = []permission.Pending{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
 // answer: POST /v1/sessions/{id}/permissions/{request} {"choice": kind}.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request) error {
 	var req AnswerRequest

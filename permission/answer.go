@@ -8,9 +8,10 @@ import (
 // Answer resolves the pending request requestID of session with a person's
 // choice: an option kind (preferred: allow_once, allow_always, reject_once,
 // reject_always), a plain "allow" or "deny" ("reject" is the same as "deny"),
-// or the id of one of the request's options. An allow_always choice is
-// remembered for the request's (session, agent, action) until Forget, except
-// for ActionUnknown, and forwarded to the agent.
+// or the id of one of the request's options. An allow_always or
+// reject_always choice is remembered for the request's (session, agent,
+// action) until Forget or Remember, except for ActionUnknown, and forwarded
+// to the agent.
 //
 // It returns an error wrapping ErrUnknownRequest when no such request is
 // pending in session, or ErrInvalidChoice when choice selects no offered
@@ -28,14 +29,8 @@ func (b *Broker) Answer(session, requestID, choice string) error {
 	}
 	d, _ := decisionOfKind(o.Kind)
 	b.resolveLocked(w, resolution{option: o, decision: d, by: DecidedByUser})
-	// An unknown action is no one kind of tool: allowing one such call
-	// always would allow every kind-less call of any kind.
-	if o.Kind == KindAllowAlways && w.p.Request.Action != ActionUnknown {
-		req := w.p.Request
-		if b.always[session] == nil {
-			b.always[session] = make(map[grant]bool)
-		}
-		b.always[session][grant{req.Agent, req.Action}] = true
+	if remembers(o.Kind, w.p.Request.Action) {
+		b.rememberLocked(session, Remembered{Agent: w.p.Request.Agent, Action: w.p.Request.Action, Kind: o.Kind})
 	}
 	return nil
 }

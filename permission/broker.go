@@ -93,11 +93,11 @@ type Broker struct {
 
 	mu      sync.Mutex
 	closed  bool
-	pending map[string]*waiter        // by request id
-	always  map[string]map[grant]bool // session → remembered allow_always
+	pending map[string]*waiter          // by request id
+	always  map[string]map[grant]string // session → remembered allow_always or reject_always
 }
 
-// grant is one remembered allow_always within a session.
+// grant is the (agent, action) of a remembered answer within a session.
 type grant struct {
 	agent  string
 	action Action
@@ -133,7 +133,7 @@ func NewBroker(cfg Config) *Broker {
 		onResolved:  cfg.OnResolved,
 		newID:       cfg.NewID,
 		pending:     make(map[string]*waiter),
-		always:      make(map[string]map[grant]bool),
+		always:      make(map[string]map[grant]string),
 	}
 	if b.timeout < 0 {
 		b.timeout = DefaultTimeout
@@ -151,8 +151,8 @@ func NewBroker(cfg Config) *Broker {
 }
 
 // Request decides req and returns the answer to give the agent. When the
-// policy allows or denies, or the user already allowed the action always in
-// this (session, agent), it returns at once. Otherwise it calls
+// policy allows or denies, or the user already allowed or rejected the
+// action always in this (session, agent), it returns at once. Otherwise it calls
 // Config.OnRequested and blocks until Answer, the timeout (reject), a
 // CancelSession of req.Session, Close, or the end of ctx (both cancelled).
 //
@@ -205,8 +205,11 @@ func (b *Broker) decideLocked(req Request) (resolution, bool) {
 	case DecisionAllow, DecisionDeny:
 		return selectFor(req.Options, d, DecidedByPolicy, ""), true
 	}
-	if b.always[req.Session][grant{req.Agent, req.Action}] {
+	switch b.always[req.Session][grant{req.Agent, req.Action}] {
+	case KindAllowAlways:
 		return selectFor(req.Options, DecisionAllow, DecidedByRemembered, ""), true
+	case KindRejectAlways:
+		return selectFor(req.Options, DecisionDeny, DecidedByRemembered, ""), true
 	}
 	return resolution{}, false
 }
@@ -323,8 +326,8 @@ func (b *Broker) CancelSession(session string) int {
 	return n
 }
 
-// Forget drops the allow_always answers remembered for session; the pool
-// calls it when the session closes.
+// Forget drops the answers remembered for session; the pool calls it when
+// the session closes.
 func (b *Broker) Forget(session string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -165,6 +165,13 @@ type Store interface {
 	EventsPage(ctx context.Context, session string, afterSeq int64, limit int, maxBytes int64) ([]backends.Event, error)
 
 	InsertPermission(ctx context.Context, r permission.Record) error
+	// RememberPermission stores, with the session, an answer it remembers
+	// (see permission.Record.Remembered), replacing the one it had for the
+	// same (agent, action); RememberedPermissions reads them back, and
+	// ForgetPermissions deletes them (the session closes).
+	RememberPermission(ctx context.Context, r permission.Record) error
+	RememberedPermissions(ctx context.Context, session string) ([]permission.Remembered, error)
+	ForgetPermissions(ctx context.Context, session string) error
 
 	// DeleteClosedSession deletes a closed session with everything stored
 	// about it (worktree row, agents, turns, events, permissions); an

@@ -246,6 +246,8 @@ func (p *Pool) leave(s *session, evs []backends.Event) {
 	if p.sessions[s.id] == s {
 		delete(p.sessions, s.id)
 		p.forgotten++
+		// Its remembered answers stay in the store for its next host.
+		p.broker.Forget(s.id)
 	}
 	for k, e := range p.entries {
 		if k.session == s.id && (e.state == StateStopped || e.state == StateCrashed) {

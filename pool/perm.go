@@ -56,6 +56,13 @@ func (p *Pool) onPermissionResolved(r permission.Record) {
 	if err := p.cfg.Store.InsertPermission(context.WithoutCancel(p.ctx), r); err != nil {
 		p.logger.Warn("store permission decision", "session", r.Session, "request", r.ID, "err", err)
 	}
+	// An "always" answer is kept with the session before the agent hears
+	// it, so that a restart, a move or a takeover does not ask again.
+	if _, ok := r.Remembered(); ok {
+		if err := p.cfg.Store.RememberPermission(context.WithoutCancel(p.ctx), r); err != nil {
+			p.logger.Warn("store remembered permission answer", "session", r.Session, "request", r.ID, "err", err)
+		}
+	}
 	s := p.sessionIfLoaded(r.Session)
 	if s == nil {
 		return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/permission"
 )
 
 // session is a loaded session. mu guards every field; it is held while an
@@ -100,6 +101,12 @@ func (p *Pool) loadSession(ctx context.Context, id string) (*session, error) {
 	if wt, err = p.loadHere(ctx, rec, wt); err != nil {
 		return nil, err
 	}
+	var remembered []permission.Remembered
+	if rec.Status != StatusClosed {
+		if remembered, err = p.cfg.Store.RememberedPermissions(ctx, id); err != nil {
+			return nil, fmt.Errorf("session %q remembered permissions: %w", id, err)
+		}
+	}
 	s := &session{id: id, rec: rec, wt: wt, seq: next - 1, closed: rec.Status == StatusClosed}
 	s.feed = newSessionFeed(p.cfg.RingSize, p.cfg.RingBytes, s.seq, p.storedEvents(id), &p.catchups)
 	if s.closed {
@@ -111,6 +118,9 @@ func (p *Pool) loadSession(ctx context.Context, id string) (*session, error) {
 	prev, stale := p.sessions[id], !s.closed && p.forgotten != forgotten
 	if prev == nil && !stale && !s.closed {
 		p.sessions[id] = s
+		// Under p.mu: a load that lost the race does not overwrite what
+		// the session's first load gave the broker and a person added.
+		p.broker.Remember(id, remembered)
 	}
 	p.mu.Unlock()
 	switch {
@@ -550,6 +560,9 @@ func (p *Pool) Close(ctx context.Context, id string, discard bool) (CloseResult,
 		p.logger.Warn("mark session closed", "session", id, "err", err)
 	}
 	p.broker.Forget(id)
+	if err := p.cfg.Store.ForgetPermissions(ctx, id); err != nil {
+		p.logger.Warn("forget remembered permission answers", "session", id, "err", err)
+	}
 	p.emit(s, backends.EventSessionClosed, "", map[string]any{"worktree": res, "discard": discard})
 	// Every entry of the session has been stopped: forget those whose
 	// process is gone (a stopping one is forgotten by its watch when its

@@ -40,6 +40,12 @@ type turnRun struct {
 
 // requestCancel asks the turn to end and waits until it has (or ctx ends).
 func (tr *turnRun) requestCancel(ctx context.Context) {
+	tr.sendCancel(ctx)
+	tr.awaitEnd(ctx)
+}
+
+// sendCancel asks the turn to end: its agent gets session/cancel.
+func (tr *turnRun) sendCancel(ctx context.Context) {
 	tr.cancel()
 	tr.mu.Lock()
 	b := tr.backend
@@ -47,6 +53,10 @@ func (tr *turnRun) requestCancel(ctx context.Context) {
 	if b != nil {
 		_ = b.Cancel(ctx)
 	}
+}
+
+// awaitEnd waits until the turn has ended, or ctx ends.
+func (tr *turnRun) awaitEnd(ctx context.Context) {
 	select {
 	case <-tr.done:
 	case <-ctx.Done():
@@ -447,8 +457,13 @@ func (p *Pool) Cancel(ctx context.Context, id string) error {
 	if tr == nil {
 		return fmt.Errorf("session %q has no running turn: %w", id, ErrNoTurn)
 	}
+	// As ACP orders it: session/cancel first, then the pending permission
+	// requests answered "cancelled". The other way round, an agent whose
+	// request is answered before it reads the cancel may finish its turn
+	// as if nothing had been asked of it (end_turn, not cancelled).
+	tr.sendCancel(ctx)
 	p.broker.CancelSession(id)
-	tr.requestCancel(ctx)
+	tr.awaitEnd(ctx)
 	if ctx.Err() != nil {
 		return fmt.Errorf("cancel: %w", ctx.Err())
 	}

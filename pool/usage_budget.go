@@ -258,8 +258,9 @@ func (p *Pool) stopOverBudget(s *session, agent string) {
 		defer p.wg.Done()
 		cctx, cancel := context.WithTimeout(p.ctx, p.cfg.StopTimeout)
 		defer cancel()
+		tr.sendCancel(cctx) // as Cancel: session/cancel first
 		p.broker.CancelSession(s.id)
-		tr.requestCancel(cctx)
+		tr.awaitEnd(cctx)
 	}()
 }
 

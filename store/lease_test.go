@@ -115,6 +115,8 @@ func TestFencedStoreWritesNothing(t *testing.T) {
 		"PutAgentUsage":        a.PutAgentUsage(ctx, AgentUsage{SessionID: "s1", Agent: "codex", ContextUsed: 1}),
 		"SetSessionBudget":     a.SetSessionBudget(ctx, "s1", Budget{Tokens: &n}),
 		"PutReview":            a.PutReview(ctx, Review{Session: "s1", Turn: n, Summary: "stale"}),
+		"RememberPermission":   a.RememberPermission(ctx, RememberedPermission{SessionID: "s1", Agent: "claude", Action: "edit", OptionKind: "allow_always"}),
+		"ForgetPermissions":    a.ForgetPermissions(ctx, "s1"),
 	}
 	for name, err := range direct {
 		if !errors.Is(err, ErrFenced) {

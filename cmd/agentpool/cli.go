@@ -192,11 +192,14 @@ func writeDaemonFile(home string, d daemonInfo) error {
 
 // cli is one run of a client command.
 type cli struct {
-	env    ClientEnv
-	stdin  io.Reader
-	in     *bufio.Reader
-	stdout io.Writer
-	stderr io.Writer
+	env   ClientEnv
+	stdin io.Reader
+	in    *bufio.Reader
+	// reading is the stdin read in flight, when readLine returned before
+	// it ended (see cli_readline.go).
+	reading chan lineRead
+	stdout  io.Writer
+	stderr  io.Writer
 	// inTTY and outTTY say whether stdin and stdout are terminals: y/n
 	// questions need the first, colours the second.
 	inTTY, outTTY bool

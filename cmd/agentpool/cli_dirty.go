@@ -5,19 +5,30 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path"
 	"strings"
 
+	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/worktree"
 )
 
-// uncommitted counts the changes of the checkout at repo that a new
-// worktree does not get: tracked files changed (staged or not) and
-// untracked files that are not ignored. ok is false when git cannot tell
-// (a daemon's repository this client cannot read, say).
-func uncommitted(ctx context.Context, repo string) (tracked, untracked int, ok bool) {
+// setupFileName is the repository's setup file, which the daemon reads
+// from the main checkout: a worktree does not need a copy of it.
+const setupFileName = ".agentpool.json"
+
+// maxNamed is how many untracked files the note about uncommitted
+// changes names.
+const maxNamed = 5
+
+// uncommitted reports the changes of the checkout at repo that a new
+// worktree does not get: how many tracked files changed (staged or not),
+// and the untracked files that are not ignored (a directory whose files
+// are all untracked as one "dir/"). ok is false when git cannot tell (a
+// daemon's repository this client cannot read, say).
+func uncommitted(ctx context.Context, repo string) (tracked int, untracked []string, ok bool) {
 	out, err := exec.CommandContext(ctx, "git", "-C", repo, "status", "--porcelain", "-z", "--untracked-files=normal").Output()
 	if err != nil {
-		return 0, 0, false
+		return 0, nil, false
 	}
 	entries := strings.Split(string(out), "\x00")
 	for i := 0; i < len(entries); i++ {
@@ -27,7 +38,7 @@ func uncommitted(ctx context.Context, repo string) (tracked, untracked int, ok b
 		}
 		switch {
 		case strings.HasPrefix(e, "??"):
-			untracked++
+			untracked = append(untracked, e[3:])
 		default:
 			tracked++
 			if e[0] == 'R' || e[0] == 'C' {
@@ -38,15 +49,56 @@ func uncommitted(ctx context.Context, repo string) (tracked, untracked int, ok b
 	return tracked, untracked, true
 }
 
+// notCopied returns the untracked files that a trusted setup file's copy
+// list does not bring into new worktrees, leaving out the setup file
+// itself. A copy entry covers the file it names and, when a directory,
+// everything under it.
+func notCopied(untracked []string, sf httpapi.SetupFile, haveSetup bool) []string {
+	var out []string
+	for _, u := range untracked {
+		clean := strings.TrimSuffix(u, "/")
+		if clean == setupFileName {
+			continue
+		}
+		covered := false
+		if haveSetup && sf.Trusted {
+			for _, c := range sf.Copy {
+				c = strings.TrimSuffix(path.Clean(c), "/")
+				if clean == c || strings.HasPrefix(clean, c+"/") {
+					covered = true
+					break
+				}
+			}
+		}
+		if !covered {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 // noteUncommitted tells, after a session was created from repo's base,
-// that the main checkout's uncommitted changes are not in its worktree.
-// A repository given by URL has no checkout to look at.
-func (c *cli) noteUncommitted(ctx context.Context, w io.Writer, repo, base, commit string) {
+// that the main checkout's uncommitted changes are not in its worktree:
+// how many tracked files changed, and by name the untracked files that
+// the setup does not copy. A repository given by URL has no checkout to
+// look at.
+func (c *cli) noteUncommitted(ctx context.Context, api *httpapi.Client, w io.Writer, repo, base, commit string) {
 	if worktree.IsURL(repo) {
 		return
 	}
 	tracked, untracked, ok := uncommitted(ctx, repo)
-	if !ok || tracked+untracked == 0 {
+	if !ok {
+		return
+	}
+	var sf httpapi.SetupFile
+	haveSetup := false
+	if len(untracked) > 0 {
+		var err error
+		sf, err = api.SetupFile(ctx, repo)
+		haveSetup = err == nil
+	}
+	left := notCopied(untracked, sf, haveSetup)
+	if tracked+len(left) == 0 {
 		return
 	}
 	if base == "" {
@@ -56,10 +108,21 @@ func (c *cli) noteUncommitted(ctx context.Context, w io.Writer, repo, base, comm
 	if tracked > 0 {
 		what = append(what, fmt.Sprintf("%d changed %s", tracked, pluralOf(tracked, "file", "files")))
 	}
-	if untracked > 0 {
-		what = append(what, fmt.Sprintf("%d untracked %s", untracked, pluralOf(untracked, "file", "files")))
+	if len(left) > 0 {
+		names := make([]string, 0, maxNamed)
+		for _, n := range left[:min(len(left), maxNamed)] {
+			names = append(names, termLine(n))
+		}
+		list := strings.Join(names, ", ")
+		if len(left) > maxNamed {
+			list += fmt.Sprintf(" and %d more", len(left)-maxNamed)
+		}
+		what = append(what, fmt.Sprintf("%d untracked %s not copied: %s", len(left), pluralOf(len(left), "file", "files"), list))
 	}
-	fmt.Fprintf(w, "\nnote: your uncommitted changes in %s (%s) are not in the session's worktree: it starts from %s %.7s.\n"+
-		"  Commit them first for the agent to see them (or list untracked files it needs in .agentpool.json's \"copy\").\n",
-		repo, strings.Join(what, ", "), base, commit)
+	hint := "Commit them first for the agent to see them."
+	if len(left) > 0 {
+		hint = "Commit them first for the agent to see them (or list the untracked files it needs in .agentpool.json's \"copy\")."
+	}
+	fmt.Fprintf(w, "\nnote: your uncommitted changes in %s (%s) are not in the session's worktree: it starts from %s %.7s.\n  %s\n",
+		repo, strings.Join(what, "; "), base, commit, hint)
 }

@@ -139,7 +139,8 @@ func eventSummary(ev backends.Event) string {
 	case backends.EventTurnStarted:
 		return oneLine(d.Prompt, 80)
 	case backends.EventTurnEnded:
-		return oneLine(turnSummary(d), 100)
+		// On one line, the error follows the summary after a colon.
+		return oneLine(strings.Replace(turnSummary(d), "\n  ", ": ", 1), 100)
 	case pool.EventTurnQueued:
 		return fmt.Sprintf("waiting for an agent slot: position %d (all %d slots busy)", l.Position, l.MaxWarm)
 	case pool.EventTurnDequeued:

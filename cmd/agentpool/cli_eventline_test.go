@@ -45,6 +45,8 @@ func TestEventLineEveryType(t *testing.T) {
 		{pool.EventTurnQueued, map[string]any{"turn": 2, "position": 1, "max_warm": 4}, "position 1 (all 4 slots busy)"},
 		{pool.EventTurnDequeued, map[string]any{"turn": 2, "position": 1, "waited_ms": 1500}, "got a slot after 1.5s"},
 		{backends.EventTurnEnded, map[string]any{"turn": 1, "stop_reason": "end_turn", "duration_ms": 2000}, "turn 1 ended: end_turn"},
+		{backends.EventTurnEnded, map[string]any{"turn": 3, "stop_reason": "interrupted", "error": "the daemon stopped during the turn", "duration_ms": 17900},
+			"turn 3 ended: interrupted after 17.9s: the daemon stopped during the turn"},
 		{backends.EventMessageChunk, map[string]any{"role": "agent", "text": "hello"}, "agent: hello"},
 		{backends.EventToolCall, map[string]any{"toolCallId": "t1", "title": "Read main.go", "kind": "read", "status": "pending"}, "Read main.go"},
 		{backends.EventToolUpdate, map[string]any{"toolCallId": "t1", "status": "completed"}, "completed"},

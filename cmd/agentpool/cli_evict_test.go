@@ -43,7 +43,15 @@ func TestEvictCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp := &evictingPool{Pool: &apitest.Pool{}}
+	fp := &evictingPool{Pool: &apitest.Pool{GetFunc: func(_ context.Context, id string) (pool.Session, error) {
+		switch id {
+		case "s1":
+			return pool.Session{ID: id, ActiveAgent: "demo", Status: pool.StatusOpen}, nil
+		case "s3":
+			return pool.Session{ID: id, Status: pool.StatusOpen}, nil
+		}
+		return pool.Session{}, fmt.Errorf("no session %s: %w", id, pool.ErrNotFound)
+	}}}
 	srv, err := httpapi.New(httpapi.Config{Pool: fp, Registry: reg, Token: cliTestToken, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -68,14 +76,19 @@ func TestEvictCommand(t *testing.T) {
 	if out, err := run("evict", "s1", "demo"); err != nil || out != "agent demo of session s1 evicted\n" || len(fp.evicted) != 1 {
 		t.Errorf("evict s1 demo = %q, %v (evicted %q); want it evicted and said", out, err, fp.evicted)
 	}
-	if out, err := run("evict", "--help"); err != nil || !strings.HasPrefix(out, "Usage: agentpool evict SESSION AGENT") {
+	// Without AGENT: the session's agent.
+	if out, err := run("evict", "s1"); err != nil || out != "agent demo of session s1 evicted\n" || len(fp.evicted) != 2 {
+		t.Errorf("evict s1 = %q, %v (evicted %q); want its active agent demo evicted and said", out, err, fp.evicted)
+	}
+	if out, err := run("evict", "--help"); err != nil || !strings.HasPrefix(out, "Usage: agentpool evict SESSION [AGENT]") {
 		t.Errorf("evict --help = %q, %v; want the usage", out, err)
 	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"evict", "s1"}, "wrong number of arguments"},
+		{[]string{"evict"}, "wrong number of arguments"},
+		{[]string{"evict", "s3"}, "session s3 has no active agent: name the agent"},
 		{[]string{"evict", "s1", "demo", "x"}, "wrong number of arguments"},
 		{[]string{"evict", "s1", "busy"}, "running a turn; cancel it"},
 		{[]string{"evict", "s2", "demo"}, `no warm agent "demo" in session "s2"`},
@@ -84,7 +97,7 @@ func TestEvictCommand(t *testing.T) {
 			t.Errorf("%q error = %v; want %q", tc.args, err, tc.want)
 		}
 	}
-	if len(fp.evicted) != 1 {
-		t.Errorf("evicted %q; want only s1/demo", fp.evicted)
+	if len(fp.evicted) != 2 {
+		t.Errorf("evicted %q; want only s1/demo, twice", fp.evicted)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,6 +120,9 @@ func (c *cli) followTurn(ctx context.Context, api *httpapi.Client, session strin
 				w = c.stderr // keep stdout JSON
 			}
 			c.askPermission(ctx, api, session, decodeData(ev), r, w)
+			if ctx.Err() != nil {
+				return context.Cause(ctx) // interrupted at the question
+			}
 		case backends.EventTurnEnded:
 			d := decodeData(ev)
 			end = &d
@@ -175,9 +177,6 @@ func (c *cli) askPermission(ctx context.Context, api *httpapi.Client, session st
 		r.line(w, "", "  waiting for an answer: %s permissions answer %s %s %s", c.self(), session, d.Request, strings.Join(offered, "|"))
 		return
 	}
-	if c.in == nil {
-		c.in = bufio.NewReader(c.stdin)
-	}
 	for _, o := range d.Options {
 		if label := kindLabel(o.Kind); o.Name != "" && !sameWords(o.Name, label) {
 			r.line(w, "", "  the agent calls %q: %s", oneLine(o.Name, 60), label)
@@ -186,7 +185,12 @@ func (c *cli) askPermission(ctx context.Context, api *httpapi.Client, session st
 	q := "  " + permissionQuestion(offered)
 	for {
 		fmt.Fprintf(w, "%s: ", q)
-		line, err := c.in.ReadString('\n')
+		line, err := c.readLine(ctx)
+		if ctx.Err() != nil {
+			// Interrupted at the question: the caller cancels the turn.
+			fmt.Fprintln(w)
+			return
+		}
 		choice, ok := permissionChoice(strings.TrimSpace(line))
 		if err != nil && line == "" {
 			choice, ok = permission.KindRejectOnce, true // end of input: refuse

@@ -39,7 +39,7 @@ I read README.md.
   permission allow (user)
   ✓ Write AGENTPOOL_DEMO.md
 Done.
-— turn 3 ended: end_turn in 1.2s; 1 file changed (+5 −0)
+— turn 3 ended: end_turn after 1.2s; 1 file changed (+5 −0)
 see the changes: agentpool diff s1 --turn 3
 `
 	if diff := cmp.Diff(want, out); diff != "" {

@@ -33,7 +33,8 @@ its first prompt) and a body made of the session's prompts, the agent's
 last answer and the diff stat. The pull request's URL is recorded on the
 session (session show, the page). Without gh, it prints the forge's page
 to open the pull request on (GitHub, GitLab, Bitbucket); record its URL
-afterwards with --url. --url "" forgets the recorded URL.`
+afterwards with --url; the exit status is then 1, as no pull request was
+opened. --url "" forgets the recorded URL.`
 
 // maxPRBody bounds the pull request body made from the session, in bytes.
 const maxPRBody = 12 << 10
@@ -226,7 +227,8 @@ func (c *cli) sessionPR(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "gh is not installed or not logged in (gh auth login); open the pull request here:\n  %s\n", cmp)
 	}
 	fmt.Fprintf(c.stdout, "then record its URL on the session: %s session pr %s --url URL\n", c.self(), s.ID)
-	return nil
+	// No pull request was opened: a script must not take this for success.
+	return exitError(1)
 }
 
 // optString is a string flag that knows whether it was given.

@@ -10,6 +10,7 @@ import (
 	"github.com/agentpool/agentpool/acpfs"
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/internal/wiring"
+	"github.com/agentpool/agentpool/permission"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -43,16 +44,12 @@ type eventData struct {
 	// mode
 	CurrentModeID string `json:"currentModeId"`
 	// permission.requested / resolved
-	Request   string `json:"request"`
-	Risk      string `json:"risk"`
-	Action    string `json:"action"`
-	Decision  string `json:"decision"`
-	DecidedBy string `json:"decided_by"`
-	Options   []struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-		Kind string `json:"kind"`
-	} `json:"options"`
+	Request   string              `json:"request"`
+	Risk      string              `json:"risk"`
+	Action    string              `json:"action"`
+	Decision  string              `json:"decision"`
+	DecidedBy string              `json:"decided_by"`
+	Options   []permission.Option `json:"options"`
 	// agent.*, turn.*, error
 	PID         int    `json:"pid"`
 	Resumed     bool   `json:"resumed"`
@@ -353,7 +350,7 @@ func permissionSummary(d eventData) string {
 
 // turnSummary is the line that ends a turn.
 func turnSummary(d eventData) string {
-	s := fmt.Sprintf("— turn %d ended: %s in %s", d.Turn, d.StopReason, (time.Duration(d.DurationMS) * time.Millisecond).Round(100*time.Millisecond))
+	s := fmt.Sprintf("— turn %d ended: %s after %s", d.Turn, d.StopReason, (time.Duration(d.DurationMS) * time.Millisecond).Round(100*time.Millisecond))
 	if c := d.Changes; c != nil && c.Files > 0 {
 		s += fmt.Sprintf("; %d file%s changed (+%d −%d)", c.Files, plural(c.Files), c.Additions, c.Deletions)
 	}

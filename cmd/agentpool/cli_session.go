@@ -181,8 +181,8 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	if *agentSession != "" {
 		c.reportTakeUp(ctx, api, s, *agentSession, warm) // cli_agentsessions.go
 	}
-	c.noteUncommitted(ctx, c.stdout, s.Repo, *base, s.Worktree.BaseCommit) // cli_dirty.go
-	c.noteSetup(ctx, api, c.stdout, s.Repo, s.ID)                          // cli_trust.go
+	c.noteUncommitted(ctx, api, c.stdout, s.Repo, *base, s.Worktree.BaseCommit) // cli_dirty.go
+	c.noteSetup(ctx, api, c.stdout, s.Repo, s.ID)                               // cli_trust.go
 	if *first != "" {
 		fmt.Fprintln(c.stdout)
 		return c.followFirstTurn(ctx, api, created, false)

@@ -71,7 +71,10 @@ func (c *cli) trust(ctx context.Context, args []string) error {
 	sf, err := api.SetupFile(ctx, repo)
 	if err != nil {
 		if httpapi.IsCode(err, httpapi.CodeNotFound) {
-			return fmt.Errorf("nothing to trust: %w", err)
+			return fmt.Errorf("%s has no %s, so there is nothing to trust.\n"+
+				"Trust is for a repository's %s, which can copy untracked files (such as .env) into each new\n"+
+				"session's worktree and run a setup command there: agentpool follows it only once you have read\n"+
+				"and trusted it (see \"Worktree setup\" in the README)", repo, setupFileName, setupFileName)
 		}
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/permission"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -209,7 +210,7 @@ func (c *cli) cancel(ctx context.Context, args []string) error {
 	return nil
 }
 
-const permissionsUsage = `  list SESSION                      list the pending permission requests
+const permissionsUsage = `  list [SESSION]                    list the pending permission requests (of every session without SESSION)
   answer SESSION REQUEST CHOICE     answer one: allow_once, allow_always, reject_once, reject_always (or allow, deny)
 `
 
@@ -220,9 +221,9 @@ func (c *cli) permissions(ctx context.Context, args []string) error {
 	}
 	switch sub {
 	case "list", "ls":
-		fs := c.flagSet("permissions list", "permissions list SESSION [--json]\n\nLists the session's permission requests that wait for an answer.")
+		fs := c.flagSet("permissions list", "permissions list [SESSION] [--json]\n\nLists the permission requests that wait for an answer: the session's, or\nwithout SESSION those of every session, each with how to answer it.")
 		asJSON := fs.Bool("json", false, "print the requests as JSON")
-		pos, err := c.parse(fs, args, 1, 1)
+		pos, err := c.parse(fs, args, 0, 1)
 		if err != nil {
 			return err
 		}
@@ -230,12 +231,20 @@ func (c *cli) permissions(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		list, err := api.Permissions(ctx, pos[0])
+		var list []permission.Pending
+		if len(pos) == 1 {
+			list, err = api.Permissions(ctx, pos[0])
+		} else {
+			list, err = api.AllPermissions(ctx)
+		}
 		if err != nil {
 			return err
 		}
 		if *asJSON {
 			return c.printJSON(list)
+		}
+		if len(pos) == 0 {
+			return c.printAllPending(list)
 		}
 		if len(list) == 0 {
 			fmt.Fprintln(c.stdout, "no pending permission requests")

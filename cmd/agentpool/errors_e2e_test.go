@@ -126,8 +126,28 @@ func TestEndToEndSessionNewNotesUncommittedChanges(t *testing.T) {
 		t.Fatalf("session new: %v\n%s", err, out)
 	}
 	top, _ := filepath.EvalSymlinks(repo)
-	want := "your uncommitted changes in " + top + " (1 changed file, 1 untracked file) are not in the session's worktree: it starts from HEAD " + head[:7]
+	want := "your uncommitted changes in " + top + " (1 changed file; 1 untracked file not copied: new.txt) are not in the session's worktree: it starts from HEAD " + head[:7]
 	if !strings.Contains(out, want) {
 		t.Errorf("session new on a dirty checkout =\n%s\nwant it to say %q", out, want)
+	}
+
+	// A trusted setup file that copies .env: .env is in the worktree, the
+	// setup file is the daemon's; only new.txt is left behind, and said.
+	e2eGit(t, repo, "checkout", "--", "a.txt")
+	for name, content := range map[string]string{".env": "KEY=1\n", ".agentpool.json": `{"copy": [".env"]}` + "\n"} {
+		if err := os.WriteFile(filepath.Join(repo, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := d.cli("trust", "--yes", repo); err != nil {
+		t.Fatalf("trust: %v\n%s", err, out)
+	}
+	out, err = d.cli("session", "new", "--repo", repo, "--no-warm")
+	if err != nil {
+		t.Fatalf("session new: %v\n%s", err, out)
+	}
+	want = "(1 untracked file not copied: new.txt)"
+	if !strings.Contains(out, want) || strings.Contains(out, ".env") {
+		t.Errorf("session new with .env copied =\n%s\nwant it to say %q and not name .env", out, want)
 	}
 }

@@ -35,10 +35,20 @@ func main() {
 		// the agent's start.
 		os.Exit(sandbox.Launch(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == "serve" {
+	serve := len(os.Args) > 1 && os.Args[1] == "serve"
+	if serve {
 		hideSecrets()
+		keepRunningWithoutOutput()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if !serve {
+		// A client command stops at the first interrupt (a prompt cancels
+		// its turn); a second one ends it at once, the default way.
+		go func() {
+			<-ctx.Done()
+			stop()
+		}()
+	}
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -50,6 +60,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "agentpool:", termText(err.Error()))
 		os.Exit(1)
 	}
+}
+
+// keepRunningWithoutOutput keeps the daemon alive when its stdout or
+// stderr goes away (a pipe to `tee` that a Ctrl-C ended first): Go kills
+// a program that writes to a broken pipe on fd 1 or 2 with SIGPIPE unless
+// it is notified of SIGPIPE, which would end the daemon in the middle of
+// its shutdown, leaving daemon.json and its cgroups behind. Notified, the
+// write fails with EPIPE, the log line is lost, and the shutdown goes on.
+// The signal is caught rather than ignored, so that the agents it starts
+// get SIGPIPE's default action back (an ignored signal would stay ignored
+// across exec).
+func keepRunningWithoutOutput() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
 
 // exitError ends the program with a status and no further message.

@@ -119,8 +119,10 @@ func TestEndToEndPushAndPR(t *testing.T) {
 	e2eGit(t, repo, "remote", "set-url", "origin", "git@github.com:o/r.git")
 	e2eGit(t, repo, "remote", "set-url", "--push", "origin", bare)
 	out, err = d.cliEnv(append(e2eGitEnv, "PATH="+fakeGH(t, log, 1)+string(os.PathListSeparator)+os.Getenv("PATH")), "session", "pr", sess.ID)
-	if err != nil {
-		t.Fatalf("session pr without gh: %v\n%s", err, out)
+	// It opened no pull request: it fails, having said what to do.
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("session pr without gh error = %v; want exit status 1 (no pull request opened)\n%s", err, out)
 	}
 	if !strings.Contains(out, "https://github.com/o/r/compare/main..."+branch+"?") ||
 		!strings.Contains(out, "session pr "+sess.ID+" --url URL") {

@@ -155,6 +155,9 @@ type Main struct {
 	wg         sync.WaitGroup
 	closeMu    sync.Mutex
 	closed     bool
+	// broughtBack counts the open sessions of this host that the daemon
+	// found in its store at start, for the banner.
+	broughtBack int
 
 	// attempts runs attempt sets over the pool.
 	attempts *attempts.Manager
@@ -279,6 +282,7 @@ func (m *Main) Open(ctx context.Context) error {
 	if err := m.pool.Recover(ctx); err != nil {
 		m.Logger.Warn("recover from the previous daemon", "err", err)
 	}
+	m.broughtBack = m.openSessionsHere(ctx, hostID)
 	m.attempts, err = attempts.New(ctx, attempts.Config{Pool: m.pool, Git: wiring.AttemptsGit{M: wt}, Store: m.store, Logger: m.Logger,
 		Known: func(id string) bool { _, ok := m.reg.Snapshot().Provider(id); return ok }})
 	if err != nil {
@@ -570,15 +574,41 @@ func (m *Main) banner(addr string) {
   data:      %s
   providers: %s
   agents:%s
-
+%s
 Open a session on %s and talk to the demo agent:
   %s session new --repo %s
   %s prompt <session-id> "add a greeting"
 
 Agents are enabled by default and ready as soon as their command is on the daemon's PATH,
 without a restart: see "Using a real agent" in the README, and '%s providers list'.
-`, version, addr, m.Home, filepath.Join(m.Home, providersFile), agents.String(), where, self, repo, self, self)
+`, version, addr, m.Home, filepath.Join(m.Home, providersFile), agents.String(), broughtBackLine(m.broughtBack, self), where, self, repo, self, self)
 	m.bannerLogin(addr, self)
+}
+
+// openSessionsHere counts the open sessions of the store that this host
+// holds (all of them without several hosts): those a restart brought back.
+func (m *Main) openSessionsHere(ctx context.Context, hostID string) int {
+	all, err := m.store.ListSessions(ctx)
+	if err != nil {
+		m.Logger.Warn("count the sessions brought back", "err", err)
+		return 0
+	}
+	n := 0
+	for _, s := range all {
+		if s.Status == store.SessionOpen && (s.Host == "" || s.Host == hostID || !m.store.Leasing()) {
+			n++
+		}
+	}
+	return n
+}
+
+// broughtBackLine is the banner's line about the open sessions found at
+// start, empty when there are none.
+func broughtBackLine(n int, self string) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  sessions:  %d %s brought back (list %s: %s session list)\n", n, pluralOf(n, "session", "sessions"), pluralOf(n, "it", "them"), self)
 }
 
 // Addr returns the address the daemon listens on.

@@ -56,7 +56,7 @@ func TestEndToEndUsageAndBudgets(t *testing.T) {
 	}
 	out, err = d.cli("prompt", "s-usage", "first")
 	// The turn's time depends on the machine's load: only its tokens are checked.
-	if err != nil || !regexp.MustCompile(`turn 1 ended: end_turn in [0-9.]+m?s; 1500 tokens`).MatchString(out) {
+	if err != nil || !regexp.MustCompile(`turn 1 ended: end_turn after [0-9.]+m?s; 1500 tokens`).MatchString(out) {
 		t.Errorf("prompt first: %v; want the usage and the turn's tokens\n%s", err, out)
 	}
 	out, err = d.cli("usage", "--session", "s-usage")

@@ -332,6 +332,34 @@ func (a Store) InsertPermission(ctx context.Context, r permission.Record) error 
 		RequestedAt: r.RequestedAt, DecidedAt: &decided})
 }
 
+// RememberPermission stores the answer that r makes its session remember.
+func (a Store) RememberPermission(ctx context.Context, r permission.Record) error {
+	rem, ok := r.Remembered()
+	if !ok {
+		return fmt.Errorf("remember permission %q: %s by %s is no answer to remember", r.ID, r.OptionKind, r.DecidedBy)
+	}
+	return notFound(a.S.RememberPermission(ctx, store.RememberedPermission{SessionID: r.Session, Agent: rem.Agent,
+		Action: string(rem.Action), OptionKind: rem.Kind, RequestID: r.ID, DecidedAt: r.DecidedAt}))
+}
+
+// RememberedPermissions reads the answers a session remembers.
+func (a Store) RememberedPermissions(ctx context.Context, session string) ([]permission.Remembered, error) {
+	rows, err := a.S.RememberedPermissions(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]permission.Remembered, len(rows))
+	for i, r := range rows {
+		out[i] = permission.Remembered{Agent: r.Agent, Action: permission.Action(r.Action), Kind: r.OptionKind}
+	}
+	return out, nil
+}
+
+// ForgetPermissions deletes the answers a session remembers.
+func (a Store) ForgetPermissions(ctx context.Context, session string) error {
+	return a.S.ForgetPermissions(ctx, session)
+}
+
 // DeleteClosedSession deletes a closed session and everything stored about it.
 func (a Store) DeleteClosedSession(ctx context.Context, id string) error {
 	return notFound(a.S.DeleteClosedSession(ctx, id))
