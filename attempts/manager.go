@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/permission"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -25,6 +27,12 @@ type Pool interface {
 	WaitTurn(ctx context.Context, session string, turn int64) (pool.Turn, error)
 	Diff(ctx context.Context, session string, turn int64) (pool.Diff, error)
 	Merge(ctx context.Context, session string, req pool.MergeRequest) (pool.MergeResult, error)
+	// Pending lists the session's permission requests waiting for an
+	// answer.
+	Pending(session string) []permission.Pending
+	// SubscribeAll returns the daemon-wide stream of events (permission
+	// requests among them) from now on.
+	SubscribeAll() *pool.Subscription
 }
 
 // Git is what the Manager needs of git.
@@ -212,33 +220,45 @@ func (m *Manager) validate(req Request) ([]string, error) {
 	return agents, nil
 }
 
-// List returns every set, newest first.
+// List returns every set, newest first, with the permission requests its
+// attempts wait for.
 func (m *Manager) List() []Set {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	out := make([]Set, 0, len(m.sets))
 	for _, s := range m.sets {
 		out = append(out, s.clone())
 	}
+	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.After(out[j].CreatedAt) })
+	for i := range out {
+		m.withPending(&out[i])
+	}
 	return out
 }
 
-// Get returns the set id, or ErrNotFound.
+// Get returns the set id, with the permission requests its attempts wait
+// for, or ErrNotFound.
 func (m *Manager) Get(id string) (Set, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	s, ok := m.sets[id]
 	if !ok {
+		m.mu.Unlock()
 		return Set{}, fmt.Errorf("%q: %w", id, ErrNotFound)
 	}
-	return s.clone(), nil
+	out := s.clone()
+	m.mu.Unlock()
+	m.withPending(&out)
+	return out, nil
 }
 
-// Wait returns the set id once it is no longer running, or as it is when
-// ctx ends.
+// Wait returns the set id once it is no longer running or one of its
+// attempts waits for a permission answer (which its caller must give for
+// the set to go on), or as it is when ctx ends.
 func (m *Manager) Wait(ctx context.Context, id string) (Set, error) {
 	for {
+		// Subscribed before the requests are read: one asked after is
+		// on the stream.
+		sub := m.cfg.Pool.SubscribeAll()
 		m.mu.Lock()
 		s, ok := m.sets[id]
 		if !ok {
@@ -247,13 +267,61 @@ func (m *Manager) Wait(ctx context.Context, id string) (Set, error) {
 		}
 		out, ch := s.clone(), m.changed
 		m.mu.Unlock()
-		if out.State != SetRunning {
+		m.withPending(&out)
+		if out.State != SetRunning || out.asks() {
 			return out, nil
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
+		if !m.waitChange(ctx, ch, sub, &out) {
 			return out, nil
+		}
+	}
+}
+
+// waitChange waits until ch is closed (the set changed) or sub brings a
+// permission request of an attempt of set, and returns true; or returns
+// false when ctx ends first.
+func (m *Manager) waitChange(ctx context.Context, ch <-chan struct{}, sub *pool.Subscription, set *Set) bool {
+	sessions := map[string]bool{}
+	for _, a := range set.Attempts {
+		sessions[a.Session] = true
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	asked := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			evs, err := sub.Next(wctx, 0)
+			if errors.Is(err, pool.ErrSlowSubscriber) {
+				close(asked) // it fell behind: look again, on a new stream
+				return
+			}
+			if err != nil {
+				return // ctx ended, or the pool is closing: the set's changes still wake the wait
+			}
+			for _, ev := range evs {
+				if ev.Type == backends.EventPermissionRequest && sessions[ev.Session] {
+					close(asked)
+					return
+				}
+			}
+		}
+	})
+	defer func() { cancel(); wg.Wait() }()
+	select {
+	case <-ch:
+	case <-asked:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// withPending fills the permission requests each open attempt of s waits
+// for.
+func (m *Manager) withPending(s *Set) {
+	for i, a := range s.Attempts {
+		if a.Session != "" && !a.Closed {
+			s.Attempts[i].PendingPermissions = m.cfg.Pool.Pending(a.Session)
 		}
 	}
 }

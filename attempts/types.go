@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agentpool/agentpool/permission"
 )
 
 // States of a Set.
@@ -120,6 +122,12 @@ type Attempt struct {
 	// Closed says the session was closed by a pick (its branch kept or,
 	// with discard, deleted).
 	Closed bool `json:"closed,omitempty"`
+	// PendingPermissions are the session's permission requests waiting
+	// for an answer now, oldest first: its turn is blocked until each is
+	// answered (POST /v1/sessions/{session}/permissions/{id}) or times
+	// out and is rejected. Read from the pool each time the set is
+	// answered; never stored.
+	PendingPermissions []permission.Pending `json:"pending_permissions,omitempty"`
 }
 
 // Check is the result of an attempt's check command.
@@ -143,6 +151,16 @@ func (s *Set) clone() Set {
 		c.Attempts[i] = a
 	}
 	return c
+}
+
+// asks reports whether an attempt waits for a permission answer.
+func (s *Set) asks() bool {
+	for _, a := range s.Attempts {
+		if len(a.PendingPermissions) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // ended reports whether every attempt has ended.

@@ -87,7 +87,9 @@ func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getAttempts: GET /v1/attempts/{id}[?wait=SECONDS] → 200 with the set,
-// after waiting (at most 60 s) for it to end.
+// after waiting (at most 60 s) for it to end or for one of its attempts to
+// wait for a permission answer (each attempt lists its
+// pending_permissions).
 func (s *Server) getAttempts(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.attemptsOr501()
 	if err != nil {
@@ -149,7 +151,8 @@ func (c *Client) ListAttempts(ctx context.Context) ([]attempts.Set, error) {
 }
 
 // GetAttempts returns an attempt set, waiting up to wait (0: not at all,
-// at most 60 s) for it to end.
+// at most 60 s) for it to end or for one of its attempts to wait for a
+// permission answer.
 func (c *Client) GetAttempts(ctx context.Context, id string, wait time.Duration) (attempts.Set, error) {
 	var out attempts.Set
 	p := "/v1/attempts/" + url.PathEscape(id)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentpool/agentpool/permission"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -49,6 +50,32 @@ type attempt struct {
 	LinesRemoved int             `json:"lines_removed"`
 	Check        *checkResult    `json:"check,omitempty"`
 	Error        string          `json:"error,omitempty"`
+	// Pending is what the daemon answers; Permissions what the tools
+	// show of it.
+	Pending     []permission.Pending `json:"pending_permissions,omitempty"`
+	Permissions []pendingView        `json:"permissions,omitempty"`
+}
+
+// viewPermissions turns the pending requests the daemon listed for each
+// attempt into what the tools show of them.
+func (set *attemptSet) viewPermissions() {
+	for i := range set.Attempts {
+		a := &set.Attempts[i]
+		for _, pd := range a.Pending {
+			a.Permissions = append(a.Permissions, viewPending(pd))
+		}
+		a.Pending = nil
+	}
+}
+
+// asks says whether an attempt waits for a permission answer.
+func (set attemptSet) asks() bool {
+	for _, a := range set.Attempts {
+		if len(a.Permissions) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkResult is how an attempt's check command ran.
@@ -125,7 +152,8 @@ func (s *Server) startAttempts(ctx context.Context, _ *mcp.CallToolRequest, api 
 	if err := api.Call(ctx, http.MethodPost, "/v1/attempts", body, &set); err != nil {
 		return nil, err
 	}
-	text := set.text() + fmt.Sprintf("Next: get_attempts with id %q and wait_seconds 50.\n", set.ID)
+	set.viewPermissions()
+	text := set.text() + fmt.Sprintf("Next: get_attempts with id %q and wait_seconds 50 (it returns early when an attempt asks for a permission, which you answer with answer_permission).\n", set.ID)
 	return result(text, set), nil
 }
 
@@ -145,11 +173,14 @@ func (s *Server) getAttempts(ctx context.Context, req *mcp.CallToolRequest, api 
 	if err := api.Call(ctx, http.MethodGet, path, nil, &set); err != nil {
 		return nil, err
 	}
+	set.viewPermissions()
 	text := set.text()
-	switch set.State {
-	case attemptsRunning:
+	switch {
+	case set.asks():
+		text += fmt.Sprintf("Those attempts are blocked until you answer: answer_permission with the attempt's session, the request id and a choice for each request (unanswered, it is rejected at its deadline); then call get_attempts again with id %q.\n", set.ID)
+	case set.State == attemptsRunning:
 		text += fmt.Sprintf("Still running: call get_attempts again with id %q and wait_seconds 50.\n", set.ID)
-	case attemptsDone:
+	case set.State == attemptsDone:
 		text += fmt.Sprintf("All done: read each with get_diff (session), then pick_attempt with id %q and the session to keep.\n", set.ID)
 	}
 	return result(text, set), nil
@@ -236,10 +267,27 @@ func (set attemptSet) text() string {
 			fmt.Fprintf(&b, ", error: %s", oneLine(a.Error, 200))
 		}
 		b.WriteByte('\n')
+		if n := len(a.Permissions); n > 0 {
+			fmt.Fprintf(&b, "  waits for an answer to %s (answer_permission with session %q):\n", plural(n, "permission request"), a.Session)
+			for _, p := range a.Permissions {
+				b.WriteString(indent(p.text(), "  "))
+			}
+		}
 		if a.Check != nil && a.Check.State == "failed" && a.Check.Output != "" {
 			out, _ := tail(a.Check.Output, 800)
 			fmt.Fprintf(&b, "  check output (end): %s\n", strings.ReplaceAll(strings.TrimSpace(out), "\n", "\n  "))
 		}
 	}
 	return b.String()
+}
+
+// indent puts prefix before every line of s.
+func indent(s, prefix string) string {
+	lines := strings.SplitAfter(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
 }

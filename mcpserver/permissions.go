@@ -109,7 +109,11 @@ func (v pendingView) text() string {
 	}
 	fmt.Fprintf(&b, "  choices: %s", strings.Join(v.Choices, ", "))
 	if !v.Deadline.IsZero() {
-		fmt.Fprintf(&b, " (rejected without an answer at %s)", v.Deadline.UTC().Format(time.TimeOnly+" UTC"))
+		fmt.Fprintf(&b, " (rejected without an answer at %s", v.Deadline.UTC().Format(time.TimeOnly+" UTC"))
+		if left := time.Until(v.Deadline); left > 0 {
+			fmt.Fprintf(&b, ", in %s", left.Round(time.Second))
+		}
+		b.WriteByte(')')
 	}
 	b.WriteByte('\n')
 	return b.String()

@@ -26,14 +26,24 @@ const (
 )
 
 // addTool adds a tool whose input is In (its JSON schema inferred from the
-// struct's json and jsonschema tags). Its errors become tool results marked
-// as errors, carrying the daemon's message.
+// struct's json and jsonschema tags, one type per property). A required
+// string field left empty is refused naming it, before the daemon is
+// asked. Its errors become tool results marked as errors, carrying the
+// daemon's message.
 func addTool[In any](s *Server, name, title, desc string, k kind, h handler[In]) {
 	ann := &mcp.ToolAnnotations{Title: title, ReadOnlyHint: k == readOnly, IdempotentHint: k == readOnly}
 	ann.DestructiveHint = new(k == destructive)
 	ann.OpenWorldHint = new(false)
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: name, Title: title, Description: desc, Annotations: ann},
+	schema, err := inputSchema[In]()
+	if err != nil {
+		s.toolErrs = append(s.toolErrs, fmt.Errorf("tool %s: %w", name, err))
+		return
+	}
+	mcp.AddTool(s.mcp, &mcp.Tool{Name: name, Title: title, Description: desc, Annotations: ann, InputSchema: schema},
 		func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+			if msg := missingRequired(in); msg != "" {
+				return failure(invalid("%s", msg)), nil, nil
+			}
 			api, err := s.api(ctx)
 			if err == nil {
 				var res *mcp.CallToolResult

@@ -105,6 +105,8 @@ type Server struct {
 	// their session before the prompt, so that waiting for a turn reads
 	// only its own events. Bounded by maxStarts.
 	starts map[turnKey]int64
+	// toolErrs are the errors of adding the tools, which New returns.
+	toolErrs []error
 }
 
 // turnKey names a turn.
@@ -144,6 +146,9 @@ func New(cfg Config) (*Server, error) {
 	s.addTurnTools()
 	s.addPermissionTools()
 	s.addAttemptTools()
+	if err := errors.Join(s.toolErrs...); err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
+	}
 	return s, nil
 }
 

@@ -230,7 +230,7 @@ func TestWaitTurnStates(t *testing.T) {
 		wantText  []string
 	}{
 		{"ended", append(chunks, ended), nil, stateEnded,
-			[]string{"Turn 1 of session s1 ended: end_turn after 1.5s.", "It changed 1 file (+3 −1):\n  modified main.go +3 −1\n", "The agent's final text:\nHello world.\n"}},
+			[]string{"Turn 1 of session s1 ended: end_turn after 1.5s.", "It changed 1 file (+3 −1):\n  modified main.go +3 −1\n", "The agent's final text:\nHello\nworld.\n"}}, // a tool call between two messages
 		{"running", chunks, nil, stateRunning,
 			[]string{"Turn 1 of session s1 is still running", "1 tool call, 2 text chunks so far; last tool call: Edit main.go", "Call wait_turn again"}},
 		{"permission", append(chunks, askedPerm), pending, statePermission,

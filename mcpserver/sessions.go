@@ -2,9 +2,14 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/httpapi"
 
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
@@ -149,7 +154,12 @@ func (s *Server) getSession(ctx context.Context, _ *mcp.CallToolRequest, api API
 	v := viewOf(ss)
 	var b strings.Builder
 	b.WriteString(v.line() + "\n")
-	fmt.Fprintf(&b, "worktree: %s\n", v.Worktree)
+	if ss.Status == pool.StatusClosed {
+		v.Work = closedWork(ctx, api, ss)
+		b.WriteString(v.Work.text(v.Branch))
+	} else {
+		fmt.Fprintf(&b, "worktree: %s\n", v.Worktree)
+	}
 	for _, a := range ss.Agents {
 		fmt.Fprintf(&b, "agent %s: %s", a.Agent, a.State)
 		if a.Error != "" {
@@ -157,8 +167,11 @@ func (s *Server) getSession(ctx context.Context, _ *mcp.CallToolRequest, api API
 		}
 		b.WriteByte('\n')
 	}
-	if v.Turn > 0 {
-		fmt.Fprintf(&b, "turn %d %s\n", v.Turn, map[bool]string{true: "is running: wait_turn waits for it", false: "was the last one"}[v.Busy])
+	switch {
+	case v.Busy && v.Turn > 0:
+		fmt.Fprintf(&b, "turn %d is running: wait_turn waits for it\n", v.Turn)
+	case v.LastTurn > 0:
+		fmt.Fprintf(&b, "turn %d was the last one\n", v.LastTurn)
 	}
 	return result(b.String(), v), nil
 }
@@ -332,13 +345,68 @@ type sessionView struct {
 	Status   string `json:"status"`
 	Busy     bool   `json:"busy"`
 	Turn     int64  `json:"turn,omitempty"`
+	LastTurn int64  `json:"last_turn,omitempty"`
 	Branch   string `json:"branch"`
-	Worktree string `json:"worktree"`
+	// Worktree is the path of an open session's worktree ("" once the
+	// session is closed: its worktree was removed).
+	Worktree        string `json:"worktree,omitempty"`
+	WorktreeRemoved bool   `json:"worktree_removed,omitempty"`
+	// Work says where a closed session's work went (get_session only).
+	Work *closedView `json:"work,omitempty"`
 }
 
 func viewOf(ss pool.Session) sessionView {
-	return sessionView{ID: ss.ID, Title: ss.Title, Repo: ss.Repo, Agent: ss.ActiveAgent, Status: ss.Status, Busy: ss.Busy,
-		Turn: ss.Turn, Branch: ss.Worktree.Branch, Worktree: ss.Worktree.Path}
+	v := sessionView{ID: ss.ID, Title: ss.Title, Repo: ss.Repo, Agent: ss.ActiveAgent, Status: ss.Status, Busy: ss.Busy,
+		Turn: ss.Turn, LastTurn: ss.LastTurn, Branch: ss.Worktree.Branch, Worktree: ss.Worktree.Path}
+	if ss.Status == pool.StatusClosed {
+		v.Worktree, v.WorktreeRemoved = "", true
+	}
+	return v
+}
+
+// closedView is what closing a session did with its work, as its
+// session.closed event says.
+type closedView struct {
+	// Known is false when the event could not be read: the branch is
+	// then named without saying whether it still exists.
+	Known         bool   `json:"known"`
+	Discarded     bool   `json:"discarded,omitempty"`
+	BranchDeleted bool   `json:"branch_deleted,omitempty"`
+	Commit        string `json:"commit,omitempty"`
+}
+
+// closedWork reads what closing ss did with its work from its last events.
+func closedWork(ctx context.Context, api API, ss pool.Session) *closedView {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out := &closedView{}
+	from := max(ss.LastSeq-8, 0) // session.closed is the last event, or nearly
+	_ = api.Events(ctx, ss.ID, from, func(ev backends.Event) error {
+		if ev.Type != backends.EventSessionClosed {
+			return nil
+		}
+		var d struct {
+			Worktree pool.RemoveResult `json:"worktree"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil {
+			out.Known, out.Discarded, out.BranchDeleted, out.Commit = true, d.Worktree.Discarded, d.Worktree.BranchDeleted, d.Worktree.Commit
+		}
+		return httpapi.ErrStop
+	})
+	return out
+}
+
+// text says where the work of a closed session on branch went.
+func (c *closedView) text(branch string) string {
+	switch {
+	case !c.Known:
+		return fmt.Sprintf("worktree: removed when the session closed; its work was on branch %s (kept unless the close discarded it)\n", branch)
+	case c.Discarded:
+		return fmt.Sprintf("worktree: removed when the session closed; its work was discarded and branch %s deleted\n", branch)
+	case c.BranchDeleted:
+		return fmt.Sprintf("worktree: removed when the session closed; it left no work, so branch %s was deleted\n", branch)
+	}
+	return fmt.Sprintf("worktree: removed when the session closed; its work is on branch %s: merge_session can still merge it\n", branch)
 }
 
 // line is the view on one line.

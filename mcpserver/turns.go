@@ -95,10 +95,12 @@ func (s *Server) waitTurn(ctx context.Context, req *mcp.CallToolRequest, api API
 		if err != nil {
 			return nil, err
 		}
-		if ss.Turn == 0 {
+		// The running turn, else the last one (which ended, maybe before
+		// this server started).
+		turn = max(ss.Turn, ss.LastTurn)
+		if turn == 0 {
 			return nil, invalid("session %s has had no turn yet: start one with prompt", in.Session)
 		}
-		turn = ss.Turn
 	}
 	rep, err := s.wait(ctx, req, api, in.Session, turn, s.waitFor(in.TimeoutSeconds))
 	if err != nil {

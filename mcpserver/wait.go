@@ -82,6 +82,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, api API, se
 	defer stopBeat()
 
 	var text strings.Builder
+	apart := false // an event since the last chunk ends the message it was part of
 	keep := 2 * s.cfg.MaxText
 	from := s.startOf(session, turn)
 	known := from > 0 // the events read are all after the prompt
@@ -100,12 +101,23 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, api API, se
 			from = ev.Seq - 1
 			s.rememberStart(session, turn, from)
 		}
+		if separates(ev.Type) {
+			apart = true
+		}
 		var pl eventPayload
 		switch ev.Type {
 		case backends.EventMessageChunk:
 			if json.Unmarshal(ev.Data, &pl) != nil || pl.Role != backends.RoleAgent {
 				return nil
 			}
+			if apart && text.Len() > 0 && !strings.HasSuffix(text.String(), "\n") {
+				// A message after a tool call or a permission is another
+				// message: on its own line, not glued to the last one.
+				prev := strings.TrimRight(text.String(), " \t")
+				text.Reset()
+				text.WriteString(prev + "\n")
+			}
+			apart = false
 			text.WriteString(pl.Text)
 			if text.Len() > keep { // keep the end, where the final answer is
 				rest, _ := tail(text.String(), s.cfg.MaxText)
@@ -167,6 +179,17 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, api API, se
 		}
 	}
 	return rep, nil
+}
+
+// separates says whether an event of type t, between two agent message
+// chunks, puts them in two messages: the agent did something between them.
+func separates(t backends.EventType) bool {
+	switch t {
+	case backends.EventToolCall, backends.EventToolUpdate, backends.EventPermissionRequest, backends.EventPermissionResolved,
+		backends.EventFSRead, backends.EventFSWrite, backends.EventTerminalCreated, backends.EventTerminalExited:
+		return true
+	}
+	return false
 }
 
 // beforeTurn says what an event outside any turn, after the prompt, means

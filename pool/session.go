@@ -430,6 +430,9 @@ func (p *Pool) get(ctx context.Context, id string, own bool) (Session, error) {
 		running = p.Backends()
 	}
 	sess := p.describe(ctx, s, running)
+	if sess.LastTurn, err = p.lastTurn(ctx, s); err != nil {
+		return Session{}, err
+	}
 	if p.cfg.Usage != nil {
 		u, err := p.SessionUsage(ctx, id)
 		if err != nil {
@@ -438,6 +441,30 @@ func (p *Pool) get(ctx context.Context, id string, own bool) (Session, error) {
 		sess.Usage = &u
 	}
 	return sess, nil
+}
+
+// lastTurn is the number of s's latest turn, running or ended, 0 when it
+// never had one: the running one, else the last one this pool ended, else
+// the store's (a turn ended before a restart, or on another host).
+func (p *Pool) lastTurn(ctx context.Context, s *session) (int64, error) {
+	s.mu.Lock()
+	switch {
+	case s.turn != nil && s.turn.id > 0:
+		defer s.mu.Unlock()
+		return s.turn.id, nil
+	case s.spare:
+		s.mu.Unlock()
+		return 0, nil
+	}
+	s.mu.Unlock()
+	t, err := p.cfg.Store.LastTurn(ctx, s.id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("last turn of session %q: %w", s.id, err)
+	}
+	return t.ID, nil
 }
 
 // List returns every session, newest first as the store orders them.

@@ -94,6 +94,10 @@ type Session struct {
 	MCPServers backends.MCPServers `json:"mcp_servers,omitempty"`
 	// Usage is what the session used and its budget; only Get fills it.
 	Usage *SessionUsage `json:"usage,omitempty"`
+	// LastTurn is the number of the session's latest turn, running or
+	// ended (Turn is the running one's only); 0 when it never had one.
+	// Only Get fills it.
+	LastTurn int64 `json:"last_turn,omitempty"`
 	// PRURL is the pull request opened for the session's branch, as the
 	// API recorded it (PUT /v1/sessions/{id}/pr); the pool leaves it
 	// empty.

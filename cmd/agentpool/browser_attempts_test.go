@@ -4,8 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/agentpool/agentpool/attempts"
 	"github.com/chromedp/chromedp"
 )
 
@@ -72,5 +74,46 @@ func TestBrowserAttempts(t *testing.T) {
 	sets, err := d.client.ListAttempts(context.Background())
 	if err != nil || len(sets) != 1 || sets[0].State != "picked" {
 		t.Errorf("sets = %+v, %v", sets, err)
+	}
+}
+
+// TestBrowserAttemptsPermissions: an attempt whose agent asks a
+// permission says so on the set's page, with what it asks, and its Answer
+// button opens the approval dialog, whose answer lets the attempt end;
+// the list of sets marks the set as waiting for the user meanwhile.
+func TestBrowserAttemptsPermissions(t *testing.T) {
+	exe := findBrowser(t)
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	writeScripted(t, home, bin, map[string]any{"scripted": mcpScript()})
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# attempts\n"})
+	d := startDaemon(t, bin, home)
+	d.stopAtCleanup()
+	set, err := d.client.StartAttempts(context.Background(), attempts.Request{Prompt: "from the page", Repo: repo, Agent: "scripted", N: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, exe)
+	browserLogin(t, b, d)
+	b.run("desktop size", chromedp.EmulateViewport(1280, 900))
+
+	b.run("the attempts list", chromedp.Navigate(d.client.BaseURL+"/#/attempts"))
+	b.waitJS("the set marked as waiting for the user", `document.querySelector('tr[data-set] [data-asks]') !== null`)
+	b.run("the set's page", chromedp.Navigate(d.client.BaseURL+"/#/a/"+set.ID))
+	b.waitJS("the request in the attempt's column", `document.querySelector('.attempt-col .attempt-asks [data-answer]') !== null`)
+	if got := evalJS[string](b, `document.querySelector('.attempt-asks').textContent`); !strings.Contains(got, "Write notes.txt") || !strings.Contains(got, "rejected in") {
+		t.Errorf("the attempt's requests say %q; want what it asks and its deadline", got)
+	}
+	b.shot("attempts-permission")
+	b.run("answer", js(`document.querySelector('.attempt-asks [data-answer]').click()`))
+	b.waitJS("the approval dialog", `document.querySelector('dialog#approval[open] button[data-kind=allow_once]') !== null`)
+	b.run("allow once", js(`document.querySelector('dialog#approval[open] button[data-kind=allow_once]').click()`))
+	b.waitJS("the attempt done, asking nothing", `document.querySelector('[data-state=done]') !== null && document.querySelector('.attempt-asks') === null`)
+	sess, err := d.client.Session(context.Background(), set.Attempts[0].Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(sess.Worktree.Path, "notes.txt")); string(got) != "from the page\n" {
+		t.Errorf("the attempt's notes.txt = %q, %v; want it written once allowed on the page", got, err)
 	}
 }

@@ -26,6 +26,9 @@ one per agent of --agents, or --n of one --agent. After its turn, each
 attempt's worktree runs --check (a shell command such as "go test ./...")
 confined like a trusted setup command. --wait waits for every attempt to end
 and prints a comparison: stop reason, time, files and lines changed, check.
+While it waits, it shows each permission request an attempt's agent makes
+and asks it when stdin is a terminal, as prompt does (otherwise it prints
+the permissions answer command to run).
 
 pick merges the chosen attempt's branch into the base branch (like session
 merge) and closes the other attempts' sessions, keeping their branches, or
@@ -81,7 +84,7 @@ func (c *cli) attempt(ctx context.Context, args []string) error {
 		return err
 	}
 	if *wait {
-		if set, err = c.waitAttempts(ctx, set.ID); err != nil {
+		if set, err = c.waitAttempts(ctx, set.ID, *asJSON); err != nil {
 			return err
 		}
 	}
@@ -92,21 +95,38 @@ func (c *cli) attempt(ctx context.Context, args []string) error {
 	return nil
 }
 
-// waitAttempts polls the set id until it is no longer running.
-func (c *cli) waitAttempts(ctx context.Context, id string) (attempts.Set, error) {
+// waitAttempts waits for the set id until it is no longer running,
+// showing the permission requests its attempts wait for (cli_attempt_perm.go)
+// on stdout, or with asJSON on stderr.
+func (c *cli) waitAttempts(ctx context.Context, id string, asJSON bool) (attempts.Set, error) {
 	api, err := c.client()
 	if err != nil {
 		return attempts.Set{}, err
 	}
-	c.progress("waiting for the attempts of %s… ", id)
+	w := c.stdout
+	if asJSON {
+		w = c.stderr // keep stdout JSON
+	}
+	r := newRenderer(w, c.stderr, c.outTTY && !asJSON)
+	seen := map[string]bool{}
+	c.progress("waiting for the attempts of %s (their permission requests are shown here)…\n", id)
 	for {
 		set, err := api.GetAttempts(ctx, id, 30*time.Second)
 		if err != nil {
 			return set, err
 		}
 		if set.State != attempts.SetRunning {
-			c.progress("done\n")
+			c.progress("the attempts of %s are done\n", id)
 			return set, nil
+		}
+		if c.askAttempts(ctx, api, set, seen, r) > 0 || len(pendingIDs(set)) == 0 {
+			continue
+		}
+		// Every request waiting was shown: it is answered elsewhere.
+		select {
+		case <-ctx.Done():
+			return set, ctx.Err()
+		case <-time.After(attemptPollEvery):
 		}
 	}
 }
@@ -153,7 +173,7 @@ func (c *cli) attemptShow(ctx context.Context, args []string) error {
 	}
 	var set attempts.Set
 	if *wait {
-		set, err = c.waitAttempts(ctx, pos[0])
+		set, err = c.waitAttempts(ctx, pos[0], *asJSON)
 	} else {
 		set, err = api.GetAttempts(ctx, pos[0], 0)
 	}
@@ -237,6 +257,7 @@ func (c *cli) renderAttempts(s attempts.Set) {
 			fmt.Fprintf(c.stdout, "%s: %s\n", a.Session, termText(a.Error))
 		}
 	}
+	c.renderPending(c.stdout, s)
 	if s.State == attempts.SetDone {
 		fmt.Fprintf(c.stdout, "pick one: %s attempt pick %s SESSION [--discard]\n", c.self(), s.ID)
 	}

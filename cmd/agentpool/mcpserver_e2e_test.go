@@ -198,7 +198,7 @@ func TestMCPServerEndToEnd(t *testing.T) {
 	if sc["state"] != "ended" || sc["stop_reason"] != "end_turn" {
 		t.Fatalf("wait_turn after the answer = %q, %v; want the ended turn", text, sc)
 	}
-	for _, want := range []string{"The agent's final text:\nLooking at the repository. ", "Done: wrote notes.txt.\n", "notes.txt +1", "It changed 1 file"} {
+	for _, want := range []string{"The agent's final text:\nLooking at the repository.\npermission: allow_once\nDone: wrote notes.txt.\n", "notes.txt +1", "It changed 1 file"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("wait_turn text lacks %q:\n%s", want, text)
 		}

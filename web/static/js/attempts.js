@@ -3,8 +3,9 @@
 // stats, its check's result and its diff, and a Pick button).
 import { h, put, toast, confirmDialog, ago } from './dom.js';
 import { api, ApiError } from './api.js';
-import { readyProviders } from './store.js';
+import { readyProviders, permFromPending } from './store.js';
 import { patchView } from './session.js';
+import { openApproval } from './approval.js';
 
 const enc = encodeURIComponent;
 
@@ -64,7 +65,7 @@ export function attemptsView(main) {
       h('tbody', sets.map(s => {
         const go = () => { location.hash = `#/a/${enc(s.id)}`; };
         return h('tr.click', { 'data-set': s.id, onclick: go },
-          h('td', setBadge(s)),
+          h('td', setBadge(s), asking(s) ? h('span.badge.warn', { 'data-asks': '' }, 'waiting for you') : null),
           h('td.name', h('a', { href: `#/a/${enc(s.id)}` }, s.title || firstLine(s.prompt)), h('div.muted.mono', s.id)),
           h('td', s.attempts.map(a => a.agent).join(', ')),
           h('td.wide.muted', ago(new Date(s.created_at))));
@@ -128,6 +129,7 @@ export function attemptSetView(main, id) {
       h('div.row', h('strong', a.agent), h('a.mono.muted.sid', { href: `#/s/${enc(a.session)}` }, a.session), picked ? h('span.badge.ok', 'picked') : null,
         a.closed ? h('span.badge.plain', 'closed') : null),
       stats,
+      pendingView(a),
       a.error ? h('div.error-text', a.error) : null,
       a.check && a.check.output ? h('details', h('summary', 'Check output'), h('pre.attempt-out', a.check.output)) : null,
       pick ? h('div.form-actions', pick) : null,
@@ -155,6 +157,29 @@ export function attemptSetView(main, id) {
 
   load();
   return () => { stopped = true; };
+}
+
+/** asking says whether an attempt of set s waits for a permission answer. */
+function asking(s) {
+  return s.attempts.some(a => (a.pending_permissions || []).length > 0);
+}
+
+/** pendingView lists the permission requests attempt a waits for, each
+ * with what it asks, its deadline and a button that opens the approval
+ * dialog; null when none waits. */
+function pendingView(a) {
+  const list = a.pending_permissions || [];
+  if (!list.length) return null;
+  return h('div.attempt-asks', { role: 'alert' },
+    h('strong', `Waits for your answer (${list.length} permission request${list.length === 1 ? '' : 's'})`),
+    list.map(p => {
+      const perm = permFromPending(a.session, p);
+      const left = p.deadline ? Math.max(0, Math.round((new Date(p.deadline) - Date.now()) / 1000)) : 0;
+      return h('div.row', { 'data-request': p.id },
+        h('span', perm.title || perm.action || perm.kind || 'an action', perm.risk ? h('span.muted', ` · risk ${perm.risk}`) : null,
+          left ? h('span.muted', ` · rejected in ${left >= 60 ? `${Math.floor(left / 60)} min ${left % 60} s` : `${left} s`}`) : null),
+        h('button.primary', { type: 'button', 'data-answer': p.id, onclick: () => openApproval(perm) }, 'Answer…'));
+    }));
 }
 
 function checkView(c) {
