@@ -363,7 +363,7 @@ var ErrNamespacesRequired = errors.New("the provider's sandbox is required and t
 // LandlockOnlyWarning is the warning of a machine where agents run under
 // Landlock without namespaces of their own.
 const LandlockOnlyWarning = "Landlock only: agents can reach unix sockets and local services, and see other processes; " +
-	"let the agentpool binary make user namespaces (on Ubuntu 24.04 and later an AppArmor profile with \"userns,\" for it, see the README's Confinement; " +
+	"let the agentpool binary make user namespaces (on Ubuntu 24.04 and later an AppArmor profile with \"userns,\" for it, see docs/confinement.md; " +
 	"elsewhere sysctl kernel.unprivileged_userns_clone=1) and restart the daemon"
 
 // ErrLandlockRequired refuses a launch whose policy requires Landlock on a

@@ -394,7 +394,7 @@ func (c *cli) flagSet(name, usage string) *flag.FlagSet {
 }
 
 // printFlags is flag.PrintDefaults with the flags spelled as the usage
-// lines and the README spell them, --name (the flag package accepts both).
+// lines and the docs spell them, --name (the flag package accepts both).
 func printFlags(fs *flag.FlagSet) {
 	w := fs.Output()
 	fs.VisitAll(func(f *flag.Flag) {

@@ -9,7 +9,7 @@ import (
 )
 
 // installCommand is the command that installs built-in provider id's
-// program (the README's "Using a real agent"), "" when there is none to
+// program (docs/agents.md, "Using a real agent"), "" when there is none to
 // suggest.
 func installCommand(id string) string {
 	switch id {

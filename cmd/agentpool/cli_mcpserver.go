@@ -25,8 +25,8 @@ list providers, create sessions, prompt them, wait for turns, read diffs,
 answer permission requests, merge, close, and run attempts. It is a client
 of the running daemon (found as the other commands find it, or through
 AGENTPOOL_HOME, AGENTPOOL_ADDR and AGENTPOOL_TOKEN) with the user's
-credential. Add it to an MCP client as the command "agentpool mcp"; see the
-README for Claude Code and Codex.`)
+credential. Add it to an MCP client as the command "agentpool mcp"; see
+docs/mcp.md for Claude Code and Codex.`)
 	level := fs.String("log-level", "warn", "the level of the log written to stderr: debug, info, warn or error")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
 		return err

@@ -128,8 +128,8 @@ func (c *cli) renderProviders(snap registry.Snapshot) {
 	if missing > 0 {
 		// The PATH once, here, rather than on every row: it is the
 		// daemon's, which may differ from this shell's.
-		fmt.Fprintf(c.stdout, "\nnot_installed: the agent's command is not on the daemon's PATH. Install the agent (see \"Using a real\n"+
-			"agent\" in the README) and it is ready at once, or give its \"command\" an absolute path in %s.\n", displayFile(snap.File))
+		fmt.Fprintf(c.stdout, "\nnot_installed: the agent's command is not on the daemon's PATH. Install the agent (see\n"+
+			"docs/agents.md) and it is ready at once, or give its \"command\" an absolute path in %s.\n", displayFile(snap.File))
 		if snap.PathEnv != "" {
 			fmt.Fprintf(c.stdout, "searched PATH: %s\n", snap.PathEnv)
 		}

@@ -106,13 +106,13 @@ func TestFlagHelpSpellsDoubleDash(t *testing.T) {
 	}
 }
 
-// TestREADMEDocumentsEnvironment: every AGENTPOOL_* variable the binary
-// reads or names in a message is in the README (AGENTPOOL_LISTEN, named by
-// the port-in-use error, was not).
-func TestREADMEDocumentsEnvironment(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
+// TestDocsDocumentEnvironment: every AGENTPOOL_* variable the binary
+// reads or names in a message is in the README or docs/*.md
+// (AGENTPOOL_LISTEN, named by the port-in-use error, was not).
+func TestDocsDocumentEnvironment(t *testing.T) {
+	var docs []byte
+	for _, page := range docPages(t) { // docs_test.go
+		docs = append(docs, page...)
 	}
 	files, _ := os.ReadDir(".")
 	re := regexp.MustCompile(`\b(AGENTPOOL_[A-Z_]*[A-Z])\b`)
@@ -125,8 +125,8 @@ func TestREADMEDocumentsEnvironment(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-			if !bytes.Contains(readme, []byte(m[1])) {
-				t.Errorf("%s names %s, which the README never does", f.Name(), m[1])
+			if !bytes.Contains(docs, []byte(m[1])) {
+				t.Errorf("%s names %s, which neither the README nor docs/*.md ever does", f.Name(), m[1])
 			}
 		}
 	}

@@ -74,7 +74,7 @@ func (c *cli) trust(ctx context.Context, args []string) error {
 			return fmt.Errorf("%s has no %s, so there is nothing to trust.\n"+
 				"Trust is for a repository's %s, which can copy untracked files (such as .env) into each new\n"+
 				"session's worktree and run a setup command there: agentpool follows it only once you have read\n"+
-				"and trusted it (see \"Worktree setup\" in the README)", repo, setupFileName, setupFileName)
+				"and trusted it (see \"Worktree setup\" in docs/sessions.md)", repo, setupFileName, setupFileName)
 		}
 		return err
 	}

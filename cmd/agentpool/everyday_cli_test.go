@@ -241,7 +241,7 @@ func asAPIError(err error, target **httpapi.Error) bool {
 	return errors.As(err, target)
 }
 
-// What the README says of the API: GET /v1/health is open but gives the
+// What docs/api.md says of the API: GET /v1/health is open but gives the
 // counts only with the token; a body is JSON of at most 1 MiB (415, 413).
 func TestAPIAsDocumented(t *testing.T) {
 	e := newCLIEnv(t)

@@ -17,7 +17,7 @@ import (
 // A stdio MCP server is the agent's child: it runs in the agent's cgroup
 // and in its view, so a secret is out of its reach, and a program outside
 // the agent's grants cannot even start (until its directory is in
-// sandbox.read), as the README says: neither is there to open.
+// sandbox.read), as docs/confinement.md says: neither is there to open.
 func TestMCPServerRunsInTheAgentsConfinement(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")

@@ -580,7 +580,7 @@ Open a session on %s and talk to the demo agent:
   %s prompt <session-id> "add a greeting"
 
 Agents are enabled by default and ready as soon as their command is on the daemon's PATH,
-without a restart: see "Using a real agent" in the README, and '%s providers list'.
+without a restart: see docs/agents.md, and '%s providers list'.
 `, version, addr, m.Home, filepath.Join(m.Home, providersFile), agents.String(), broughtBackLine(m.broughtBack, self), where, self, repo, self, self)
 	m.bannerLogin(addr, self)
 }
@@ -785,12 +785,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&m.MaxWarm, "max-warm", 0, "most agents kept running (default 16)")
 	fs.StringVar(&m.HostID, "host-id", os.Getenv("AGENTPOOL_HOST_ID"), "this daemon's name among the hosts sharing its store (default: made on first start, kept in the data directory)")
 	fs.StringVar(&m.Advertise, "advertise", os.Getenv("AGENTPOOL_ADVERTISE"), "the URL other hosts and clients reach this daemon at (default: http:// and the listen address)")
-	fs.StringVar(&m.Notify, "notify", os.Getenv("AGENTPOOL_NOTIFY"), "command run for each permission request, ended turn and failed agent, with the event as JSON on stdin (see README)")
+	fs.StringVar(&m.Notify, "notify", os.Getenv("AGENTPOOL_NOTIFY"), "command run for each permission request, ended turn and failed agent, with the event as JSON on stdin (see docs/daemon.md)")
 	// Tests run the daemon as on a machine that forbids namespaces.
 	m.NoNamespaces = os.Getenv("AGENTPOOL_TEST_NO_NAMESPACES") == "1"
 	fs.StringVar(&m.CgroupParent, "cgroup-parent", os.Getenv("AGENTPOOL_CGROUP_PARENT"), "cgroup v2 directory for the agents' cgroups (default: found at start; \"none\": no cgroups)")
 	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
-	fs.StringVar(&m.Store, "store", os.Getenv("AGENTPOOL_STORE"), "keep state in PostgreSQL: a postgres:// `URL` or key=value DSN, without a password ($AGENTPOOL_STORE; default: SQLite in the data directory; see README)")
+	fs.StringVar(&m.Store, "store", os.Getenv("AGENTPOOL_STORE"), "keep state in PostgreSQL: a postgres:// `URL` or key=value DSN, without a password ($AGENTPOOL_STORE; default: SQLite in the data directory; see docs/several-hosts.md)")
 	fs.StringVar(&m.ClusterKeyFile, "cluster-key-file", os.Getenv(clusterKeyEnv), "with --store: a `FILE` (0600) holding the key the hosts of the cluster present to each other, the same on every host ($"+clusterKeyEnv+")")
 	fs.DurationVar(&m.LeaseTTL, "lease-ttl", 0, "with --store: how long this host owns its sessions without renewing; another host takes them over after (default 10s)")
 	fs.StringVar(&m.TLSCert, "tls-cert", os.Getenv("AGENTPOOL_TLS_CERT"), "serve HTTPS with this certificate `FILE` (PEM; required to listen beyond loopback, with --tls-key)")
@@ -807,7 +807,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	budget := fs.Int64("memory-budget-mb", 0, "memory budget for all agents in MiB (default half the machine; -1 disables)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	fs.Func("spares", "keep N spare sessions of provider ID per repository, as ID=N (repeatable; $AGENTPOOL_SPARES: ID=N,...; see README)", m.addSpares)
+	fs.Func("spares", "keep N spare sessions of provider ID per repository, as ID=N (repeatable; $AGENTPOOL_SPARES: ID=N,...; see docs/daemon.md)", m.addSpares)
 	fs.Func("spares-repo", "a repository to keep spares for, besides those used in the last day (repeatable; $AGENTPOOL_SPARES_REPOS: a path list)", m.addSpareRepo)
 	if err := m.sparesFromEnv(os.Getenv); err != nil {
 		return err
