@@ -295,12 +295,6 @@ func (s *Server) pageAuthenticate(w http.ResponseWriter, r *http.Request) error 
 	}
 	s.pages.touch(now, req.ID)
 	w.Header().Set("Cache-Control", "no-store")
-	if _, told := s.cacheCleared.LoadOrStore(req.ID, true); !told {
-		// The page's first authentication in this run: files a program
-		// that held the address while the daemon was down served with a
-		// long lifetime leave the browser's cache (see serveWorkerRemover).
-		w.Header().Set("Clear-Site-Data", `"cache"`)
-	}
 	writeJSON(w, http.StatusOK, PageAuth{Bearer: tok, ExpiresAt: expires})
 	return nil
 }

@@ -130,10 +130,7 @@ type Server struct {
 	logins    loginCodes
 	pages     *pageCreds
 	pageAuths pageAuths
-	// cacheCleared holds the pages told in this run to drop what the
-	// browser cached of the origin (see pageAuthenticate).
-	cacheCleared sync.Map
-	tickets      attachTickets
+	tickets   attachTickets
 }
 
 // New returns a Server for cfg.
