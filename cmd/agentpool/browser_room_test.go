@@ -253,7 +253,7 @@ func TestBrowserDesktopWords(t *testing.T) {
 		t.Errorf("cancelled turn's tool cards = %q; want the write not pending", got)
 	}
 	if got := evalJS[string](b, `document.querySelector('section.turn[data-turn="1"]').innerText`); strings.Contains(got, "by cancel") || !strings.Contains(got, "cancelled with the turn") && !strings.Contains(got, "cancelled: the turn ended") {
-		t.Errorf("cancelled turn reads:\n%s\nwant its request cancelled with the turn (the agent may end the turn before the request is cancelled: "the turn ended"), not %q", got, "by cancel")
+		t.Errorf("cancelled turn reads:\n%s\nwant its request cancelled with the turn (the agent may end the turn before the request is cancelled: \"the turn ended\"), not %q", got, "by cancel")
 	}
 
 	// Always allow, then a turn that the remembered answer lets through.
