@@ -93,14 +93,24 @@ type acpEditor struct {
 	answer    string
 	asked     int
 	withdrawn int
+	// chunks, when set, gets the session of each agent message chunk
+	// (without blocking).
+	chunks chan acp.SessionId
 }
 
 // startEditor starts `agentpool acp` in dir against the daemon of home.
 func startEditor(t testing.TB, bin, home, dir string, args ...string) *acpEditor {
 	t.Helper()
+	return startACPPeer(t, bin, []string{"AGENTPOOL_HOME=" + home}, dir, append([]string{"acp", "--log-level", "debug"}, args...)...)
+}
+
+// startACPPeer starts bin with args in dir, env added to its
+// environment, as an ACP agent that an acpEditor drives.
+func startACPPeer(t testing.TB, bin string, env []string, dir string, args ...string) *acpEditor {
+	t.Helper()
 	e := &acpEditor{t: t, stderr: &bytes.Buffer{}, answer: "allow_once"}
-	e.cmd = exec.Command(bin, append([]string{"acp", "--log-level", "debug"}, args...)...)
-	e.cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home)
+	e.cmd = exec.Command(bin, args...)
+	e.cmd.Env = append(os.Environ(), env...)
 	e.cmd.Dir = dir
 	e.cmd.Stderr = e.stderr
 	in, err := e.cmd.StdinPipe()
@@ -221,8 +231,15 @@ func describeUpdates(us []acp.SessionUpdate) string {
 
 func (e *acpEditor) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.updates = append(e.updates, n)
+	ch := e.chunks
+	e.mu.Unlock()
+	if ch != nil && n.Update.AgentMessageChunk != nil {
+		select {
+		case ch <- n.SessionId:
+		default:
+		}
+	}
 	return nil
 }
 
