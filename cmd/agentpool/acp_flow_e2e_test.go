@@ -79,6 +79,21 @@ func TestACPEndToEnd(t *testing.T) {
 		return slices.Contains(names, "diff") && slices.Contains(names, "help")
 	})
 
+	// The agent's own option passes through, and its change comes back.
+	n0 := ed.count()
+	setModel, err := ed.conn.SetSessionConfigOption(ed.ctx(), acp.SetSessionConfigOptionRequest{ValueId: &acp.SetSessionConfigOptionValueId{
+		SessionId: id, ConfigId: "model", Value: "smart"}})
+	if m := optionOf(setModel.ConfigOptions, "model"); err != nil || m == nil || m.CurrentValue != "smart" {
+		t.Errorf("setting model = %+v, %v; want smart", m, err)
+	}
+	ed.waitUpdate(id, n0, "config_option_update with model smart", func(u acp.SessionUpdate) bool {
+		if u.ConfigOptionUpdate == nil {
+			return false
+		}
+		m := optionOf(u.ConfigOptionUpdate.ConfigOptions, "model")
+		return m != nil && m.CurrentValue == "smart" && optionOf(u.ConfigOptionUpdate.ConfigOptions, "agent") != nil
+	})
+
 	// A prompt: streamed, the permission answered by the editor.
 	n := ed.count()
 	res, err := ed.conn.Prompt(ed.ctx(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("first task")}})
