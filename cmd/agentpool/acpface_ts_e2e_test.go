@@ -1,0 +1,428 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/pool"
+)
+
+// tsStep is one line the TypeScript client (testdata/acpclient/client.mjs)
+// prints: a step, whether it succeeded, and what it saw.
+type tsStep struct {
+	Step  string `json:"step"`
+	OK    bool   `json:"ok"`
+	Error *struct {
+		Code    *int            `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+	Result           json.RawMessage `json:"result"`
+	Updates          tsUpdates       `json:"updates"`
+	Late             tsUpdates       `json:"late"`
+	Permissions      []tsPermission  `json:"permissions"`
+	ConnectionClosed bool            `json:"connectionClosed"`
+	Exit             *struct {
+		Code   *int    `json:"code"`
+		Signal *string `json:"signal"`
+	} `json:"exit"`
+	FSCalls []json.RawMessage `json:"fsCalls"`
+}
+
+// tsUpdates summarises the session/update notifications of a step.
+type tsUpdates struct {
+	Kinds     []string          `json:"kinds"`
+	Text      map[string]string `json:"text"` // chunk kind → concatenated text
+	ToolCalls []tsToolCall      `json:"toolCalls"`
+	Sessions  []string          `json:"sessions"`
+}
+
+// tsToolCall is a tool_call or tool_call_update among a step's updates.
+type tsToolCall struct {
+	Kind       string `json:"kind"`
+	ToolCallID string `json:"toolCallId"`
+	Title      string `json:"title"`
+}
+
+// tsPermission is a session/request_permission the client answered.
+type tsPermission struct {
+	SessionID string `json:"sessionId"`
+	ToolCall  struct {
+		ToolCallID string `json:"toolCallId"`
+		Title      string `json:"title"`
+	} `json:"toolCall"`
+	Options []struct {
+		OptionID string `json:"optionId"`
+		Kind     string `json:"kind"`
+	} `json:"options"`
+	Chosen *string `json:"chosen"`
+}
+
+// tsConfigOption is a session config option as ACP shows it.
+type tsConfigOption struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Type         string          `json:"type"`
+	CurrentValue string          `json:"currentValue"`
+	Options      json.RawMessage `json:"options"`
+}
+
+// values returns the values of a select option's choices, flat or grouped.
+func (o tsConfigOption) values() []string {
+	var flat []struct {
+		Value   string `json:"value"`
+		Options []struct {
+			Value string `json:"value"`
+		} `json:"options"`
+	}
+	_ = json.Unmarshal(o.Options, &flat)
+	var vs []string
+	for _, f := range flat {
+		if f.Value != "" {
+			vs = append(vs, f.Value)
+		}
+		for _, g := range f.Options {
+			vs = append(vs, g.Value)
+		}
+	}
+	return vs
+}
+
+// tsRun is one run of the TypeScript client: its steps by name, in order.
+type tsRun struct {
+	steps  map[string]tsStep
+	order  []string
+	stderr string
+}
+
+// step returns the step named name, failing the test when the client did
+// not reach it or the step failed.
+func (r tsRun) step(t *testing.T, name string) tsStep {
+	t.Helper()
+	s, ok := r.steps[name]
+	if !ok {
+		t.Fatalf("TS client: step %s did not run (steps: %v)\nclient and agentpool acp stderr:\n%s", name, r.order, r.stderr)
+	}
+	if !s.OK {
+		b, _ := json.Marshal(s.Error)
+		exit := ""
+		if s.Exit != nil {
+			e, _ := json.Marshal(s.Exit)
+			exit = " (agentpool acp had exited: " + string(e) + ")"
+		}
+		t.Fatalf("TS client: step %s failed: %s%s\nclient and agentpool acp stderr:\n%s", name, b, exit, r.stderr)
+	}
+	return s
+}
+
+// runTSClient runs the TypeScript client with scenario against the daemon
+// of home and returns what it printed; a step that failed is reported by
+// step, not here.
+func runTSClient(t *testing.T, c nodeClient, home, dir string, scenario map[string]any) tsRun {
+	t.Helper()
+	arg, err := json.Marshal(scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.Node, c.Script, string(arg))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	runErr := cmd.Run()
+	run := tsRun{steps: map[string]tsStep{}, stderr: stderr.String()}
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var s tsStep
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			t.Fatalf("TS client printed %q: %v", sc.Text(), err)
+		}
+		run.steps[s.Step] = s
+		run.order = append(run.order, s.Step)
+	}
+	if s, ok := run.steps["script"]; ok {
+		t.Fatalf("TS client failed outside a step: %s\n%s", s.Error.Message, run.stderr)
+	}
+	if runErr != nil && (len(run.order) == 0 || run.steps[run.order[len(run.order)-1]].OK) {
+		t.Fatalf("TS client (mode %v): %v; steps %v\n%s", scenario["mode"], runErr, run.order, run.stderr)
+	}
+	return run
+}
+
+// TestACPFaceOfficialTSClient drives `agentpool acp` with a client nobody
+// on this project wrote: the official TypeScript ACP SDK from npm (its
+// ClientSideConnection), as an editor would. A first client process
+// creates a session in a subdirectory of a repository, runs a prompt whose
+// permission request it answers, switches the "Agent" option to a second
+// provider and prompts again, lists the session, and is killed; a second
+// process resumes the session; a third loads it (its history replayed)
+// and closes it, which keeps its branch.
+func TestACPFaceOfficialTSClient(t *testing.T) {
+	client := installNodeClient(t, "acpclient", "client.mjs")
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "proj"), map[string]string{"README.md": "# proj\n"})
+	cwd := filepath.Join(repo, "web", "app") // an editor opened on a subdirectory
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cwd, "main.go"), []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2eGit(t, repo, "add", ".")
+	e2eGit(t, repo, "commit", "-q", "-m", "app")
+	writeScripted(t, home, bin, map[string]any{
+		"alpha": agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{
+			{Chunk: "alpha: looking. "},
+			{ToolCall: &agenttest.ToolCall{ID: "read-1", Title: "Read README.md", Kind: "read", Status: "completed", Locations: []string{"README.md"}}},
+			{Permission: &agenttest.Permission{
+				ToolCall: agenttest.ToolCall{ID: "edit-1", Title: "Write notes.txt", Kind: "edit", Locations: []string{"notes.txt"}},
+				Allowed: []agenttest.Step{
+					{Write: &agenttest.FileOp{Path: "notes.txt", Content: "{{prompt}}\n"}},
+					{Chunk: "alpha: wrote notes.txt."},
+				},
+				Rejected: []agenttest.Step{{Chunk: "alpha: refused."}},
+			}},
+		}}}},
+		"beta": agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{
+			{Chunk: "beta: second opinion."},
+		}}}},
+	})
+	d := startDaemon(t, bin, home)
+	d.stopAtCleanup()
+	ctx := context.Background()
+	command := []string{bin, "acp", "--agent", "alpha"}
+	prompts := []string{"note the plan", "what do you think?"}
+
+	first := runTSClient(t, client, home, cwd, map[string]any{
+		"mode": "first", "command": command, "cwd": cwd, "prompts": prompts, "switchTo": "beta", "choose": "allow_once",
+	})
+
+	var init struct {
+		ProtocolVersion int `json:"protocolVersion"`
+		AgentInfo       struct {
+			Name string `json:"name"`
+		} `json:"agentInfo"`
+		AgentCapabilities struct {
+			LoadSession         bool                       `json:"loadSession"`
+			SessionCapabilities map[string]json.RawMessage `json:"sessionCapabilities"`
+		} `json:"agentCapabilities"`
+	}
+	unmarshalStep(t, first.step(t, "initialize"), &init)
+	if init.ProtocolVersion != 1 || init.AgentInfo.Name != "agentpool" || !init.AgentCapabilities.LoadSession {
+		t.Errorf("initialize = %+v; want protocol 1, agentInfo.name agentpool, loadSession", init)
+	}
+	for _, c := range []string{"list", "resume", "close"} {
+		if _, ok := init.AgentCapabilities.SessionCapabilities[c]; !ok {
+			t.Errorf("initialize: sessionCapabilities = %v; want %s", keys(init.AgentCapabilities.SessionCapabilities), c)
+		}
+	}
+
+	var created struct {
+		SessionID     string           `json:"sessionId"`
+		ConfigOptions []tsConfigOption `json:"configOptions"`
+	}
+	unmarshalStep(t, first.step(t, "session/new"), &created)
+	id := created.SessionID
+	agentOpt, ok := configOption(created.ConfigOptions, "agent")
+	if !ok || agentOpt.Name != "Agent" || agentOpt.Type != "select" || agentOpt.CurrentValue != "alpha" ||
+		!slices.Contains(agentOpt.values(), "alpha") || !slices.Contains(agentOpt.values(), "beta") {
+		t.Errorf("session/new configOptions = %+v; want agent (\"Agent\", a select of alpha and beta, alpha current)", created.ConfigOptions)
+	}
+	sess := poolSessionOf(t, d, id, repo)
+
+	p1 := first.step(t, "prompt-1")
+	if got := stopReason(t, p1); got != "end_turn" {
+		t.Errorf("prompt-1 stopReason = %q; want end_turn", got)
+	}
+	if len(p1.Permissions) != 1 || p1.Permissions[0].SessionID != id || p1.Permissions[0].ToolCall.Title != "Write notes.txt" ||
+		p1.Permissions[0].Chosen == nil {
+		t.Errorf("prompt-1 permission requests = %+v; want one for %s asking to write notes.txt, answered allow_once", p1.Permissions, id)
+	}
+	msg := p1.Updates.Text["agent_message_chunk"] + p1.Late.Text["agent_message_chunk"]
+	if !strings.Contains(msg, "alpha: looking.") || !strings.Contains(msg, "alpha: wrote notes.txt.") || strings.Contains(msg, "refused") {
+		t.Errorf("prompt-1 agent text = %q; want alpha's, after the allowed write", msg)
+	}
+	if !slices.ContainsFunc(p1.Updates.ToolCalls, func(c tsToolCall) bool {
+		return c.Title == "Read README.md"
+	}) {
+		t.Errorf("prompt-1 tool calls = %+v; want Read README.md", p1.Updates.ToolCalls)
+	}
+	if !slices.Equal(p1.Updates.Sessions, []string{id}) {
+		t.Errorf("prompt-1 updates for sessions %v; want only %s", p1.Updates.Sessions, id)
+	}
+	if len(p1.Late.Kinds) > 0 {
+		t.Errorf("prompt-1: updates %v arrived after the prompt's answer; ACP wants them before", p1.Late.Kinds)
+	}
+	if b, err := os.ReadFile(filepath.Join(sess.Worktree.Path, "notes.txt")); err != nil || !strings.Contains(string(b), prompts[0]) {
+		t.Errorf("notes.txt in the session's worktree = %q, %v; want the allowed write of the prompt", b, err)
+	}
+
+	var set struct {
+		ConfigOptions []tsConfigOption `json:"configOptions"`
+	}
+	unmarshalStep(t, first.step(t, "set_config_option"), &set)
+	if o, ok := configOption(set.ConfigOptions, "agent"); !ok || o.CurrentValue != "beta" {
+		t.Errorf("set_config_option agent=beta answered %+v; want agent's current value beta", set.ConfigOptions)
+	}
+
+	p2 := first.step(t, "prompt-2")
+	if got := stopReason(t, p2); got != "end_turn" {
+		t.Errorf("prompt-2 stopReason = %q; want end_turn", got)
+	}
+	msg = p2.Updates.Text["agent_message_chunk"] + p2.Late.Text["agent_message_chunk"]
+	if !strings.Contains(msg, "beta: second opinion.") || strings.Contains(msg, "alpha:") {
+		t.Errorf("prompt-2 agent text = %q; want beta's only", msg)
+	}
+	if len(p2.Late.Kinds) > 0 {
+		t.Errorf("prompt-2: updates %v arrived after the prompt's answer; ACP wants them before", p2.Late.Kinds)
+	}
+	if s, err := d.client.Session(ctx, sess.ID); err != nil || s.ActiveAgent != "beta" {
+		t.Errorf("pool session after the switch = %+v, %v; want beta active", s, err)
+	}
+
+	type listedSession struct {
+		SessionID string `json:"sessionId"`
+		Cwd       string `json:"cwd"`
+		UpdatedAt string `json:"updatedAt"`
+	}
+	var listed struct {
+		Sessions []listedSession `json:"sessions"`
+	}
+	unmarshalStep(t, first.step(t, "session/list"), &listed)
+	if !slices.ContainsFunc(listed.Sessions, func(s listedSession) bool {
+		return s.SessionID == id && s.Cwd != ""
+	}) {
+		t.Errorf("session/list {cwd: %s} = %+v; want %s", cwd, listed.Sessions, id)
+	}
+
+	if k := first.step(t, "kill"); !k.ConnectionClosed {
+		t.Errorf("after SIGKILL of agentpool acp the SDK's connection is open")
+	}
+	if s, err := d.client.Session(ctx, sess.ID); err != nil || s.Status == "closed" {
+		t.Errorf("pool session after agentpool acp was killed = %+v, %v; want it kept open", s, err)
+	}
+
+	// A new process reattaches without replay.
+	resumed := runTSClient(t, client, home, cwd, map[string]any{"mode": "resume", "command": command, "cwd": cwd, "sessionId": id})
+	r := resumed.step(t, "session/resume")
+	if txt := r.Updates.Text["agent_message_chunk"]; txt != "" {
+		t.Errorf("session/resume sent agent text %q; want no replay", txt)
+	}
+	if e := resumed.step(t, "exit"); e.Exit == nil || e.Exit.Code == nil || *e.Exit.Code != 0 {
+		t.Errorf("agentpool acp after its stdin closed: exit %+v; want 0", e.Exit)
+	}
+
+	// Another loads it: the history comes back as updates, then it closes it.
+	reload := runTSClient(t, client, home, cwd, map[string]any{"mode": "reload", "command": command, "cwd": cwd, "sessionId": id})
+	reload.step(t, "initialize")
+	l := reload.step(t, "session/load")
+	replayed := l.Updates.Text["agent_message_chunk"]
+	for _, want := range []string{"alpha: looking.", "alpha: wrote notes.txt.", "beta: second opinion."} {
+		if !strings.Contains(replayed, want) {
+			t.Errorf("session/load replayed agent text %q (after the answer: %q); want %q in it, before the answer",
+				replayed, l.Late.Text["agent_message_chunk"], want)
+		}
+	}
+	if user := l.Updates.Text["user_message_chunk"]; !strings.Contains(user, prompts[0]) || !strings.Contains(user, prompts[1]) {
+		t.Errorf("session/load replayed user text %q; want both prompts", user)
+	}
+	if i, j := strings.Index(replayed, "alpha: wrote"), strings.Index(replayed, "beta:"); i > j {
+		t.Errorf("session/load replayed %q; want alpha's turn before beta's", replayed)
+	}
+	reload.step(t, "session/close")
+	if e := reload.step(t, "exit"); e.Exit == nil || e.Exit.Code == nil || *e.Exit.Code != 0 {
+		t.Errorf("agentpool acp after its stdin closed: exit %+v; want 0", e.Exit)
+	}
+	if len(reload.steps["exit"].FSCalls)+len(resumed.steps["exit"].FSCalls) > 0 {
+		t.Errorf("agentpool acp called the client's fs methods %v, which the client did not offer", reload.steps["exit"].FSCalls)
+	}
+	s, err := d.client.Session(ctx, sess.ID)
+	if err != nil || s.Status != "closed" {
+		t.Errorf("pool session after session/close = %+v, %v; want closed", s, err)
+	}
+	if !branchExists(repo, sess.Worktree.Branch) {
+		t.Errorf("branch %s is gone after session/close; want it kept", sess.Worktree.Branch)
+	} else if out := e2eGit(t, repo, "show", sess.Worktree.Branch+":notes.txt"); !strings.Contains(out, prompts[0]) {
+		t.Errorf("notes.txt on %s = %q; want the session's work", sess.Worktree.Branch, out)
+	}
+}
+
+// poolSessionOf returns the pool session that ACP session id stands for:
+// the pool session of that id, else the only one of repo.
+func poolSessionOf(t *testing.T, d *daemon, id, repo string) pool.Session {
+	t.Helper()
+	ctx := context.Background()
+	if s, err := d.client.Session(ctx, id); err == nil {
+		return s
+	}
+	all, err := d.client.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var of []pool.Session
+	for _, s := range all {
+		if sameDir(s.Repo, repo) {
+			of = append(of, s)
+		}
+	}
+	if len(of) != 1 {
+		t.Fatalf("ACP session %s: pool sessions of %s = %+v; want one", id, repo, of)
+	}
+	t.Logf("ACP session id %s is pool session %s", id, of[0].ID)
+	return of[0]
+}
+
+func sameDir(a, b string) bool {
+	ra, errA := filepath.EvalSymlinks(a)
+	rb, errB := filepath.EvalSymlinks(b)
+	return errA == nil && errB == nil && ra == rb
+}
+
+func unmarshalStep(t *testing.T, s tsStep, v any) {
+	t.Helper()
+	if err := json.Unmarshal(s.Result, v); err != nil {
+		t.Fatalf("%s result %s: %v", s.Step, s.Result, err)
+	}
+}
+
+func stopReason(t *testing.T, s tsStep) string {
+	t.Helper()
+	var r struct {
+		StopReason string `json:"stopReason"`
+	}
+	unmarshalStep(t, s, &r)
+	return r.StopReason
+}
+
+func configOption(opts []tsConfigOption, id string) (tsConfigOption, bool) {
+	for _, o := range opts {
+		if o.ID == id {
+			return o, true
+		}
+	}
+	return tsConfigOption{}, false
+}
+
+func keys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
