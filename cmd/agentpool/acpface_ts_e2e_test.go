@@ -130,6 +130,13 @@ func (r tsRun) step(t *testing.T, name string) tsStep {
 // step, not here.
 func runTSClient(t *testing.T, c nodeClient, home, dir string, scenario map[string]any) tsRun {
 	t.Helper()
+	return runTSClientEnv(t, c, []string{"AGENTPOOL_HOME=" + home}, dir, scenario)
+}
+
+// runTSClientEnv is runTSClient with env added to the client's (and so
+// agentpool acp's) environment.
+func runTSClientEnv(t *testing.T, c nodeClient, env []string, dir string, scenario map[string]any) tsRun {
+	t.Helper()
 	arg, err := json.Marshal(scenario)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +145,7 @@ func runTSClient(t *testing.T, c nodeClient, home, dir string, scenario map[stri
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.Node, c.Script, string(arg))
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home)
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
@@ -153,6 +160,7 @@ func runTSClient(t *testing.T, c nodeClient, home, dir string, scenario map[stri
 		}
 		run.steps[s.Step] = s
 		run.order = append(run.order, s.Step)
+		t.Logf("TS client (%v): %s", scenario["mode"], sc.Bytes())
 	}
 	if s, ok := run.steps["script"]; ok {
 		t.Fatalf("TS client failed outside a step: %s\n%s", s.Error.Message, run.stderr)
@@ -170,7 +178,9 @@ func runTSClient(t *testing.T, c nodeClient, home, dir string, scenario map[stri
 // permission request it answers, switches the "Agent" option to a second
 // provider and prompts again, lists the session, and is killed; a second
 // process resumes the session; a third loads it (its history replayed)
-// and closes it, which keeps its branch.
+// and closes it, which keeps its branch. Then requests an editor may get
+// wrong are refused with errors that say what to do, leaving nothing
+// half-created, and with no daemon initialize says how to start one.
 func TestACPFaceOfficialTSClient(t *testing.T) {
 	client := installNodeClient(t, "acpclient", "client.mjs")
 	bin := agentpoolBinary(t)
@@ -360,6 +370,89 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 	} else if out := e2eGit(t, repo, "show", sess.Worktree.Branch+":notes.txt"); !strings.Contains(out, prompts[0]) {
 		t.Errorf("notes.txt on %s = %q; want the session's work", sess.Worktree.Branch, out)
 	}
+
+	// What an editor may get wrong is refused with an error a person can
+	// act on, and leaves nothing half-created.
+	before, err := d.client.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	bad := runTSClient(t, client, home, cwd, map[string]any{"mode": "bad", "command": command, "cwd": cwd, "outside": outside})
+	for _, c := range []struct {
+		step  string
+		codes []int
+		words []string // one of them in the message
+	}{
+		{"session/new outside a repository", []int{-32602, -32600}, []string{"git", "repositor"}},
+		{"session/new relative cwd", []int{-32602}, []string{"absolute"}},
+		{"session/load unknown", []int{-32002}, []string{"s-NOSUCHSESSION", "not found", "no session"}},
+		{"session/prompt unknown", []int{-32002}, []string{"s-NOSUCHSESSION", "not found", "no session"}},
+		{"session/close unknown", []int{-32002}, []string{"s-NOSUCHSESSION", "not found", "no session"}},
+		{"set_config_option unknown agent", []int{-32602, -32600, -32002}, []string{"no-such-agent"}},
+		{"set_config_option unknown option", []int{-32602, -32600, -32002}, []string{"no-such-option"}},
+	} {
+		code, msg := bad.refusal(t, c.step)
+		if msg == "" {
+			continue
+		}
+		if !slices.Contains(c.codes, code) || !slices.ContainsFunc(c.words, func(w string) bool { return strings.Contains(strings.ToLower(msg), strings.ToLower(w)) }) {
+			t.Errorf("%s refused with %d %q; want code in %v and one of %q in the message", c.step, code, msg, c.codes, c.words)
+		}
+	}
+	var tried struct {
+		SessionID string `json:"sessionId"`
+	}
+	unmarshalStep(t, bad.step(t, "session/new"), &tried)
+	bad.step(t, "session/close")
+	bad.step(t, "exit")
+	after, err := d.client.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range after {
+		if !slices.ContainsFunc(before, func(b pool.Session) bool { return b.ID == s.ID }) && s.ID != tried.SessionID && s.Status != "closed" {
+			t.Errorf("after the refused requests, pool session %s (%s, %s) is open; want nothing half-created", s.ID, s.Repo, s.Status)
+		}
+	}
+	if s, err := d.client.Session(ctx, tried.SessionID); err != nil || s.Status != "closed" {
+		t.Errorf("session %s after session/close = %+v, %v; want closed", tried.SessionID, s, err)
+	}
+
+	// With no daemon, initialize fails saying how to start one, and nothing
+	// is created in the editor's folder or the empty data directory.
+	none := t.TempDir()
+	lone := runTSClientEnv(t, client, []string{"AGENTPOOL_HOME=" + none, "XDG_STATE_HOME=" + t.TempDir()}, cwd,
+		map[string]any{"mode": "nodaemon", "command": command})
+	if _, msg := lone.refusal(t, "initialize"); msg != "" && !strings.Contains(msg, "agentpool serve") && !strings.Contains(msg, " serve") {
+		t.Errorf("initialize with no daemon refused with %q; want how to start it (agentpool serve)", msg)
+	}
+	if ents, _ := os.ReadDir(none); len(ents) > 0 {
+		t.Errorf("agentpool acp with no daemon left %d entries in the empty AGENTPOOL_HOME; want none", len(ents))
+	}
+	if out := e2eGit(t, repo, "status", "--porcelain", "--ignored"); out != "" {
+		t.Errorf("the editor's repository after agentpool acp ran in it:\n%s\nwant it untouched", out)
+	}
+}
+
+// refusal returns the error of a step that must have been refused, failing
+// the test when it was answered or failed other than with a JSON-RPC error.
+func (r tsRun) refusal(t *testing.T, name string) (code int, msg string) {
+	t.Helper()
+	s, ok := r.steps[name]
+	if !ok {
+		t.Fatalf("TS client: step %s did not run (steps: %v)\n%s", name, r.order, r.stderr)
+	}
+	if !s.OK {
+		t.Errorf("%s answered %s; want an ACP error", name, s.Result)
+		return 0, ""
+	}
+	if s.Error == nil || s.Error.Code == nil || s.Error.Message == "" {
+		b, _ := json.Marshal(s.Error)
+		t.Errorf("%s failed with %s; want a JSON-RPC error with a message", name, b)
+		return 0, ""
+	}
+	return *s.Error.Code, s.Error.Message
 }
 
 // poolSessionOf returns the pool session that ACP session id stands for:

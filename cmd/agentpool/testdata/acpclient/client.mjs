@@ -9,7 +9,8 @@
 //
 //	{"mode": "first" | "reload", "command": [program, args...], "cwd": repo,
 //	 "prompts": [text, text], "switchTo": agent id, "choose": permission kind,
-//	 "sessionId": id (resume, reload)}
+//	 "sessionId": id (resume, reload), "outside": a directory in no
+//	 repository (bad)}
 //
 // "first": initialize, session/new, a prompt whose permission request is
 // answered with the option of kind "choose", session/set_config_option
@@ -18,7 +19,8 @@
 // initialize, session/load of sessionId (its history arrives as updates),
 // session/close, then stdin closed (the process must exit). "resume": a
 // new process, initialize, session/resume of sessionId (no replay), then
-// stdin closed.
+// stdin closed. "bad": requests an editor may get wrong, each of which
+// must be refused. "nodaemon": initialize must fail (no daemon runs).
 //
 // The agent process inherits this process's environment (AGENTPOOL_HOME);
 // its stderr goes to this process's stderr. The script exits 0 when it ran
@@ -134,6 +136,26 @@ async function main() {
     acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout)),
   );
 
+  // refused runs fn, which must fail, and prints the error it got; an
+  // answer instead is printed with ok false.
+  async function refused(name, fn) {
+    try {
+      const res = await withTimeout(fn(), name);
+      emit(name, { ok: false, result: res ?? null });
+    } catch (err) {
+      emit(name, { ok: true, error: errorOf(err) });
+    }
+  }
+
+  if (scenario.mode === "nodaemon") {
+    await refused("initialize", () =>
+      conn.initialize({ protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {}, clientInfo: { name: "agentpool-ts-test", version: "1" } }),
+    );
+    child.stdin.end();
+    emit("exit", { ok: true, exit: await exited });
+    process.exit(0);
+  }
+
   // step runs fn, prints its result, and stops the script at a failure.
   async function step(name, fn) {
     try {
@@ -175,6 +197,12 @@ async function main() {
     await step("exit", async () => {
       child.stdin.end();
       return { exit: await exited, fsCalls: recorder.fsCalls };
+    });
+  } else if (scenario.mode === "bad") {
+    await runBad(conn, step, refused);
+    await step("exit", async () => {
+      child.stdin.end();
+      return { exit: await exited };
     });
   } else if (scenario.mode === "reload") {
     await runReload(conn, recorder, step);
@@ -244,6 +272,26 @@ async function runReload(conn, recorder, step) {
     };
   });
   await step("session/close", async () => ({ result: await conn.closeSession({ sessionId }) }));
+}
+
+// runBad sends what an editor may get wrong; each must be refused with an
+// error, and a session made to try an unknown agent is closed again.
+async function runBad(conn, step, refused) {
+  const unknown = "s-NOSUCHSESSION";
+  await refused("session/new outside a repository", () => conn.newSession({ cwd: scenario.outside, mcpServers: [] }));
+  await refused("session/new relative cwd", () => conn.newSession({ cwd: "relative/dir", mcpServers: [] }));
+  await refused("session/load unknown", () => conn.loadSession({ sessionId: unknown, cwd: scenario.cwd, mcpServers: [] }));
+  await refused("session/prompt unknown", () => conn.prompt({ sessionId: unknown, prompt: [{ type: "text", text: "hi" }] }));
+  await refused("session/close unknown", () => conn.closeSession({ sessionId: unknown }));
+  const created = await step("session/new", async () => ({ result: await conn.newSession({ cwd: scenario.cwd, mcpServers: [] }) }));
+  const sessionId = created.result.sessionId;
+  await refused("set_config_option unknown agent", () =>
+    conn.setSessionConfigOption({ sessionId, configId: "agent", value: "no-such-agent" }),
+  );
+  await refused("set_config_option unknown option", () =>
+    conn.setSessionConfigOption({ sessionId, configId: "no-such-option", value: "x" }),
+  );
+  await step("session/close", async () => ({ result: await conn.closeSession({ sessionId }), sessionId }));
 }
 
 main().catch((err) => {
