@@ -59,6 +59,7 @@ const clientUsage = `  providers    list, enable, disable, remove and refresh th
   logins       list the web pages logged in; revoke ID|--all logs them out
   login        log an agent in (the agent keeps its credentials; the daemon never sees them)
   mcp          serve the Model Context Protocol on stdio, so that another agent can delegate work to the pool
+  acp          serve the pool's sessions to an editor (Zed, JetBrains, Neovim) as an ACP agent on stdio
   daemons      list your running daemons (data directory, address, pid) and mark the one this directory talks to
 `
 
@@ -256,6 +257,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		err = c.loginAgent(ctx, args) // cli_login.go
 	case "mcp":
 		err = c.mcpServe(ctx, args) // cli_mcpserver.go
+	case "acp":
+		err = c.acpServe(ctx, args) // cli_acp.go
 	case "attempt", "attempts":
 		err = c.attempt(ctx, args) // cli_attempt.go
 	case "daemons":
