@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/pool"
 )
@@ -44,6 +45,7 @@ type tsUpdates struct {
 	Kinds     []string          `json:"kinds"`
 	Text      map[string]string `json:"text"` // chunk kind → concatenated text
 	ToolCalls []tsToolCall      `json:"toolCalls"`
+	Commands  []string          `json:"commands"` // of the last available_commands_update
 	Sessions  []string          `json:"sessions"`
 }
 
@@ -211,15 +213,30 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 		"beta": agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{
 			{Chunk: "beta: second opinion."},
 		}}}},
+		"slow": agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{
+			{Chunk: "slow: started."},
+			{WaitCancel: true},
+		}}}},
+		"off": agenttest.Script{},
 	})
 	d := startDaemon(t, bin, home)
 	d.stopAtCleanup()
 	ctx := context.Background()
+	if _, err := d.client.SetProviderEnabled(ctx, "off", false); err != nil {
+		t.Fatal(err)
+	}
+	// The Agent option lists the ready agents: those the daemon is still
+	// probing at its start are left out until they are.
+	for _, id := range []string{"alpha", "beta", "slow"} {
+		waitProviderReady(t, d, id)
+	}
 	command := []string{bin, "acp", "--agent", "alpha"}
 	prompts := []string{"note the plan", "what do you think?"}
 
 	first := runTSClient(t, client, home, cwd, map[string]any{
 		"mode": "first", "command": command, "cwd": cwd, "prompts": prompts, "switchTo": "beta", "choose": "allow_once",
+		"mcpServers": []map[string]any{{"name": "notes", "command": "notes-mcp", "args": []string{"--stdio"},
+			"env": []map[string]string{{"name": "NOTES_TOKEN", "value": "s3cret"}}}},
 	})
 
 	var init struct {
@@ -246,7 +263,11 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 		SessionID     string           `json:"sessionId"`
 		ConfigOptions []tsConfigOption `json:"configOptions"`
 	}
-	unmarshalStep(t, first.step(t, "session/new"), &created)
+	newStep := first.step(t, "session/new")
+	unmarshalStep(t, newStep, &created)
+	if cmds := append(newStep.Updates.Commands, newStep.Late.Commands...); !slices.Contains(cmds, "diff") || !slices.Contains(cmds, "merge") {
+		t.Errorf("available commands after session/new = %v; want the pool's diff and merge among them", cmds)
+	}
 	id := created.SessionID
 	agentOpt, ok := configOption(created.ConfigOptions, "agent")
 	if !ok || agentOpt.Name != "Agent" || agentOpt.Type != "select" || agentOpt.CurrentValue != "alpha" ||
@@ -254,6 +275,9 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 		t.Errorf("session/new configOptions = %+v; want agent (\"Agent\", a select of alpha and beta, alpha current)", created.ConfigOptions)
 	}
 	sess := poolSessionOf(t, d, id, repo)
+	if m, ok := sess.MCPServers["notes"]; !ok || m.Command != "notes-mcp" || !slices.Equal(m.Args, []string{"--stdio"}) || m.Env["NOTES_TOKEN"] != backends.Redacted {
+		t.Errorf("pool session's MCP servers = %+v; want the editor's notes server, its env redacted", sess.MCPServers)
+	}
 
 	p1 := first.step(t, "prompt-1")
 	if got := stopReason(t, p1); got != "end_turn" {
@@ -378,7 +402,8 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	outside := t.TempDir()
-	bad := runTSClient(t, client, home, cwd, map[string]any{"mode": "bad", "command": command, "cwd": cwd, "outside": outside})
+	bad := runTSClient(t, client, home, cwd, map[string]any{"mode": "bad", "command": command, "cwd": cwd, "outside": outside,
+		"disabled": "off", "slow": "slow", "started": "slow: started."})
 	for _, c := range []struct {
 		step  string
 		codes []int
@@ -391,6 +416,9 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 		{"session/close unknown", []int{-32002}, []string{"s-NOSUCHSESSION", "not found", "no session"}},
 		{"set_config_option unknown agent", []int{-32602, -32600, -32002}, []string{"no-such-agent"}},
 		{"set_config_option unknown option", []int{-32602, -32600, -32002}, []string{"no-such-option"}},
+		{"set_config_option unknown option after a turn", []int{-32602, -32600, -32002}, []string{"no-such-option"}},
+		{"set_config_option disabled agent", []int{-32602, -32600}, []string{"disabled"}},
+		{"session/prompt while one runs", []int{-32600, -32602}, []string{"running", "busy", "already"}},
 	} {
 		code, msg := bad.refusal(t, c.step)
 		if msg == "" {
@@ -403,7 +431,15 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 	var tried struct {
 		SessionID string `json:"sessionId"`
 	}
+	unmarshalStep(t, bad.step(t, "session/new"), &created)
+	if o, _ := configOption(created.ConfigOptions, "agent"); slices.Contains(o.values(), "off") {
+		t.Errorf("session/new Agent choices = %v; want the disabled agent left out", o.values())
+	}
 	unmarshalStep(t, bad.step(t, "session/new"), &tried)
+	bad.step(t, "prompt started")
+	if got := stopReason(t, bad.step(t, "session/cancel")); got != "cancelled" {
+		t.Errorf("the prompt that session/cancel ended answered stopReason %q; want cancelled", got)
+	}
 	bad.step(t, "session/close")
 	bad.step(t, "exit")
 	after, err := d.client.Sessions(ctx)

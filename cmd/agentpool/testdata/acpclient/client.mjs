@@ -9,8 +9,10 @@
 //
 //	{"mode": "first" | "reload", "command": [program, args...], "cwd": repo,
 //	 "prompts": [text, text], "switchTo": agent id, "choose": permission kind,
+//	 "mcpServers": the editor's MCP servers (first),
 //	 "sessionId": id (resume, reload), "outside": a directory in no
-//	 repository (bad)}
+//	 repository, "disabled": a disabled agent, "slow": an agent whose turn
+//	 runs until cancelled, "started": the text it sends first (bad)}
 //
 // "first": initialize, session/new, a prompt whose permission request is
 // answered with the option of kind "choose", session/set_config_option
@@ -99,12 +101,14 @@ class Recorder {
 }
 
 // summarize keeps what the test asserts of a run of updates: their kinds in
-// order, the text of message chunks by kind, tool calls, and the rest raw.
+// order, the text of message chunks by kind, tool calls, the names of the
+// last available commands, and the sessions they were for.
 function summarize(list) {
   const kinds = [];
   const text = {};
   const toolCalls = [];
   const sessions = new Set();
+  let commands = null;
   for (const { sessionId, update } of list) {
     sessions.add(sessionId);
     const kind = update.sessionUpdate;
@@ -112,11 +116,14 @@ function summarize(list) {
     if (kind.endsWith("_chunk") && update.content?.type === "text") {
       text[kind] = (text[kind] ?? "") + update.content.text;
     }
+    if (kind === "available_commands_update") {
+      commands = update.availableCommands.map((c) => c.name);
+    }
     if (kind === "tool_call" || kind === "tool_call_update") {
       toolCalls.push({ kind, toolCallId: update.toolCallId, title: update.title ?? null, status: update.status ?? null });
     }
   }
-  return { kinds, text, toolCalls, sessions: [...sessions] };
+  return { kinds, text, toolCalls, commands, sessions: [...sessions] };
 }
 
 async function main() {
@@ -199,7 +206,7 @@ async function main() {
       return { exit: await exited, fsCalls: recorder.fsCalls };
     });
   } else if (scenario.mode === "bad") {
-    await runBad(conn, step, refused);
+    await runBad(conn, recorder, step, refused);
     await step("exit", async () => {
       child.stdin.end();
       return { exit: await exited };
@@ -236,8 +243,14 @@ async function prompt(conn, recorder, sessionId, text) {
 async function runFirst(conn, recorder, step, init) {
   const created = await step("session/new", async () => {
     const from = recorder.updates.length;
-    const res = await conn.newSession({ cwd: scenario.cwd, mcpServers: [] });
-    return { result: res, updates: recorder.since(from) };
+    const res = await conn.newSession({ cwd: scenario.cwd, mcpServers: scenario.mcpServers ?? [] });
+    const answeredAt = recorder.updates.length;
+    await new Promise((r) => setTimeout(r, scenario.settleMs ?? 300));
+    return {
+      result: res,
+      updates: summarize(recorder.updates.slice(from, answeredAt)),
+      late: summarize(recorder.updates.slice(answeredAt)),
+    };
   });
   const sessionId = created.result.sessionId;
 
@@ -276,7 +289,7 @@ async function runReload(conn, recorder, step) {
 
 // runBad sends what an editor may get wrong; each must be refused with an
 // error, and a session made to try an unknown agent is closed again.
-async function runBad(conn, step, refused) {
+async function runBad(conn, recorder, step, refused) {
   const unknown = "s-NOSUCHSESSION";
   await refused("session/new outside a repository", () => conn.newSession({ cwd: scenario.outside, mcpServers: [] }));
   await refused("session/new relative cwd", () => conn.newSession({ cwd: "relative/dir", mcpServers: [] }));
@@ -289,6 +302,39 @@ async function runBad(conn, step, refused) {
     conn.setSessionConfigOption({ sessionId, configId: "agent", value: "no-such-agent" }),
   );
   await refused("set_config_option unknown option", () =>
+    conn.setSessionConfigOption({ sessionId, configId: "no-such-option", value: "x" }),
+  );
+  await refused("set_config_option disabled agent", () =>
+    conn.setSessionConfigOption({ sessionId, configId: "agent", value: scenario.disabled }),
+  );
+
+  // A prompt while one runs is refused; session/cancel ends the running one.
+  await step("set_config_option slow", async () => ({
+    result: await conn.setSessionConfigOption({ sessionId, configId: "agent", value: scenario.slow }),
+  }));
+  const from = recorder.updates.length;
+  const running = conn.prompt({ sessionId, prompt: [{ type: "text", text: "take your time" }] }).then(
+    (result) => ({ result }),
+    (err) => ({ error: errorOf(err) }),
+  );
+  await step("prompt started", async () => {
+    while (!(recorder.since(from).text.agent_message_chunk ?? "").includes(scenario.started)) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return {};
+  });
+  await refused("session/prompt while one runs", () =>
+    conn.prompt({ sessionId, prompt: [{ type: "text", text: "and this?" }] }),
+  );
+  await step("session/cancel", async () => {
+    await conn.cancel({ sessionId });
+    const got = await running;
+    if (got.error) {
+      throw Object.assign(new Error(got.error.message), got.error);
+    }
+    return { result: got.result, updates: recorder.since(from) };
+  });
+  await refused("set_config_option unknown option after a turn", () =>
     conn.setSessionConfigOption({ sessionId, configId: "no-such-option", value: "x" }),
   );
   await step("session/close", async () => ({ result: await conn.closeSession({ sessionId }), sessionId }));
