@@ -25,7 +25,7 @@ func agentChoices(snap registry.Snapshot, current string) []acp.SessionConfigSel
 	var out []acp.SessionConfigSelectOption
 	seen := false
 	for _, p := range snap.Providers {
-		if p.Kind != backends.KindACP || !p.Enabled || p.Status != registry.StatusReady {
+		if p.Kind != backends.KindACP || !p.Enabled || !usable(p.Status) {
 			if p.ID != current {
 				continue
 			}
@@ -46,6 +46,12 @@ func agentChoices(snap registry.Snapshot, current string) []acp.SessionConfigSel
 	return out
 }
 
+// usable reports whether a provider of status st can start: ready, or
+// installed and being probed.
+func usable(st string) bool {
+	return st == registry.StatusReady || st == registry.StatusProbing
+}
+
 // checkAgent returns an error a person can act on when agent cannot be
 // the session's agent.
 func checkAgent(snap registry.Snapshot, agent string) error {
@@ -57,7 +63,7 @@ func checkAgent(snap registry.Snapshot, agent string) error {
 		return invalid(fmt.Sprintf("agent %q is a terminal program: an editor can only use ACP agents", agent))
 	case !p.Enabled:
 		return invalid(fmt.Sprintf("agent %q is disabled: enable it with agentpool providers enable %s", agent, agent))
-	case p.Status != registry.StatusReady:
+	case !usable(p.Status):
 		msg := fmt.Sprintf("agent %q is not ready (%s)", agent, p.Status)
 		if p.Diagnostic != "" {
 			msg += ": " + p.Diagnostic

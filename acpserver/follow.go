@@ -10,32 +10,46 @@ import (
 )
 
 // commandsDelay is how long after answering session/new (or load, or
-// resume) the follower waits before its first update: the SDK writes the
-// answer once the handler returns, and an update that overtook it would
-// name a session the editor does not know yet.
+// resume) the slash commands are announced: the SDK writes the answer once
+// the handler returns, and an update that overtook it would name a
+// session the editor does not know yet. (The session's own events need no
+// delay: they follow a prompt, which follows the answer.)
 const commandsDelay = 30 * time.Millisecond
 
 // follow forwards the session's events after seq after to the editor
 // until ctx ends or the session closes. A broken stream is followed again
 // from the last event seen, so nothing is lost or repeated.
 func (s *Server) follow(ctx context.Context, ss *session, after int64) {
-	select {
-	case <-ss.answered:
-	case <-ctx.Done():
-		return
-	}
-	select {
-	case <-time.After(commandsDelay):
-	case <-ctx.Done():
-		return
-	}
-	s.announceCommands(ctx, ss, nil)
-	s.askPending(ctx, ss)
+	// The stream is opened at once, so that the first prompt's events
+	// come as soon as a warm session's; they wait for the answer.
+	answered := false
+	s.goOwned(func() {
+		select {
+		case <-ss.answered:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-time.After(commandsDelay):
+		case <-ctx.Done():
+			return
+		}
+		s.announceCommands(ctx, ss, nil)
+		s.askPending(ctx, ss)
+	})
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		api, err := s.cfg.Connect(ctx)
 		if err == nil {
 			err = api.Events(ctx, ss.id, after, func(ev backends.Event) error {
+				if !answered {
+					select {
+					case <-ss.answered:
+						answered = true
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
 				after = ev.Seq
 				s.dispatch(ctx, ss, ev, false)
 				backoff = 100 * time.Millisecond

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 	acp "github.com/coder/acp-go-sdk"
@@ -168,6 +169,9 @@ func (s *Server) reopen(ctx context.Context, id, cwd string, replay bool) ([]acp
 		return nil, nil, err
 	}
 	ps, err := api.Session(ctx, id)
+	if httpapi.IsCode(err, httpapi.CodeNotFound) {
+		return nil, nil, notFound(fmt.Sprintf("there is no pool session %s: session/list (the editor's thread history) shows the sessions of this repository, and agentpool session list all of them", id))
+	}
 	if err != nil {
 		return nil, nil, reqErr(fmt.Errorf("session %s: %w", id, err))
 	}

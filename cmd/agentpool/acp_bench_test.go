@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/backends/agenttest"
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// BenchmarkACPFaceSessionNew measures what an editor waits for through
+// `agentpool acp`, with the demo agent (answering each prompt with one
+// chunk) kept as spares: session/new answered from a spare (new_p50_ms,
+// new_p99_ms), the first chunk of the session's first prompt
+// (first_chunk_ms) against a warm prompt's of the same session
+// (warm_chunk_ms) and their ratio (ratio_first, the median of each
+// session's), beside the demo agent's own session/new measured directly
+// over its stdio (agent_new_p50_ms) and its whole cold start, spawn to
+// session/new answered (agent_cold_p50_ms). Each iteration opens
+// sessionsPerIter sessions, one at a time, each from a ready spare.
+func BenchmarkACPFaceSessionNew(b *testing.B) {
+	perIter := 20
+	if testing.Short() {
+		perIter = 3 // make bench-smoke
+	}
+	bin := agentpoolBinary(b)
+	home := b.TempDir()
+	repo := e2eRepoAtB(b, filepath.Join(b.TempDir(), "repo"))
+	script := agenttest.Script{AgentName: "bench", Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "first token"}}}}}
+	writeScripted(b, home, bin, map[string]any{"fast": script})
+	_, client, _ := startBenchDaemonEnv(b, bin, home, []string{"AGENTPOOL_WORKTREES=" + filepath.Join(b.TempDir(), "trees")},
+		"--log-level", "warn", "--max-warm", "64", "--spares", "fast=2", "--spares-repo", repo)
+	ed := startEditor(b, bin, home, repo, "--agent", "fast")
+	ed.chunks = make(chan acp.SessionId, 1)
+	ctx := context.Background()
+	if _, err := ed.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		b.Fatal(err)
+	}
+	js, err := json.Marshal(script)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var news, firsts, warms, agentNews, agentColds []time.Duration
+	var ratios []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for range perIter {
+			b.StopTimer()
+			waitSparesReady(b, client, 2)
+			b.StartTimer()
+			start := time.Now()
+			res, err := ed.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: repo, McpServers: []acp.McpServer{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			news = append(news, time.Since(start))
+			first := promptFirstChunk(b, ed, res.SessionId)
+			var warm []time.Duration
+			for range 3 {
+				warm = append(warm, promptFirstChunk(b, ed, res.SessionId))
+			}
+			firsts = append(firsts, first)
+			warms = append(warms, median(warm))
+			ratios = append(ratios, float64(first)/float64(median(warm)))
+			b.StopTimer()
+			if _, err := client.CloseSession(ctx, string(res.SessionId), true); err != nil {
+				b.Fatal(err)
+			}
+			// The agent alone: spawned, initialized, session/new.
+			spawn := time.Now()
+			ag := startACPPeer(b, bin, []string{"AGENTPOOL_DEMO_SCRIPT=" + string(js)}, repo, "demo-agent")
+			if _, err := ag.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			if _, err := ag.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: repo, McpServers: []acp.McpServer{}}); err != nil {
+				b.Fatal(err)
+			}
+			agentNews = append(agentNews, time.Since(t0))
+			agentColds = append(agentColds, time.Since(spawn))
+			ag.stop()
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	slices.Sort(news)
+	slices.Sort(ratios)
+	b.ReportMetric(ms(news[len(news)/2]), "new_p50_ms")
+	b.ReportMetric(ms(news[(len(news)*99)/100]), "new_p99_ms")
+	b.ReportMetric(ms(median(firsts)), "first_chunk_ms")
+	b.ReportMetric(ms(median(warms)), "warm_chunk_ms")
+	b.ReportMetric(ratios[len(ratios)/2], "ratio_first")
+	b.ReportMetric(ms(median(agentNews)), "agent_new_p50_ms")
+	b.ReportMetric(ms(median(agentColds)), "agent_cold_p50_ms")
+}
+
+// promptFirstChunk prompts session through the editor and returns the
+// time to its first agent message chunk, once the turn has ended.
+func promptFirstChunk(b *testing.B, ed *acpEditor, session acp.SessionId) time.Duration {
+	b.Helper()
+	for len(ed.chunks) > 0 {
+		<-ed.chunks
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := ed.conn.Prompt(context.Background(), acp.PromptRequest{SessionId: session, Prompt: []acp.ContentBlock{acp.TextBlock("go")}})
+		done <- err
+	}()
+	var first time.Duration
+	for first == 0 {
+		select {
+		case id := <-ed.chunks:
+			if id == session {
+				first = time.Since(start)
+			}
+		case err := <-done:
+			b.Fatalf("the prompt ended before its first chunk: %v", err)
+		case <-time.After(20 * time.Second):
+			b.Fatal("no chunk within 20 s")
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return first
+}
