@@ -249,13 +249,13 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 			SessionCapabilities map[string]json.RawMessage `json:"sessionCapabilities"`
 		} `json:"agentCapabilities"`
 	}
-	unmarshalStep(t, first.step(t, "initialize"), &init)
+	tsUnmarshal(t, first.step(t, "initialize"), &init)
 	if init.ProtocolVersion != 1 || init.AgentInfo.Name != "agentpool" || !init.AgentCapabilities.LoadSession {
 		t.Errorf("initialize = %+v; want protocol 1, agentInfo.name agentpool, loadSession", init)
 	}
 	for _, c := range []string{"list", "resume", "close"} {
 		if _, ok := init.AgentCapabilities.SessionCapabilities[c]; !ok {
-			t.Errorf("initialize: sessionCapabilities = %v; want %s", keys(init.AgentCapabilities.SessionCapabilities), c)
+			t.Errorf("initialize: sessionCapabilities = %v; want %s", tsKeys(init.AgentCapabilities.SessionCapabilities), c)
 		}
 	}
 
@@ -264,23 +264,23 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 		ConfigOptions []tsConfigOption `json:"configOptions"`
 	}
 	newStep := first.step(t, "session/new")
-	unmarshalStep(t, newStep, &created)
+	tsUnmarshal(t, newStep, &created)
 	if cmds := append(newStep.Updates.Commands, newStep.Late.Commands...); !slices.Contains(cmds, "diff") || !slices.Contains(cmds, "merge") {
 		t.Errorf("available commands after session/new = %v; want the pool's diff and merge among them", cmds)
 	}
 	id := created.SessionID
-	agentOpt, ok := configOption(created.ConfigOptions, "agent")
+	agentOpt, ok := tsOption(created.ConfigOptions, "agent")
 	if !ok || agentOpt.Name != "Agent" || agentOpt.Type != "select" || agentOpt.CurrentValue != "alpha" ||
 		!slices.Contains(agentOpt.values(), "alpha") || !slices.Contains(agentOpt.values(), "beta") {
 		t.Errorf("session/new configOptions = %+v; want agent (\"Agent\", a select of alpha and beta, alpha current)", created.ConfigOptions)
 	}
-	sess := poolSessionOf(t, d, id, repo)
+	sess := tsPoolSession(t, d, id, repo)
 	if m, ok := sess.MCPServers["notes"]; !ok || m.Command != "notes-mcp" || !slices.Equal(m.Args, []string{"--stdio"}) || m.Env["NOTES_TOKEN"] != backends.Redacted {
 		t.Errorf("pool session's MCP servers = %+v; want the editor's notes server, its env redacted", sess.MCPServers)
 	}
 
 	p1 := first.step(t, "prompt-1")
-	if got := stopReason(t, p1); got != "end_turn" {
+	if got := tsStopReason(t, p1); got != "end_turn" {
 		t.Errorf("prompt-1 stopReason = %q; want end_turn", got)
 	}
 	if len(p1.Permissions) != 1 || p1.Permissions[0].SessionID != id || p1.Permissions[0].ToolCall.Title != "Write notes.txt" ||
@@ -309,13 +309,13 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 	var set struct {
 		ConfigOptions []tsConfigOption `json:"configOptions"`
 	}
-	unmarshalStep(t, first.step(t, "set_config_option"), &set)
-	if o, ok := configOption(set.ConfigOptions, "agent"); !ok || o.CurrentValue != "beta" {
+	tsUnmarshal(t, first.step(t, "set_config_option"), &set)
+	if o, ok := tsOption(set.ConfigOptions, "agent"); !ok || o.CurrentValue != "beta" {
 		t.Errorf("set_config_option agent=beta answered %+v; want agent's current value beta", set.ConfigOptions)
 	}
 
 	p2 := first.step(t, "prompt-2")
-	if got := stopReason(t, p2); got != "end_turn" {
+	if got := tsStopReason(t, p2); got != "end_turn" {
 		t.Errorf("prompt-2 stopReason = %q; want end_turn", got)
 	}
 	msg = p2.Updates.Text["agent_message_chunk"] + p2.Late.Text["agent_message_chunk"]
@@ -337,7 +337,7 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 	var listed struct {
 		Sessions []listedSession `json:"sessions"`
 	}
-	unmarshalStep(t, first.step(t, "session/list"), &listed)
+	tsUnmarshal(t, first.step(t, "session/list"), &listed)
 	if !slices.ContainsFunc(listed.Sessions, func(s listedSession) bool {
 		return s.SessionID == id && s.Cwd != ""
 	}) {
@@ -431,13 +431,13 @@ func TestACPFaceOfficialTSClient(t *testing.T) {
 	var tried struct {
 		SessionID string `json:"sessionId"`
 	}
-	unmarshalStep(t, bad.step(t, "session/new"), &created)
-	if o, _ := configOption(created.ConfigOptions, "agent"); slices.Contains(o.values(), "off") {
+	tsUnmarshal(t, bad.step(t, "session/new"), &created)
+	if o, _ := tsOption(created.ConfigOptions, "agent"); slices.Contains(o.values(), "off") {
 		t.Errorf("session/new Agent choices = %v; want the disabled agent left out", o.values())
 	}
-	unmarshalStep(t, bad.step(t, "session/new"), &tried)
+	tsUnmarshal(t, bad.step(t, "session/new"), &tried)
 	bad.step(t, "prompt started")
-	if got := stopReason(t, bad.step(t, "session/cancel")); got != "cancelled" {
+	if got := tsStopReason(t, bad.step(t, "session/cancel")); got != "cancelled" {
 		t.Errorf("the prompt that session/cancel ended answered stopReason %q; want cancelled", got)
 	}
 	bad.step(t, "session/close")
@@ -491,9 +491,9 @@ func (r tsRun) refusal(t *testing.T, name string) (code int, msg string) {
 	return *s.Error.Code, s.Error.Message
 }
 
-// poolSessionOf returns the pool session that ACP session id stands for:
+// tsPoolSession returns the pool session that ACP session id stands for:
 // the pool session of that id, else the only one of repo.
-func poolSessionOf(t *testing.T, d *daemon, id, repo string) pool.Session {
+func tsPoolSession(t *testing.T, d *daemon, id, repo string) pool.Session {
 	t.Helper()
 	ctx := context.Background()
 	if s, err := d.client.Session(ctx, id); err == nil {
@@ -516,29 +516,23 @@ func poolSessionOf(t *testing.T, d *daemon, id, repo string) pool.Session {
 	return of[0]
 }
 
-func sameDir(a, b string) bool {
-	ra, errA := filepath.EvalSymlinks(a)
-	rb, errB := filepath.EvalSymlinks(b)
-	return errA == nil && errB == nil && ra == rb
-}
-
-func unmarshalStep(t *testing.T, s tsStep, v any) {
+func tsUnmarshal(t *testing.T, s tsStep, v any) {
 	t.Helper()
 	if err := json.Unmarshal(s.Result, v); err != nil {
 		t.Fatalf("%s result %s: %v", s.Step, s.Result, err)
 	}
 }
 
-func stopReason(t *testing.T, s tsStep) string {
+func tsStopReason(t *testing.T, s tsStep) string {
 	t.Helper()
 	var r struct {
 		StopReason string `json:"stopReason"`
 	}
-	unmarshalStep(t, s, &r)
+	tsUnmarshal(t, s, &r)
 	return r.StopReason
 }
 
-func configOption(opts []tsConfigOption, id string) (tsConfigOption, bool) {
+func tsOption(opts []tsConfigOption, id string) (tsConfigOption, bool) {
 	for _, o := range opts {
 		if o.ID == id {
 			return o, true
@@ -547,7 +541,7 @@ func configOption(opts []tsConfigOption, id string) (tsConfigOption, bool) {
 	return tsConfigOption{}, false
 }
 
-func keys[V any](m map[string]V) []string {
+func tsKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
