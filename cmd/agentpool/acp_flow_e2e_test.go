@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,12 +127,16 @@ func TestACPEndToEnd(t *testing.T) {
 
 	// The acp process is killed: the session and its agents live on; a
 	// new one loads it, replaying its history.
+	pids := agentPIDs(t, d, string(id))
 	ed.kill9()
 	ed = startEditor(t, bin, home, repo, "--agent", "alpha")
 	ed.initialize()
 	load, err := ed.conn.LoadSession(ed.ctx(), acp.LoadSessionRequest{SessionId: id, Cwd: repo, McpServers: []acp.McpServer{}})
 	if err != nil {
 		t.Fatalf("session/load: %v", err)
+	}
+	if after := agentPIDs(t, d, string(id)); !maps.Equal(after, pids) || len(pids) != 2 {
+		t.Errorf("agents of the session %v before the acp process was killed, %v after; want both still running", pids, after)
 	}
 	if o := optionOf(load.ConfigOptions, "agent"); o == nil || o.CurrentValue != "beta" {
 		t.Errorf("Agent after load = %+v; want beta, the session's agent", o)
@@ -258,6 +263,22 @@ func TestACPEndToEnd(t *testing.T) {
 		t.Errorf("notes.txt on the branch = %q; want the work kept", b)
 	}
 	ed.stop()
+}
+
+// agentPIDs returns the pids of the session's running agents by agent.
+func agentPIDs(t *testing.T, d *daemon, session string) map[string]int {
+	t.Helper()
+	st, err := d.client.Pool(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, b := range st.Backends {
+		if b.Session == session && b.PID != 0 {
+			out[b.Agent] = b.PID
+		}
+	}
+	return out
 }
 
 // TestACPNoDaemon: with no daemon, initialize fails saying how to start
