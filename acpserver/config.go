@@ -278,6 +278,19 @@ func (s *Server) SetSessionConfigOption(ctx context.Context, p acp.SetSessionCon
 		return acp.SetSessionConfigOptionResponse{ConfigOptions: opts}, nil
 	}
 	agent := ss.currentAgent()
+	// Only an option the session offers: an id the editor made up is
+	// named as unknown, whether or not the agent has told its own yet.
+	cfg, err := api.AgentConfig(ctx, ss.id, agent)
+	if err != nil {
+		return acp.SetSessionConfigOptionResponse{}, reqErr(err)
+	}
+	if !offers(cfg, underlyingID(id)) {
+		ids := []string{AgentOption}
+		for _, o := range cfg.Options {
+			ids = append(ids, optionID(o.ID))
+		}
+		return acp.SetSessionConfigOptionResponse{}, invalid(fmt.Sprintf("unknown option %q: this session offers %s", id, strings.Join(ids, ", ")))
+	}
 	res, err := api.SetAgentConfig(ctx, ss.id, agent, pool.ConfigChange{Options: map[string]string{underlyingID(id): value}})
 	if err != nil {
 		return acp.SetSessionConfigOptionResponse{}, reqErr(err)
@@ -299,4 +312,14 @@ func (s *Server) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest
 		return acp.SetSessionModeResponse{}, reqErr(err)
 	}
 	return acp.SetSessionModeResponse{}, nil
+}
+
+// offers reports whether the agent's config has the option id.
+func offers(cfg pool.AgentConfig, id string) bool {
+	for _, o := range cfg.Options {
+		if o.ID == id {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package acpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,7 +67,7 @@ func (s *Server) ask(ss *session, d permissionData) {
 	for _, l := range d.Locations {
 		req.ToolCall.Locations = append(req.ToolCall.Locations, acp.ToolCallLocation{Path: l})
 	}
-	if len(d.RawInput) > 0 {
+	if raw := bytes.TrimSpace(d.RawInput); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
 		req.ToolCall.RawInput = d.RawInput
 	}
 	for _, o := range d.Options {

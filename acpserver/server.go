@@ -73,7 +73,8 @@ type Config struct {
 	// port) after the editor started this server is found; its error is
 	// what the editor is shown, so it must say how to start the daemon.
 	Connect func(ctx context.Context) (API, error)
-	// DefaultAgent is the agent of new sessions (default "demo").
+	// DefaultAgent is the agent of new sessions; "" lets the daemon
+	// choose (the providers file's "default_agent", else demo).
 	DefaultAgent string
 	// Version is reported in agentInfo.
 	Version string
@@ -89,9 +90,6 @@ type Config struct {
 	// stream (nil: slog.Default()).
 	Logger *slog.Logger
 }
-
-// DefaultAgent is the agent of new sessions when Config names none.
-const DefaultAgent = "demo"
 
 // Server is the ACP agent. Make it with New and run it with Serve; one
 // Server serves one connection.
@@ -118,9 +116,6 @@ var _ acp.Agent = (*Server)(nil)
 func New(cfg Config) (*Server, error) {
 	if cfg.Connect == nil {
 		return nil, errors.New("acpserver: Config.Connect is required")
-	}
-	if cfg.DefaultAgent == "" {
-		cfg.DefaultAgent = DefaultAgent
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"

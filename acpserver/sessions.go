@@ -140,6 +140,9 @@ func (s *Server) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.N
 	if err != nil {
 		return acp.NewSessionResponse{}, reqErr(fmt.Errorf("create a session of %s: %w", top, err))
 	}
+	if ps.ActiveAgent != "" {
+		agent = ps.ActiveAgent // the daemon's choice when agent was ""
+	}
 	ss := s.attach(ps, agent, ps.LastSeq)
 	defer ss.answer()
 	opts, modes := s.optionsOf(ctx, api, ss, <-provs)
@@ -197,6 +200,9 @@ func (s *Server) reopen(ctx context.Context, id, cwd string, replay bool) ([]acp
 	agent := ps.ActiveAgent
 	if agent == "" {
 		agent = s.cfg.DefaultAgent
+	}
+	if agent == "" {
+		agent = httpapi.FallbackAgent
 	}
 	ss := s.attach(ps, agent, after)
 	defer ss.answer()

@@ -89,7 +89,7 @@ func TestSessionEndpoints(t *testing.T) {
 		{name: "create", method: "POST", path: "/v1/sessions", body: `{"repo":"/r","agent":"demo"}`, status: 201, want: `"id":"s-new"`},
 		{name: "create with id", method: "POST", path: "/v1/sessions", body: `{"id":"x1","repo":"/r","agent":"demo","title":"t","base_ref":"main"}`, status: 201, want: `"id":"x1"`},
 		{name: "create no repo", method: "POST", path: "/v1/sessions", body: `{"agent":"demo"}`, status: 400, code: CodeBadRequest, field: "repo"},
-		{name: "create no agent", method: "POST", path: "/v1/sessions", body: `{"repo":"/r"}`, status: 400, code: CodeBadRequest, field: "agent"},
+		{name: "create no agent", method: "POST", path: "/v1/sessions", body: `{"repo":"/r"}`, status: 201, want: `"active_agent":"demo"`},
 		{name: "create unknown field", method: "POST", path: "/v1/sessions", body: `{"repo":"/r","agent":"demo","colour":1}`, status: 400, code: CodeBadRequest, field: "colour"},
 		{name: "create wrong type", method: "POST", path: "/v1/sessions", body: `{"repo":5,"agent":"demo"}`, status: 400, code: CodeBadRequest, field: "repo"},
 		{name: "create with mcp servers", method: "POST", path: "/v1/sessions", body: `{"repo":"/r","agent":"demo","mcp_servers":{"fs":{"command":"mcp-fs","env":{"T":"v"}}}}`, status: 201, want: `"id":"s-new"`},

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -73,7 +74,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("repo", "field \"repo\" is required: the path or URL of a git repository")
 	}
 	if strings.TrimSpace(req.Agent) == "" {
-		return badRequest("agent", "field \"agent\" is required: a provider id")
+		// Left out: the providers file's "default_agent", else demo (the
+		// host that places it decides, and a forward names it).
+		req.Agent = s.defaultAgent()
+		if b, err := json.Marshal(req); err == nil {
+			body = b
+		}
 	}
 	if err := req.MCPServers.Validate("mcp_servers"); err != nil {
 		return badRequest("mcp_servers", "%v", err)
@@ -380,4 +386,18 @@ func (s *Server) place(r *http.Request, req CreateSessionRequest) (ClusterHost, 
 		return ClusterHost{}, false, fmt.Errorf("place the session of %q on host %q: %w", req.Agent, req.Host, err)
 	}
 	return h, self, nil
+}
+
+// FallbackAgent is the agent of a session created without one when the
+// providers file names no "default_agent".
+const FallbackAgent = "demo"
+
+// defaultAgent is the agent of a session created without one.
+func (s *Server) defaultAgent() string {
+	if s.cfg.Registry != nil {
+		if a := s.cfg.Registry.Snapshot().DefaultAgent; a != "" {
+			return a
+		}
+	}
+	return FallbackAgent
 }

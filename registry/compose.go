@@ -11,22 +11,48 @@ import (
 // it over the built-ins. A document with any problem is rejected whole: the
 // error joins one *ValidationError per problem.
 func parseDocument(file string, data []byte, base []*definition) (map[string]*definition, error) {
+	defs, _, err := parseSettings(file, data, base)
+	return defs, err
+}
+
+// settings are the document's own fields, beside its providers.
+type settings struct {
+	// defaultAgent is "default_agent": the agent of a session created
+	// without one ("" = the daemon's default).
+	defaultAgent string
+}
+
+// parseSettings is parseDocument that also returns the document's own
+// settings.
+func parseSettings(file string, data []byte, base []*definition) (map[string]*definition, settings, error) {
 	c := &checker{file: file, data: data}
 	if len(data) > maxFileSize {
 		c.add(0, "", "file is larger than %d bytes", maxFileSize)
-		return nil, c.err()
+		return nil, settings{}, c.err()
 	}
 	root, perr := parseTree(data)
 	if perr != nil {
 		c.add(perr.off, perr.path, "%s", perr.msg)
-		return nil, c.err()
+		return nil, settings{}, c.err()
 	}
 	doc := decodeDocument(c, root)
 	defs := compose(c, doc, base)
-	if err := c.err(); err != nil {
-		return nil, err
+	var set settings
+	if doc.defaultAgent != nil {
+		id := *doc.defaultAgent
+		switch d, ok := defs[id]; {
+		case !ok:
+			c.add(doc.defaultAgentOff, "default_agent", "names no provider: %q is neither built in nor under \"providers\"", id)
+		case d.kind != backends.KindACP && d.kind != backends.KindPTY:
+			c.add(doc.defaultAgentOff, "default_agent", "%q cannot run a session", id)
+		default:
+			set.defaultAgent = id
+		}
 	}
-	return defs, nil
+	if err := c.err(); err != nil {
+		return nil, settings{}, err
+	}
+	return defs, set, nil
 }
 
 // compose merges the entries of doc over the built-ins: an entry with a

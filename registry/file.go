@@ -30,6 +30,10 @@ const (
 // document is a decoded providers file: its entries in file order.
 type document struct {
 	entries []*entry
+	// defaultAgent is "default_agent", nil when unset; defaultAgentOff
+	// its offset, for a diagnostic found after composing.
+	defaultAgent    *string
+	defaultAgentOff int
 }
 
 // entry is one provider entry of the file. Pointer and nil slice fields are
@@ -123,8 +127,12 @@ func decodeDocument(c *checker, root *node) *document {
 					doc.entries = append(doc.entries, e)
 				}
 			}
+		case "default_agent":
+			if v, ok := c.str(m.val, path); ok {
+				doc.defaultAgent, doc.defaultAgentOff = &v, m.val.off
+			}
 		default:
-			c.unknown(m, path, []string{"$schema", "version", "providers"})
+			c.unknown(m, path, []string{"$schema", "version", "default_agent", "providers"})
 		}
 	}
 	if !sawVersion {

@@ -32,6 +32,9 @@ type Snapshot struct {
 	// Diagnostic says why the file as last read was rejected, "" when it
 	// is in force. While it is set, the last good config stays in force.
 	Diagnostic string `json:"diagnostic,omitempty"`
+	// DefaultAgent is the file's "default_agent": the agent of a session
+	// created without one; "" when the file names none.
+	DefaultAgent string `json:"default_agent,omitempty"`
 	// PathEnv is the PATH searched for the providers' programs, said once
 	// here rather than in the diagnostic of every provider not found in it.
 	PathEnv string `json:"path_env,omitempty"`
@@ -177,6 +180,8 @@ type Registry struct {
 	read    readResult
 	readErr error
 	defs    map[string]*definition
+	// settings are the document's own fields, from the file in force.
+	settings settings
 	// good is the content of the file that defs come from, nil while
 	// they are the built-ins because no file was ever accepted.
 	good     []byte
@@ -336,16 +341,17 @@ func (r *Registry) applyLocked(rd readResult, force bool) error {
 		r.readErr = fmt.Errorf("%s is missing: the last good config stays in force until it is back "+
 			"(write {\"version\": %d, \"providers\": {}} there for the built-ins)", r.cfg.Path, FileVersion)
 	case !rd.exists:
+		r.settings = settings{}
 		r.defs = make(map[string]*definition)
 		for _, d := range builtins(r.cfg.SelfPath) {
 			r.defs[d.id] = d
 		}
 	default:
-		defs, err := parseDocument(r.cfg.Path, rd.data, builtins(r.cfg.SelfPath))
+		defs, set, err := parseSettings(r.cfg.Path, rd.data, builtins(r.cfg.SelfPath))
 		if err != nil {
 			r.readErr = err
 		} else {
-			r.defs, r.good = defs, rd.data
+			r.defs, r.good, r.settings = defs, rd.data, set
 		}
 	}
 	if r.defs == nil { // a bad file at start: built-ins only

@@ -35,7 +35,7 @@ func (r *Registry) commitLocked() {
 	old := r.cur.Load()
 	next := r.buildLocked()
 	change, changed := diff(old, next)
-	if !changed {
+	if !changed && old.snap.DefaultAgent == next.snap.DefaultAgent {
 		return
 	}
 	r.version++
@@ -60,7 +60,7 @@ func (r *Registry) commitLocked() {
 func (r *Registry) buildLocked() *state {
 	ids := slices.Sorted(maps.Keys(r.defs))
 	st := &state{
-		snap: Snapshot{ETag: r.read.etag(), File: r.cfg.Path, Diagnostic: r.diag, PathEnv: r.cfg.PathEnv,
+		snap: Snapshot{ETag: r.read.etag(), File: r.cfg.Path, Diagnostic: r.diag, PathEnv: r.cfg.PathEnv, DefaultAgent: r.settings.defaultAgent,
 			Providers: make([]ProviderStatus, 0, len(ids))},
 		byID: make(map[string]*providerState, len(ids)),
 	}

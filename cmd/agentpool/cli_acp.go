@@ -25,7 +25,7 @@ outlives the editor. The thread's "Agent" option chooses the agent. It is a
 client of the running daemon (found as the other commands find it, or
 through AGENTPOOL_HOME, AGENTPOOL_ADDR and AGENTPOOL_TOKEN); without one,
 the editor is told how to start it. See docs/editors.md.`)
-	agent := fs.String("agent", defaultAgent, "the agent of new sessions (a provider id)")
+	agent := fs.String("agent", defaultAgent, "the agent of new sessions (a provider id; default: providers.json's \"default_agent\", else demo)")
 	level := fs.String("log-level", "warn", "the level of the log written to stderr: debug, info, warn or error")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
 		return err

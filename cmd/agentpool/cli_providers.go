@@ -278,3 +278,12 @@ func yesNo(b bool) string {
 	}
 	return "no"
 }
+
+// daemonDefaultAgent is the agent of a session created without one: the
+// providers file's "default_agent", else demo.
+func (c *cli) daemonDefaultAgent(ctx context.Context, api *httpapi.Client) string {
+	if snap, err := api.Providers(ctx); err == nil && snap.DefaultAgent != "" {
+		return snap.DefaultAgent
+	}
+	return httpapi.FallbackAgent
+}

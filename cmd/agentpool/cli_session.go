@@ -31,8 +31,10 @@ const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a sessi
   budget SESSION [--tokens N] [--cost X --currency USD] [--clear]  set the session's budget (or show its usage)
 `
 
-// defaultAgent is the agent of a new session unless --agent says otherwise.
-const defaultAgent = "demo"
+// defaultAgent is the agent of a new session unless --agent says
+// otherwise: "" lets the daemon choose (the providers file's
+// "default_agent", else demo).
+const defaultAgent = ""
 
 func (c *cli) session(ctx context.Context, args []string) error {
 	sub, args, err := c.subcommand("session", sessionUsage+configUsage, args)
@@ -91,7 +93,7 @@ func gitTopLevel(ctx context.Context, dir string) (string, error) {
 func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm]\n            [--budget-tokens N] [--budget-cost X [--budget-currency USD]]\n            [--mcp NAME=COMMAND [ARGS...]]... [--mcp-json FILE] [--prompt TEXT] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--prompt starts the first turn in the same request and streams it, as prompt\ndoes (with a spare ready, the agent answers about as soon as a warm one).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.\n\nThe session's ACP agents get its MCP servers besides their provider's (a\nsession's server replaces the provider's of its name). --mcp adds a stdio\nserver; --mcp-json reads an object of servers keyed by name, as \"mcp_servers\"\nin providers.json (\"-\": stdin), which may hold env and headers: keep secrets\nthere, never on a command line.")
 	repo := fs.String("repo", "", "the git repository, or its URL (default: the one holding the current directory)")
-	agent := fs.String("agent", defaultAgent, "the session's first agent (a provider id)")
+	agent := fs.String("agent", defaultAgent, "the session's first agent (a provider id; default: providers.json's \"default_agent\", else demo)")
 	title := fs.String("title", "", "a title for the session")
 	base := fs.String("base", "", "the commit-ish the worktree starts from (default HEAD)")
 	id := fs.String("id", "", "the session id (default: a random one)")
@@ -127,6 +129,9 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	api, err := c.client()
 	if err != nil {
 		return err
+	}
+	if *agent == "" {
+		*agent = c.daemonDefaultAgent(ctx, api)
 	}
 	status, err := c.checkAgent(ctx, api, *agent)
 	if err != nil {
