@@ -96,7 +96,24 @@ type Prompt struct {
 	Text string `json:"text"`
 	// Turn is the turn's number in its session, copied into events.
 	Turn int64 `json:"turn,omitempty"`
+	// Briefing, when set, is the pool's summary of what the agent missed
+	// in its session, sent ahead of Text: as an embedded resource when
+	// the agent takes them (Info.EmbeddedContext), else as text. Text
+	// stays the user's words, unchanged.
+	Briefing *Briefing `json:"briefing,omitempty"`
 }
+
+// Briefing is the pool's summary of a session for an agent taking it up
+// (see Prompt.Briefing).
+type Briefing struct {
+	// URI names it, e.g. agentpool://session/S/briefing.
+	URI string `json:"uri"`
+	// Text is Markdown.
+	Text string `json:"text"`
+}
+
+// BriefingMIMEType is the media type of a Briefing's Text.
+const BriefingMIMEType = "text/markdown"
 
 // TurnResult is how a turn ended.
 type TurnResult struct {
@@ -168,6 +185,9 @@ type Info struct {
 	AgentVersion    string   `json:"agent_version,omitempty"`
 	ProtocolVersion int      `json:"protocol_version,omitempty"`
 	LoadSession     bool     `json:"load_session,omitempty"`
+	// EmbeddedContext: the agent takes embedded resources in a prompt
+	// (ACP promptCapabilities.embeddedContext).
+	EmbeddedContext bool     `json:"embedded_context,omitempty"`
 	AuthMethods     []string `json:"auth_methods,omitempty"`
 	// Auth describes each of AuthMethods.
 	Auth          []AuthMethod    `json:"auth,omitempty"`

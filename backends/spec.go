@@ -128,6 +128,13 @@ type Spec struct {
 	// change how the agent is launched, so it is no part of the spec's
 	// JSON (and a changed budget never restarts an agent).
 	Budget Budget `json:"-"`
+	// Handoff says whether the agent gets a briefing when it takes up a
+	// session whose record its conversation lacks: "brief" or "" (an ACP
+	// agent: yes; a PTY program: no), "off", or "type" (a PTY program
+	// gets it typed ahead of the prompt). HandoffBytes bounds it (0: the
+	// pool's default). Like Budget they change no launch.
+	Handoff      string `json:"-"`
+	HandoffBytes int    `json:"-"`
 }
 
 // Validate reports the first field of s that cannot be launched.

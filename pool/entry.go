@@ -44,6 +44,13 @@ type entry struct {
 	// adv is what the running agent advertises (see agentconfig.go).
 	adv advertisedState
 
+	// heard is the last turn of the session the running backend's
+	// conversation took part in (0: none since it started); resumed says
+	// that it took up its earlier conversation (session/load or resume),
+	// which holds the agent's own earlier turns. See briefing.
+	heard   int64
+	resumed bool
+
 	lastActive time.Time
 	crashes    []time.Time
 	restarts   int
@@ -349,6 +356,7 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 	}
 	p.mu.Lock()
 	e.backend, e.info = b, info
+	e.heard, e.resumed = 0, info.Resumed && !info.ContextLost
 	stopNow := p.closing || e.state == StateStopping
 	if !stopNow {
 		e.state = StateIdle

@@ -47,6 +47,9 @@ type Config struct {
 	// Usage keeps what agents report they used and the sessions'
 	// budgets (see usage.go); nil: usage is not kept and no budget holds.
 	Usage UsageStore
+	// Reviews, when set, gives briefings the session's open review
+	// comments (see briefing).
+	Reviews ReviewReader
 	// MaxWarm caps the backends kept running (default 16).
 	MaxWarm int
 	// IdleTimeout stops a backend unused this long, unless its provider sets one.

@@ -30,6 +30,9 @@ type turnRun struct {
 	// deadline is the turn's timeout (the agent's Spec.TurnDeadline):
 	// past it, the turn's events no longer wait for room in the store.
 	deadline time.Duration
+	// spec is the agent's spec as resolved when the turn was asked for;
+	// its handoff settings decide the turn's briefing.
+	spec backends.Spec
 
 	mu      sync.Mutex
 	backend backends.Backend
@@ -224,6 +227,7 @@ func (p *Pool) prepareTurn(ctx context.Context, s *session, tr *turnRun, req Pro
 		return Turn{}, fmt.Errorf("agent %q: %w", agent, err)
 	}
 	tr.deadline = spec.TurnDeadline()
+	tr.spec = spec
 	if err := p.refuseOverBudget(ctx, s, agent, spec.Budget); err != nil {
 		return Turn{}, err
 	}
@@ -349,6 +353,7 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	defer p.wg.Done()
 	b, err := p.waitStarted(p.ctx, e)
 	var res backends.TurnResult
+	var answer answerText
 	if err == nil {
 		tr.mu.Lock()
 		tr.backend = b
@@ -357,11 +362,18 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 		emit := func(ev backends.Event) {
 			ev.Turn = t.ID
 			p.noteAdvertised(e, ev)
+			answer.note(ev)
 			p.publishTurn(s, ev, ending)
 			p.noteUsage(e, ev)
 		}
-		res, err = b.Prompt(tr.ctx, backends.Prompt{Text: t.Prompt, Turn: t.ID}, emit)
+		brief := p.briefing(s, e, b, tr, t)
+		res, err = b.Prompt(tr.ctx, backends.Prompt{Text: t.Prompt, Turn: t.ID, Briefing: brief}, emit)
 		stop()
+		p.mu.Lock()
+		if e.backend == b {
+			e.heard = t.ID
+		}
+		p.mu.Unlock()
 	}
 	if res.StopReason == "" {
 		res.StopReason = backends.StopError
@@ -410,12 +422,18 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 	if history.Commits > 0 || history.Refused != "" {
 		data["history"] = history
 	}
+	if a := answer.text(); a != "" {
+		data["answer"] = a
+	}
 	if res.UserMessageID != "" {
 		data["user_message_id"] = res.UserMessageID
 	}
 	if after != "" && after != t.CheckpointBefore {
 		if d, err := p.cfg.Worktrees.Diff(ctx, wt, t.CheckpointBefore, after); err == nil {
 			data["changes"] = d.Stat
+			if len(d.Files) > 0 {
+				data["files"] = fileList(d.Files)
+			}
 			if d.HiddenCount > 0 {
 				// Files that ignore rules the session changed keep out of
 				// the diff: say so at the turn's end, not only in the diff.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
@@ -277,4 +278,47 @@ func (s *Store) Stats() Stats {
 		Rejected: s.rejected.Load(),
 		Pending:  s.queue.position() - s.prog.done(),
 	}
+}
+
+// EventsOfTypes returns the written events of sessionID whose type is one
+// of types, in seq order. Events still queued are not included; Flush
+// first to see them. Rows of other types are skipped without reading
+// their data, so that a summary of a long session (see the pool's
+// briefing) reads only what it uses.
+func (s *Store) EventsOfTypes(ctx context.Context, sessionID string, types []string) ([]backends.Event, error) {
+	if len(types) == 0 {
+		return []backends.Event{}, nil
+	}
+	args := make([]any, 0, len(types)+1)
+	args = append(args, sessionID)
+	marks := make([]string, len(types))
+	for i, t := range types {
+		marks[i] = "?"
+		args = append(args, t)
+	}
+	rows, err := s.db.QueryxContext(ctx, `SELECT session_id, seq, turn, agent, type, data, created_at
+		FROM events WHERE session_id = ? AND type IN (`+strings.Join(marks, ", ")+`) ORDER BY seq`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("events of session %q by type: %w", sessionID, err)
+	}
+	defer rows.Close()
+	out := []backends.Event{}
+	for rows.Next() {
+		var r eventRow
+		if err := rows.StructScan(&r); err != nil {
+			return nil, fmt.Errorf("events of session %q by type: %w", sessionID, err)
+		}
+		ev := backends.Event{Seq: r.Seq, Session: r.SessionID, Agent: r.Agent, Time: fromUnix(r.CreatedAt), Type: backends.EventType(r.Type)}
+		if r.Turn != nil {
+			ev.Turn = *r.Turn
+		}
+		if r.Data != nil {
+			ev.Data = json.RawMessage(r.Data)
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("events of session %q by type: %w", sessionID, err)
+	}
+	return out, nil
 }

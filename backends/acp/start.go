@@ -172,6 +172,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	b.mu.Lock()
 	b.info.ProtocolVersion = int(initResp.ProtocolVersion)
 	b.info.LoadSession = initResp.AgentCapabilities.LoadSession
+	b.info.EmbeddedContext = initResp.AgentCapabilities.PromptCapabilities.EmbeddedContext
 	if initResp.AgentInfo != nil {
 		b.info.AgentName, b.info.AgentVersion = initResp.AgentInfo.Name, initResp.AgentInfo.Version
 	}

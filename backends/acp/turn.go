@@ -79,6 +79,7 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 	b.turn = t
 	b.permCtx, b.permStop = context.WithCancel(b.ctx)
 	sid := b.sessionID
+	embedded := b.info.EmbeddedContext
 	b.prompts++
 	b.toolCalls.startTurn()
 	id := strconv.FormatInt(promptIDBase+b.prompts, 10)
@@ -89,7 +90,7 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 	start := time.Now()
 	r, reason := promptResult{stopReason: string(backends.StopCancelled)}, ""
 	if b.awaitReplay(ctx, t) {
-		r, reason = b.await(ctx, t, sid, id, p.Text)
+		r, reason = b.await(ctx, t, sid, id, blocksOf(p, embedded))
 	}
 	// Every update that arrived before the answer belongs to this turn.
 	b.mu.Lock()
@@ -129,23 +130,17 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 // passes, and stopping the agent when it does not answer within the cancel
 // grace after that. It returns the answer and why the turn was cancelled,
 // if it was.
-func (b *Backend) await(ctx context.Context, t *turnState, sid, id, text string) (r promptResult, reason string) {
-	// The SDK's ContentBlock encodes itself by way of a decoding; a text
-	// block is simple enough to write as it is on the wire.
-	type textBlock struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
+func (b *Backend) await(ctx context.Context, t *turnState, sid, id string, blocks []contentBlock) (r promptResult, reason string) {
 	type params struct {
-		SessionID string      `json:"sessionId"`
-		Prompt    []textBlock `json:"prompt"`
+		SessionID string         `json:"sessionId"`
+		Prompt    []contentBlock `json:"prompt"`
 	}
 	msg := struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Method  string          `json:"method"`
 		Params  params          `json:"params"`
-	}{"2.0", json.RawMessage(id), "session/prompt", params{sid, []textBlock{{"text", text}}}}
+	}{"2.0", json.RawMessage(id), "session/prompt", params{sid, blocks}}
 	raw, err := json.Marshal(msg)
 	if err != nil {
 		return promptResult{err: fmt.Errorf("encode session/prompt: %w", err)}, ""

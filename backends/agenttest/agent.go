@@ -84,7 +84,7 @@ func Run(s Script, stdin io.Reader, stdout, stderr io.Writer) error {
 	for i := 0; i < s.StderrFlood; i++ {
 		fmt.Fprintf(stderr, "fake agent: stderr flood line %d %s\n", i, strings.Repeat("x", 100))
 	}
-	s.LoginFile, s.CallLog = homePath(s.LoginFile), homePath(s.CallLog)
+	s.LoginFile, s.CallLog, s.PromptLog = homePath(s.LoginFile), homePath(s.CallLog), homePath(s.PromptLog)
 	a := &agent{
 		script:    s,
 		in:        bufio.NewReaderSize(stdin, 1<<20),
@@ -306,7 +306,7 @@ func (a *agent) initialize(m message) {
 		"agentCapabilities": map[string]any{
 			"loadSession":         a.script.LoadSession,
 			"sessionCapabilities": a.sessionCapabilities(),
-			"promptCapabilities":  map[string]any{"image": false, "audio": false, "embeddedContext": false},
+			"promptCapabilities":  map[string]any{"image": false, "audio": false, "embeddedContext": a.script.EmbeddedContext},
 			"mcpCapabilities":     map[string]any{"http": a.script.MCPHTTP, "sse": a.script.MCPSSE},
 		},
 		"authMethods": a.authMethods(),
@@ -411,6 +411,7 @@ func (a *agent) prompt(m message, cancel chan struct{}) {
 		} `json:"prompt"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
+	a.logPrompt(m.Params)
 	var text strings.Builder
 	for _, b := range p.Prompt {
 		text.WriteString(b.Text)

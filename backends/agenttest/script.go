@@ -28,6 +28,14 @@ type Script struct {
 	// "METHOD SESSION-ID CWD", so a test can see
 	// what reached the agent after it is gone.
 	CallLog string `json:"call_log,omitempty"`
+	// EmbeddedContext advertises embedded resources in prompts
+	// (promptCapabilities.embeddedContext).
+	EmbeddedContext bool `json:"embedded_context,omitempty"`
+	// PromptLog, when set, is a file to which the agent appends, for
+	// each session/prompt it gets, one line: the prompt's content blocks
+	// as the client sent them (a JSON array), so a test can see exactly
+	// what reached the agent. A leading "~/" is the agent's $HOME.
+	PromptLog string `json:"prompt_log,omitempty"`
 	// AuthMethods is answered raw as initialize's authMethods (default []).
 	AuthMethods json.RawMessage `json:"auth_methods,omitempty"`
 	// LoginFile, when set, makes the agent need a login: until the file

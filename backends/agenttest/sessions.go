@@ -1,6 +1,7 @@
 package agenttest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -83,4 +84,29 @@ func (a *agent) logCall(m message) {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "%s %s %s\n", m.Method, p.SessionID, p.Cwd)
+}
+
+// logPrompt appends the content blocks of a session/prompt's params to
+// the script's PromptLog, as one line.
+func (a *agent) logPrompt(params json.RawMessage) {
+	if a.script.PromptLog == "" {
+		return
+	}
+	var p struct {
+		Prompt json.RawMessage `json:"prompt"`
+	}
+	_ = json.Unmarshal(params, &p)
+	var line bytes.Buffer
+	if err := json.Compact(&line, p.Prompt); err != nil {
+		line.Reset()
+		line.WriteString("null")
+	}
+	line.WriteByte('\n')
+	f, err := os.OpenFile(a.script.PromptLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(a.stderr, "fake agent: prompt log:", err)
+		return
+	}
+	defer f.Close()
+	_, _ = f.Write(line.Bytes())
 }

@@ -79,7 +79,13 @@ func (b *Backend) Prompt(ctx context.Context, p backends.Prompt, emit func(backe
 	bracketed := b.scr.bracketed
 	b.termMu.Unlock()
 
-	res, err := b.runTurn(ctx, t, p.Text, bracketed)
+	typed := p.Text
+	if p.Briefing != nil && p.Briefing.Text != "" {
+		// A program in a terminal takes only what is typed: the briefing
+		// is pasted ahead of the user's words.
+		typed = p.Briefing.Text + "\n\n" + typed
+	}
+	res, err := b.runTurn(ctx, t, typed, bracketed)
 	b.disarm()
 
 	b.termMu.Lock()

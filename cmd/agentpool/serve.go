@@ -270,7 +270,7 @@ func (m *Main) Open(ctx context.Context) error {
 		leases, worktrees.Ledger = wiring.Leases{S: m.store}, wiring.Leases{S: m.store}
 	}
 	m.pool, err = pool.New(pool.Config{
-		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Worktrees: worktrees, Resolver: m.reg, Leases: leases,
+		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Reviews: wiring.Reviews{S: m.store}, Worktrees: worktrees, Resolver: m.reg, Leases: leases,
 		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport, Identity: wt.Identity},
 		MaxWarm:  m.MaxWarm, IdleTimeout: m.IdleTimeout,
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger, Spares: m.sparesConfig(wt),

@@ -323,6 +323,11 @@ func (a Store) EventsPage(ctx context.Context, session string, after int64, limi
 	return a.S.EventsPage(ctx, session, after, limit, maxBytes)
 }
 
+// EventsOfTypes reads a session's written events of the given types.
+func (a Store) EventsOfTypes(ctx context.Context, session string, types []string) ([]backends.Event, error) {
+	return a.S.EventsOfTypes(ctx, session, types)
+}
+
 // InsertPermission stores a permission decision.
 func (a Store) InsertPermission(ctx context.Context, r permission.Record) error {
 	req, _ := json.Marshal(r.Request)
