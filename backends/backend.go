@@ -115,6 +115,16 @@ type Briefing struct {
 // BriefingMIMEType is the media type of a Briefing's Text.
 const BriefingMIMEType = "text/markdown"
 
+// Bounds of a briefing's size (Spec.HandoffBytes, a session's setting).
+const (
+	// DefaultBriefingBytes is the bound when none is set.
+	DefaultBriefingBytes = 32 << 10
+	// MinBriefingBytes is the least bound that may be set.
+	MinBriefingBytes = 2 << 10
+	// MaxBriefingBytes is the greatest.
+	MaxBriefingBytes = 1 << 20
+)
+
 // TurnResult is how a turn ended.
 type TurnResult struct {
 	StopReason StopReason `json:"stop_reason"`
@@ -180,11 +190,11 @@ type Info struct {
 	// Sessions is what the agent can do with its own sessions.
 	Sessions SessionCaps `json:"sessions,omitzero"`
 	// ContextLost is true when a resume was asked for but a new session started.
-	ContextLost     bool     `json:"context_lost,omitempty"`
-	AgentName       string   `json:"agent_name,omitempty"`
-	AgentVersion    string   `json:"agent_version,omitempty"`
-	ProtocolVersion int      `json:"protocol_version,omitempty"`
-	LoadSession     bool     `json:"load_session,omitempty"`
+	ContextLost     bool   `json:"context_lost,omitempty"`
+	AgentName       string `json:"agent_name,omitempty"`
+	AgentVersion    string `json:"agent_version,omitempty"`
+	ProtocolVersion int    `json:"protocol_version,omitempty"`
+	LoadSession     bool   `json:"load_session,omitempty"`
 	// EmbeddedContext: the agent takes embedded resources in a prompt
 	// (ACP promptCapabilities.embeddedContext).
 	EmbeddedContext bool     `json:"embedded_context,omitempty"`

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentpool/agentpool/backends"
 )
 
 // EventTurnBriefing is published before a turn's prompt goes to its agent
@@ -16,11 +18,11 @@ const EventTurnBriefing = "turn.briefing"
 const (
 	// DefaultBriefingBytes bounds a briefing's text when neither the
 	// provider nor the session says otherwise.
-	DefaultBriefingBytes = 32 << 10
+	DefaultBriefingBytes = backends.DefaultBriefingBytes
 	// MinBriefingBytes is the least bound a provider or a session may set.
-	MinBriefingBytes = 2 << 10
+	MinBriefingBytes = backends.MinBriefingBytes
 	// MaxBriefingBytes is the greatest.
-	MaxBriefingBytes = 1 << 20
+	MaxBriefingBytes = backends.MaxBriefingBytes
 	// maxAnswerBytes bounds the final answer a turn.ended keeps.
 	maxAnswerBytes = 4 << 10
 	// maxTurnFiles bounds the files a turn.ended lists.
@@ -158,7 +160,7 @@ func buildBriefing(in briefInput) BriefingData {
 	if in.Live != nil && len(in.Live.Files) > 0 {
 		var w strings.Builder
 		st := in.Live.Stat
-		fmt.Fprintf(&w, "## Current changes in the worktree (against the session's base): %d files, +%d −%d\n\n", st.Files, st.Additions, st.Deletions)
+		fmt.Fprintf(&w, "## Current changes in the worktree (against the session's base): %s, +%d −%d\n\n", files(st.Files), st.Additions, st.Deletions)
 		writeFiles(&w, fileList(in.Live.Files))
 		if in.Live.Patch != "" {
 			patch := in.Live.Patch
@@ -230,6 +232,7 @@ func writeTurn(w *strings.Builder, t briefTurn) {
 	if len(t.Files) > 0 {
 		w.WriteString("**Files changed:**\n")
 		writeFiles(w, t.Files)
+		w.WriteString("\n")
 	}
 	w.WriteString("**Answer:** ")
 	if strings.TrimSpace(t.Answer) == "" {
@@ -258,7 +261,7 @@ func endOf(t briefTurn) string {
 		s += ", error: " + oneLine(t.Error, 300)
 	}
 	if t.Stat != nil && t.Stat.Files > 0 {
-		s += fmt.Sprintf(", %d files changed (+%d −%d)", t.Stat.Files, t.Stat.Additions, t.Stat.Deletions)
+		s += fmt.Sprintf(", %s changed (+%d −%d)", files(t.Stat.Files), t.Stat.Additions, t.Stat.Deletions)
 	} else {
 		s += ", no files changed"
 	}
@@ -287,6 +290,14 @@ func fileList(changes []FileChange) []TurnFile {
 		out = append(out, TurnFile{Path: c.Path, Status: c.Status, Additions: c.Additions, Deletions: c.Deletions})
 	}
 	return out
+}
+
+// files is "1 file" or "n files".
+func files(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return strconv.Itoa(n) + " files"
 }
 
 // quoteBlock makes s a Markdown block quote.

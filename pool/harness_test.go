@@ -161,6 +161,9 @@ func (e *env) open() {
 	cfg := e.cfg
 	cfg.Store = wiring.Store{S: e.st}
 	cfg.Usage = wiring.Usage{S: e.st}
+	if cfg.Reviews == nil {
+		cfg.Reviews = wiring.Reviews{S: e.st}
+	}
 	if e.wrapStore != nil {
 		cfg.Store = e.wrapStore(cfg.Store)
 	}

@@ -88,11 +88,12 @@ func isCurrency(s string) bool {
 }
 
 // sameLaunch reports whether two specs launch the same agent: they are
-// equal but for their budgets, which change no launch (nor a probe), and
+// equal but for their budgets and handoff settings, which change no launch (nor a probe), and
 // their AuthEnv, which comes from the agent's last probe, not from the
 // config (a probe made with it is a probe of the provider's spec).
 func sameLaunch(a, b backends.Spec) bool {
 	a.Budget, b.Budget = backends.Budget{}, backends.Budget{}
 	a.AuthEnv, b.AuthEnv = nil, nil
+	a.Handoff, b.Handoff, a.HandoffBytes, b.HandoffBytes = "", "", 0, 0 // briefings, not the launch
 	return reflect.DeepEqual(a, b)
 }

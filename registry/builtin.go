@@ -42,6 +42,10 @@ type definition struct {
 	// spares is how many spare sessions to keep per repository (see
 	// pool.SparesConfig).
 	spares int
+	// handoff and handoffBytes are the provider's briefing settings
+	// (backends.Spec.Handoff, HandoffBytes).
+	handoff      string
+	handoffBytes int
 }
 
 // clone returns a deep copy of d.

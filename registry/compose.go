@@ -219,6 +219,12 @@ func (c *checker) apply(d *definition, e *entry, path string) {
 	if e.spares != nil {
 		d.spares = *e.spares
 	}
+	if e.handoff != nil {
+		d.handoff = *e.handoff
+	}
+	if e.handoffBytes != nil {
+		d.handoffBytes = *e.handoffBytes
+	}
 	if e.turnTimeout != nil {
 		d.turnTimeout = *e.turnTimeout
 	}

@@ -72,6 +72,8 @@ type entry struct {
 	sandbox          *sandboxEntry
 	mcpServers       backends.MCPServers
 	budget           *backends.Budget
+	handoff          *string
+	handoffBytes     *int
 }
 
 // checker collects the diagnostics of one document.
@@ -149,7 +151,8 @@ const MaxSpares = 8
 func entryFields() []string {
 	return []string{"extends", "enabled", "label", "description", "command", "env", "pass_env", "permissions",
 		"mode", "config", "idle_timeout", "turn_timeout", "compat", "ready_pattern", "busy_pattern", "quiet_window", "cols",
-		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox", "mcp_servers", "budget", "spares"}
+		"rows", "cancel_keys", "clear_keys", "cancel_min_interval", "ignore_patterns", "resume_args", "sandbox", "mcp_servers", "budget", "spares",
+		"handoff", "handoff_bytes"}
 }
 
 // compatFields lists the fields of an entry's "compat" object.
@@ -262,6 +265,15 @@ func (c *checker) entry(m member, path string) *entry {
 			e.budget = c.budget(n, fp) // budget.go
 		case "spares":
 			e.spares = c.bounded(n, fp, 0, MaxSpares)
+		case "handoff":
+			if s, ok := c.str(n, fp); ok {
+				if s != "brief" && s != "off" && s != "type" {
+					c.add(n.off, fp, "unknown handoff %q (want \"brief\", \"off\" or, for a terminal program, \"type\")", s)
+				}
+				e.handoff = &s
+			}
+		case "handoff_bytes":
+			e.handoffBytes = c.bounded(n, fp, backends.MinBriefingBytes, backends.MaxBriefingBytes)
 		default:
 			delete(e.at, f.key)
 			c.unknown(f, fp, entryFields())

@@ -142,18 +142,20 @@ func (r *Registry) buildLocked() *state {
 // its sandbox paths expanded to home.
 func specOf(d *definition, l lookup, home string) backends.Spec {
 	s := backends.Spec{
-		Provider:    d.id,
-		Kind:        d.kind,
-		Path:        l.path,
-		TurnTimeout: d.turnTimeout,
-		IdleTimeout: d.idleTimeout,
-		Mode:        d.mode,
-		Compat:      d.compat,
-		PTY:         d.pty,
-		Sandbox:     resolveSandbox(d.sandbox, home),
-		MCPServers:  d.mcpServers.Clone(),
-		Budget:      d.budget,
-		PassEnv:     slices.Clone(d.passEnv),
+		Provider:     d.id,
+		Kind:         d.kind,
+		Path:         l.path,
+		TurnTimeout:  d.turnTimeout,
+		IdleTimeout:  d.idleTimeout,
+		Mode:         d.mode,
+		Compat:       d.compat,
+		PTY:          d.pty,
+		Sandbox:      resolveSandbox(d.sandbox, home),
+		MCPServers:   d.mcpServers.Clone(),
+		Budget:       d.budget,
+		Handoff:      d.handoff,
+		HandoffBytes: d.handoffBytes,
+		PassEnv:      slices.Clone(d.passEnv),
 	}
 	if len(d.command) > 1 {
 		s.Args = slices.Clone(d.command[1:])

@@ -6,8 +6,8 @@ import "github.com/agentpool/agentpool/backends"
 // text resource. The SDK's ContentBlock encodes itself by way of a
 // decoding; these two are simple enough to write as they are on the wire.
 type contentBlock struct {
-	Type     string         `json:"type"`
-	Text     string         `json:"text,omitempty"`
+	Type     string        `json:"type"`
+	Text     string        `json:"text,omitempty"`
 	Resource *embeddedText `json:"resource,omitempty"`
 }
 

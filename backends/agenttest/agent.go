@@ -412,9 +412,14 @@ func (a *agent) prompt(m message, cancel chan struct{}) {
 	}
 	_ = json.Unmarshal(m.Params, &p)
 	a.logPrompt(m.Params)
+	// The prompt is its last text block, the user's words: what comes
+	// before (a briefing) is in the PromptLog.
 	var text strings.Builder
-	for _, b := range p.Prompt {
-		text.WriteString(b.Text)
+	for i := len(p.Prompt) - 1; i >= 0; i-- {
+		if p.Prompt[i].Type == "text" || p.Prompt[i].Type == "" {
+			text.WriteString(p.Prompt[i].Text)
+			break
+		}
 	}
 	a.mu.Lock()
 	t := a.turnFor(a.turns)

@@ -155,7 +155,8 @@ type Turn struct {
 
 // Step is one scripted action. Exactly one field is set.
 type Step struct {
-	// Chunk is sent as agent text; "{{prompt}}" becomes the prompt,
+	// Chunk is sent as agent text; "{{prompt}}" becomes the prompt (its
+	// last text block: the user's words after any briefing),
 	// "{{mode}}" the current mode and "{{config:ID}}" the current value
 	// of config option ID.
 	Chunk      string          `json:"chunk,omitempty"`
