@@ -1,5 +1,28 @@
 package pool
 
+import "context"
+
+// FullBriefing makes the full briefing of the next turn of a session for
+// agent, as an agent new to it would get it, without sending it.
+// at is the worktree's checkpoint before the turn ("": its live state).
+func FullBriefing(ctx context.Context, p *Pool, session, agent string, turn int64, at string) (BriefingData, bool, error) {
+	s, err := p.loadSession(ctx, session)
+	if err != nil {
+		return BriefingData{}, false, err
+	}
+	return p.makeBriefing(ctx, s, agent, turn, at, 0, false, 0)
+}
+
+// Checkpoint takes a checkpoint of a session's worktree, as a turn does
+// before it starts.
+func Checkpoint(ctx context.Context, p *Pool, session string) (string, error) {
+	s, err := p.loadSession(ctx, session)
+	if err != nil {
+		return "", err
+	}
+	return p.cfg.Worktrees.Checkpoint(ctx, s.wt)
+}
+
 // SetMaxQueued sets how many prompts may wait for a backend slot, for
 // tests of the queue's bound.
 func SetMaxQueued(p *Pool, n int) {
@@ -7,3 +30,4 @@ func SetMaxQueued(p *Pool, n int) {
 	p.slots.max = n
 	p.mu.Unlock()
 }
+

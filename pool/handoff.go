@@ -122,22 +122,58 @@ func (p *Pool) briefing(s *session, e *entry, b backends.Backend, tr *turnRun, t
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), 10*time.Second)
 	defer cancel()
-	s.mu.Lock()
-	wt := s.wt
-	s.mu.Unlock()
-	in, setting, err := p.briefRecord(ctx, s.id, t.ID)
+	d, ok, err := p.makeBriefing(ctx, s, t.Agent, t.ID, t.CheckpointBefore, heard, resumed, tr.spec.HandoffBytes)
 	if err != nil {
 		p.logger.Warn("read the session's record for a briefing", "session", s.id, "turn", t.ID, "err", err)
 		return nil
 	}
-	if setting.Handoff == HandoffOff || len(in.Turns) == 0 {
+	if !ok {
 		return nil
+	}
+	d.Delivery = delivery
+	p.publish(s, backends.Event{Type: EventTurnBriefing, Agent: t.Agent, Turn: t.ID, Data: backends.MustJSON(d)})
+	return &backends.Briefing{URI: d.URI, Text: d.Text}
+}
+
+// makeBriefing makes the briefing of turn of s for agent, whose
+// conversation holds the session's turns up to heard (0: none; with
+// resumed, its own); ok is false when there is nothing it missed or the
+// session's handoff is off. at is the checkpoint of the worktree taken
+// before the turn ("": its live state); providerBytes is the provider's
+// bound. The worktree's diff is read while the record is.
+func (p *Pool) makeBriefing(ctx context.Context, s *session, agent string, turn int64, at string, heard int64, resumed bool, providerBytes int) (d BriefingData, ok bool, err error) {
+	s.mu.Lock()
+	wt := s.wt
+	s.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type diffResult struct {
+		d   Diff
+		err error
+	}
+	diffed := make(chan diffResult, 1)
+	go func() {
+		d, err := p.cfg.Worktrees.Diff(ctx, wt, "", at)
+		diffed <- diffResult{d, err}
+	}()
+	defer func() {
+		if !ok {
+			cancel() // the diff is not needed: end it, and wait for it
+			<-diffed
+		}
+	}()
+	in, setting, err := p.briefRecord(ctx, s.id, turn)
+	if err != nil {
+		return d, false, err
+	}
+	if setting.Handoff == HandoffOff || len(in.Turns) == 0 {
+		return d, false, nil
 	}
 	since := heard
 	if since == 0 && resumed {
 		// Its conversation was resumed: it holds the agent's own turns.
 		for _, bt := range in.Turns {
-			if bt.Agent == t.Agent {
+			if bt.Agent == agent {
 				since = bt.ID
 			}
 		}
@@ -149,27 +185,25 @@ func (p *Pool) briefing(s *session, e *entry, b backends.Backend, tr *turnRun, t
 		}
 	}
 	if len(kept) == 0 {
-		return nil
+		return d, false, nil
 	}
-	in.Turns, in.Since, in.Agent, in.Session, in.Turn = kept, since, t.Agent, s.id, t.ID
+	in.Turns, in.Since, in.Agent, in.Session, in.Turn = kept, since, agent, s.id, turn
 	in.Limit = DefaultBriefingBytes
-	if tr.spec.HandoffBytes > 0 {
-		in.Limit = tr.spec.HandoffBytes
+	if providerBytes > 0 {
+		in.Limit = providerBytes
 	}
 	if setting.Bytes > 0 {
 		in.Limit = setting.Bytes
 	}
-	if live, err := p.cfg.Worktrees.Diff(ctx, wt, "", ""); err == nil {
-		in.Live = &live
+	if r := <-diffed; r.err == nil {
+		in.Live = &r.d
 	} else {
-		p.logger.Warn("the worktree's diff for a briefing", "session", s.id, "turn", t.ID, "err", err)
+		p.logger.Warn("the worktree's diff for a briefing", "session", s.id, "turn", turn, "err", r.err)
 	}
 	in.Comments = p.openComments(ctx, s.id)
-	d := buildBriefing(in)
-	d.Delivery = delivery
+	d = buildBriefing(in)
 	d.URI = "agentpool://session/" + s.id + "/briefing"
-	p.publish(s, backends.Event{Type: EventTurnBriefing, Agent: t.Agent, Turn: t.ID, Data: backends.MustJSON(d)})
-	return &backends.Briefing{URI: d.URI, Text: d.Text}
+	return d, true, nil
 }
 
 // briefRecord reads the turns of session before turn from its log,
