@@ -216,6 +216,7 @@ func (s *Server) routes() {
 	s.route("GET /v1/sessions/{id}/agents/{agent}/commands", s.agentCommands, false)
 	s.route("GET /v1/sessions/{id}/usage", s.sessionUsage, false) // usage.go
 	s.route("PUT /v1/sessions/{id}/budget", s.putBudget, false)
+	s.route("PUT /v1/sessions/{id}/handoff", s.putHandoff, false)
 	s.route("GET /v1/usage", s.usage, false)
 	s.route("GET /v1/hosts", s.listHosts, false)
 	s.route("GET "+hostHelloPath, s.hostHello, true) // hosthello.go: how a host proves itself

@@ -84,6 +84,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := req.MCPServers.Validate("mcp_servers"); err != nil {
 		return badRequest("mcp_servers", "%v", err)
 	}
+	if req.Handoff != nil {
+		if err := checkHandoff(*req.Handoff); err != nil {
+			return err
+		}
+	}
 	if req.Prompt != "" && strings.TrimSpace(req.Prompt) == "" {
 		return badRequest("prompt", "field \"prompt\" must not be blank: leave it out to create the session without a first turn")
 	}

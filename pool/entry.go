@@ -50,6 +50,9 @@ type entry struct {
 	// which holds the agent's own earlier turns. See briefing.
 	heard   int64
 	resumed bool
+	// starts counts the backend's successful starts: a turn that ran on
+	// start n updates heard only while it is still start n.
+	starts int
 
 	lastActive time.Time
 	crashes    []time.Time
@@ -357,6 +360,7 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 	p.mu.Lock()
 	e.backend, e.info = b, info
 	e.heard, e.resumed = 0, info.Resumed && !info.ContextLost
+	e.starts++
 	stopNow := p.closing || e.state == StateStopping
 	if !stopNow {
 		e.state = StateIdle

@@ -82,6 +82,26 @@ func (p *Pool) SetHandoff(ctx context.Context, id string, h HandoffSetting) erro
 	return nil
 }
 
+// checkCreateHandoff checks the handoff setting of a new session.
+func checkCreateHandoff(req CreateRequest) error {
+	if req.Handoff == nil {
+		return nil
+	}
+	return req.Handoff.Validate()
+}
+
+// createHandoff records the handoff setting of session, just created by
+// req, if it has one. It holds from the session's second turn on, the
+// first one that can need a briefing.
+func (p *Pool) createHandoff(session string, req CreateRequest) {
+	if req.Handoff == nil || *req.Handoff == (HandoffSetting{}) {
+		return
+	}
+	if err := p.SetHandoff(context.WithoutCancel(p.ctx), session, *req.Handoff); err != nil {
+		p.logger.Warn("record the new session's handoff setting", "session", session, "err", err)
+	}
+}
+
 // briefTypes are the events a briefing is made of.
 var briefTypes = []string{string(backends.EventTurnStarted), string(backends.EventTurnEnded), EventSessionHandoff}
 

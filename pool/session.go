@@ -283,7 +283,14 @@ func globalType(t backends.EventType) bool {
 // warmup.go); how that start goes is on the session's stream, and never
 // fails the Create.
 func (p *Pool) Create(ctx context.Context, req CreateRequest) (Session, error) {
-	return p.create(ctx, req, nil)
+	if err := checkCreateHandoff(req); err != nil {
+		return Session{}, err
+	}
+	sess, err := p.create(ctx, req, nil)
+	if err == nil {
+		p.createHandoff(sess.ID, req)
+	}
+	return sess, err
 }
 
 // CreatePrompt is Create followed by StartPrompt of text on the new
@@ -296,11 +303,15 @@ func (p *Pool) CreatePrompt(ctx context.Context, req CreateRequest, text string)
 	if text == "" {
 		return Session{}, Turn{}, nil, fmt.Errorf("%w: text is empty", ErrInvalid)
 	}
+	if err := checkCreateHandoff(req); err != nil {
+		return Session{}, Turn{}, nil, err
+	}
 	first := &firstPrompt{text: text}
 	sess, err = p.create(ctx, req, first)
 	if err != nil {
 		return Session{}, Turn{}, nil, err
 	}
+	p.createHandoff(sess.ID, req)
 	if !first.tried {
 		first.turn, first.err = p.StartPrompt(ctx, PromptRequest{Session: sess.ID, Text: text})
 	}

@@ -366,12 +366,15 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 			p.publishTurn(s, ev, ending)
 			p.noteUsage(e, ev)
 		}
+		p.mu.Lock()
+		start := e.starts
+		p.mu.Unlock()
 		brief := p.briefing(s, e, b, tr, t)
 		res, err = b.Prompt(tr.ctx, backends.Prompt{Text: t.Prompt, Turn: t.ID, Briefing: brief}, emit)
 		stop()
 		p.mu.Lock()
-		if e.backend == b {
-			e.heard = t.ID
+		if e.starts == start {
+			e.heard = t.ID // its conversation has this turn now
 		}
 		p.mu.Unlock()
 	}

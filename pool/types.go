@@ -65,6 +65,9 @@ type CreateRequest struct {
 	// provider's, a server here replacing the provider's of its name. The
 	// values of their env and headers are secrets: stored, never shown.
 	MCPServers backends.MCPServers `json:"mcp_servers,omitempty"`
+	// Handoff, when set, is the session's handoff setting (see
+	// SetHandoff).
+	Handoff *HandoffSetting `json:"handoff,omitempty"`
 	// Budget, when set, is the session's own budget (see SetBudget).
 	Budget *backends.Budget `json:"budget,omitempty"`
 	// Warm starts the agent in the background as soon as the session

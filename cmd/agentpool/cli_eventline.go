@@ -141,6 +141,8 @@ func eventSummary(ev backends.Event) string {
 	case backends.EventTurnEnded:
 		// On one line, the error follows the summary after a colon.
 		return oneLine(strings.Replace(turnSummary(d), "\n  ", ": ", 1), 100)
+	case pool.EventTurnBriefing:
+		return briefingLine(ev)
 	case pool.EventTurnQueued:
 		return fmt.Sprintf("waiting for an agent slot: position %d (all %d slots busy)", l.Position, l.MaxWarm)
 	case pool.EventTurnDequeued:

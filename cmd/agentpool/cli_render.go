@@ -216,6 +216,8 @@ func (r *renderer) event(ev backends.Event) {
 			note = ", resumed its conversation"
 		}
 		r.line(r.note, "", "agent %s ready (pid %d%s)", ev.Agent, d.PID, note)
+	case pool.EventTurnBriefing:
+		r.line(r.note, "", "note: %s", briefingLine(ev))
 	case backends.EventAgentContextLost:
 		r.line(r.note, "", "note: agent %s could not resume its conversation and starts a new one", ev.Agent)
 	case backends.EventAgentExited:

@@ -273,7 +273,7 @@ export function sessionView(main, id) {
   // reconnection asks for the events after the last one seen (?after=), so
   // nothing is lost or repeated.
   const types = ['session.created', 'session.closed', 'session.moved', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
-    'turn.started', 'turn.ended', 'turn.queued', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
+    'turn.started', 'turn.ended', 'turn.queued', 'turn.briefing', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
     'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'network.refused', 'setup.untrusted', 'setup.copied', 'setup.started',
     'setup.output', 'setup.ended', 'mcp', 'budget.exceeded', 'budget.changed', 'usage.dropped', 'stream.end'];

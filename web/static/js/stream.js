@@ -244,6 +244,7 @@ export class TurnStream {
         break;
       }
       case 'turn.ended': this.ended(ev, d); break;
+      case 'turn.briefing': this.briefing(ev, d); break;
       case 'agent.starting': this.note(`starting ${ev.agent}…`); break;
       case 'agent.ready': this.note(`${ev.agent} ready${d.pid ? ' (pid ' + d.pid + ')' : ''}${d.resumed ? ', resumed its conversation' : ''}`); break;
       case 'agent.exited': this.note(`${ev.agent} exited (${d.status || '?'})${d.stderr_tail ? '\n' + d.stderr_tail : ''}`, !d.expected); break;
@@ -269,6 +270,22 @@ export class TurnStream {
       case 'setup.copied': if ((d.copied || []).length) this.note(`setup copied ${d.copied.length} file${d.copied.length === 1 ? '' : 's'} from the main checkout`); break;
       default: break; // history, mode, config, commands, session.info: not part of the conversation
     }
+  }
+
+  /** briefing shows the pool's briefing that went with a turn's prompt,
+   * folded: a summary line with its size, the text inside. */
+  briefing(ev, d) {
+    const t = this.where(ev);
+    const ids = d.turns || [];
+    const span = ids.length === 1 ? `turn ${ids[0]}` : ids.length ? `turns ${ids[0]}–${ids[ids.length - 1]}` : 'no turn';
+    const size = d.bytes < 1024 ? `${d.bytes} B` : `${(d.bytes / 1024).toFixed(1)} KiB`;
+    const what = d.kind === 'since' ? `since its turn ${d.since}` : 'full history';
+    const cut = (d.cut || []).length ? `, ${d.cut.length} older cut` : '';
+    const sum = h('summary', `Briefing for ${d.agent || ev.agent} (${what}): ${span}${cut} · ${size} · sent as ${d.delivery || '?'}`);
+    const el = h('details.briefing', { 'data-turn': String(ev.turn || '') }, sum, h('pre.briefing-text', d.text || ''));
+    if (!t) { this.placeNote(el); return; }
+    t.text = null;
+    t.body.appendChild(el);
   }
 
   /** setupStarted shows the worktree's setup running, its output in a
