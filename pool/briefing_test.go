@@ -106,10 +106,10 @@ func TestBriefingOnSwitch(t *testing.T) {
 	wantIn(t, "b's briefing", brief,
 		"Briefing from agentpool", "not the user's words",
 		"### Turn 1 · a · end_turn, 1 file changed (+2 −0)", // who did what, how it ended
-		"please add a hello file",                            // the user's prompt
-		"A wrote hello.txt as asked.",                        // a's final answer
-		"`hello.txt` (+2 −0)",                                // files with diff stat
-		"+world",                                             // the worktree's diff
+		"please add a hello file",                           // the user's prompt
+		"A wrote hello.txt as asked.",                       // a's final answer
+		"`hello.txt` (+2 −0)",                               // files with diff stat
+		"+world",                                            // the worktree's diff
 		"## How the last turn ended", "Turn 1 (a): end_turn",
 		"## Open review comments (1)", "`hello.txt:2`", "say hello to the moon instead",
 	)

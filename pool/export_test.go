@@ -30,4 +30,3 @@ func SetMaxQueued(p *Pool, n int) {
 	p.slots.max = n
 	p.mu.Unlock()
 }
-
