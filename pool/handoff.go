@@ -245,10 +245,24 @@ func (p *Pool) briefRecord(ctx context.Context, session string, turn int64) (bri
 
 // briefTurns makes the turns before turn out of their turn.started and
 // turn.ended events, and puts the last session.handoff into setting.
+// "Before" is by place in the log: the turns whose turn.started comes
+// before turn's own (its last one), so that a history copied from
+// another session (a fork), whose numbers may meet the session's own,
+// counts whole; a turn.ended belongs to the last turn.started of its
+// number before it.
 func briefTurns(evs []backends.Event, turn int64, setting *HandoffSetting) []briefTurn {
+	cutoff := int64(-1)
+	for _, ev := range evs {
+		if ev.Type == backends.EventTurnStarted && ev.Turn == turn {
+			cutoff = ev.Seq
+		}
+	}
 	var turns []briefTurn
 	at := map[int64]int{}
 	for _, ev := range evs {
+		if cutoff >= 0 && ev.Seq >= cutoff {
+			break
+		}
 		switch string(ev.Type) {
 		case EventSessionHandoff:
 			var h HandoffSetting
@@ -256,7 +270,7 @@ func briefTurns(evs []backends.Event, turn int64, setting *HandoffSetting) []bri
 				*setting = h
 			}
 		case string(backends.EventTurnStarted):
-			if ev.Turn == 0 || ev.Turn >= turn {
+			if ev.Turn == 0 || cutoff < 0 && ev.Turn == turn {
 				continue
 			}
 			var st struct {
