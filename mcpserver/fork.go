@@ -43,7 +43,7 @@ func (s *Server) forkSession(ctx context.Context, _ *mcp.CallToolRequest, api AP
 	if in.Turn > 0 {
 		at = fmt.Sprintf("at the end of turn %d", in.Turn)
 	}
-	text := fmt.Sprintf("Forked session %s %s into session %s: agent %s on branch %s (worktree %s), with %d turns of history.\nNext: prompt with session %q.\n",
-		in.Session, at, v.ID, v.Agent, v.Branch, v.Worktree, ss.LastTurn, v.ID)
+	text := fmt.Sprintf("Forked session %s %s into session %s: agent %s on branch %s (worktree %s), with %d turn%s of history.\nNext: prompt with session %q.\n",
+		in.Session, at, v.ID, v.Agent, v.Branch, v.Worktree, ss.LastTurn, map[bool]string{true: "", false: "s"}[ss.LastTurn == 1], v.ID)
 	return result(text, v), nil
 }

@@ -267,3 +267,44 @@ func TestEndToEndFork(t *testing.T) {
 		t.Errorf("failed forks left branches:\n%s\nwant\n%s", got, branchesBefore)
 	}
 }
+
+// TestMCPForkSession: the MCP tool fork_session forks a session with its
+// uncommitted work and history; a bad turn is a tool error naming it.
+func TestMCPForkSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	writeScripted(t, home, bin, map[string]any{"forky": forkScript()})
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"a.txt": "a0\n"})
+	d := startDaemon(t, bin, home)
+	d.stopAtCleanup()
+	ctx := context.Background()
+	src := d.newSessionWith(repo, "forky")
+	ss, err := d.client.Session(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.Prompt(ctx, src, "", "first", true); err != nil {
+		t.Fatal(err)
+	}
+	writeIn(t, ss.Worktree.Path, "a.txt", "uncommitted\n")
+	c := startMCP(t, bin, home, repo)
+
+	text, sc := c.call("fork_session", map[string]any{"session": src, "title": "via mcp"}, nil, false)
+	fid, _ := sc["id"].(string)
+	if fid == "" || fid == src || !strings.Contains(text, "Forked session "+src) || !strings.Contains(text, "1 turn of history") {
+		t.Fatalf("fork_session = %q, %v; want the new session", text, sc)
+	}
+	fs, err := d.client.Session(ctx, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readIn(fs.Worktree.Path, "a.txt"); got != "uncommitted\n" || fs.Title != "via mcp" {
+		t.Errorf("fork's a.txt = %q, title %q; want the session's uncommitted change, via mcp", got, fs.Title)
+	}
+	if text, _ := c.call("fork_session", map[string]any{"session": src, "turn": 5}, nil, true); !strings.Contains(text, "turn 5") {
+		t.Errorf("fork_session turn 5 error = %q; want it to name the turn", text)
+	}
+}
