@@ -2,7 +2,9 @@ package backends_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,7 +92,15 @@ func TestSIGTERMIgnoringProcessIsKilled(t *testing.T) {
 	p := startHelper(t, agenttest.Script{IgnoreSIGTERM: true, StopReadingAfterNew: true}, backends.ProcessConfig{StopGrace: 50 * time.Millisecond, KillGrace: 50 * time.Millisecond})
 	// Keep the agent from exiting on stdin EOF: it is blocked in session/new.
 	_, _ = p.Stdin().Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}` + "\n"))
-	time.Sleep(100 * time.Millisecond)
+	// Stop only once the agent ignores SIGTERM: on a loaded machine its
+	// start may take longer than any fixed pause.
+	deadline := time.Now().Add(10 * time.Second)
+	for !ignoresSIGTERM(t, p.PID()) {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent did not come to ignore SIGTERM within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := p.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -138,4 +148,21 @@ func TestProcStartTicks(t *testing.T) {
 	if _, err := backends.ProcStartTicks(1 << 30); err == nil {
 		t.Fatal("ProcStartTicks(no such pid) error = nil")
 	}
+}
+
+// ignoresSIGTERM says whether process pid ignores SIGTERM (its SigIgn
+// mask in /proc/PID/status has signal 15's bit).
+func ignoresSIGTERM(t *testing.T, pid int) bool {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<(15-1)) != 0
+		}
+	}
+	return false
 }

@@ -209,6 +209,7 @@ func (s *Server) routes() {
 	s.route("POST /v1/sessions/{id}/permissions/{request}", s.answer, false)
 	s.route("GET /v1/sessions/{id}/diff", s.diff, false)
 	s.route("POST /v1/sessions/{id}/restore", s.restore, false)
+	s.route("POST /v1/sessions/{id}/fork", s.fork, false) // fork.go
 	s.route("POST /v1/sessions/{id}/merge", s.mergeSession, false)
 	s.route("POST /v1/sessions/{id}/commit", s.commitWork, false) // merge.go
 	s.route("GET /v1/sessions/{id}/agents/{agent}/config", s.getAgentConfig, false)

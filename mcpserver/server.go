@@ -143,6 +143,7 @@ func New(cfg Config) (*Server, error) {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentpool", Title: "agentpool", Version: cfg.Version},
 		&mcp.ServerOptions{Instructions: instructions, Logger: s.logger, Capabilities: &mcp.ServerCapabilities{}})
 	s.addSessionTools()
+	s.addForkTool() // fork.go
 	s.addTurnTools()
 	s.addPermissionTools()
 	s.addAttemptTools()

@@ -17,8 +17,9 @@ import (
 // chunk) kept as spares: session/new answered from a spare (new_p50_ms,
 // new_p99_ms), the first chunk of the session's first prompt
 // (first_chunk_ms) against a warm prompt's of the same session
-// (warm_chunk_ms) and their ratio (ratio_first, the median of each
-// session's), beside the demo agent's own session/new measured directly
+// (warm_chunk_ms, back to back) and their ratio (ratio_first, the median
+// of each session's), and against a warm prompt sent after the same
+// pause as the first (idle_warm_chunk_ms, ratio_first_idle), beside the demo agent's own session/new measured directly
 // over its stdio (agent_new_p50_ms) and its whole cold start, spawn to
 // session/new answered (agent_cold_p50_ms). Each iteration opens
 // sessionsPerIter sessions, one at a time, each from a ready spare.
@@ -45,7 +46,8 @@ func BenchmarkACPFaceSessionNew(b *testing.B) {
 		b.Fatal(err)
 	}
 	var news, firsts, warms, agentNews, agentColds []time.Duration
-	var ratios []float64
+	var idleWarms []time.Duration
+	var ratios, idleRatios []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for range perIter {
@@ -58,14 +60,26 @@ func BenchmarkACPFaceSessionNew(b *testing.B) {
 				b.Fatal(err)
 			}
 			news = append(news, time.Since(start))
+			// A person types the first prompt a moment after the thread
+			// opens; the warm prompt it is compared with comes after the
+			// same pause (idleWarm), and back to back (warm).
+			b.StopTimer()
+			time.Sleep(editorPause)
+			b.StartTimer()
 			first := promptFirstChunk(b, ed, res.SessionId)
 			var warm []time.Duration
 			for range 3 {
 				warm = append(warm, promptFirstChunk(b, ed, res.SessionId))
 			}
+			b.StopTimer()
+			time.Sleep(editorPause)
+			b.StartTimer()
+			idle := promptFirstChunk(b, ed, res.SessionId)
 			firsts = append(firsts, first)
 			warms = append(warms, median(warm))
+			idleWarms = append(idleWarms, idle)
 			ratios = append(ratios, float64(first)/float64(median(warm)))
+			idleRatios = append(idleRatios, float64(first)/float64(idle))
 			b.StopTimer()
 			if _, err := client.CloseSession(ctx, string(res.SessionId), true); err != nil {
 				b.Fatal(err)
@@ -94,9 +108,17 @@ func BenchmarkACPFaceSessionNew(b *testing.B) {
 	b.ReportMetric(ms(median(firsts)), "first_chunk_ms")
 	b.ReportMetric(ms(median(warms)), "warm_chunk_ms")
 	b.ReportMetric(ratios[len(ratios)/2], "ratio_first")
+	slices.Sort(idleRatios)
+	b.ReportMetric(ms(median(idleWarms)), "idle_warm_chunk_ms")
+	b.ReportMetric(idleRatios[len(idleRatios)/2], "ratio_first_idle")
 	b.ReportMetric(ms(median(agentNews)), "agent_new_p50_ms")
 	b.ReportMetric(ms(median(agentColds)), "agent_cold_p50_ms")
 }
+
+// editorPause is how long after the thread opens (and between prompts,
+// for the idle warm prompt) a person takes to type a prompt, in
+// BenchmarkACPFaceSessionNew.
+const editorPause = time.Second
 
 // promptFirstChunk prompts session through the editor and returns the
 // time to its first agent message chunk, once the turn has ended.

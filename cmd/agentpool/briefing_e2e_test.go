@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -162,6 +163,20 @@ func TestBriefingEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(line, "briefing for beta (full history): turn 1, ") || !strings.Contains(line, " as text [folded]") || strings.Contains(out, "Briefing from agentpool") {
 		t.Errorf("events shows the briefing as %q; want one folded line with its size:\n%s", line, out)
+	}
+
+	// A fork's first agent, new to the copied history, gets all of it.
+	fork, err := d.client.Fork(ctx, sess.ID, httpapi.ForkRequest{Agent: "beta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.Prompt(ctx, fork.ID, "", "go on in the fork", true); err != nil {
+		t.Fatal(err)
+	}
+	gotB = readPrompts(t, betaLog)
+	if last := gotB[len(gotB)-1]; len(last) != 2 || last[1].Text != "go on in the fork" ||
+		!strings.Contains(last[0].Text, "You (beta) are taking up session "+fork.ID) || !strings.Contains(last[0].Text, "### Turn 4 · beta") || !strings.Contains(last[0].Text, "### Turn 1 · alpha") {
+		t.Errorf("the fork's first prompt = %+v; want the full briefing of the copied history", last)
 	}
 
 	// A session created with handoff off sends none.

@@ -358,6 +358,15 @@ func (c *cli) client() (*httpapi.Client, error) {
 	return c.api, nil
 }
 
+// freshClient finds the daemon anew and returns a client of it, for a
+// long-running server (agentpool mcp, agentpool acp): a daemon started, or
+// restarted on another port, after the server started is found.
+func (c *cli) freshClient() (*httpapi.Client, error) {
+	cc := *c
+	cc.api = nil
+	return cc.client()
+}
+
 // trustingClient is an HTTP client that trusts the certificates of the
 // PEM file cert (the daemon's own, named by its daemon.json) besides the
 // system's authorities. The file is read only if this user owns it and

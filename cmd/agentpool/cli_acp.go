@@ -37,11 +37,7 @@ the editor is told how to start it. See docs/editors.md.`)
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: lv}))
 	srv, err := acpserver.New(acpserver.Config{
 		Connect: func(context.Context) (acpserver.API, error) {
-			// A fresh lookup per call: a daemon started, or restarted on
-			// another port, after the editor started this server is found.
-			cc := *c
-			cc.api = nil
-			api, err := cc.client()
+			api, err := c.freshClient()
 			if err != nil {
 				return nil, err
 			}

@@ -39,12 +39,7 @@ docs/mcp.md for Claude Code and Codex.`)
 	wd, _ := os.Getwd()
 	srv, err := mcpserver.New(mcpserver.Config{
 		Connect: func(context.Context) (mcpserver.API, error) {
-			// A fresh lookup per call: a daemon started, or restarted on
-			// another port, after the MCP client started this server is
-			// found.
-			cc := *c
-			cc.api = nil
-			api, err := cc.client()
+			api, err := c.freshClient()
 			if err != nil {
 				return nil, err
 			}

@@ -22,6 +22,7 @@ const sessionUsage = `  new [--repo DIR] [--agent ID] [--title T]   open a sessi
   list --from-agent ID [--repo DIR]           list an agent's own sessions of the repository
   show SESSION                                show a session, its agents and turns
   close SESSION [--discard]                   close a session; its work is committed to its branch
+  fork SESSION [--agent ID] [--turn N]        a new session from its state now (uncommitted work too) or after turn N, with its history
   merge SESSION [--into B] [--squash|--rebase] merge its branch into its base (or B), or --rebase onto it
   review SESSION PATH:LINE TEXT...            send comments on lines of its diff to its agent as the next prompt
   push SESSION [--remote origin]              push its branch with your own git (commits its work first)
@@ -70,8 +71,10 @@ func (c *cli) session(ctx context.Context, args []string) error {
 		return c.sessionCommands(ctx, args)
 	case "move":
 		return c.sessionMove(ctx, args)
+	case "fork":
+		return c.sessionFork(ctx, args) // cli_fork.go
 	}
-	return fmt.Errorf("session: unknown command %q (want new, list, show, close, merge, review, push, pr, setup, move, budget, config, mode or commands)", sub)
+	return fmt.Errorf("session: unknown command %q (want new, list, show, close, fork, merge, review, push, pr, setup, move, budget, config, mode or commands)", sub)
 }
 
 // gitTopLevel returns the top directory of the git repository holding dir.

@@ -91,8 +91,8 @@ func TestFlagHelpSpellsDoubleDash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "\n  --agent string\n") || !strings.Contains(out, `(default "demo")`) || !strings.Contains(out, "\n  --json\n") {
-		t.Errorf("session new --help =\n%s\nwant the flags listed as --agent string (default \"demo\") and --json", out)
+	if !strings.Contains(out, "\n  --agent string\n") || !strings.Contains(out, `(default USD)`) || !strings.Contains(out, "\n  --json\n") {
+		t.Errorf("session new --help =\n%s\nwant the flags listed as --agent string, --budget-currency with (default USD), and --json", out)
 	}
 	if m := regexp.MustCompile(`(?m)^\s+-[a-z]`).FindString(out); m != "" {
 		t.Errorf("session new --help lists a flag as %q:\n%s", m, out)

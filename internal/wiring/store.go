@@ -391,3 +391,12 @@ func (a Store) AgentAdvertised(ctx context.Context, session, agent string) (adv 
 	}
 	return adv, true, nil
 }
+
+var _ pool.HistoryCopier = Store{}
+
+// CopyHistory copies a session's history into a fork
+// (store.Store.CopyHistory).
+func (a Store) CopyHistory(ctx context.Context, from, to string, turn int64, atTurn bool) (events, turns int64, err error) {
+	c, err := a.S.CopyHistory(ctx, store.HistoryCopy{From: from, To: to, Turn: turn, AtTurn: atTurn})
+	return c.Events, c.Turns, notFound(err)
+}

@@ -330,3 +330,11 @@ func (e conflictError) Unwrap() []error { return []error{e.err, pool.ErrConflict
 func (a Worktrees) CommitWork(ctx context.Context, wt pool.Worktree, title string) (string, bool, error) {
 	return a.M.CommitWork(ctx, toWT(wt), title)
 }
+
+var _ pool.Forker = Worktrees{}
+
+// Snap reads a worktree's state for a fork (worktree.Manager.Snap).
+func (a Worktrees) Snap(ctx context.Context, wt pool.Worktree) (pool.Snapshot, error) {
+	s, err := a.M.Snap(ctx, toWT(wt))
+	return pool.Snapshot{Tree: s.Tree, Head: s.Head}, err
+}

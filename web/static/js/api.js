@@ -108,6 +108,7 @@ export const health = () => api('GET', '/v1/health');
 export const attachTicket = id => api('POST', `/v1/sessions/${enc(id)}/attach-ticket`);
 export const logout = () => api('POST', '/v1/logout');
 export const mergeSession = (id, req) => api('POST', `/v1/sessions/${enc(id)}/merge`, req);
+export const forkSession = (id, req) => api('POST', `/v1/sessions/${enc(id)}/fork`, req);
 export const removeProvider = id => api('DELETE', `/v1/providers/${enc(id)}`);
 export const agentConfig = (id, agent) => api('GET', `/v1/sessions/${enc(id)}/agents/${enc(agent)}/config`);
 export const setBudget = (id, budget) => api('PUT', `/v1/sessions/${enc(id)}/budget`, budget);

@@ -3,6 +3,7 @@
 // terminal of a terminal agent.
 import { h, ago, toast, confirmDialog, put } from './dom.js';
 import { mergeFlow } from './merge.js';
+import { forkFlow } from './fork.js';
 import * as API from './api.js';
 import { store, on, sessionStatus, pendingOf, addPending, removePending, permFromEvent, refreshSessions } from './store.js';
 import { TurnStream, decisionText } from './stream.js';
@@ -41,6 +42,9 @@ export function sessionView(main, id) {
   const mergeBtn = h('button', { type: 'button', 'data-merge-open': '', title: 'Merge the session\'s branch into its base (asks first)', onclick: () => {
     if (sess) mergeFlow(sess, mergeBox, () => { refreshSoon(); changes.reload(); });
   } }, 'Merge');
+  const forkBtn = h('button', { type: 'button', 'data-fork-open': '', title: 'A new session from this one: its files now (uncommitted too) or at a turn, and its history (asks first)', onclick: () => {
+    if (sess) forkFlow(sess, mergeBox, sess.last_turn || 0);
+  } }, 'Fork');
   const tabs = {
     conversation: h('button', { type: 'button', onclick: () => show('conversation') }, 'Conversation'),
     changes: h('button', { type: 'button', onclick: () => show('changes') }, 'Changes'),
@@ -94,7 +98,7 @@ export function sessionView(main, id) {
       detailsBtn.textContent = open ? 'Details ▴' : 'Details ▾';
     } }, 'Details ▾');
   const head = h('div.session-head',
-    h('div.row', h('a', { href: '#/' }, '← Sessions'), detailsBtn, h('span.spacer'), mergeBtn, closeBtn),
+    h('div.row', h('a', { href: '#/' }, '← Sessions'), detailsBtn, h('span.spacer'), forkBtn, mergeBtn, closeBtn),
     h('div.row.title-row', title, status),
     more, mergeBox, trustNotice(id),
     h('div.tabs', { role: 'tablist' }, Object.values(tabs)));
@@ -151,6 +155,7 @@ export function sessionView(main, id) {
     }
     closeBtn.hidden = closed;
     mergeBtn.hidden = closed;
+    forkBtn.hidden = closed;
     composer.hidden = closed;
     tabs.terminal.hidden = !ptyAgent();
     fillPicker(picker, sess.active_agent);
@@ -272,7 +277,7 @@ export function sessionView(main, id) {
   // The session's event stream: from the start, then live; each
   // reconnection asks for the events after the last one seen (?after=), so
   // nothing is lost or repeated.
-  const types = ['session.created', 'session.closed', 'session.moved', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
+  const types = ['session.created', 'session.closed', 'session.moved', 'session.forked', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
     'turn.started', 'turn.ended', 'turn.queued', 'turn.briefing', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
     'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'network.refused', 'setup.untrusted', 'setup.copied', 'setup.started',
