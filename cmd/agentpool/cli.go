@@ -40,7 +40,7 @@ const (
 
 // clientUsage lists the client commands, for the binary's usage text.
 const clientUsage = `  providers    list, enable, disable, remove and refresh the agent providers; add one from the catalog
-  session      new, list, show, close, merge, review, push, pr, setup, move, budget, config, mode and commands: sessions, branches, reviews, pull requests, hosts, budgets, agents' models and modes
+  session      new, list, show, fork, close, merge, review, push, pr, setup, move, budget, config, mode and commands: sessions, forks, branches, reviews, pull requests, hosts, budgets, agents' models and modes
   prompt       send a prompt to a session's agent and stream the turn
   events       print a session's events (--follow to keep reading)
   attempt      run one prompt as several sessions side by side, compare, pick one

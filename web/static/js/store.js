@@ -46,9 +46,16 @@ export function permFromPending(session, p) {
     risk: p.risk || '', deadline: p.deadline, tool_call_id: r.tool_call_id || '' };
 }
 
+// changes counts the events that added or removed a pending request, and
+// changed says, per request id, at which count it last changed: a refresh
+// whose answer was read before an event must not undo that event.
+let changes = 0;
+const changed = new Map();
+
 /** addPending records a pending request (idempotent). */
 export function addPending(p) {
   if (!p.id || !p.session) return;
+  changed.set(p.id, { at: ++changes, pending: p });
   let m = store.pending.get(p.session);
   if (!m) store.pending.set(p.session, m = new Map());
   if (m.has(p.id)) return;
@@ -59,6 +66,7 @@ export function addPending(p) {
 
 /** removePending forgets an answered request. */
 export function removePending(session, id) {
+  changed.set(id, { at: ++changes, pending: null });
   const m = store.pending.get(session);
   if (m && m.delete(id)) {
     if (!m.size) store.pending.delete(session);
@@ -152,12 +160,27 @@ export async function refreshPool() {
 
 /** refreshPending reads every open session's pending requests. */
 export async function refreshPending() {
+  const from = changes;
   const open = [...store.sessions.values()].filter(s => s.status !== 'closed');
   const all = await Promise.all(open.map(s => API.permissions(s.id).then(l => [s.id, l], () => [s.id, []])));
-  store.pending = new Map();
+  const next = new Map();
+  const put = p => {
+    let m = next.get(p.session);
+    if (!m) next.set(p.session, m = new Map());
+    m.set(p.id, p);
+  };
   for (const [id, list] of all) {
-    if (list.length) store.pending.set(id, new Map(list.map(p => [p.id, permFromPending(id, p)])));
+    for (const raw of list) {
+      const c = changed.get(raw.id);
+      if (!c || c.at <= from || c.pending) put(permFromPending(id, raw)); // not answered since the read began
+    }
   }
+  // Requests that arrived, by event, while the lists were read.
+  for (const [id, c] of changed) {
+    if (c.at > from && c.pending && !(next.get(c.pending.session) || new Map()).has(id)) put(c.pending);
+  }
+  store.pending = next;
+  if (changed.size > 1000) changed.clear();
   emit('pending');
   updateNeeds();
 }
