@@ -140,6 +140,13 @@ func (p *Pool) briefing(s *session, e *entry, b backends.Backend, tr *turnRun, t
 	if heard != 0 && heard == t.ID-1 {
 		return nil // it ran the last turn itself
 	}
+	if t.ID <= 1 {
+		// The session's first turn: there is nothing to tell, and a
+		// session's first prompt (an adopted spare's, say) must not wait
+		// for a read of its record and a diff. A fork's copied turns keep
+		// their numbers, so its first turn is not numbered 1.
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), 10*time.Second)
 	defer cancel()
 	d, ok, err := p.makeBriefing(ctx, s, t.Agent, t.ID, t.CheckpointBefore, heard, resumed, tr.spec.HandoffBytes)
