@@ -102,24 +102,21 @@ func pageMAC(key, msg []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// pageChallenge is an outstanding challenge.
-type pageChallenge struct {
+// pageGrant is an outstanding challenge or a live run bearer: the page
+// it is for, until when.
+type pageGrant struct {
 	page    string
 	expires time.Time
 }
 
-// runBearer is a live run bearer.
-type runBearer struct {
-	page    string
-	expires time.Time
-}
+func (g pageGrant) expiry() time.Time { return g.expires }
 
 // pageAuths holds the outstanding challenges and the run bearers, in
 // memory only. The zero value is ready to use.
 type pageAuths struct {
 	mu         sync.Mutex
-	challenges map[string]pageChallenge        // challenge (hex) → its page
-	bearers    map[[sha256.Size]byte]runBearer // hash of the bearer → its page
+	challenges map[string]pageGrant            // challenge (hex) → its page
+	bearers    map[[sha256.Size]byte]pageGrant // hash of the bearer → its page
 }
 
 // challenge makes a new challenge for page, valid until now+ttl.
@@ -132,22 +129,10 @@ func (a *pageAuths) challenge(now time.Time, page string, ttl time.Duration) (st
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.challenges == nil {
-		a.challenges = map[string]pageChallenge{}
+		a.challenges = map[string]pageGrant{}
 	}
-	oldest, oldestAt := "", time.Time{}
-	for k, v := range a.challenges {
-		if !now.Before(v.expires) {
-			delete(a.challenges, k)
-			continue
-		}
-		if oldestAt.IsZero() || v.expires.Before(oldestAt) {
-			oldest, oldestAt = k, v.expires
-		}
-	}
-	if len(a.challenges) >= maxPageChallenges {
-		delete(a.challenges, oldest)
-	}
-	a.challenges[c] = pageChallenge{page: page, expires: now.Add(ttl)}
+	makeRoom(a.challenges, now, maxPageChallenges)
+	a.challenges[c] = pageGrant{page: page, expires: now.Add(ttl)}
 	return c, nil
 }
 
@@ -174,23 +159,10 @@ func (a *pageAuths) issue(now time.Time, page string, expires time.Time) (string
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.bearers == nil {
-		a.bearers = map[[sha256.Size]byte]runBearer{}
+		a.bearers = map[[sha256.Size]byte]pageGrant{}
 	}
-	var oldest [sha256.Size]byte
-	var oldestAt time.Time
-	for k, v := range a.bearers {
-		if !now.Before(v.expires) {
-			delete(a.bearers, k)
-			continue
-		}
-		if oldestAt.IsZero() || v.expires.Before(oldestAt) {
-			oldest, oldestAt = k, v.expires
-		}
-	}
-	if len(a.bearers) >= maxRunBearers {
-		delete(a.bearers, oldest)
-	}
-	a.bearers[sha256.Sum256([]byte(tok))] = runBearer{page: page, expires: expires}
+	makeRoom(a.bearers, now, maxRunBearers)
+	a.bearers[sha256.Sum256([]byte(tok))] = pageGrant{page: page, expires: expires}
 	return tok, nil
 }
 

@@ -42,6 +42,31 @@ type ticket struct {
 	expires time.Time
 }
 
+func (t ticket) expiry() time.Time { return t.expires }
+
+// expiring is what makeRoom keeps: a single-use credential with an
+// expiry.
+type expiring interface{ expiry() time.Time }
+
+// makeRoom drops the expired entries of m and, when it still holds max,
+// the one that expires first, so that one more fits.
+func makeRoom[K comparable, V expiring](m map[K]V, now time.Time, max int) {
+	var first K
+	var firstAt time.Time
+	for k, v := range m {
+		if !now.Before(v.expiry()) {
+			delete(m, k)
+			continue
+		}
+		if firstAt.IsZero() || v.expiry().Before(firstAt) {
+			first, firstAt = k, v.expiry()
+		}
+	}
+	if len(m) >= max {
+		delete(m, first)
+	}
+}
+
 // attachTickets holds the outstanding tickets by hash. The zero value is
 // ready to use.
 type attachTickets struct {
@@ -61,20 +86,7 @@ func (a *attachTickets) add(now time.Time, session, page string) (string, error)
 	if a.tickets == nil {
 		a.tickets = map[[sha256.Size]byte]ticket{}
 	}
-	var first [sha256.Size]byte
-	var firstAt time.Time
-	for h, t := range a.tickets {
-		if !now.Before(t.expires) {
-			delete(a.tickets, h)
-			continue
-		}
-		if firstAt.IsZero() || t.expires.Before(firstAt) {
-			first, firstAt = h, t.expires
-		}
-	}
-	if len(a.tickets) >= maxAttachTickets {
-		delete(a.tickets, first)
-	}
+	makeRoom(a.tickets, now, maxAttachTickets)
 	a.tickets[sha256.Sum256([]byte(tk))] = ticket{session: session, page: page, expires: now.Add(AttachTicketTTL)}
 	return tk, nil
 }
