@@ -25,16 +25,7 @@ import (
 // how to answer it; the API's set carries them; once answered with
 // answer_permission the attempts end.
 func TestMCPServerAttemptsPermissions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the daemon")
-	}
-	bin := agentpoolBinary(t)
-	home := t.TempDir()
-	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "proj"), map[string]string{"README.md": "# proj\n"})
-	writeScripted(t, home, bin, map[string]any{"scripted": mcpScript()})
-	d := startDaemon(t, bin, home)
-	d.stopAtCleanup()
-	c := startMCP(t, bin, home, repo)
+	_, _, _, d, c := startMCPRig(t)
 
 	text, sc := c.call("start_attempts", map[string]any{"prompt": "one task", "agent": "scripted", "n": 2}, nil, false)
 	id, _ := sc["id"].(string)

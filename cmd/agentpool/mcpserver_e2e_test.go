@@ -42,6 +42,24 @@ func mcpScript() agenttest.Script {
 	}}
 }
 
+// startMCPRig starts the built daemon with the provider "scripted"
+// playing mcpScript, and `agentpool mcp` in a repository of its own; it
+// returns the binary, the data directory, the repository, the daemon and
+// the MCP client.
+func startMCPRig(t *testing.T) (bin, home, repo string, d *daemon, c *mcpClient) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin = agentpoolBinary(t)
+	home = t.TempDir()
+	repo = e2eRepoAt(t, filepath.Join(t.TempDir(), "proj"), map[string]string{"README.md": "# proj\n"})
+	writeScripted(t, home, bin, map[string]any{"scripted": mcpScript()})
+	d = startDaemon(t, bin, home)
+	d.stopAtCleanup()
+	return bin, home, repo, d, startMCP(t, bin, home, repo)
+}
+
 // mcpClient is an MCP client session with `agentpool mcp`, started in dir
 // against the daemon of home, and the progress notifications it got.
 type mcpClient struct {
@@ -134,16 +152,7 @@ func (c *mcpClient) progressHas(token any, want string) (bool, []string) {
 }
 
 func TestMCPServerEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the daemon")
-	}
-	bin := agentpoolBinary(t)
-	home := t.TempDir()
-	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "proj"), map[string]string{"README.md": "# proj\n"})
-	writeScripted(t, home, bin, map[string]any{"scripted": mcpScript()})
-	d := startDaemon(t, bin, home)
-	d.stopAtCleanup()
-	c := startMCP(t, bin, home, repo)
+	_, _, repo, _, c := startMCPRig(t)
 
 	ctx := context.Background()
 	tools, err := c.cs.ListTools(ctx, nil)

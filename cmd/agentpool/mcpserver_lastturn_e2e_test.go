@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -13,16 +12,7 @@ import (
 // empty session naming the field, and shows a closed session's worktree
 // as removed, with the branch that holds its work.
 func TestMCPServerWaitLastTurn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the daemon")
-	}
-	bin := agentpoolBinary(t)
-	home := t.TempDir()
-	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "proj"), map[string]string{"README.md": "# proj\n"})
-	writeScripted(t, home, bin, map[string]any{"scripted": mcpScript()})
-	d := startDaemon(t, bin, home)
-	d.stopAtCleanup()
-	c := startMCP(t, bin, home, repo)
+	bin, home, repo, d, c := startMCPRig(t)
 
 	_, sc := c.call("create_session", map[string]any{"agent": "scripted"}, nil, false)
 	id, _ := sc["id"].(string)
