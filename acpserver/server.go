@@ -135,8 +135,12 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	defer s.cancel()
-	s.conn = acp.NewAgentSideConnection(s, w, r)
+	// The SDK starts reading as soon as the connection is made, and its
+	// reader uses the logger unguarded: the reader waits for the logger.
+	gate := &gatedReader{r: r, open: make(chan struct{})}
+	s.conn = acp.NewAgentSideConnection(s, w, gate)
 	s.conn.SetLogger(s.logger)
+	close(gate.open)
 	close(s.ready)
 	select {
 	case <-s.conn.Done():
@@ -145,6 +149,17 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	s.cancel()
 	s.wg.Wait()
 	return nil
+}
+
+// gatedReader holds every Read until open is closed.
+type gatedReader struct {
+	r    io.Reader
+	open chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	<-g.open
+	return g.r.Read(p)
 }
 
 // api connects for one request.

@@ -67,14 +67,20 @@ function showLogin(title = 'Log in to agentpool', note = '') {
     h('p.muted', 'and open the link it prints (it works once, for a minute). Scripts and the CLI use the token file instead.')));
 }
 
+// While logging out, a request that the revocation answers 401 (the
+// stream reconnecting, a refresh) must not put up the login help first:
+// the page says 'Logged out'.
+let loggingOut = false;
 logoutBtn.onclick = async () => {
   logoutBtn.disabled = true;
+  loggingOut = true;
+  disconnect();
   try { await API.logout(); } catch { /* revoked already, or the daemon is down: forget it all the same */ }
   await forgetKey();
   showLogin('Logged out', 'This page\'s login was revoked; other pages stay logged in.');
 };
 
-API.setUnauthorizedHandler(showLogin);
+API.setUnauthorizedHandler(() => { if (!loggingOut) showLogin(); });
 
 // The banner says why nothing is sent while the daemon cannot prove
 // itself (auth.js); the page retries by itself.
