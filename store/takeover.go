@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -152,9 +153,20 @@ func (s *Store) TakeOver(ctx context.Context, session string) (_ Moved, err erro
 		WHERE session_id = ? AND status IN (?, ?)`, AgentCrashed, toUnix(at), session, AgentActive, AgentIdle); err != nil {
 		return Moved{}, fmt.Errorf("mark agents crashed: %w", err)
 	}
+	// Something is lost only when a turn was cut (its changes since the
+	// last checkpoint stayed on the old host), or when the session ran
+	// turns and none of its checkpoints reached the remote.
+	var ran int64
+	if err = tx.GetContext(ctx, &ran, `SELECT COUNT(*) FROM turns WHERE session_id = ?`, session); err != nil {
+		return Moved{}, fmt.Errorf("count turns: %w", err)
+	}
+	lost := ""
+	if len(m.Interrupted) > 0 || (ran > 0 && row.Checkpoint == "") {
+		lost = lostSentence(row.Owner, row.Checkpoint, m.Interrupted)
+	}
 	data := map[string]any{"from": row.Owner, "to": s.cfg.HostID, "epoch": m.Lease.Epoch, "reason": MoveFailover,
 		"interrupted_turns": m.Interrupted, "checkpoint": row.Checkpoint, "branch_head": row.Branch,
-		"lost": lostSentence(row.Owner, row.Checkpoint)}
+		"unpushed_turns": m.Interrupted, "lost": lost}
 	if err = store(backends.Event{Type: EventSessionMoved, Data: backends.MustJSON(data)}); err != nil {
 		return Moved{}, fmt.Errorf("report the move: %w", err)
 	}
@@ -245,16 +257,29 @@ func (s *Store) moveLease(ctx context.Context, tx *sqlx.Tx, session, owner, run 
 }
 
 // lostSentence says, for session.moved, what a take-over from host from
-// loses: the work after the last pushed checkpoint (a commit id).
-func lostSentence(from, checkpoint string) string {
+// loses: the work after the last pushed checkpoint (a commit id), that of
+// the turns cut (turns) when there were.
+func lostSentence(from, checkpoint string, turns []int64) string {
+	which := ""
+	if len(turns) > 0 {
+		ns := make([]string, len(turns))
+		for i, n := range turns {
+			ns[i] = fmt.Sprint(n)
+		}
+		word := "turn"
+		if len(turns) > 1 {
+			word = "turns"
+		}
+		which = fmt.Sprintf(" (%s %s, which never reached the shared repository)", word, strings.Join(ns, ", "))
+	}
 	if checkpoint == "" {
-		return fmt.Sprintf("work on %s is lost: no checkpoint of the session was pushed", orNobody(from))
+		return fmt.Sprintf("work on %s is lost%s: no checkpoint of the session was pushed", orNobody(from), which)
 	}
 	short := checkpoint
 	if len(short) > 12 {
 		short = short[:12]
 	}
-	return fmt.Sprintf("the changes made on %s after the last pushed checkpoint %s are lost", orNobody(from), short)
+	return fmt.Sprintf("the changes made on %s after the last pushed checkpoint %s are lost%s", orNobody(from), short, which)
 }
 
 // orNobody names host from in messages.

@@ -146,8 +146,8 @@ func TestTakeOverInterruptsTheOldOwnersWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"from": "a", "to": "b", "epoch": 2.0, "reason": "failover", "interrupted_turns": []any{float64(n)},
-		"checkpoint": ck, "branch_head": "agentpool/s1",
-		"lost": "the changes made on a after the last pushed checkpoint 0123456789ab are lost"}
+		"checkpoint": ck, "branch_head": "agentpool/s1", "unpushed_turns": []any{float64(n)},
+		"lost": fmt.Sprintf("the changes made on a after the last pushed checkpoint 0123456789ab are lost (turn %d, which never reached the shared repository)", n)}
 	if diff := cmp.Diff(want, moved); diff != "" {
 		t.Errorf("session.moved data (-want +got):\n%s", diff)
 	}
@@ -257,5 +257,43 @@ func TestTakeOverFromAFrozenHolder(t *testing.T) {
 	}
 	if l, err := b.GetLease(ctx, "s1"); err != nil || l.Owner != "b" {
 		t.Errorf("lease after the take-over = %+v, %v; want b's", l, err)
+	}
+}
+
+// TestTakeOverLosesNothingSaysSo: a session whose owner died idle, its
+// last turn's checkpoint pushed (or that never ran a turn), is taken over
+// with no loss reported.
+func TestTakeOverLosesNothingSaysSo(t *testing.T) {
+	ctx := context.Background()
+	st := hostsOn(t, "a", "b")
+	a, b := st[0], st[1]
+	mustSession(t, a, "s1")
+	mustSession(t, a, "s2")
+	n, err := a.StartTurn(ctx, Turn{SessionID: "s1", Agent: "claude", Prompt: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.EndTurn(ctx, "s1", n, TurnEnd{StopReason: "end_turn"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordPushed(ctx, "s1", "agentpool/s1", "0123456789abcdef0123"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"s1", "s2"} {
+		expireLease(t, a, id)
+		m, err := b.TakeOver(ctx, id)
+		if err != nil {
+			t.Fatalf("TakeOver(%s) error = %v", id, err)
+		}
+		var moved map[string]any
+		if err := json.Unmarshal(m.Events[len(m.Events)-1].Data, &moved); err != nil {
+			t.Fatal(err)
+		}
+		if moved["lost"] != "" || len(moved["unpushed_turns"].([]any)) != 0 {
+			t.Errorf("%s: session.moved = %v; want nothing lost", id, moved)
+		}
 	}
 }

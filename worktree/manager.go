@@ -166,6 +166,8 @@ type Manager struct {
 	trustMu   sync.Mutex // serialises the trust record's updates
 	sandbox   SetupSandbox
 	mirrors   string // Config.MirrorRoot, absolute; "" for none
+
+	fences sync.Map // session → *fenceState (see fence.go)
 }
 
 // wtState serialises the operations on one worktree and caches the head of

@@ -63,7 +63,11 @@ func (m *Manager) pushMergeLocked(ctx context.Context, info repoInfo, wt Worktre
 			updates = append(updates, refPush{ref: branch, local: tip, want: opts.Lease.Branch})
 		}
 	}
-	if err := m.pushRefs(ctx, info, updates); err != nil {
+	var fence *Fence
+	if opts.Lease != nil {
+		fence = opts.Lease.Fence
+	}
+	if err := m.pushFenced(ctx, info, wt.Session, fence, updates); err != nil {
 		if baseMoved {
 			if _, uerr := m.git(context.WithoutCancel(ctx), repoAt(info), "update-ref", "-m", "agentpool: merge not pushed", res.Updated, res.Before, res.Head); uerr != nil {
 				m.log.Warn("merge: put the merged branch back in the mirror", keyBranch, res.Updated, keyErr, uerr)

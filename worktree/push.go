@@ -30,6 +30,11 @@ type Lease struct {
 	// Checkpoint is the expected commit of the session's checkpoint ref
 	// (CheckpointRefPrefix + session).
 	Checkpoint string `json:"checkpoint"`
+	// Fence, when set, is the lease this host holds of the session: the
+	// push moves the session's fence on the remote with the refs, and is
+	// refused when the fence names a later lease (see fence.go). Nil: no
+	// fence (one host alone).
+	Fence *Fence `json:"fence,omitempty"`
 }
 
 // Pushed is what the remote holds of a session after a push: the values
@@ -111,8 +116,8 @@ func (m *Manager) Push(ctx context.Context, wt Worktree, lease Lease) (Pushed, e
 		return Pushed{}, fmt.Errorf("push session %q: %w: no branch %s in the mirror of %s", wt.Session, ErrMissing, branchOf(wt), redactURL(info.remote.url))
 	}
 	now := Pushed{Branch: ids[0], Checkpoint: ids[1]}
-	if now == lease || (now.Checkpoint == "" && now.Branch == lease.Branch) {
-		return lease, nil
+	if now.Branch == lease.Branch && (now.Checkpoint == lease.Checkpoint || now.Checkpoint == "") {
+		return Pushed{Branch: lease.Branch, Checkpoint: lease.Checkpoint}, nil
 	}
 	var updates []refPush
 	for _, r := range []refPush{{branch, now.Branch, lease.Branch}, {checkpoint, now.Checkpoint, lease.Checkpoint}} {
@@ -120,7 +125,7 @@ func (m *Manager) Push(ctx context.Context, wt Worktree, lease Lease) (Pushed, e
 			updates = append(updates, r)
 		}
 	}
-	if err := m.pushRefs(ctx, info, updates); err != nil {
+	if err := m.pushFenced(ctx, info, wt.Session, lease.Fence, updates); err != nil {
 		return Pushed{}, fmt.Errorf("push session %q: %w", wt.Session, err)
 	}
 	if err := m.recordPushed(ctx, info, wt.Session, now); err != nil {
