@@ -11,11 +11,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,9 @@ type Store interface {
 	// Holds says, from memory, whether this host holds the lease of
 	// session: it held or renewed it and has not lost it since.
 	Holds(session string) bool
+	// HoldHanded holds the leases other hosts handed to this host that
+	// it does not hold yet, and returns their sessions.
+	HoldHanded(ctx context.Context) ([]string, error)
 }
 
 // Hosts lists the hosts of the cluster with their liveness.
@@ -84,7 +88,19 @@ type Config struct {
 	TTL time.Duration
 	// HostsTTL is how long a listing of hosts is reused (default 500ms).
 	HostsTTL time.Duration
-	Logger   *slog.Logger
+	// Claimed, when set, is called for each session this host took over,
+	// once the store gave it the lease: it fences the session's pushes on
+	// its remote (see wiring.Worktrees.ClaimFence).
+	Claimed func(ctx context.Context, session string) error
+	// Verify, when set, asks another host to prove it holds this
+	// cluster's key; a host that has not proved it is not placed
+	// sessions, nor handed any.
+	Verify func(ctx context.Context, h Host) error
+	// StartGrace is how long after Run starts this host takes no session
+	// over (default TTL): when the whole cluster starts again, each host
+	// claims its own sessions first, and none is turned into a failover.
+	StartGrace time.Duration
+	Logger     *slog.Logger
 }
 
 // Cluster is this host's part of a pool shared by several hosts.
@@ -101,6 +117,14 @@ type Cluster struct {
 	// renewed is when the last renewal of this host's leases that
 	// succeeded was sent (unix ns; 0 before the first).
 	renewed atomic.Int64
+
+	// seen is when this host first saw each expired lease (see takeOver).
+	seen map[string]time.Time
+	// claims are the fences being claimed after take-overs.
+	claims sync.WaitGroup
+
+	pmu    sync.Mutex
+	proofs map[string]proof // by host id and start
 }
 
 // ErrSessionMoving is the error of Owner for a session whose owner died
@@ -124,7 +148,10 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Providers == nil {
 		cfg.Providers = func(string) bool { return true }
 	}
-	return &Cluster{cfg: cfg}, nil
+	if cfg.StartGrace <= 0 {
+		cfg.StartGrace = cfg.TTL
+	}
+	return &Cluster{cfg: cfg, seen: map[string]time.Time{}, proofs: map[string]proof{}}, nil
 }
 
 // Self is this host's id.
@@ -224,11 +251,12 @@ func (c *Cluster) Place(ctx context.Context, agent, want string) (Host, bool, er
 	if err != nil {
 		return Host{}, false, fmt.Errorf("place a session: %w", err)
 	}
+	proven := c.verifyHosts(ctx, list)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	best, bestFree, bestLoad := -1, 0, 0
 	for i, h := range list {
-		ok := h.Alive && h.Capacity > 0 && slices.Contains(h.Providers, agent)
+		ok := h.Alive && h.Capacity > 0 && slices.Contains(h.Providers, agent) && proven[h.ID]
 		if h.Self {
 			ok = !c.draining && c.cfg.Providers(agent)
 		}
@@ -344,45 +372,58 @@ func (c *Cluster) TokenHashes(ctx context.Context) [][]byte {
 	return out
 }
 
-// Run renews this host's leases every TTL/3, releasing the sessions it
-// lost, and takes over the sessions of dead hosts, until ctx ends. When
-// it cannot renew for half the TTL, it releases every session it holds
-// before their leases run out, so that no agent runs for a session
-// another host may take.
+// Run renews this host's leases every TTL/3, first taking up those other
+// hosts handed it and releasing the sessions it lost, and takes over the
+// sessions of dead hosts, until ctx ends. When it cannot renew for half
+// the TTL, it releases every session it holds before their leases run
+// out, so that no agent runs for a session another host may take. It
+// looks for expired leases more often than it renews (every
+// takeOverEvery at most), so that a dead host's sessions all have a new
+// owner within about a second of their leases' end.
 func (c *Cluster) Run(ctx context.Context) {
-	tick := time.NewTicker(c.cfg.TTL / 3)
+	defer c.claims.Wait()
+	renewEvery := c.cfg.TTL / 3
+	lookEvery := min(renewEvery, takeOverEvery)
+	tick := time.NewTicker(lookEvery)
 	defer tick.Stop()
-	lastRenew := time.Now()
+	started := time.Now()
+	lastRenew, lastTry := time.Now(), time.Time{}
 	failing := false
 	for {
-		sent := time.Now()
-		lost, err := c.cfg.Store.RenewLeases(ctx)
-		switch {
-		case err == nil:
-			lastRenew = time.Now()
-			c.renewed.Store(sent.UnixNano())
-			if failing {
-				c.cfg.Logger.Info("leases renewed again")
-				failing = false
+		if time.Since(lastTry) >= renewEvery-lookEvery/2 {
+			lastTry = time.Now()
+			if handed, err := c.cfg.Store.HoldHanded(ctx); err == nil && len(handed) > 0 {
+				c.cfg.Logger.Info("holding the sessions handed to this host", "sessions", handed)
 			}
-			if len(lost) > 0 {
-				c.cfg.Pool.Release(ctx, lost, "its lease was taken by another host")
-			}
-		case ctx.Err() != nil:
-			return
-		default:
-			if !failing {
-				c.cfg.Logger.Warn("renew leases", "err", err)
-				failing = true
-			}
-			if time.Since(lastRenew) > c.cfg.TTL/2 {
-				c.renewed.Store(0)
-				if owned := c.cfg.Pool.Owned(); len(owned) > 0 {
-					c.cfg.Pool.Release(ctx, owned, "its lease could not be renewed in time")
+			sent := time.Now()
+			lost, err := c.cfg.Store.RenewLeases(ctx)
+			switch {
+			case err == nil:
+				lastRenew = time.Now()
+				c.renewed.Store(sent.UnixNano())
+				if failing {
+					c.cfg.Logger.Info("leases renewed again")
+					failing = false
+				}
+				if len(lost) > 0 {
+					c.cfg.Pool.Release(ctx, lost, "its lease was taken by another host")
+				}
+			case ctx.Err() != nil:
+				return
+			default:
+				if !failing {
+					c.cfg.Logger.Warn("renew leases", "err", err)
+					failing = true
+				}
+				if time.Since(lastRenew) > c.cfg.TTL/2 {
+					c.renewed.Store(0)
+					if owned := c.cfg.Pool.Owned(); len(owned) > 0 {
+						c.cfg.Pool.Release(ctx, owned, "its lease could not be renewed in time")
+					}
 				}
 			}
 		}
-		if !c.Draining() {
+		if !c.Draining() && !failing && time.Since(started) >= c.cfg.StartGrace {
 			c.takeOver(ctx)
 		}
 		select {
@@ -393,10 +434,22 @@ func (c *Cluster) Run(ctx context.Context) {
 	}
 }
 
-// takeOver takes this host's share of the sessions whose leases expired:
-// those of an agent it has, at most its share of them (the expired ones
-// divided among the live hosts), in random order so that hosts racing for
-// them spread them.
+// takeOverEvery is the longest wait between two looks for expired leases.
+const takeOverEvery = 500 * time.Millisecond
+
+// takeOverLate is how long after this host first saw a lease expired it
+// takes the session even when another host should have (that host is
+// gone too, or slow).
+const takeOverLate = 1500 * time.Millisecond
+
+// takeOver takes this host's share of the sessions whose leases expired,
+// all at once: each expired session goes to one survivor, chosen by
+// rendezvous hashing over the live hosts that have its agent (the owners
+// of expired leases, which stopped renewing, are not survivors), so that
+// they spread over the survivors and no two race for one. A session its
+// chosen host has not taken takeOverLate after this host saw it expired
+// is taken by whoever looks next. The sessions taken get their fences
+// claimed on their remotes (Config.Claimed), in the background.
 func (c *Cluster) takeOver(ctx context.Context) {
 	expired, err := c.cfg.Store.ExpiredLeases(ctx, 1000)
 	if err != nil {
@@ -405,36 +458,84 @@ func (c *Cluster) takeOver(ctx context.Context) {
 		}
 		return
 	}
+	now := time.Now()
+	c.mu.Lock()
+	live := make(map[string]bool, len(expired))
+	for _, l := range expired {
+		live[l.Session] = true
+		if _, ok := c.seen[l.Session]; !ok {
+			c.seen[l.Session] = now
+		}
+	}
+	for id := range c.seen {
+		if !live[id] {
+			delete(c.seen, id)
+		}
+	}
+	seen := maps.Clone(c.seen)
+	c.mu.Unlock()
 	if len(expired) == 0 {
 		return
 	}
-	alive := 1
+	stopped := map[string]bool{}
+	for _, l := range expired {
+		stopped[l.Owner] = true
+	}
+	var survivors []hosts.Status
 	if list, err := c.hostList(ctx); err == nil {
-		alive = 0
 		for _, h := range list {
-			if h.Alive && h.Capacity > 0 {
-				alive++
+			if h.Self || h.Alive && h.Capacity > 0 && !stopped[h.ID] {
+				survivors = append(survivors, h)
 			}
 		}
-		alive = max(alive, 1)
 	}
-	share := (len(expired) + alive - 1) / alive
-	rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
-	taken := 0
+	var mine []Lease
 	for _, l := range expired {
-		if taken >= share || ctx.Err() != nil {
-			return
-		}
 		if l.Agent != "" && !c.cfg.Providers(l.Agent) {
 			continue
+		}
+		if c.chosen(l, survivors) == c.cfg.Self || now.Sub(seen[l.Session]) >= takeOverLate {
+			mine = append(mine, l)
+		}
+	}
+	for _, l := range mine {
+		if ctx.Err() != nil {
+			return
 		}
 		if err := c.cfg.Store.TakeOver(ctx, l.Session); err != nil {
 			c.cfg.Logger.Debug("take over a session", "session", l.Session, "from", l.Owner, "err", err)
 			continue
 		}
-		taken++
 		c.cfg.Logger.Warn("session taken over from a host that stopped renewing its lease", "session", l.Session, "from", l.Owner)
+		if c.cfg.Claimed != nil {
+			c.claims.Add(1)
+			go func() {
+				defer c.claims.Done()
+				cctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				if err := c.cfg.Claimed(cctx, l.Session); err != nil && ctx.Err() == nil {
+					c.cfg.Logger.Warn("fence a session taken over on its remote", "session", l.Session, "err", err)
+				}
+			}()
+		}
 	}
+}
+
+// chosen is the survivor that takes l over: of those that have its agent
+// (this host if none), the one with the highest hash of the session and
+// its id.
+func (c *Cluster) chosen(l Lease, survivors []hosts.Status) string {
+	best, bestSum := c.cfg.Self, uint64(0)
+	for _, h := range survivors {
+		if l.Agent != "" && !h.Self && !slices.Contains(h.Providers, l.Agent) {
+			continue
+		}
+		sum := sha256.Sum256([]byte(l.Session + "\x00" + h.ID))
+		if v := binary.BigEndian.Uint64(sum[:8]); v >= bestSum {
+			best, bestSum = h.ID, v
+		}
+	}
+	return best
 }
 
 // Drain hands every session this host owns to other hosts (placed as new

@@ -28,6 +28,8 @@ type memStore struct {
 	renewed int
 	lost    []string
 	failing error
+	// handedCalls counts HoldHanded.
+	handedCalls int
 }
 
 func (m *memStore) Lease(_ context.Context, s string) (Lease, error) {
@@ -88,6 +90,13 @@ func (m *memStore) Owned(context.Context) ([]Lease, error) {
 		}
 	}
 	return out, nil
+}
+
+func (m *memStore) HoldHanded(context.Context) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.handedCalls++
+	return nil, nil
 }
 
 func (m *memStore) Holds(s string) bool {
@@ -302,27 +311,110 @@ func TestKnownToken(t *testing.T) {
 
 // TestTakeOverShare: of the expired sessions of a dead host, a live host
 // takes those of agents it has, at most its share, once.
+// TestTakeOverShare: the sessions of a dead host are spread over the
+// survivors in one wave, each taking those the hash gives it (never a
+// session of an agent it lacks); a session its chosen survivor did not
+// take in time is taken by another.
 func TestTakeOverShare(t *testing.T) {
 	past := time.Now().Add(-time.Second)
 	st := &memStore{self: "a", leases: map[string]Lease{}}
-	for i := range 6 {
+	const n = 40
+	for i := range n {
 		id := fmt.Sprint("s", i)
 		st.leases[id] = Lease{Session: id, Owner: "d", Open: true, Expires: past, Agent: "demo"}
 	}
 	st.leases["x"] = Lease{Session: "x", Owner: "d", Open: true, Expires: past, Agent: "other"}
-	c, _ := newTestCluster(t, st, memHosts{host("a", true, true, 16, 0), host("b", false, true, 16, 0), host("d", false, false, 16, 0)}, "demo")
+	list := memHosts{host("a", true, true, 16, 0, "demo"), host("b", false, true, 16, 0, "demo", "other"), host("d", false, false, 16, 0, "demo")}
+	c, _ := newTestCluster(t, st, list, "demo")
 	c.takeOver(context.Background())
-	if len(st.taken) != 4 { // ceil(7 expired / 2 live hosts)
-		t.Errorf("took %v; want 4 (its share of 7 among 2 live hosts)", st.taken)
+	want := 0
+	for i := range n {
+		if c.chosen(st.leases[fmt.Sprint("s", i)], list[:2]) == "a" {
+			want++
+		}
+	}
+	if len(st.taken) != want || want < n/4 || want > 3*n/4 {
+		t.Errorf("took %d sessions in the first wave; want the %d of %d the hash gives it (about half)", len(st.taken), want, n)
 	}
 	for _, s := range st.taken {
 		if s == "x" {
 			t.Error("took a session of an agent this host does not have")
 		}
 	}
+	// b did not take its share: once late, a takes it.
+	c.mu.Lock()
+	for id := range c.seen {
+		c.seen[id] = time.Now().Add(-takeOverLate)
+	}
+	c.mu.Unlock()
 	c.takeOver(context.Background())
-	if len(st.taken) != 6 {
-		t.Errorf("after a second round took %v; want every demo session", st.taken)
+	if len(st.taken) != n {
+		t.Errorf("after b's share was late took %d; want every demo session (%d)", len(st.taken), n)
+	}
+}
+
+// TestStartGrace: a host that just started takes nothing over for its
+// grace (the other hosts of a cluster that starts again claim their own
+// sessions), then takes the expired ones; it holds the sessions handed to
+// it at each renewal.
+func TestStartGrace(t *testing.T) {
+	st := &memStore{self: "a", leases: map[string]Lease{
+		"s1": {Session: "s1", Owner: "d", Open: true, Expires: time.Now().Add(-time.Second), Agent: "demo"},
+	}}
+	p := &memPool{st: st}
+	c, err := New(Config{Self: "a", Store: st, Hosts: memHosts{host("a", true, true, 16, 0, "demo")}, Pool: p,
+		TTL: 30 * time.Millisecond, StartGrace: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { defer close(done); c.Run(ctx) }()
+	waitFor(t, "the take-over", func() bool { st.mu.Lock(); defer st.mu.Unlock(); return len(st.taken) == 1 })
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("took the session over %v after start; want after the grace of 300ms", d)
+	}
+	st.mu.Lock()
+	calls := st.handedCalls
+	st.mu.Unlock()
+	if calls < 2 {
+		t.Errorf("HoldHanded called %d times; want at each renewal", calls)
+	}
+	cancel()
+	<-done
+}
+
+// TestPlaceSkipsUnprovenHosts: a host that does not prove it holds the
+// cluster's key is placed nothing, asked for or not.
+func TestPlaceSkipsUnprovenHosts(t *testing.T) {
+	st := &memStore{self: "a", leases: map[string]Lease{}}
+	list := memHosts{host("a", true, true, 16, 16, "demo"), host("b", false, true, 16, 0, "demo"), host("c", false, true, 16, 0, "demo")}
+	asked := map[string]int{}
+	var mu sync.Mutex
+	c, err := New(Config{Self: "a", Store: st, Hosts: list, Pool: &memPool{st: st}, Providers: func(string) bool { return true },
+		Verify: func(_ context.Context, h Host) error {
+			mu.Lock()
+			defer mu.Unlock()
+			asked[h.ID]++
+			if h.ID == "b" {
+				return errors.New("wrong cluster key")
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if h, _, err := c.Place(context.Background(), "demo", ""); err != nil || h.ID != "c" {
+			t.Errorf("Place() = %+v, %v; want c (b did not prove its key, a is full)", h, err)
+		}
+	}
+	if _, _, err := c.Place(context.Background(), "demo", "b"); !errors.Is(err, ErrHostDown) {
+		t.Errorf("Place(b) error = %v; want ErrHostDown", err)
+	}
+	if asked["b"] != 1 || asked["c"] != 1 {
+		t.Errorf("hosts asked %v; want each once", asked)
 	}
 }
 

@@ -205,6 +205,13 @@ type RemoveResult struct {
 	// BranchDeleted: the session left no work (no commit beyond its base,
 	// nothing uncommitted), so its branch was deleted.
 	BranchDeleted bool `json:"branch_deleted,omitempty"`
+	// Remote, for a repository given by URL, is where the branch was
+	// pushed once the work was committed (the close waits for the push);
+	// PushError says why it was not, the work then being on the branch
+	// in this host's mirror alone (Host).
+	Remote    string `json:"remote,omitempty"`
+	PushError string `json:"push_error,omitempty"`
+	Host      string `json:"host,omitempty"`
 }
 
 // Diff is a set of changes between two worktree states.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 
 	"github.com/agentpool/agentpool/backends"
@@ -72,6 +73,9 @@ type MoveResult struct {
 	Session string `json:"session"`
 	From    string `json:"from"`
 	To      string `json:"to"`
+	// Already: the session was on To when asked (a move sent again after
+	// its answer was lost, or asked of the host it is on).
+	Already bool `json:"already,omitempty"`
 }
 
 // host returns this host's id, "" when the pool runs alone.
@@ -95,10 +99,20 @@ func (p *Pool) loadHere(ctx context.Context, rec SessionRecord, wt Worktree) (Wo
 			err: fmt.Errorf("session %q: %w: %w", rec.ID, ErrNotOwner, err)}
 	}
 	self := p.cfg.Leases.Host()
-	if wt.Path == "" || wt.Host == "" || wt.Host == self {
+	mv, ok := p.cfg.Worktrees.(Mover)
+	// A worktree recorded here that is gone (this host handed the session
+	// away, and it came back by a take-over) is made again from the
+	// remote, as another host's would be.
+	gone := func(w Worktree) bool {
+		if w.Path == "" || w.Host != self || !ok || !mv.Movable(ctx, rec.Repo) {
+			return false
+		}
+		_, err := os.Lstat(w.Path)
+		return errors.Is(err, os.ErrNotExist)
+	}
+	if wt.Path == "" || wt.Host == "" || (wt.Host == self && !gone(wt)) {
 		return wt, nil
 	}
-	mv, ok := p.cfg.Worktrees.(Mover)
 	if !ok {
 		return wt, fmt.Errorf("session %q: its worktree is on host %s and this host cannot continue it", rec.ID, wt.Host)
 	}
@@ -110,7 +124,7 @@ func (p *Pool) loadHere(ctx context.Context, rec SessionRecord, wt Worktree) (Wo
 	if err != nil {
 		return wt, fmt.Errorf("session %q worktree: %w", rec.ID, err)
 	}
-	if cur.Host == self {
+	if cur.Host == self && !gone(cur) {
 		return cur, nil
 	}
 	from := cur.Host
@@ -139,7 +153,22 @@ func (p *Pool) Move(ctx context.Context, id, to, reason string) (MoveResult, err
 			err: fmt.Errorf("move session %q: %w: no hosts", id, ErrInvalid)}
 	}
 	self := p.cfg.Leases.Host()
-	if to == "" || to == self {
+	if to == self {
+		// Already here: a move resent after a forward was cut reaches the
+		// host it went to. The session must be here and open.
+		s, err := p.loadSession(ctx, id)
+		if err != nil {
+			return MoveResult{}, err
+		}
+		s.mu.Lock()
+		closed := s.closed && !s.moving
+		s.mu.Unlock()
+		if closed {
+			return MoveResult{}, fmt.Errorf("session %q: %w", id, ErrClosed)
+		}
+		return MoveResult{Session: id, From: self, To: self, Already: true}, nil
+	}
+	if to == "" {
 		return MoveResult{}, &userError{msg: "name another host of the pool to move the session to (see `agentpool hosts`)",
 			err: fmt.Errorf("move session %q to %q: %w: host", id, to, ErrInvalid)}
 	}

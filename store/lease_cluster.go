@@ -47,13 +47,6 @@ func (s *Store) HeldEpoch(session string) (int64, bool) {
 	return s.leases.get(session)
 }
 
-// HeldCount is how many sessions this store holds.
-func (s *Store) HeldCount() int {
-	s.leases.mu.Lock()
-	defer s.leases.mu.Unlock()
-	return len(s.leases.epochs)
-}
-
 // HoldHanded takes up, in one statement, the leases other hosts handed to
 // this host (HandOver) that it does not hold yet: it renews them under
 // this run and holds them, so that a session moved or drained here stays
@@ -80,4 +73,19 @@ func (s *Store) HoldHanded(ctx context.Context) ([]Lease, error) {
 		out = append(out, r.lease())
 	}
 	return out, nil
+}
+
+// OwnedCount is how many open sessions the database leases to this host,
+// whether or not any was loaded since (the hosts' SESSIONS). Without
+// leasing, every open session.
+func (s *Store) OwnedCount(ctx context.Context) (int, error) {
+	q, args := `SELECT COUNT(*) FROM sessions WHERE status <> ?`, []any{SessionClosed}
+	if s.leasing {
+		q, args = q+` AND lease_owner = ?`, append(args, s.cfg.HostID)
+	}
+	var n int
+	if err := s.db.GetContext(ctx, &n, q, args...); err != nil {
+		return 0, fmt.Errorf("count owned sessions: %w", err)
+	}
+	return n, nil
 }

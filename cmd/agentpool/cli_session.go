@@ -365,6 +365,17 @@ func (c *cli) sessionClose(ctx context.Context, args []string) error {
 	}
 	w := res.Worktree
 	switch {
+	case w.PushError != "":
+		where := "this host's copy of the repository"
+		if w.Host != "" {
+			where = "the copy of the repository on host " + w.Host
+		}
+		fmt.Fprintf(c.stdout, "session %s closed; its work is committed on branch %s (%s) in %s only: the push to the shared repository failed: %s\n",
+			res.Session, w.Branch, short(w.Commit), where, w.PushError)
+	case w.Remote != "" && (w.Committed || w.Commit != ""):
+		fmt.Fprintf(c.stdout, "session %s closed; its work is committed on branch %s (%s), pushed to %s\n", res.Session, w.Branch, short(w.Commit), w.Remote)
+	case w.Remote != "":
+		fmt.Fprintf(c.stdout, "session %s closed; nothing uncommitted, its work is on branch %s, pushed to %s\n", res.Session, w.Branch, w.Remote)
 	case w.BranchDeleted:
 		fmt.Fprintf(c.stdout, "session %s closed; it left no work, so its branch %s was deleted\n", res.Session, w.Branch)
 	case w.Discarded:
@@ -399,6 +410,10 @@ func (c *cli) sessionMove(ctx context.Context, args []string) error {
 	c.progress("done\n")
 	if *asJSON {
 		return c.printJSON(res)
+	}
+	if res.Already {
+		fmt.Fprintf(c.stdout, "session %s is on %s; its agent starts there on the next prompt\n", res.Session, res.To)
+		return nil
 	}
 	fmt.Fprintf(c.stdout, "session %s moved from %s to %s; its agent starts there on the next prompt\n", res.Session, res.From, res.To)
 	return nil

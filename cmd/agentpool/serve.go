@@ -299,14 +299,14 @@ func (m *Main) Open(ctx context.Context) error {
 		m.shutdownParts()
 		return err
 	}
-	// Registered before the first request is served: a daemon that
-	// answers is among the hosts (Run beats from then on).
-	if err := m.hosts.Beat(ctx); err != nil {
-		m.Logger.Warn("host heartbeat failed", "host", m.hosts.ID(), "err", err)
-	}
 	// Agents run outside any session: to list theirs, or to log in.
 	outside := wiring.NewAgentSessions(m.reg.Resolve, acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, filepath.Join(home, tmpDir))
-	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Catalog: agents, Token: token, Logger: m.Logger, Version: version,
+	allowed, err := m.allowedHosts()
+	if err != nil {
+		m.shutdownParts()
+		return err
+	}
+	m.api, err = httpapi.New(httpapi.Config{Pool: m.pool, Registry: m.reg, Catalog: agents, Token: token, Logger: m.Logger, Version: version, AllowedHosts: allowed,
 		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile),
 		Conns:         httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)},
 		AgentSessions: outside.List, Login: outside.Login, Reviews: wiring.Reviews{S: m.store}, Attempts: m.attempts, Hosts: m.hosts,
@@ -314,6 +314,19 @@ func (m *Main) Open(ctx context.Context) error {
 	if err != nil {
 		m.shutdownParts()
 		return err
+	}
+	if m.cluster != nil {
+		// A host started with another key than the cluster's says so and
+		// stops, before any host lists it.
+		if err := m.checkHosts(ctx); err != nil {
+			m.shutdownParts()
+			return err
+		}
+	}
+	// Registered before the first request is served: a daemon that
+	// answers is among the hosts (Run beats from then on).
+	if err := m.hosts.Beat(ctx); err != nil {
+		m.Logger.Warn("host heartbeat failed", "host", m.hosts.ID(), "err", err)
 	}
 	m.ln = ln
 	opened = true
@@ -327,9 +340,8 @@ func (m *Main) Open(ctx context.Context) error {
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.hosts.Run(runCtx) }()
 	if m.cluster != nil {
-		m.wg.Add(2)
+		m.wg.Add(1)
 		go func() { defer m.wg.Done(); m.cluster.Run(runCtx) }()
-		go func() { defer m.wg.Done(); m.checkHosts(runCtx) }()
 	}
 	if m.Notify != "" {
 		n := &Notifier{Command: []string{m.Notify}, Logger: m.Logger}
@@ -401,6 +413,14 @@ func (m *Main) openHosts(addr, id, token string) error {
 					warm += n
 				}
 			}
+			if m.store.Leasing() {
+				// The sessions leased here, loaded or not.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				if n, err := m.store.OwnedCount(ctx); err == nil {
+					return warm, n
+				}
+			}
 			return warm, st.Sessions
 		}})
 	return err
@@ -449,6 +469,9 @@ func (m *Main) reconcile(ctx context.Context, wt *worktree.Manager) {
 	}
 	var known []worktree.Worktree
 	for _, r := range rows {
+		if m.store.Leasing() && r.Host != "" && r.Host != m.store.HostID() {
+			continue // on another host's disk
+		}
 		s, err := m.store.GetSession(ctx, r.SessionID)
 		if err != nil {
 			continue

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentpool/agentpool/cluster"
@@ -88,42 +89,85 @@ func (m *Main) openCluster() error {
 	if err := m.loadClusterTLS(); err != nil {
 		return err
 	}
-	m.cluster, err = cluster.New(cluster.Config{Self: m.store.HostID(), Store: wiring.Leases{S: m.store}, Hosts: m.hosts, Pool: m.pool,
+	leases := wiring.Leases{S: m.store}
+	m.cluster, err = cluster.New(cluster.Config{Self: m.store.HostID(), Store: leases, Hosts: m.hosts, Pool: m.pool,
 		Providers: func(agent string) bool { return slices.Contains(m.readyProviders(), agent) },
-		Key:       key, TTL: m.store.LeaseTTL(), Logger: m.Logger})
+		Key:       key, TTL: m.store.LeaseTTL(), Logger: m.Logger,
+		Claimed: leases.ClaimFence(wiring.Worktrees{M: m.wt, Logger: m.Logger, Ledger: leases}),
+		// m.api is made before any request is served and Run starts.
+		Verify: func(ctx context.Context, h cluster.Host) error {
+			return m.api.CheckHost(ctx, httpapi.ClusterHost{ID: h.ID, Advertise: h.Advertise})
+		}})
 	return err
 }
 
 // hostCheckTimeout bounds the check of one host at start.
-const hostCheckTimeout = 10 * time.Second
+const hostCheckTimeout = 5 * time.Second
 
-// checkHosts asks every other live host, once, to prove that it holds
+// errWrongClusterKey is the error of a start refused because no host of
+// the cluster proves it holds this host's key.
+var errWrongClusterKey = errors.New("this host's cluster key is not the cluster's")
+
+// checkHosts asks every other live host, at once, to prove that it holds
 // this host's cluster key (httpapi.Server.CheckHost; no key crosses the
-// wire). Hosts started with different keys refuse each other's forwards;
-// better said at start, naming the host, than at the first forward.
-func (m *Main) checkHosts(ctx context.Context) {
+// wire), before this host registers. When live hosts answer and none
+// proves it, this host is the one started with another key: it refuses
+// to join (errWrongClusterKey), before any other host lists it or places
+// a session on it. A host that proves nothing while others do is named in
+// the log (the cluster does not place sessions on it either).
+func (m *Main) checkHosts(ctx context.Context) error {
 	list, err := m.hosts.List(ctx)
 	if err != nil {
 		m.Logger.Warn("list the hosts to check their cluster key", "err", err)
-		return
+		return nil
 	}
+	var others []httpapi.ClusterHost
 	for _, h := range list {
-		if !h.Alive || h.Self || h.ID == m.hosts.ID() {
-			continue
+		if h.Alive && !h.Self && h.ID != m.hosts.ID() {
+			others = append(others, httpapi.ClusterHost{ID: h.ID, Advertise: h.Advertise})
 		}
-		hctx, cancel := context.WithTimeout(ctx, hostCheckTimeout)
-		err := m.api.CheckHost(hctx, httpapi.ClusterHost{ID: h.ID, Advertise: h.Advertise})
-		cancel()
+	}
+	errs := make([]error, len(others))
+	var wg sync.WaitGroup
+	for i, h := range others {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hctx, cancel := context.WithTimeout(ctx, hostCheckTimeout)
+			defer cancel()
+			errs[i] = m.api.CheckHost(hctx, h)
+		}()
+	}
+	wg.Wait()
+	var proved, refused []string
+	for i, h := range others {
+		err := errs[i]
 		switch {
 		case errors.Is(err, httpapi.ErrHostProof):
+			refused = append(refused, h.ID)
 			m.Logger.Error(fmt.Sprintf("host %s at %s does not prove it holds this cluster key: started with a different --cluster-key-file?", h.ID, h.Advertise),
 				"host", h.ID, "url", h.Advertise, "err", err)
-		case err != nil && ctx.Err() == nil:
+		case err != nil:
 			m.Logger.Warn("a host of the cluster did not answer its hello", "host", h.ID, "url", h.Advertise, "err", err)
-		case err == nil:
+		default:
+			proved = append(proved, h.ID)
 			m.Logger.Debug("host proved it holds the cluster key", "host", h.ID, "url", h.Advertise)
 		}
 	}
+	if len(refused) > 0 && len(proved) == 0 {
+		return fmt.Errorf("%w: no live host of the cluster proves it holds the key of %s (%s refused the proof): "+
+			"give this host the same cluster key file as the others (it is never sent; see --cluster-key-file)",
+			errWrongClusterKey, m.clusterKeyPath(), strings.Join(refused, ", "))
+	}
+	return nil
+}
+
+// clusterKeyPath names the cluster key file in messages.
+func (m *Main) clusterKeyPath() string {
+	if m.ClusterKeyFile != "" {
+		return m.ClusterKeyFile
+	}
+	return filepath.Join(m.Home, clusterKeyFileName)
 }
 
 // sha256Hex is the hex SHA-256 of s.

@@ -89,12 +89,42 @@ func (a Leases) Owned(ctx context.Context) ([]cluster.Lease, error) {
 	return out, nil
 }
 
-// Pushed is what was last pushed of session.
-func (a Leases) Pushed(ctx context.Context, session string) (string, string, error) {
-	return a.S.Pushed(ctx, session)
+// PushedHeld is what was last pushed of session, under this host's lease.
+func (a Leases) PushedHeld(ctx context.Context, session string) (string, string, int64, error) {
+	return a.S.PushedHeld(ctx, session)
 }
 
 // RecordPushed records a push of session, under this host's lease.
 func (a Leases) RecordPushed(ctx context.Context, session, branch, checkpoint string) error {
 	return a.S.RecordPushed(ctx, session, branch, checkpoint)
+}
+
+// HoldHanded holds the sessions other hosts handed to this one.
+func (a Leases) HoldHanded(ctx context.Context) ([]string, error) {
+	l, err := a.S.HoldHanded(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(l))
+	for i, x := range l {
+		out[i] = x.Session
+	}
+	return out, nil
+}
+
+// ClaimFence moves the remote fence of session, which this host just took
+// over, to its lease (see Worktrees.ClaimFence): the cluster's
+// Config.Claimed.
+func (a Leases) ClaimFence(w Worktrees) func(ctx context.Context, session string) error {
+	return func(ctx context.Context, session string) error {
+		rec, err := a.S.GetSession(ctx, session)
+		if err != nil {
+			return err
+		}
+		branch := ""
+		if row, err := a.S.GetWorktree(ctx, session); err == nil {
+			branch = row.Branch
+		}
+		return w.ClaimFence(ctx, session, rec.Repo, branch)
+	}
 }

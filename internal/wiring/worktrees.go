@@ -31,7 +31,11 @@ type Worktrees struct {
 // PushLedger records what was pushed of sessions (the store's
 // RecordPushed, fenced by the lease).
 type PushLedger interface {
-	Pushed(ctx context.Context, session string) (branch, checkpoint string, err error)
+	// Host is this host's id.
+	Host() string
+	// PushedHeld is what was last pushed of session, with the epoch of
+	// the lease this host holds; an error when it does not hold it.
+	PushedHeld(ctx context.Context, session string) (branch, checkpoint string, epoch int64, err error)
 	RecordPushed(ctx context.Context, session, branch, checkpoint string) error
 }
 
@@ -57,14 +61,19 @@ func (a Worktrees) Handoff(ctx context.Context, wt pool.Worktree) error {
 // pushed, from the checkpoint the ledger recorded. A stale copy of the
 // session's worktree left here (this host lost the session earlier) is
 // removed first.
+//
+// With a ledger, this host first moves the session's fence on the remote
+// to its lease (worktree.Manager.ClaimFence): from then on the previous
+// owner's pushes are refused there, and what the remote holds is the
+// session's last state, which the worktree is made from (a push of the
+// previous owner that landed but that the store refused to record is
+// part of it).
 func (a Worktrees) Continue(ctx context.Context, wt pool.Worktree) (pool.Worktree, error) {
 	opts := worktree.ContinueOptions{Branch: wt.Branch, BaseCommit: wt.BaseCommit}
 	if a.Ledger != nil {
-		_, ckpt, err := a.Ledger.Pushed(ctx, wt.Session)
-		if err != nil {
-			return pool.Worktree{}, fmt.Errorf("what was pushed of the session: %w", err)
+		if err := a.claim(ctx, wt.Session, wt.Repo, wt.Branch); err != nil {
+			return pool.Worktree{}, err
 		}
-		opts.Checkpoint = ckpt
 	}
 	w, pushed, err := a.M.Continue(ctx, wt.Session, wt.Repo, opts)
 	if errors.Is(err, worktree.ErrExists) {
@@ -84,6 +93,31 @@ func (a Worktrees) Continue(ctx context.Context, wt pool.Worktree) (pool.Worktre
 	out := fromWT(w)
 	out.CreatedAt = wt.CreatedAt
 	return out, nil
+}
+
+// claim moves the remote's fence of session to the lease this host holds
+// (see worktree.Manager.ClaimFence).
+func (a Worktrees) claim(ctx context.Context, session, repo, branch string) error {
+	_, _, epoch, err := a.Ledger.PushedHeld(ctx, session)
+	if err != nil {
+		return fmt.Errorf("the lease of the session: %w", err)
+	}
+	if _, err := a.M.ClaimFence(ctx, session, repo, branch, worktree.Fence{Host: a.Ledger.Host(), Epoch: epoch}); err != nil {
+		return fmt.Errorf("fence the session on its remote: %w", err)
+	}
+	return nil
+}
+
+// ClaimFence moves the fence of session, a session of repo (given by URL)
+// on branch, on the remote to the lease this host now holds: the cluster
+// calls it at each take-over, so that the previous owner's pushes are
+// refused from then on, whether or not this host ever loads the session.
+// A session of a local repository has no fence.
+func (a Worktrees) ClaimFence(ctx context.Context, session, repo, branch string) error {
+	if a.Ledger == nil || !a.M.Mirrored(ctx, repo) {
+		return nil
+	}
+	return a.claim(ctx, session, repo, branch)
 }
 
 func (a Worktrees) logger() *slog.Logger {
@@ -127,11 +161,23 @@ func (a Worktrees) Recreate(ctx context.Context, wt pool.Worktree) (pool.Worktre
 // Remove removes a worktree, preserving its work unless discard.
 func (a Worktrees) Remove(ctx context.Context, wt pool.Worktree, discard bool) (pool.RemoveResult, error) {
 	r, err := a.M.Remove(ctx, toWT(wt), discard)
-	if err == nil && !r.BranchDeleted && !discard {
-		a.pushAfter(ctx, wt, "close")
+	out := pool.RemoveResult{Branch: r.Branch, Committed: r.Committed, Commit: r.Commit, Discarded: r.Discarded, Missing: r.Missing,
+		BranchDeleted: r.BranchDeleted}
+	if err == nil && !r.BranchDeleted && !discard && a.M.Mirrored(ctx, wt.Repo) {
+		// The close says where the work is once it is there: it waits
+		// for the push, and says so when the push failed.
+		if perr := a.push(ctx, wt); perr != nil {
+			a.logger().Warn("session not pushed to its repository", "session", wt.Session, "after", "close",
+				"remote_moved", errors.Is(perr, worktree.ErrRemoteMoved), "err", perr)
+			out.PushError = perr.Error()
+			if a.Ledger != nil {
+				out.Host = a.Ledger.Host()
+			}
+		} else {
+			out.Remote = wt.Repo
+		}
 	}
-	return pool.RemoveResult{Branch: r.Branch, Committed: r.Committed, Commit: r.Commit, Discarded: r.Discarded, Missing: r.Missing,
-		BranchDeleted: r.BranchDeleted}, err
+	return out, err
 }
 
 // Prune deletes a removed worktree's checkpoints and its branch as asked.
@@ -203,13 +249,19 @@ func (a Worktrees) push(ctx context.Context, wt pool.Worktree) error {
 	return nil
 }
 
-// lastPushed is the lease of the next push of w.
+// lastPushed is the lease of the next push of w: with a ledger, what it
+// recorded under this host's lease, and that lease as the push's fence on
+// the remote (an error when this host no longer holds the session: it
+// pushes nothing of it).
 func (a Worktrees) lastPushed(ctx context.Context, w worktree.Worktree) (worktree.Lease, error) {
 	if a.Ledger == nil {
 		return a.M.LastPushed(ctx, w)
 	}
-	b, c, err := a.Ledger.Pushed(ctx, w.Session)
-	return worktree.Lease{Branch: b, Checkpoint: c}, err
+	b, c, epoch, err := a.Ledger.PushedHeld(ctx, w.Session)
+	if err != nil {
+		return worktree.Lease{}, err
+	}
+	return worktree.Lease{Branch: b, Checkpoint: c, Fence: &worktree.Fence{Host: a.Ledger.Host(), Epoch: epoch}}, nil
 }
 
 // Diff compares two states.
