@@ -126,7 +126,7 @@ func clusterError(err error) *Error {
 		// forwarded to the new owner.
 		return mk(http.StatusConflict, CodeSessionMoved, "")
 	}
-	return nil
+	return storeUnavailable(err)
 }
 
 // knownToken says whether tok is the user token of a host of the cluster.

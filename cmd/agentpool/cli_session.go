@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -94,7 +95,7 @@ func gitTopLevel(ctx context.Context, dir string) (string, error) {
 }
 
 func (c *cli) sessionNew(ctx context.Context, args []string) error {
-	fs := c.flagSet("session new", "session new [--repo DIR] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm]\n            [--budget-tokens N] [--budget-cost X [--budget-currency USD]]\n            [--mcp NAME=COMMAND [ARGS...]]... [--mcp-json FILE] [--prompt TEXT] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--prompt starts the first turn in the same request and streams it, as prompt\ndoes (with a spare ready, the agent answers about as soon as a warm one).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.\n\nThe session's ACP agents get its MCP servers besides their provider's (a\nsession's server replaces the provider's of its name). --mcp adds a stdio\nserver; --mcp-json reads an object of servers keyed by name, as \"mcp_servers\"\nin providers.json (\"-\": stdin), which may hold env and headers: keep secrets\nthere, never on a command line.")
+	fs := c.flagSet("session new", "session new [--repo DIR|URL] [--agent ID] [--title TEXT] [--base REF] [--id ID] [--agent-session ID] [--no-warm] [--host HOST]\n            [--budget-tokens N] [--budget-cost X [--budget-currency USD]]\n            [--mcp NAME=COMMAND [ARGS...]]... [--mcp-json FILE] [--prompt TEXT] [--json]\n\nOpens a session: a git worktree of the repository on a branch of its own,\nwhere the session's agents work. The agent starts in the background right\naway, so that the first prompt finds it ready (--no-warm: at the first prompt).\n--prompt starts the first turn in the same request and streams it, as prompt\ndoes (with a spare ready, the agent answers about as soon as a warm one).\n--agent-session takes up one of the agent's own sessions (see session list\n--from-agent) in the new worktree, and says whether the agent did.\n\nThe session's ACP agents get its MCP servers besides their provider's (a\nsession's server replaces the provider's of its name). --mcp adds a stdio\nserver; --mcp-json reads an object of servers keyed by name, as \"mcp_servers\"\nin providers.json (\"-\": stdin), which may hold env and headers: keep secrets\nthere, never on a command line.\n\nWhen several hosts share the pool, the session runs on --host, else on the\nlive host with the most room that has the agent; give its repository by URL\nso that it can move between hosts.")
 	repo := fs.String("repo", "", "the git repository, or its URL (default: the one holding the current directory)")
 	agent := fs.String("agent", defaultAgent, "the session's first agent (a provider id; default: providers.json's \"default_agent\", else demo)")
 	title := fs.String("title", "", "a title for the session")
@@ -108,6 +109,7 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	var mcp mcpFlag
 	fs.Var(&mcp, "mcp", "an MCP server `NAME=COMMAND [ARGS...]` (stdio) for the session's agents; repeatable")
 	mcpJSON := fs.String("mcp-json", "", "a JSON `FILE` of MCP servers keyed by name (\"-\": stdin)")
+	onHost := fs.String("host", "", "with several hosts: the `HOST` to run the session on (see hosts)")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -152,8 +154,8 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	if b := bf.budget(); !b.IsZero() {
 		budget = &b
 	}
-	created, err := api.CreateSessionPrompt(ctx, pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm,
-		AgentSession: *agentSession, MCPServers: servers, Budget: budget}, *first)
+	created, err := api.Create(ctx, httpapi.CreateSessionRequest{CreateRequest: pool.CreateRequest{ID: *id, Repo: dir, Agent: *agent, Title: *title, BaseRef: *base, Warm: &warm,
+		AgentSession: *agentSession, MCPServers: servers, Budget: budget}, Prompt: *first, Host: *onHost})
 	s := created.Session
 	if err != nil {
 		if isNotInstalled(err) {
@@ -182,6 +184,9 @@ func (c *cli) sessionNew(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stdout, "session %s created\n", s.ID)
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  repo\t%s\n  worktree\t%s\n  branch\t%s\n  agent\t%s\n", s.Repo, s.Worktree.Path, s.Worktree.Branch, s.ActiveAgent)
+	if h := orStr(created.Host, s.Host); h != "" {
+		fmt.Fprintf(tw, "  host\t%s\n", h)
+	}
 	if len(s.MCPServers) > 0 {
 		fmt.Fprintf(tw, "  mcp servers\t%s\n", strings.Join(s.MCPServers.Names(), ", "))
 	}
@@ -265,9 +270,19 @@ func (c *cli) sessionList(ctx context.Context, args []string) error {
 		}
 	}()
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tAGENT\tBUSY\tCREATED\tREPO\tTITLE")
+	// The host column when several hosts share the pool.
+	withHost := slices.ContainsFunc(list, func(s pool.Session) bool { return s.Host != "" })
+	if withHost {
+		fmt.Fprintln(tw, "ID\tSTATUS\tHOST\tAGENT\tBUSY\tCREATED\tREPO\tTITLE")
+	} else {
+		fmt.Fprintln(tw, "ID\tSTATUS\tAGENT\tBUSY\tCREATED\tREPO\tTITLE")
+	}
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.ActiveAgent, yesNo(s.Busy),
+		status := string(s.Status)
+		if withHost {
+			status += "\t" + orStr(s.Host, "-")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, status, s.ActiveAgent, yesNo(s.Busy),
 			s.CreatedAt.Local().Format(time.DateTime), termLine(s.Repo), oneLine(s.Title, 80))
 	}
 	return tw.Flush()
@@ -301,6 +316,9 @@ func (c *cli) sessionShow(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "session\t%s\nstatus\t%s\nrepo\t%s\nworktree\t%s\nbranch\t%s\nbase\t%s\nagent\t%s\n",
 		s.ID, s.Status, s.Repo, s.Worktree.Path, s.Worktree.Branch, s.Worktree.BaseCommit, s.ActiveAgent)
+	if s.Host != "" {
+		fmt.Fprintf(tw, "host\t%s\n", s.Host)
+	}
 	if s.Title != "" {
 		fmt.Fprintf(tw, "title\t%s\n", oneLine(s.Title, 200))
 	}
@@ -433,6 +451,14 @@ func oneLine(s string, n int) string {
 	s = termText(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// orStr is s, or def when s is empty.
+func orStr(s, def string) string {
+	if s == "" {
+		return def
 	}
 	return s
 }

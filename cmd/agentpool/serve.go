@@ -593,6 +593,11 @@ func (m *Main) banner(addr string) {
 	} else {
 		where, repo = "a git repository", "/path/to/repo"
 	}
+	if m.cluster != nil {
+		// A session on a local path stays on its host: a cluster's
+		// repositories are given by URL, pushed to at every checkpoint.
+		where, repo = "a repository the hosts share (by URL, so that any host can continue it)", "git@git.example:team/project.git"
+	}
 	fmt.Fprintf(m.Stdout, `agentpool %s listening on http://%s
   data:      %s
   providers: %s
