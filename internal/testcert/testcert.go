@@ -117,3 +117,29 @@ func ForHosts(t testing.TB, dir string, hosts ...string) (caFile string, cfg *tl
 	leaf := tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
 	return caFile, &tls.Config{Certificates: []tls.Certificate{leaf}}
 }
+
+// FilesForHosts is ForHosts written to files: the authority's
+// certificate (ca.pem), the server's certificate chain (server.pem) and
+// its key (server-key.pem, mode 0600) in dir, for a daemon's --tls-cert
+// and --tls-key.
+func FilesForHosts(t testing.TB, dir string, hosts ...string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	caFile, cfg := ForHosts(t, dir, hosts...)
+	leaf := cfg.Certificates[0]
+	var chain []byte
+	for _, der := range leaf.Certificate {
+		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	if err := os.WriteFile(certFile, chain, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return caFile, certFile, keyFile
+}
