@@ -302,13 +302,3 @@ func (m *Manager) pushFenced(ctx context.Context, info repoInfo, session string,
 	}
 	return nil
 }
-
-// FenceOf returns whom the remote's fence of session names, as this host
-// last wrote or read it (zero when it knows of none), for tests and
-// diagnostics.
-func (m *Manager) FenceOf(session string) Fence {
-	fs := m.fenceOf(session)
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return fs.fence
-}

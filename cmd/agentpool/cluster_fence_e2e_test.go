@@ -601,3 +601,63 @@ func TestEndToEndClusterWrongKeyRefused(t *testing.T) {
 	}
 }
 
+
+// TestEndToEndClusterColdStart stops every host of the cluster for longer
+// than the TTL and starts them again a second apart: each host claims its
+// own sessions, and none is taken over as a failover (no session.moved,
+// nothing reported lost).
+func TestEndToEndClusterColdStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs three daemons")
+	}
+	url := startPostgres(t)
+	bin := agentpoolBinary(t)
+	key := clusterKeyFile(t)
+	remote := "file://" + sharedBare(t)
+	names := []string{"host-a", "host-b", "host-c"}
+	homes := map[string]string{}
+	var all []*clusterHost
+	for _, id := range names {
+		homes[id] = t.TempDir()
+		all = append(all, startFenceHost(t, bin, id, homes[id], url, key))
+	}
+	for _, h := range all {
+		h.waitHosts(3)
+	}
+	waitAgents(t, all, "work")
+	ctx := context.Background()
+	owner := map[string]string{}
+	for _, id := range names {
+		for range 2 {
+			var created httpapi.CreatedSession
+			if err := all[0].client.Call(ctx, "POST", "/v1/sessions", map[string]any{"repo": remote, "agent": "work", "host": id}, &created); err != nil {
+				t.Fatal(err)
+			}
+			promptRetry(t, all[0].client, created.ID, "before", 30*time.Second)
+			owner[created.ID] = id
+		}
+	}
+	for _, h := range all {
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		_ = h.cmd.Wait()
+	}
+	time.Sleep(clusterTTL + time.Second)
+	all = all[:0]
+	for _, id := range names {
+		all = append(all, startFenceHost(t, bin, id, homes[id], url, key))
+		time.Sleep(time.Second)
+	}
+	time.Sleep(2 * clusterTTL)
+	hs := sessionHosts(t, all[2].client)
+	for id, own := range owner {
+		if hs[id] != own {
+			t.Errorf("session %s is on %q after the cold start; want its own host %s", id, hs[id], own)
+		}
+		if ms := movedEvents(t, all[1].client, id); len(ms) != 0 {
+			t.Errorf("session %s: session.moved %v after a cold start; want none", id, ms)
+		}
+		if turn := promptRetry(t, all[0].client, id, "after", 30*time.Second); turn.StopReason != "end_turn" {
+			t.Errorf("turn of %s after the cold start = %+v", id, turn)
+		}
+	}
+}
