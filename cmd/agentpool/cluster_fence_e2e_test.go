@@ -375,6 +375,29 @@ func TestEndToEndClusterMovesStay(t *testing.T) {
 	if d, err := a.client.Diff(ctx, id, 0); err != nil {
 		t.Errorf("diff back on host-a: %v (%+v)", err, d.Stat)
 	}
+
+	// A session moved to host-b and never touched there comes back to
+	// host-a by a take-over when host-b dies: host-a, which removed its
+	// worktree at the hand-over, makes it again from the remote.
+	bounce := create("host-a")
+	if out, err := a.cli("session", "move", bounce, "host-b"); err != nil {
+		t.Fatalf("session move %s host-b: %v\n%s", bounce, err, out)
+	}
+	time.Sleep(clusterTTL) // host-b holds it, untouched
+	b.kill9()
+	if turn := promptRetry(t, a.client, bounce, "after host-b died", clusterTTL+30*time.Second); turn.StopReason != "end_turn" {
+		t.Fatalf("turn of %s after host-b died = %+v", bounce, turn)
+	}
+	s, err = a.client.Session(ctx, bounce)
+	if err != nil || s.Host != "host-a" {
+		t.Fatalf("session %s = host %q, %v; want host-a", bounce, s.Host, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(s.Worktree.Path, "work.txt")); err != nil || string(got) != "after host-b died\n" {
+		t.Errorf("work.txt of %s taken back = %q, %v", bounce, got, err)
+	}
+	if ms := movedEvents(t, a.client, bounce); len(ms) != 2 || ms[0]["reason"] != "move" || ms[1]["reason"] != "failover" || ms[1]["lost"] != "" {
+		t.Errorf("session %s: session.moved %v; want the move, then a failover that lost nothing", bounce, ms)
+	}
 }
 
 // TestEndToEndClusterTakeOverWave kills (SIGKILL) a host holding 14 idle
