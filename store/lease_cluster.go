@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // PushedHeld is Pushed read under the lease: it returns what was last
@@ -88,4 +90,53 @@ func (s *Store) OwnedCount(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("count owned sessions: %w", err)
 	}
 	return n, nil
+}
+
+// RecordPushedTree is RecordPushed that also records tree, the tree of
+// checkpoint: a take-over compares it with the turns' checkpoints to say
+// which turns' work never reached the remote. It is fenced (see
+// ErrFenced); it returns ErrNotFound for an unknown session.
+func (s *Store) RecordPushedTree(ctx context.Context, session, branch, checkpoint, tree string) error {
+	err := s.fenced(ctx, session, func(ex sqlx.ExtContext) error {
+		res, err := ex.ExecContext(ctx, `UPDATE sessions SET pushed_branch = ?, pushed_checkpoint = ?, pushed_tree = ? WHERE id = ?`,
+			branch, checkpoint, tree, session)
+		if err == nil {
+			err = mustAffect(res)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record pushed checkpoint of session %q: %w", session, s.mapWriteErr(err))
+	}
+	return nil
+}
+
+// unpushedTurns returns, of the ended turns of session (in tx, before a
+// take-over ends the open ones), those whose checkpoint is not the one
+// pushed (tree) nor before it: the turns whose work never reached the
+// remote. With no tree recorded (a push recorded before trees were) but a
+// checkpoint pushed, it cannot tell, and returns none.
+func (s *Store) unpushedTurns(ctx context.Context, tx *sqlx.Tx, session, checkpoint, tree string) ([]int64, error) {
+	if tree == "" && checkpoint != "" {
+		return []int64{}, nil
+	}
+	var rows []struct {
+		Number int64  `db:"number"`
+		After  string `db:"checkpoint_after"`
+	}
+	if err := tx.SelectContext(ctx, &rows, `SELECT number, checkpoint_after FROM turns
+		WHERE session_id = ? AND ended_at IS NOT NULL AND checkpoint_after <> '' ORDER BY number`, session); err != nil {
+		return nil, fmt.Errorf("read the turns' checkpoints: %w", err)
+	}
+	from := 0
+	for i, r := range rows {
+		if tree != "" && r.After == tree {
+			from = i + 1
+		}
+	}
+	out := []int64{}
+	for _, r := range rows[from:] {
+		out = append(out, r.Number)
+	}
+	return out, nil
 }

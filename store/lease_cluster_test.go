@@ -2,8 +2,13 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestPushedHeldIsFenced: the ledger of what was pushed is read under the
@@ -74,5 +79,53 @@ func TestHoldHanded(t *testing.T) {
 		if n, err := h.s.OwnedCount(ctx); err != nil || n != h.want {
 			t.Errorf("OwnedCount() of %s = %d, %v; want %d", h.s.HostID(), n, err, h.want)
 		}
+	}
+}
+
+// TestTakeOverNamesUnpushedTurns: a turn that ended on the old host but
+// whose checkpoint was not pushed yet is named, with the cut one, as
+// never having reached the shared repository; those pushed are not.
+func TestTakeOverNamesUnpushedTurns(t *testing.T) {
+	ctx := context.Background()
+	st := hostsOn(t, "a", "b")
+	a, b := st[0], st[1]
+	mustSession(t, a, "s1")
+	var turns []int64
+	for i, tree := range []string{"tree-1", "tree-2", "tree-3"} {
+		n, err := a.StartTurn(ctx, Turn{SessionID: "s1", Agent: "claude", Prompt: fmt.Sprint("p", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, n)
+		if err := a.EndTurn(ctx, "s1", n, TurnEnd{StopReason: "end_turn", CheckpointAfter: tree}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut, err := a.StartTurn(ctx, Turn{SessionID: "s1", Agent: "claude", Prompt: "cut"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Turn 1's checkpoint reached the remote; 2 and 3 ended after.
+	if err := a.RecordPushedTree(ctx, "s1", "agentpool/s1", "c0ffee", "tree-1"); err != nil {
+		t.Fatal(err)
+	}
+	expireLease(t, a, "s1")
+	m, err := b.TakeOver(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved map[string]any
+	if err := json.Unmarshal(m.Events[len(m.Events)-1].Data, &moved); err != nil {
+		t.Fatal(err)
+	}
+	want := []any{float64(turns[1]), float64(turns[2]), float64(cut)}
+	if diff := cmp.Diff(want, moved["unpushed_turns"]); diff != "" {
+		t.Errorf("unpushed_turns (-want +got):\n%s", diff)
+	}
+	if lost := fmt.Sprint(moved["lost"]); !strings.Contains(lost, fmt.Sprintf("turns %d, %d, %d", turns[1], turns[2], cut)) {
+		t.Errorf("lost = %q; want it to name turns %d, %d and %d", lost, turns[1], turns[2], cut)
 	}
 }

@@ -90,8 +90,9 @@ func (s *Store) TakeOver(ctx context.Context, session string) (_ Moved, err erro
 		Status     string `db:"status"`
 		Branch     string `db:"pushed_branch"`
 		Checkpoint string `db:"pushed_checkpoint"`
+		Tree       string `db:"pushed_tree"`
 	}
-	err = tx.GetContext(ctx, &row, `SELECT `+leaseCols+`, status, pushed_branch, pushed_checkpoint
+	err = tx.GetContext(ctx, &row, `SELECT `+leaseCols+`, status, pushed_branch, pushed_checkpoint, pushed_tree
 		FROM sessions WHERE id = ? FOR UPDATE`, session)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Moved{}, ErrNotFound
@@ -131,6 +132,12 @@ func (s *Store) TakeOver(ctx context.Context, session string) (_ Moved, err erro
 		m.Events = append(m.Events, ev)
 		return nil
 	}
+	// The turns that ended on the old host but whose checkpoint it had
+	// not pushed yet (pushes follow the turns' ends).
+	unpushed, err := s.unpushedTurns(ctx, tx, session, row.Checkpoint, row.Tree)
+	if err != nil {
+		return Moved{}, err
+	}
 	reason := fmt.Sprintf("host %s stopped during the turn", orNobody(row.Owner))
 	var turns []interruptedTurn
 	if err = tx.SelectContext(ctx, &turns, `UPDATE turns SET stop_reason = ?, error = ?, ended_at = ?
@@ -154,19 +161,21 @@ func (s *Store) TakeOver(ctx context.Context, session string) (_ Moved, err erro
 		return Moved{}, fmt.Errorf("mark agents crashed: %w", err)
 	}
 	// Something is lost only when a turn was cut (its changes since the
-	// last checkpoint stayed on the old host), or when the session ran
-	// turns and none of its checkpoints reached the remote.
+	// last checkpoint stayed on the old host), when a turn's checkpoint
+	// was not pushed yet, or when the session ran turns and none of its
+	// checkpoints reached the remote.
 	var ran int64
 	if err = tx.GetContext(ctx, &ran, `SELECT COUNT(*) FROM turns WHERE session_id = ?`, session); err != nil {
 		return Moved{}, fmt.Errorf("count turns: %w", err)
 	}
+	unpushed = append(unpushed, m.Interrupted...)
 	lost := ""
-	if len(m.Interrupted) > 0 || (ran > 0 && row.Checkpoint == "") {
-		lost = lostSentence(row.Owner, row.Checkpoint, m.Interrupted)
+	if len(unpushed) > 0 || (ran > 0 && row.Checkpoint == "") {
+		lost = lostSentence(row.Owner, row.Checkpoint, unpushed)
 	}
 	data := map[string]any{"from": row.Owner, "to": s.cfg.HostID, "epoch": m.Lease.Epoch, "reason": MoveFailover,
 		"interrupted_turns": m.Interrupted, "checkpoint": row.Checkpoint, "branch_head": row.Branch,
-		"unpushed_turns": m.Interrupted, "lost": lost}
+		"unpushed_turns": unpushed, "lost": lost}
 	if err = store(backends.Event{Type: EventSessionMoved, Data: backends.MustJSON(data)}); err != nil {
 		return Moved{}, fmt.Errorf("report the move: %w", err)
 	}

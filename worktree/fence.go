@@ -302,3 +302,23 @@ func (m *Manager) pushFenced(ctx context.Context, info repoInfo, session string,
 	}
 	return nil
 }
+
+// TreeOf returns the tree of commit in the mirror of repo (a URL, or the
+// repository of one of this host's worktrees).
+func (m *Manager) TreeOf(ctx context.Context, repo, commit string) (string, error) {
+	if err := validRev(commit); err != nil {
+		return "", err
+	}
+	info, err := m.sessionMirror(ctx, repo)
+	if err != nil {
+		return "", err
+	}
+	ids, err := m.resolve(ctx, repoAt(info), commit+"^{tree}")
+	if err != nil {
+		return "", err
+	}
+	if ids[0] == "" {
+		return "", fmt.Errorf("%w: %s is not a commit of %s", ErrUnknownRef, commit, repo)
+	}
+	return ids[0], nil
+}

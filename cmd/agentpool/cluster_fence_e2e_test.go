@@ -412,7 +412,8 @@ func TestEndToEndClusterTakeOverWave(t *testing.T) {
 	url := startPostgres(t)
 	bin := agentpoolBinary(t)
 	key := clusterKeyFile(t)
-	remote := "file://" + sharedBare(t)
+	bare := sharedBare(t)
+	remote := "file://" + bare
 	a := startFenceHost(t, bin, "host-a", t.TempDir(), url, key)
 	b := startFenceHost(t, bin, "host-b", t.TempDir(), url, key)
 	c := startFenceHost(t, bin, "host-c", t.TempDir(), url, key, "--max-warm", "32")
@@ -432,6 +433,20 @@ func TestEndToEndClusterTakeOverWave(t *testing.T) {
 		ids = append(ids, created.ID)
 		promptRetry(t, a.client, created.ID, "pushed", 30*time.Second)
 	}
+	// The turns' pushes follow their ends: wait until each reached the
+	// remote (and its record the store).
+	for _, id := range ids {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			out, err := exec.Command("git", "-C", bare, "show", worktree.CheckpointRefPrefix+id+":work.txt").Output()
+			if err == nil && strings.TrimSpace(string(out)) == "pushed" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the turn's checkpoint never reached the remote", id)
+			}
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
 	// hosts counts the sessions leased to host-c, loaded or not (by its
 	// next heartbeat).
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {

@@ -149,6 +149,9 @@ type Main struct {
 	hosts      *hosts.Heartbeat
 	cluster    *cluster.Cluster
 	clusterTLS *tls.Config
+	// pushes are the pushes after checkpoints running in the background
+	// (several hosts only).
+	pushes *wiring.Pushes
 	http       *http.Server
 	ln         net.Listener
 	cancel     context.CancelFunc
@@ -268,6 +271,9 @@ func (m *Main) Open(ctx context.Context) error {
 		}
 		m.Logger.Info("sessions owned by this host", "host", hostID, "sessions", len(owned))
 		leases, worktrees.Ledger = wiring.Leases{S: m.store}, wiring.Leases{S: m.store}
+		// A turn's end does not wait for its push (a close does).
+		m.pushes = wiring.NewPushes()
+		worktrees.Pushes = m.pushes
 	}
 	m.pool, err = pool.New(pool.Config{
 		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Reviews: wiring.Reviews{S: m.store}, Worktrees: worktrees, Resolver: m.reg, Leases: leases,
@@ -692,6 +698,15 @@ func (m *Main) Close() error {
 		m.Logger.Warn("pool shutdown", "budget", agentStopBudget, "err", err)
 	}
 	cancel()
+	if m.pushes != nil {
+		// The last turns' checkpoints reach the shared repositories
+		// before the daemon stops.
+		pctx, cancel := context.WithTimeout(context.Background(), pushWaitBudget)
+		if err := m.pushes.WaitAll(pctx); err != nil {
+			m.Logger.Warn("pushes still running at stop", "budget", pushWaitBudget, "err", err)
+		}
+		cancel()
+	}
 	m.cancel()
 	m.wg.Wait()
 	// The pool has stopped every agent it knows; the sweep makes sure no

@@ -30,6 +30,10 @@ import (
 // once this one's leases expire.
 const DefaultDrainTimeout = 2 * time.Minute
 
+// pushWaitBudget bounds the wait, at stop, for the pushes of the last
+// checkpoints.
+const pushWaitBudget = 30 * time.Second
+
 // clusterKeyEnv names the cluster key file when --cluster-key-file is not
 // given.
 const clusterKeyEnv = "AGENTPOOL_CLUSTER_KEY_FILE"
@@ -93,7 +97,7 @@ func (m *Main) openCluster() error {
 	m.cluster, err = cluster.New(cluster.Config{Self: m.store.HostID(), Store: leases, Hosts: m.hosts, Pool: m.pool,
 		Providers: func(agent string) bool { return slices.Contains(m.readyProviders(), agent) },
 		Key:       key, TTL: m.store.LeaseTTL(), Logger: m.Logger,
-		Claimed: leases.ClaimFence(wiring.Worktrees{M: m.wt, Logger: m.Logger, Ledger: leases}),
+		Claimed: leases.ClaimFence(wiring.Worktrees{M: m.wt, Logger: m.Logger, Ledger: leases, Pushes: m.pushes}),
 		// m.api is made before any request is served and Run starts.
 		Verify: func(ctx context.Context, h cluster.Host) error {
 			return m.api.CheckHost(ctx, httpapi.ClusterHost{ID: h.ID, Advertise: h.Advertise})

@@ -95,8 +95,8 @@ func (a Leases) PushedHeld(ctx context.Context, session string) (string, string,
 }
 
 // RecordPushed records a push of session, under this host's lease.
-func (a Leases) RecordPushed(ctx context.Context, session, branch, checkpoint string) error {
-	return a.S.RecordPushed(ctx, session, branch, checkpoint)
+func (a Leases) RecordPushed(ctx context.Context, session, branch, checkpoint, tree string) error {
+	return a.S.RecordPushedTree(ctx, session, branch, checkpoint, tree)
 }
 
 // HoldHanded holds the sessions other hosts handed to this one.

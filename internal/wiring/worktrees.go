@@ -26,6 +26,11 @@ type Worktrees struct {
 	// the new owner pushed), and a host continuing a session starts from
 	// it. Nil: the mirror's own record (worktree.Manager.LastPushed).
 	Ledger PushLedger
+	// Pushes, when set, runs the pushes after checkpoints in the
+	// background (a turn's end does not wait for them); a close, a
+	// move and a merge wait for the session's push first. Nil: pushes
+	// are made before Checkpoint returns.
+	Pushes *Pushes
 }
 
 // PushLedger records what was pushed of sessions (the store's
@@ -36,7 +41,9 @@ type PushLedger interface {
 	// PushedHeld is what was last pushed of session, with the epoch of
 	// the lease this host holds; an error when it does not hold it.
 	PushedHeld(ctx context.Context, session string) (branch, checkpoint string, epoch int64, err error)
-	RecordPushed(ctx context.Context, session, branch, checkpoint string) error
+	// RecordPushed records what was pushed of session: its branch and
+	// checkpoint (commits) and the checkpoint's tree.
+	RecordPushed(ctx context.Context, session, branch, checkpoint, tree string) error
 }
 
 var (
@@ -51,6 +58,9 @@ func (a Worktrees) Movable(ctx context.Context, repo string) bool {
 
 // Handoff checkpoints wt and pushes it, failing when the push does.
 func (a Worktrees) Handoff(ctx context.Context, wt pool.Worktree) error {
+	if err := a.Pushes.Wait(ctx, wt.Session); err != nil {
+		return err
+	}
 	if _, err := a.M.Checkpoint(ctx, toWT(wt)); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -86,7 +96,7 @@ func (a Worktrees) Continue(ctx context.Context, wt pool.Worktree) (pool.Worktre
 		return pool.Worktree{}, err
 	}
 	if a.Ledger != nil {
-		if err := a.Ledger.RecordPushed(ctx, wt.Session, pushed.Branch, pushed.Checkpoint); err != nil {
+		if err := a.Ledger.RecordPushed(ctx, wt.Session, pushed.Branch, pushed.Checkpoint, a.treeOf(ctx, wt.Repo, pushed.Checkpoint)); err != nil {
 			a.logger().Warn("record what the session continued from", "session", wt.Session, "err", err)
 		}
 	}
@@ -118,6 +128,19 @@ func (a Worktrees) ClaimFence(ctx context.Context, session, repo, branch string)
 		return nil
 	}
 	return a.claim(ctx, session, repo, branch)
+}
+
+// treeOf is the tree of the checkpoint commit in the mirror of repo, ""
+// for none or when it cannot be read.
+func (a Worktrees) treeOf(ctx context.Context, repo, checkpoint string) string {
+	if checkpoint == "" {
+		return ""
+	}
+	tree, err := a.M.TreeOf(ctx, repo, checkpoint)
+	if err != nil {
+		a.logger().Warn("read the tree of a pushed checkpoint", "repo", repo, "commit", checkpoint, "err", err)
+	}
+	return tree
 }
 
 func (a Worktrees) logger() *slog.Logger {
@@ -160,6 +183,9 @@ func (a Worktrees) Recreate(ctx context.Context, wt pool.Worktree) (pool.Worktre
 
 // Remove removes a worktree, preserving its work unless discard.
 func (a Worktrees) Remove(ctx context.Context, wt pool.Worktree, discard bool) (pool.RemoveResult, error) {
+	if err := a.Pushes.Wait(ctx, wt.Session); err != nil {
+		return pool.RemoveResult{}, err
+	}
 	r, err := a.M.Remove(ctx, toWT(wt), discard)
 	out := pool.RemoveResult{Branch: r.Branch, Committed: r.Committed, Commit: r.Commit, Discarded: r.Discarded, Missing: r.Missing,
 		BranchDeleted: r.BranchDeleted}
@@ -199,7 +225,11 @@ func (a Worktrees) ImportHistory(ctx context.Context, wt pool.Worktree) (pool.Hi
 // Checkpoint records the worktree state.
 func (a Worktrees) Checkpoint(ctx context.Context, wt pool.Worktree) (string, error) {
 	tree, err := a.M.Checkpoint(ctx, toWT(wt))
-	if err == nil {
+	if err == nil && a.Pushes != nil && a.M.Mirrored(ctx, wt.Repo) {
+		// In the background: the turn's end does not wait for it.
+		pctx := context.WithoutCancel(ctx)
+		a.Pushes.start(wt.Session, func() { a.pushAfter(pctx, wt, "checkpoint") })
+	} else if err == nil {
 		a.pushAfter(ctx, wt, "checkpoint")
 	}
 	return tree, err
@@ -242,7 +272,7 @@ func (a Worktrees) push(ctx context.Context, wt pool.Worktree) error {
 		return err
 	}
 	if a.Ledger != nil {
-		if err := a.Ledger.RecordPushed(ctx, wt.Session, pushed.Branch, pushed.Checkpoint); err != nil {
+		if err := a.Ledger.RecordPushed(ctx, wt.Session, pushed.Branch, pushed.Checkpoint, a.treeOf(ctx, wt.Repo, pushed.Checkpoint)); err != nil {
 			return fmt.Errorf("record the push: %w", err)
 		}
 	}
@@ -330,6 +360,9 @@ var setupTypes = map[string]backends.EventType{
 func (a Worktrees) Merge(ctx context.Context, wt pool.Worktree, req pool.WorktreeMerge) (pool.MergeResult, error) {
 	opts := worktree.MergeOptions{Into: req.Into, Base: req.Base, Squash: req.Squash, Rebase: req.Rebase,
 		Title: req.Title, Summary: req.Summary}
+	if err := a.Pushes.Wait(ctx, wt.Session); err != nil {
+		return pool.MergeResult{}, err
+	}
 	if a.M.Mirrored(ctx, wt.Repo) {
 		// The session branch goes with the merge, expected where this
 		// host last pushed it.
@@ -343,7 +376,7 @@ func (a Worktrees) Merge(ctx context.Context, wt pool.Worktree, req pool.Worktre
 	if err == nil && opts.Lease != nil && a.Ledger != nil {
 		// The merge pushed the session branch: the ledger follows.
 		if now, lerr := a.M.LastPushed(ctx, toWT(wt)); lerr == nil {
-			if lerr = a.Ledger.RecordPushed(ctx, wt.Session, now.Branch, now.Checkpoint); lerr != nil {
+			if lerr = a.Ledger.RecordPushed(ctx, wt.Session, now.Branch, now.Checkpoint, a.treeOf(ctx, wt.Repo, now.Checkpoint)); lerr != nil {
 				a.logger().Warn("record the push of a merge", "session", wt.Session, "err", lerr)
 			}
 		}
