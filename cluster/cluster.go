@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -489,12 +490,13 @@ func (c *Cluster) takeOver(ctx context.Context) {
 			}
 		}
 	}
+	chosen := c.assign(expired, survivors)
 	var mine []Lease
 	for _, l := range expired {
 		if l.Agent != "" && !c.cfg.Providers(l.Agent) {
 			continue
 		}
-		if c.chosen(l, survivors) == c.cfg.Self || now.Sub(seen[l.Session]) >= takeOverLate {
+		if chosen[l.Session] == c.cfg.Self || now.Sub(seen[l.Session]) >= takeOverLate {
 			mine = append(mine, l)
 		}
 	}
@@ -521,21 +523,47 @@ func (c *Cluster) takeOver(ctx context.Context) {
 	}
 }
 
-// chosen is the survivor that takes l over: of those that have its agent
-// (this host if none), the one with the highest hash of the session and
-// its id.
-func (c *Cluster) chosen(l Lease, survivors []hosts.Status) string {
-	best, bestSum := c.cfg.Self, uint64(0)
-	for _, h := range survivors {
-		if l.Agent != "" && !h.Self && !slices.Contains(h.Providers, l.Agent) {
-			continue
-		}
-		sum := sha256.Sum256([]byte(l.Session + "\x00" + h.ID))
-		if v := binary.BigEndian.Uint64(sum[:8]); v >= bestSum {
-			best, bestSum = h.ID, v
-		}
+// assign gives each expired lease a survivor, the same on every host
+// that sees the same leases and hosts: the sessions in the order of a
+// hash of their ids, each to the survivor that has its agent (this host
+// when none has) and was given the fewest so far, ties broken by a hash
+// of the session and the host's id. The survivors get shares that differ
+// by one at most.
+func (c *Cluster) assign(expired []Lease, survivors []hosts.Status) map[string]string {
+	order := slices.Clone(expired)
+	key := func(s string) uint64 {
+		sum := sha256.Sum256([]byte(s))
+		return binary.BigEndian.Uint64(sum[:8])
 	}
-	return best
+	slices.SortFunc(order, func(a, b Lease) int {
+		if ka, kb := key(a.Session), key(b.Session); ka != kb {
+			if ka < kb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Session, b.Session)
+	})
+	given := map[string]int{}
+	out := make(map[string]string, len(order))
+	for _, l := range order {
+		best, bestN, bestKey := c.cfg.Self, -1, uint64(0)
+		for _, h := range survivors {
+			if l.Agent != "" && !h.Self && !slices.Contains(h.Providers, l.Agent) {
+				continue
+			}
+			if h.Self && l.Agent != "" && !c.cfg.Providers(l.Agent) {
+				continue
+			}
+			n, k := given[h.ID], key(l.Session+"\x00"+h.ID)
+			if bestN < 0 || n < bestN || n == bestN && k > bestKey {
+				best, bestN, bestKey = h.ID, n, k
+			}
+		}
+		given[best]++
+		out[l.Session] = best
+	}
+	return out
 }
 
 // Drain hands every session this host owns to other hosts (placed as new

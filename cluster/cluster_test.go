@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentpool/agentpool/hosts"
 	"github.com/agentpool/agentpool/pool"
 )
@@ -327,14 +329,22 @@ func TestTakeOverShare(t *testing.T) {
 	list := memHosts{host("a", true, true, 16, 0, "demo"), host("b", false, true, 16, 0, "demo", "other"), host("d", false, false, 16, 0, "demo")}
 	c, _ := newTestCluster(t, st, list, "demo")
 	c.takeOver(context.Background())
-	want := 0
-	for i := range n {
-		if c.chosen(st.leases[fmt.Sprint("s", i)], list[:2]) == "a" {
-			want++
-		}
+	if len(st.taken) != n/2 {
+		t.Errorf("took %d sessions in the first wave; want its share, %d of %d", len(st.taken), n/2, n)
 	}
-	if len(st.taken) != want || want < n/4 || want > 3*n/4 {
-		t.Errorf("took %d sessions in the first wave; want the %d of %d the hash gives it (about half)", len(st.taken), want, n)
+	// b, seeing the same, gives itself the others.
+	cb, _ := newTestCluster(t, &memStore{self: "b", leases: st.leases}, memHosts{host("a", false, true, 16, 0, "demo"), host("b", true, true, 16, 0, "demo", "other"), list[2]}, "demo", "other")
+	var all []Lease
+	for _, l := range st.leases {
+		all = append(all, l)
+	}
+	ga := c.assign(all, list[:2])
+	gb := cb.assign(all, memHosts{host("a", false, true, 16, 0, "demo"), host("b", true, true, 16, 0, "demo", "other")})
+	if diff := cmp.Diff(ga, gb); diff != "" {
+		t.Errorf("a and b assign differently (-a +b):\n%s", diff)
+	}
+	if ga["x"] != "b" {
+		t.Errorf("x (agent other) assigned to %s; want b, the one that has its agent", ga["x"])
 	}
 	for _, s := range st.taken {
 		if s == "x" {

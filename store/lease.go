@@ -403,21 +403,11 @@ func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]Lease, error) {
 }
 
 // RecordPushed records the branch and checkpoint last pushed for session,
-// from which another host can take it over. It is fenced (see ErrFenced);
-// it returns ErrNotFound for an unknown session.
+// from which another host can take it over (RecordPushedTree without the
+// checkpoint's tree). It is fenced (see ErrFenced); it returns
+// ErrNotFound for an unknown session.
 func (s *Store) RecordPushed(ctx context.Context, session, branch, checkpoint string) error {
-	err := s.fenced(ctx, session, func(ex sqlx.ExtContext) error {
-		res, err := ex.ExecContext(ctx, `UPDATE sessions SET pushed_branch = ?, pushed_checkpoint = ? WHERE id = ?`,
-			branch, checkpoint, session)
-		if err == nil {
-			err = mustAffect(res)
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("record pushed checkpoint of session %q: %w", session, s.mapWriteErr(err))
-	}
-	return nil
+	return s.RecordPushedTree(ctx, session, branch, checkpoint, "")
 }
 
 // Pushed returns what RecordPushed last recorded for session ("" for

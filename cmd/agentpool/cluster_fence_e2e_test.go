@@ -592,53 +592,70 @@ func TestEndToEndClusterWrongKeyRefused(t *testing.T) {
 	if err := os.WriteFile(other, []byte("another-cluster-key-0123456789abcdef01234567\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The cluster goes on meanwhile: host-x is never listed.
+	stop := make(chan struct{})
+	seen := make(chan bool, 1)
+	go func() {
+		listed := false
+		for {
+			select {
+			case <-stop:
+				seen <- listed
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			list, err := a.client.Hosts(context.Background())
+			if err == nil && slices.ContainsFunc(list, func(h hosts.Status) bool { return h.ID == "host-x" }) {
+				listed = true
+			}
+		}
+	}()
+	out, code := runRefusedHost(t, bin, "host-x", url, other)
+	close(stop)
+	if code == 0 {
+		t.Errorf("host-x with another key exited with status 0; want non-zero")
+	}
+	if !strings.Contains(out, "cluster key") || !strings.Contains(out, "host-a") {
+		t.Errorf("host-x's output does not say its key is not the cluster's:\n%s", out)
+	}
+	if <-seen {
+		t.Error("host-a listed host-x")
+	}
+	// A session placed lands on a or b.
+	var created httpapi.CreatedSession
+	if err := b.client.Call(context.Background(), "POST", "/v1/sessions", map[string]any{"repo": e2eRepoAt(t, filepath.Join(t.TempDir(), "r"), map[string]string{"a": "a"}), "agent": "work"}, &created); err != nil || (created.Host != "host-a" && created.Host != "host-b") {
+		t.Errorf("a session created after = host %q, %v", created.Host, err)
+	}
+}
+
+// runRefusedHost runs host id with the cluster key file key, which must
+// refuse to join, and returns its output and exit status (-1 when it still
+// ran after a minute, and was killed).
+func runRefusedHost(t *testing.T, bin, id, url, key string) (string, int) {
+	t.Helper()
 	home := t.TempDir()
 	writeScripted(t, home, bin, clusterScripts())
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--lease-ttl", clusterTTL.String())
 	cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home, "XDG_STATE_HOME="+t.TempDir(), "AGENTPOOL_STORE="+url,
-		"AGENTPOOL_HOST_ID=host-x", clusterKeyEnv+"="+other)
+		"AGENTPOOL_HOST_ID="+id, clusterKeyEnv+"="+key)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t.Cleanup(func() { removeCgroupTree(home) })
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	seen := false
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		list, err := a.client.Hosts(context.Background())
-		if err == nil && slices.ContainsFunc(list, func(h hosts.Status) bool { return h.ID == "host-x" }) {
-			seen = true
-		}
-		select {
-		case err := <-done:
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() == 0 {
-				t.Errorf("host-x with another key exited with %v; want a non-zero status", err)
-			}
-			if !strings.Contains(out.String(), "cluster key") || !strings.Contains(out.String(), "host-a") {
-				t.Errorf("host-x's output does not say its key is not the cluster's:\n%s", out.String())
-			}
-			if seen {
-				t.Error("host-a listed host-x")
-			}
-			// The cluster goes on: a session placed lands on a or b.
-			var created httpapi.CreatedSession
-			if err := b.client.Call(context.Background(), "POST", "/v1/sessions", map[string]any{"repo": e2eRepoAt(t, filepath.Join(t.TempDir(), "r"), map[string]string{"a": "a"}), "agent": "work"}, &created); err != nil || (created.Host != "host-a" && created.Host != "host-b") {
-				t.Errorf("a session created after = host %q, %v", created.Host, err)
-			}
-			return
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-done
-			t.Fatalf("host-x with another key still runs after 60s:\n%s", out.String())
-		}
+	timer := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	err := cmd.Wait()
+	timer.Stop()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &ee) && ee.ExitCode() > 0:
+		return out.String(), ee.ExitCode()
 	}
+	return out.String(), -1
 }
-
 
 // TestEndToEndClusterColdStart stops every host of the cluster for longer
 // than the TTL and starts them again a second apart: each host claims its
