@@ -119,8 +119,10 @@ type Cluster struct {
 	// succeeded was sent (unix ns; 0 before the first).
 	renewed atomic.Int64
 
-	// seen is when this host first saw each expired lease (see takeOver).
-	seen map[string]time.Time
+	// seen is when this host first saw each expired lease, and dealt
+	// the survivor it dealt it to then (see takeOver).
+	seen  map[string]time.Time
+	dealt map[string]string
 	// claims are the fences being claimed after take-overs.
 	claims sync.WaitGroup
 
@@ -152,7 +154,7 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.StartGrace <= 0 {
 		cfg.StartGrace = cfg.TTL
 	}
-	return &Cluster{cfg: cfg, seen: map[string]time.Time{}, proofs: map[string]proof{}}, nil
+	return &Cluster{cfg: cfg, seen: map[string]time.Time{}, dealt: map[string]string{}, proofs: map[string]proof{}}, nil
 }
 
 // Self is this host's id.
@@ -385,8 +387,12 @@ func (c *Cluster) Run(ctx context.Context) {
 	defer c.claims.Wait()
 	renewEvery := c.cfg.TTL / 3
 	lookEvery := min(renewEvery, takeOverEvery)
-	tick := time.NewTicker(lookEvery)
-	defer tick.Stop()
+	// The looks fall on the wall clock's multiples of lookEvery, the
+	// same instants on every host (whose clocks agree): the hosts see a
+	// dead host's leases expired at the same look, and deal them out
+	// alike.
+	wait := time.NewTimer(time.Until(time.Now().Truncate(lookEvery).Add(lookEvery)))
+	defer wait.Stop()
 	started := time.Now()
 	lastRenew, lastTry := time.Now(), time.Time{}
 	failing := false
@@ -430,7 +436,8 @@ func (c *Cluster) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-wait.C:
+			wait.Reset(time.Until(time.Now().Truncate(lookEvery).Add(lookEvery)))
 		}
 	}
 }
@@ -471,6 +478,7 @@ func (c *Cluster) takeOver(ctx context.Context) {
 	for id := range c.seen {
 		if !live[id] {
 			delete(c.seen, id)
+			delete(c.dealt, id)
 		}
 	}
 	seen := maps.Clone(c.seen)
@@ -490,7 +498,20 @@ func (c *Cluster) takeOver(ctx context.Context) {
 			}
 		}
 	}
-	chosen := c.assign(expired, survivors)
+	// A session keeps the survivor it was first dealt to: dealt again
+	// when others were taken meanwhile, it could go to another.
+	deal := c.assign(expired, survivors)
+	c.mu.Lock()
+	chosen := make(map[string]string, len(expired))
+	for _, l := range expired {
+		if h, ok := c.dealt[l.Session]; ok {
+			chosen[l.Session] = h
+			continue
+		}
+		chosen[l.Session] = deal[l.Session]
+		c.dealt[l.Session] = deal[l.Session]
+	}
+	c.mu.Unlock()
 	var mine []Lease
 	for _, l := range expired {
 		if l.Agent != "" && !c.cfg.Providers(l.Agent) {

@@ -476,6 +476,9 @@ func TestEndToEndClusterTakeOverWave(t *testing.T) {
 			for _, ev := range evs {
 				if ev.Type == backends.EventSessionMoved {
 					took[id] = ev.Time.Sub(killed)
+					var m map[string]any
+					_ = json.Unmarshal(ev.Data, &m)
+					t.Logf("%s taken over by %v %v after the kill", id, m["to"], took[id].Round(time.Millisecond))
 				}
 			}
 		}
@@ -504,8 +507,8 @@ func TestEndToEndClusterTakeOverWave(t *testing.T) {
 		}
 	}
 	t.Logf("sessions per survivor: %v", per)
-	if per["host-a"] == 0 || per["host-b"] == 0 {
-		t.Errorf("sessions per survivor %v; want them spread over host-a and host-b", per)
+	if d := per["host-a"] - per["host-b"]; d > 4 || d < -4 {
+		t.Errorf("sessions per survivor %v; want them dealt evenly over host-a and host-b", per)
 	}
 	if turn := promptRetry(t, b.client, ids[0], "after", 30*time.Second); turn.StopReason != "end_turn" {
 		t.Errorf("turn after the take-over = %+v", turn)
