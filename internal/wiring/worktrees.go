@@ -268,6 +268,16 @@ func (a Worktrees) push(ctx context.Context, wt pool.Worktree) error {
 		return err
 	}
 	pushed, err := a.M.Push(ctx, w, lease)
+	if errors.Is(err, worktree.ErrRemoteMoved) && a.Ledger != nil {
+		// The ledger may be behind the remote: a push landed whose
+		// record failed. What this host's mirror recorded of its own
+		// pushes is then what the remote holds; the fence still refuses
+		// the push if another host holds the session.
+		if mine, lerr := a.M.LastPushed(ctx, w); lerr == nil && (mine.Branch != lease.Branch || mine.Checkpoint != lease.Checkpoint) && mine.Branch != "" {
+			mine.Fence = lease.Fence
+			pushed, err = a.M.Push(ctx, w, mine)
+		}
+	}
 	if err != nil {
 		return err
 	}
