@@ -151,13 +151,13 @@ type Main struct {
 	clusterTLS *tls.Config
 	// pushes are the pushes after checkpoints running in the background
 	// (several hosts only).
-	pushes *wiring.Pushes
-	http       *http.Server
-	ln         net.Listener
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-	closeMu    sync.Mutex
-	closed     bool
+	pushes  *wiring.Pushes
+	http    *http.Server
+	ln      net.Listener
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closeMu sync.Mutex
+	closed  bool
 	// broughtBack counts the open sessions of this host that the daemon
 	// found in its store at start, for the banner.
 	broughtBack int
