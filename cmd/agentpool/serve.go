@@ -149,21 +149,22 @@ type Main struct {
 	hosts      *hosts.Heartbeat
 	cluster    *cluster.Cluster
 	clusterTLS *tls.Config
-	// pushes are the pushes after checkpoints running in the background
-	// (several hosts only).
-	pushes  *wiring.Pushes
-	http    *http.Server
-	ln      net.Listener
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	closeMu sync.Mutex
-	closed  bool
+	http       *http.Server
+	ln         net.Listener
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	closeMu    sync.Mutex
+	closed     bool
 	// broughtBack counts the open sessions of this host that the daemon
 	// found in its store at start, for the banner.
 	broughtBack int
 
 	// attempts runs attempt sets over the pool.
 	attempts *attempts.Manager
+
+	// pushes are the pushes after checkpoints running in the background
+	// (several hosts only).
+	pushes *wiring.Pushes
 }
 
 // Open starts the daemon and returns once it is listening.
