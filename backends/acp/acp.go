@@ -172,6 +172,8 @@ type Backend struct {
 	permCtx      context.Context
 	permStop     context.CancelFunc
 	stopOnce     sync.Once
+	// forkFrom is the agent session StartFork forks (under mu).
+	forkFrom string
 }
 
 var _ backends.Backend = (*Backend)(nil)

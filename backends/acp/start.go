@@ -179,7 +179,8 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	b.info.AuthMethods = authMethodIDs(initResp.AuthMethods)
 	b.info.Auth = authMethods(initResp.AuthMethods)
 	sc := initResp.AgentCapabilities.SessionCapabilities
-	b.info.Sessions = backends.SessionCaps{Resume: sc.Resume != nil, Close: sc.Close != nil, List: sc.List != nil}
+	b.info.Sessions = backends.SessionCaps{Resume: sc.Resume != nil, Close: sc.Close != nil, List: sc.List != nil, Fork: sc.Fork != nil}
+	forkFrom := b.forkFrom // read under mu
 	if b.cfg.NoSession {
 		info := b.info
 		b.mu.Unlock()
@@ -233,6 +234,11 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	} else if resume != "" && lost == "" {
 		lost = "the agent cannot resume or load sessions (no session/resume or loadSession capability)"
 	}
+	if forkFrom != "" && sc.Fork != nil {
+		if info, ok, err := b.forkSession(ctx, conn, forkFrom, mcp, mcpNames, mcpSkipped); ok || err != nil {
+			return info, err
+		}
+	}
 	resp, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: spec.Dir, McpServers: mcp})
 	if err != nil {
 		return backends.Info{}, stageErr(ctx, "session/new", err)
@@ -260,6 +266,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 const (
 	resumedByResume = "resume"
 	resumedByLoad   = "load"
+	resumedByFork   = "fork"
 )
 
 // joinLost joins the reasons a resume failed.

@@ -17,6 +17,11 @@ type Script struct {
 	ResumeSession bool `json:"resume_session,omitempty"`
 	// ResumeFails makes session/resume answer "Session not found".
 	ResumeFails bool `json:"resume_fails,omitempty"`
+	// ForkSession advertises session/fork (sessionCapabilities.fork): a
+	// fork answers a new session id, "fork-of-" the one forked.
+	ForkSession bool `json:"fork_session,omitempty"`
+	// ForkFails makes session/fork answer "Session not found".
+	ForkFails bool `json:"fork_fails,omitempty"`
 	// CloseSession advertises session/close.
 	CloseSession bool `json:"close_session,omitempty"`
 	// ListSessions advertises session/list, which answers Sessions (those
