@@ -149,9 +149,9 @@ type Mode struct {
 type SessionCaps struct {
 	Resume bool `json:"resume,omitempty"`
 	// Fork: the agent forks its sessions (ACP session/fork, unstable).
-	Fork   bool `json:"fork,omitempty"`
-	Close  bool `json:"close,omitempty"`
-	List   bool `json:"list,omitempty"`
+	Fork  bool `json:"fork,omitempty"`
+	Close bool `json:"close,omitempty"`
+	List  bool `json:"list,omitempty"`
 }
 
 // ForkStarter is a Backend that can start by forking one of its agent's

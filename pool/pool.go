@@ -108,8 +108,8 @@ type Pool struct {
 	// forkSeeds are the agent sessions a fork's agent forks at its first
 	// start (fork.go), by fork.
 	forkSeeds map[string]forkSeed
-	closing  bool
-	slots    slotQueue // prompts waiting for a backend slot
+	closing   bool
+	slots     slotQueue // prompts waiting for a backend slot
 
 	global *Feed // the daemon-wide stream
 
