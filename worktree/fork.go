@@ -60,20 +60,11 @@ func (m *Manager) StartAt(ctx context.Context, wt Worktree, commit string) error
 	if err := validRev(commit); err != nil {
 		return err
 	}
-	info, err := m.repo(ctx, wt.Repo)
+	info, st, l, unlock, err := m.lockWorktree(ctx, wt)
 	if err != nil {
 		return err
 	}
-	lock := m.repoLock(info.common)
-	lock.Lock()
-	defer lock.Unlock()
-	st := m.state(wt.Path)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	l, err := m.open(ctx, wt)
-	if err != nil {
-		return err
-	}
+	defer unlock()
 	fail := func(err error) error { return fmt.Errorf("start session %q at %s: %w", wt.Session, commit, err) }
 	branch := branchOf(wt)
 	if h, _ := readGitFile(filepath.Join(l.admin, "HEAD")); h != "ref: refs/heads/"+branch {
@@ -101,4 +92,25 @@ func (m *Manager) StartAt(ctx context.Context, wt Worktree, commit string) error
 		return fail(fmt.Errorf("reset its index: %w", err))
 	}
 	return nil
+}
+
+// lockWorktree takes the repository's lock and the worktree's, for an
+// operation that moves its branch, and opens it; unlock releases both.
+func (m *Manager) lockWorktree(ctx context.Context, wt Worktree) (info repoInfo, st *wtState, l wtLoc, unlock func(), err error) {
+	if info, err = m.repo(ctx, wt.Repo); err != nil {
+		return repoInfo{}, nil, wtLoc{}, nil, err
+	}
+	lock := m.repoLock(info.common)
+	lock.Lock()
+	st = m.state(wt.Path)
+	st.mu.Lock()
+	unlock = func() {
+		st.mu.Unlock()
+		lock.Unlock()
+	}
+	if l, err = m.open(ctx, wt); err != nil {
+		unlock()
+		return repoInfo{}, nil, wtLoc{}, nil, err
+	}
+	return info, st, l, unlock, nil
 }

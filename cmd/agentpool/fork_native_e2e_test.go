@@ -34,21 +34,8 @@ func TestEndToEndForkNativeSessionFork(t *testing.T) {
 			PromptLog: filepath.Join(logs, name+".prompts"), CallLog: filepath.Join(logs, name+".calls")}
 	}
 	writeScripted(t, home, bin, map[string]any{"natty": script("natty", false), "refuser": script("refuser", true)})
-	path := filepath.Join(home, providersFile)
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
 	for _, id := range []string{"natty", "refuser"} {
-		doc["providers"].(map[string]any)[id].(map[string]any)["sandbox"] = map[string]any{"write": []string{logs}}
-	}
-	raw, _ = json.MarshalIndent(doc, "", "  ")
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		t.Fatal(err)
+		setProviderField(t, home, id, "sandbox", map[string]any{"write": []string{logs}})
 	}
 	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"a.txt": "a\n"})
 	d := startDaemon(t, bin, home)
