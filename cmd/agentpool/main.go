@@ -111,6 +111,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return agenttest.RunDemo()
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
+	case "mcp-relay":
+		// Inside an agent's sandbox: no data directory to find.
+		return runMCPRelay(ctx, args[1:], stdin, stdout, stderr) // mcprelay.go
 	case "version", "--version":
 		fmt.Fprint(stdout, versionText(version, revision, buildInfo())) // version.go
 		return nil
