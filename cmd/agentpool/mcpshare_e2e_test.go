@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/mcpshare/mcpsharetest"
+	"github.com/agentpool/agentpool/pool"
+)
+
+// TestSharedMCPConfined: confined agents whose network is "none", in
+// namespaces of their own, reach the daemon's one copy of a shared stdio
+// MCP server: over http (an agent that takes it) and through agentpool
+// mcp-relay (one that takes stdio only); the server runs once, in its
+// own jail, and GET /v1/mcp/shared counts its clients and calls.
+func TestSharedMCPConfined(t *testing.T) {
+	f := newConfineFixture(t)
+	dir := filepath.Join(f.outside, "instances")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	def := mcpsharetest.Definition(dir, "shared", 0)
+	server := map[string]any{"command": def.Command, "args": def.Args, "env": def.Env,
+		"sandbox": map[string]any{"write": []string{dir}}}
+	sb := map[string]any{"write": []string{"~/.fake-agent"}, "network": "none"}
+	provider := func(http bool) map[string]any {
+		p := f.hostileProvider(t, agenttest.Script{MCPHTTP: http, Turns: []agenttest.Turn{{Steps: []agenttest.Step{
+			{MCPCall: &agenttest.MCPCall{Tool: "echo", Args: map[string]any{"text": "hi"}}}}}}}, sb)
+		p["mcp_servers"] = map[string]any{"fake": server}
+		return p
+	}
+	f.writeProviders(t, map[string]any{"mcp-http": provider(true), "mcp-stdio": provider(false)})
+	d := f.start(t)
+	agenttest.RequireFeature(t, health(t, d).Namespaces, "namespaces for agents")
+	pids := map[string]bool{}
+	agents := []string{"mcp-http", "mcp-stdio", "mcp-http"}
+	for _, agent := range agents {
+		waitProviderReady(t, d, agent)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		s, err := d.client.CreateSession(ctx, pool.CreateRequest{Repo: f.repo, Agent: agent})
+		cancel()
+		if err != nil {
+			t.Fatalf("create session: %v", err)
+		}
+		var got *agenttest.MCPCalled
+		for _, c := range turnChunks(t, d, s.ID) {
+			if r, ok := agenttest.ParseMCPCalled(c); ok {
+				got = &r
+			}
+		}
+		if got == nil || got.Error != "" || !strings.HasSuffix(got.Text, ": hi") {
+			t.Fatalf("%s: the shared server through the sandbox answered %+v\ndaemon log:\n%s", agent, got, d.out)
+		}
+		pid, _, _ := strings.Cut(got.Text, ":")
+		pids[pid] = true
+	}
+	if n := mcpsharetest.Instances(dir); n != 1 || len(pids) != 1 {
+		t.Errorf("server instances = %d, answering pids %v; want one", n, pids)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := d.client.MCPShares(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || st[0].Clients != len(agents) || st[0].Calls != int64(len(agents)) || !st[0].Running || st[0].RSS <= 0 {
+		t.Errorf("GET /v1/mcp/shared = %+v; want one running server with %d clients and calls", st, len(agents))
+	}
+}
