@@ -2,6 +2,7 @@ package mcpshare_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -110,3 +111,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func httpClient(token string) *http.Client { return &http.Client{Transport: bearerRT{token}} }
