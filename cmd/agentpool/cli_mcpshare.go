@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/httpapi"
 )
 
@@ -37,4 +38,29 @@ func (c *cli) renderMCPShares(ctx context.Context, api *httpapi.Client) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", strings.Join(s.Names, ","), termText(cmd), pid, s.Clients, s.Calls, s.Errors, s.Starts, formatBytes(s.RSS), last)
 	}
 	_ = tw.Flush()
+}
+
+// sharingSummary says which stdio servers an agent got as the daemon's
+// shared copy (and how) and which it starts itself (and why), in a
+// parenthesis; "" when the event says nothing of it.
+func sharingSummary(sharing []backends.MCPSharing) string {
+	var shared, own []string
+	for _, sh := range sharing {
+		if sh.Shared {
+			shared = append(shared, sh.Name+" via "+sh.Via)
+		} else {
+			own = append(own, sh.Name+" — "+sh.Reason)
+		}
+	}
+	var parts []string
+	if len(shared) > 0 {
+		parts = append(parts, "shared: "+strings.Join(shared, ", "))
+	}
+	if len(own) > 0 {
+		parts = append(parts, "own copy: "+strings.Join(own, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
 }
