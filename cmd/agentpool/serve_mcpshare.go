@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/agentpool/agentpool/httpapi"
@@ -18,8 +19,8 @@ const mcpShareDir = "mcp"
 func (m *Main) mcpShareFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&m.MCPIdleTimeout, "mcp-idle-timeout", mcpshare.DefaultIdleTimeout,
 		"stop a shared MCP server no agent called for this long; it starts again on the next call (negative: never)")
-	fs.BoolVar(&m.NoMCPShare, "no-mcp-share", false,
-		"give every agent its own copy of every stdio MCP server, as before shared servers (see docs/mcp.md)")
+	fs.BoolVar(&m.NoMCPShare, "no-mcp-share", os.Getenv("AGENTPOOL_MCP_SHARE") == "off",
+		"give every agent its own copy of every stdio MCP server, as before shared servers ($AGENTPOOL_MCP_SHARE=off; see docs/mcp.md)")
 }
 
 // openMCPShare starts the manager of the shared MCP servers (no server
