@@ -121,3 +121,17 @@ func (c *checker) mcpSandbox(n *node, path string) *backends.SandboxSpec {
 	sb.MakeDirs = nil
 	return &sb
 }
+
+// daemonMCPServers gives the document's top-level servers to every ACP
+// provider, under its own: a provider's server replaces the daemon's of
+// its name.
+func daemonMCPServers(defs map[string]*definition, servers backends.MCPServers) {
+	if len(servers) == 0 {
+		return
+	}
+	for _, d := range defs {
+		if d.kind == backends.KindACP {
+			d.mcpServers = servers.Merge(d.mcpServers)
+		}
+	}
+}
