@@ -42,10 +42,12 @@ type server struct {
 	starting chan struct{} // closed when the start under way ends
 	lastUse  time.Time
 	lastErr  string
-	inflight map[*call]struct{}
-	progress map[string]*call // by the token sent to the server
-	nextTok  int64
-	closed   bool
+	// lastStart is when the last start began (restartBackoff).
+	lastStart time.Time
+	inflight  map[*call]struct{}
+	progress  map[string]*call // by the token sent to the server
+	nextTok   int64
+	closed    bool
 
 	mirrorMu sync.Mutex        // one mirror at a time
 	mirrored map[string]string // "tool:name" → its JSON, what the face has
@@ -56,6 +58,9 @@ type server struct {
 // client (sampling, elicitation, roots) with requests of its own during a
 // call, which the Manager routes to the calling agent.
 const UpstreamProtocolVersion = "2025-11-25"
+
+// restartBackoff is the least time between two starts of a server.
+const restartBackoff = 500 * time.Millisecond
 
 // upstream is one run of the server's process, and the Manager's client
 // session with it.
@@ -126,6 +131,17 @@ func (s *server) ensure(ctx context.Context) (*upstream, error) {
 		}
 		ch := make(chan struct{})
 		s.starting = ch
+		wait := time.Until(s.lastStart.Add(restartBackoff))
+		s.mu.Unlock()
+		if wait > 0 {
+			// A server that ends at once is not started again at once.
+			select {
+			case <-time.After(wait):
+			case <-s.m.ctx.Done():
+			}
+		}
+		s.mu.Lock()
+		s.lastStart = time.Now()
 		s.mu.Unlock()
 		up, err := s.start()
 		s.mu.Lock()

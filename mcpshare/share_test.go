@@ -256,6 +256,19 @@ func TestRouting(t *testing.T) {
 	if got, err := call(ctx, csB, "ask", nil); err != nil || got != "answered: from b" {
 		t.Errorf("sampling during b's call = %q, %v; want b's answer", got, err)
 	}
+	// With a's call in flight too, the server's request has no one caller.
+	slowDone := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, csA, "slow", map[string]any{"ms": 1500})
+		slowDone <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if got, err := call(ctx, csB, "ask", nil); err != nil || !strings.HasPrefix(got, "refused: ") || !strings.Contains(got, "no single agent's call") {
+		t.Errorf("sampling with two agents' calls in flight = %q, %v; want it refused", got, err)
+	}
+	if err := <-slowDone; err != nil {
+		t.Errorf("a's slow call: %v", err)
+	}
 	if got, err := call(ctx, csA, "roots", nil); err != nil || got != "roots: 0" {
 		t.Errorf("roots = %q, %v; want none", got, err)
 	}
