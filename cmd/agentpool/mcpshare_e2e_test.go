@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +71,19 @@ func TestSharedMCPConfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(st) != 1 || st[0].Clients != len(agents) || st[0].Calls != int64(len(agents)) || !st[0].Running || st[0].RSS <= 0 {
-		t.Errorf("GET /v1/mcp/shared = %+v; want one running server with %d clients and calls", st, len(agents))
+		t.Fatalf("GET /v1/mcp/shared = %+v; want one running server with %d clients and calls", st, len(agents))
+	}
+	out, err := d.cli("ps")
+	if err != nil || !strings.Contains(out, "SHARED MCP") || !regexp.MustCompile(`(?m)^fake\s+\S+.*\s`+strconv.Itoa(st[0].PID)+`\s+3\s+3\s+0\s+1\s`).MatchString(out) {
+		t.Errorf("agentpool ps = %v\n%s\nwant the shared server with its pid, 3 clients, 3 calls, 0 errors, 1 start", err, out)
+	}
+	metrics := d.rawGet("/metrics")
+	for _, want := range []string{`agentpool_mcp_shared_calls_total{id="` + st[0].ID + `",name="fake"} 3`, `agentpool_mcp_shared_clients{id="` + st[0].ID + `",name="fake"} 3`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(metrics, mcpsharetest.EnvDir) || strings.Contains(out, mcpsharetest.EnvDir) {
+		t.Errorf("the server's environment shows in ps or /metrics")
 	}
 }
