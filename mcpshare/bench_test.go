@@ -3,6 +3,7 @@ package mcpshare_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"slices"
 	"sync"
@@ -90,6 +91,7 @@ func BenchmarkSharedMCP(b *testing.B) {
 		}
 		onProcs, onRSS := treeOf(onPIDs)
 		through := latencies(ctx, b, shared[0], calls)
+		relayed := relayLatencies(ctx, b, m, defs[0], calls)
 		concurrent := concurrentLatencies(ctx, b, shared, max(calls/10, 2))
 		for _, cs := range shared {
 			_ = cs.Close()
@@ -102,11 +104,12 @@ func BenchmarkSharedMCP(b *testing.B) {
 		b.ReportMetric(float64(offRSS)/(1<<20), "MiB-own")
 		b.ReportMetric(float64(onRSS)/(1<<20), "MiB-shared")
 		b.ReportMetric(float64(p50s-p50d)/1e3, "µs-p50-added")
+		b.ReportMetric(float64(median(relayed)-p50d)/1e3, "µs-p50-added-relay")
 		b.Logf("%d sessions × %d stdio servers (%d MiB each): own copies %d processes, %.0f MiB; shared %d processes, %.0f MiB (%.3f of the processes, %.3f of the memory)",
 			sessions, servers, allocMB, offProcs, float64(offRSS)/(1<<20), onProcs, float64(onRSS)/(1<<20),
 			float64(onProcs)/float64(max(offProcs, 1)), float64(onRSS)/float64(max(offRSS, 1)))
-		b.Logf("tool call p50: direct (stdio) %v, through the daemon (http) %v, added %v; with all %d agents calling at once, p50 %v",
-			p50d, p50s, p50s-p50d, len(shared), median(concurrent))
+		b.Logf("tool call p50: direct (stdio) %v, through the daemon (http) %v, added %v; through the stdio relay %v, added %v; with all %d agents calling at once, p50 %v",
+			p50d, p50s, p50s-p50d, median(relayed), median(relayed)-p50d, len(shared), median(concurrent))
 	}
 }
 
@@ -167,4 +170,26 @@ func treeOf(pids []int) (int, int64) {
 		rss += mcpshare.TreeRSS(pid)
 	}
 	return n, rss
+}
+
+// relayLatencies times n echo calls of a stdio client through Relay (in
+// this process, over pipes) to the shared def.
+func relayLatencies(ctx context.Context, b *testing.B, m *mcpshare.Manager, def backends.MCPServer, n int) []time.Duration {
+	l, err := m.Attach("s-relay", "agent", backends.MCPServers{"srv": def})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Release()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- mcpshare.Relay(ctx, l.URL("srv"), l.Token(), inR, outW); _ = outW.Close() }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-agent", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := latencies(ctx, b, cs, n)
+	_ = cs.Close()
+	<-done
+	return out
 }

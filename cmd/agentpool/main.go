@@ -90,6 +90,7 @@ Usage:
 
 Commands:
   serve        run the daemon
+  mcp-relay    (run by agents) relay stdio to an MCP server the daemon shares
 ` + clientUsage + `  version      print the version, the source revision it was built from, the Go version
 
 Run '` + self + ` <command> --help' for the flags of a command.
