@@ -21,6 +21,16 @@ import (
 // mcp-relay (one that takes stdio only); the server runs once, in its
 // own jail, and GET /v1/mcp/shared counts its clients and calls.
 func TestSharedMCPConfined(t *testing.T) {
+	t.Run("namespaces", func(t *testing.T) { testSharedMCPConfined(t, false) })
+	// Under Landlock alone (a machine without user namespaces), the
+	// shared servers' port is the one port a "none" agent may connect to.
+	t.Run("landlock only", func(t *testing.T) { testSharedMCPConfined(t, true) })
+}
+
+func testSharedMCPConfined(t *testing.T, noNamespaces bool) {
+	if noNamespaces {
+		t.Setenv("AGENTPOOL_TEST_NO_NAMESPACES", "1")
+	}
 	f := newConfineFixture(t)
 	dir := filepath.Join(f.outside, "instances")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -38,7 +48,9 @@ func TestSharedMCPConfined(t *testing.T) {
 	}
 	f.writeProviders(t, map[string]any{"mcp-http": provider(true), "mcp-stdio": provider(false)})
 	d := f.start(t)
-	agenttest.RequireFeature(t, health(t, d).Namespaces, "namespaces for agents")
+	if !noNamespaces {
+		agenttest.RequireFeature(t, health(t, d).Namespaces, "namespaces for agents")
+	}
 	pids := map[string]bool{}
 	agents := []string{"mcp-http", "mcp-stdio", "mcp-http"}
 	for _, agent := range agents {

@@ -92,10 +92,12 @@ func withShare(sb backends.SandboxSpec, addr, relay string) backends.SandboxSpec
 }
 
 // allowSharePort lets a launch confined by Landlock alone (no network
-// namespace of its own) connect to the shared servers' port.
+// namespace of its own, as where the sandbox cannot make them and drops
+// the view) connect to the shared servers' port. In its own namespaces
+// Landlock sets no network rule and the port is unused.
 func allowSharePort(pol *sandbox.Policy, addr string) {
 	ap, err := netip.ParseAddrPort(addr)
-	if err != nil || pol == nil || pol.View != nil {
+	if err != nil || pol == nil {
 		return
 	}
 	switch pol.Network {
