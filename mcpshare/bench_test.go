@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -92,6 +93,7 @@ func BenchmarkSharedMCP(b *testing.B) {
 		onProcs, onRSS := treeOf(onPIDs)
 		through := latencies(ctx, b, shared[0], calls)
 		relayed := relayLatencies(ctx, b, m, defs[0], calls)
+		relayRSS := relayProcessRSS(ctx, b, m, defs[0])
 		concurrent := concurrentLatencies(ctx, b, shared, max(calls/10, 2))
 		for _, cs := range shared {
 			_ = cs.Close()
@@ -105,9 +107,11 @@ func BenchmarkSharedMCP(b *testing.B) {
 		b.ReportMetric(float64(onRSS)/(1<<20), "MiB-shared")
 		b.ReportMetric(float64(p50s-p50d)/1e3, "µs-p50-added")
 		b.ReportMetric(float64(median(relayed)-p50d)/1e3, "µs-p50-added-relay")
+		b.ReportMetric(float64(relayRSS)/(1<<20), "MiB-per-relay")
 		b.Logf("%d sessions × %d stdio servers (%d MiB each): own copies %d processes, %.0f MiB; shared %d processes, %.0f MiB (%.3f of the processes, %.3f of the memory)",
 			sessions, servers, allocMB, offProcs, float64(offRSS)/(1<<20), onProcs, float64(onRSS)/(1<<20),
 			float64(onProcs)/float64(max(offProcs, 1)), float64(onRSS)/float64(max(offRSS, 1)))
+		b.Logf("an agent that takes stdio servers only runs a relay process per server instead: %.1f MiB each (the test binary; agentpool's is alike)", float64(relayRSS)/(1<<20))
 		b.Logf("tool call p50: direct (stdio) %v, through the daemon (http) %v, added %v; through the stdio relay %v, added %v; with all %d agents calling at once, p50 %v",
 			p50d, p50s, p50s-p50d, median(relayed), median(relayed)-p50d, len(shared), median(concurrent))
 	}
@@ -192,4 +196,26 @@ func relayLatencies(ctx context.Context, b *testing.B, m *mcpshare.Manager, def 
 	_ = cs.Close()
 	<-done
 	return out
+}
+
+// relayProcessRSS starts the relay as its own process (the test binary,
+// see TestMain), makes one call through it, and returns its RSS.
+func relayProcessRSS(ctx context.Context, b *testing.B, m *mcpshare.Manager, def backends.MCPServer) int64 {
+	l, err := m.Attach("s-relay-proc", "agent", backends.MCPServers{"srv": def})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Release()
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, "mcp-relay", l.URL("srv"))
+	cmd.Env = []string{"AGENTPOOL_MCP_TOKEN=" + l.Token()}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-agent", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := call(ctx, cs, "echo", map[string]any{"text": "x"}); err != nil {
+		b.Fatal(err)
+	}
+	return mcpshare.TreeRSS(cmd.Process.Pid)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,13 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == "mcp-relay" {
+		// The test binary as agentpool mcp-relay, for the benchmark.
+		if err := mcpshare.Relay(context.Background(), os.Args[2], os.Getenv("AGENTPOOL_MCP_TOKEN"), os.Stdin, os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	mcpsharetest.Dispatch()
 	goleak.VerifyTestMain(m)
 }
