@@ -53,6 +53,7 @@ func testSharedMCPConfined(t *testing.T, noNamespaces bool) {
 	}
 	pids := map[string]bool{}
 	agents := []string{"mcp-http", "mcp-stdio", "mcp-http"}
+	var sessions []string
 	for _, agent := range agents {
 		waitProviderReady(t, d, agent)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -72,6 +73,7 @@ func testSharedMCPConfined(t *testing.T, noNamespaces bool) {
 		}
 		pid, _, _ := strings.Cut(got.Text, ":")
 		pids[pid] = true
+		sessions = append(sessions, s.ID)
 	}
 	if n := mcpsharetest.Instances(dir); n != 1 || len(pids) != 1 {
 		t.Errorf("server instances = %d, answering pids %v; want one", n, pids)
@@ -97,5 +99,24 @@ func testSharedMCPConfined(t *testing.T, noNamespaces bool) {
 	}
 	if strings.Contains(metrics, mcpsharetest.EnvDir) || strings.Contains(out, mcpsharetest.EnvDir) {
 		t.Errorf("the server's environment shows in ps or /metrics")
+	}
+	// An evicted agent's credential goes with it; the server stays for
+	// the others.
+	if err := d.client.Evict(ctx, sessions[1], "mcp-stdio"); err != nil {
+		t.Fatalf("evict: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err = d.client.MCPShares(ctx)
+		if err == nil && len(st) == 1 && st[0].Clients == len(agents)-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after an eviction GET /v1/mcp/shared = %+v, %v; want %d clients", st, err, len(agents)-1)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !st[0].Running {
+		t.Errorf("the server stopped with one agent evicted: %+v", st[0])
 	}
 }
