@@ -214,6 +214,9 @@ func TestRouting(t *testing.T) {
 			CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 				return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "from " + who}}, nil
 			},
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": who}}, nil
+			},
 		}
 	}
 	csA := mustConnect(t, attach(t, m, "s-a", def), opts("a"))
@@ -268,6 +271,17 @@ func TestRouting(t *testing.T) {
 	}
 	if err := <-slowDone; err != nil {
 		t.Errorf("a's slow call: %v", err)
+	}
+	if got, err := call(ctx, csA, "elicit", nil); err != nil || got != "accept: a" {
+		t.Errorf("elicitation during a's call = %q, %v; want a's answer", got, err)
+	}
+	rr, err := csB.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fake://r/about"})
+	if err != nil || len(rr.Contents) != 1 || !strings.HasPrefix(rr.Contents[0].Text, "r pid=") {
+		t.Errorf("resource through the share = %+v, %v", rr, err)
+	}
+	gp, err := csA.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "a"}})
+	if err != nil || len(gp.Messages) != 1 || gp.Messages[0].Content.(*mcp.TextContent).Text != "hello a" {
+		t.Errorf("prompt through the share = %+v, %v", gp, err)
 	}
 	if got, err := call(ctx, csA, "roots", nil); err != nil || got != "roots: 0" {
 		t.Errorf("roots = %q, %v; want none", got, err)

@@ -142,6 +142,23 @@ func addTools(s *mcp.Server, name string) {
 			}
 			return text("answered: %s", t.Text), nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "elicit", Description: "asks its client for a value and returns it"},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+			if err != nil {
+				return text("refused: %v", err), nil, nil
+			}
+			return text("%s: %v", res.Action, res.Content["name"]), nil, nil
+		})
+	s.AddResource(&mcp.Resource{URI: "fake://" + name + "/about", Name: "about", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: name + " pid=" + strconv.Itoa(os.Getpid())}}}, nil
+		})
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "who"}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello " + req.Params.Arguments["who"]}}}}, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "roots", Description: "lists its client's roots"},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
 			res, err := req.Session.ListRoots(ctx, nil)
