@@ -401,6 +401,19 @@ func proxy[P interface{ SetProgressToken(any) }, R any](s *server, ctx context.C
 		params.SetProgressToken(c.upToken)
 	}
 	res, err := do(up.cs, params)
+	if err != nil && errors.Is(err, mcp.ErrConnectionClosed) && ctx.Err() == nil {
+		// The call was never sent: the server had ended (a crash not yet
+		// seen) when it was made. Once that run is cleaned up, the call
+		// goes to the next one; a call that was in flight when the
+		// server ended fails, as it may have run.
+		select {
+		case <-up.done:
+		case <-ctx.Done():
+		}
+		if up, err = s.ensure(ctx); err == nil {
+			res, err = do(up.cs, params)
+		}
+	}
 	s.end(c, err)
 	return res, err
 }
