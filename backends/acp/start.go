@@ -188,7 +188,11 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	}
 	b.mu.Unlock()
 
-	mcp, mcpNames, mcpSkipped := mcpServers(spec.MCPServers, initResp.AgentCapabilities.McpCapabilities)
+	given, sharing := spec.MCPServers, []backends.MCPSharing(nil)
+	if b.cfg.MCPPlan != nil {
+		given, sharing = b.cfg.MCPPlan.Servers(initResp.AgentCapabilities.McpCapabilities.Http)
+	}
+	mcp, mcpNames, mcpSkipped := mcpServers(given, initResp.AgentCapabilities.McpCapabilities)
 	lost := ""
 	if resume != "" && sc.Resume != nil {
 		// session/resume takes the session up again without replaying its
@@ -200,7 +204,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 			b.info.AgentSessionID, b.info.Resumed, b.info.ResumedBy = resume, true, resumedByResume
 			b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
 			b.mu.Unlock()
-			b.setMCP("session/resume", mcpNames, mcpSkipped)
+			b.setMCP("session/resume", mcpNames, mcpSkipped, sharing)
 			return b.Info(), nil
 		}
 		if ctx.Err() != nil || b.exited() {
@@ -222,7 +226,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 			b.info.AgentSessionID, b.info.Resumed, b.info.ResumedBy = resume, true, resumedByLoad
 			b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
 			b.mu.Unlock()
-			b.setMCP("session/load", mcpNames, mcpSkipped)
+			b.setMCP("session/load", mcpNames, mcpSkipped, sharing)
 			return b.Info(), nil
 		}
 		b.sessionID, b.replaying = "", false
@@ -251,7 +255,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		b.info.ContextLost = true
 	}
 	b.mu.Unlock()
-	b.setMCP("session/new", mcpNames, mcpSkipped)
+	b.setMCP("session/new", mcpNames, mcpSkipped, sharing)
 	info := b.Info()
 	if lost != "" {
 		b.logger.Warn("agent context lost", "resume", resume, "reason", lost)

@@ -214,6 +214,9 @@ type Step struct {
 	// session/load carried, as a real agent would (its child, in its
 	// confinement), and reports each as a chunk (see ParseMCPStarted).
 	MCPStart bool `json:"mcp_start,omitempty"`
+	// MCPCall calls a tool of each MCP server the last session/new or
+	// session/load carried, as a real agent would (see mcpcall.go).
+	MCPCall *MCPCall `json:"mcp_call,omitempty"`
 }
 
 // ToolCall describes a tool_call or tool_call_update.
