@@ -28,7 +28,7 @@ func (b *Backend) StartFork(ctx context.Context, from string) (backends.Info, er
 // forkSession sends session/fork of from. ok is false when the agent
 // refused it: the caller starts a new session instead. err is set only
 // when the start itself failed (ctx ended, the agent went away).
-func (b *Backend) forkSession(ctx context.Context, conn *acpsdk.ClientSideConnection, from string, mcp []acpsdk.McpServer, mcpNames []string, mcpSkipped []backends.MCPSkipped) (backends.Info, bool, error) {
+func (b *Backend) forkSession(ctx context.Context, conn *acpsdk.ClientSideConnection, from string, mcp []acpsdk.McpServer, mcpNames []string, mcpSkipped []backends.MCPSkipped, sharing []backends.MCPSharing) (backends.Info, bool, error) {
 	servers, err := convertJSON[[]acpsdk.UnstableMcpServer](mcp)
 	if err != nil {
 		b.logger.Warn("session/fork: MCP servers not expressible; starting a new session", "err", err)
@@ -52,7 +52,7 @@ func (b *Backend) forkSession(ctx context.Context, conn *acpsdk.ClientSideConnec
 	b.info.AgentSessionID, b.info.Resumed, b.info.ResumedBy, b.info.ForkedFrom = string(resp.SessionId), true, resumedByFork, from
 	b.applySessionStateLocked(resp.Modes, opts)
 	b.mu.Unlock()
-	b.setMCP("session/fork", mcpNames, mcpSkipped)
+	b.setMCP("session/fork", mcpNames, mcpSkipped, sharing)
 	return b.Info(), true, nil
 }
 

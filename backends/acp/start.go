@@ -239,7 +239,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		lost = "the agent cannot resume or load sessions (no session/resume or loadSession capability)"
 	}
 	if forkFrom != "" && sc.Fork != nil {
-		if info, ok, err := b.forkSession(ctx, conn, forkFrom, mcp, mcpNames, mcpSkipped); ok || err != nil {
+		if info, ok, err := b.forkSession(ctx, conn, forkFrom, mcp, mcpNames, mcpSkipped, sharing); ok || err != nil {
 			return info, err
 		}
 	}
