@@ -148,8 +148,19 @@ type Mode struct {
 // session/load an agent offers.
 type SessionCaps struct {
 	Resume bool `json:"resume,omitempty"`
-	Close  bool `json:"close,omitempty"`
-	List   bool `json:"list,omitempty"`
+	// Fork: the agent forks its sessions (ACP session/fork, unstable).
+	Fork  bool `json:"fork,omitempty"`
+	Close bool `json:"close,omitempty"`
+	List  bool `json:"list,omitempty"`
+}
+
+// ForkStarter is a Backend that can start by forking one of its agent's
+// sessions (ACP session/fork): StartFork is Start, but for an agent that
+// offers session/fork its session is a fork of the agent session from
+// (Info.ResumedBy "fork"); for one that does not, or refuses, it is a new
+// session, as Start without a resume.
+type ForkStarter interface {
+	StartFork(ctx context.Context, from string) (Info, error)
 }
 
 // AgentSession is one of an agent's own sessions, as it lists them
@@ -184,9 +195,13 @@ type Info struct {
 	AgentSessionID string `json:"agent_session_id,omitempty"`
 	// Resumed is true when the agent took up the previous session again.
 	Resumed bool `json:"resumed,omitempty"`
-	// ResumedBy says how: "resume" (session/resume, no history replayed)
-	// or "load" (session/load, which replays the history).
+	// ResumedBy says how: "resume" (session/resume, no history replayed),
+	// "load" (session/load, which replays the history) or "fork"
+	// (session/fork of ForkedFrom: the conversation of another session
+	// goes on in this one).
 	ResumedBy string `json:"resumed_by,omitempty"`
+	// ForkedFrom is the agent's session this one was forked from.
+	ForkedFrom string `json:"forked_from,omitempty"`
 	// Sessions is what the agent can do with its own sessions.
 	Sessions SessionCaps `json:"sessions,omitzero"`
 	// ContextLost is true when a resume was asked for but a new session started.

@@ -45,6 +45,14 @@ type MCPServer struct {
 	URL string `json:"url,omitempty"`
 	// Headers are sent with every request to an http or sse server.
 	Headers map[string]string `json:"headers,omitempty"`
+	// Shared, for a stdio server, says whether the daemon may run it once
+	// for every agent that names it (see Unshared): nil lets the daemon
+	// decide, false keeps one copy per agent, started by the agent, and
+	// true insists (an error when it cannot be).
+	Shared *bool `json:"shared,omitempty"`
+	// Sandbox confines a server the daemon runs; nil is the default: read
+	// the system, write the server's own state directory, any network.
+	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
 }
 
 // Transport returns the server's transport: Type, with "" read as stdio.
@@ -84,6 +92,9 @@ func (s MCPServer) Problem() (field, msg string) {
 				return fmt.Sprintf("args[%d]", i), "contains a NUL byte"
 			}
 		}
+		if field, msg := s.shareProblem(); msg != "" {
+			return field, msg
+		}
 		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				return "env", fmt.Sprintf("invalid environment variable name %q", k)
@@ -107,6 +118,10 @@ func (s MCPServer) Problem() (field, msg string) {
 			return "args", "only for stdio servers"
 		case s.Env != nil:
 			return "env", fmt.Sprintf("only for stdio servers (an %s server takes \"headers\")", s.Type)
+		case s.Shared != nil:
+			return "shared", "only for stdio servers (the agent connects to an " + s.Type + " server itself)"
+		case s.Sandbox != nil:
+			return "sandbox", "only for stdio servers (the daemon runs no " + s.Type + " server)"
 		}
 		for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
 			if !validHeaderName(k) {
@@ -222,6 +237,14 @@ func (s MCPServer) clone() MCPServer {
 	s.Args = slices.Clone(s.Args)
 	s.Env = maps.Clone(s.Env)
 	s.Headers = maps.Clone(s.Headers)
+	if s.Shared != nil {
+		v := *s.Shared
+		s.Shared = &v
+	}
+	if s.Sandbox != nil {
+		sb := s.Sandbox.Clone()
+		s.Sandbox = &sb
+	}
 	return s
 }
 
@@ -283,4 +306,7 @@ type MCPData struct {
 	Servers []string `json:"servers"`
 	// Skipped are the servers the agent cannot take.
 	Skipped []MCPSkipped `json:"skipped,omitempty"`
+	// Sharing says, for each stdio server given, whether the agent got
+	// the daemon's shared copy or starts its own, and why.
+	Sharing []MCPSharing `json:"sharing,omitempty"`
 }

@@ -95,6 +95,9 @@ type Config struct {
 	// ClusterTLS is the client TLS config of host-to-host calls (nil: the
 	// system's roots).
 	ClusterTLS *tls.Config
+	// MCPShares lists the shared MCP servers (GET /v1/mcp/shared and
+	// /metrics); nil: none.
+	MCPShares MCPShares
 }
 
 // Server is the HTTP API. It implements http.Handler. It starts no
@@ -186,6 +189,7 @@ func (s *Server) routes() {
 	s.route("GET "+helloPath, s.hello, true) // hello.go: the daemon proves it knows a token
 	s.catalogRoutes()                        // catalog.go
 	s.route("GET /v1/providers", s.providers, false)
+	s.route("GET /v1/mcp/shared", s.listMCPShares, false) // mcpshare.go
 	s.route("PATCH /v1/providers/{id}", s.patchProvider, false)
 	s.route("DELETE /v1/providers/{id}", s.removeProvider, false)
 	s.route("POST /v1/providers/refresh", s.refreshProviders, false)

@@ -273,7 +273,14 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 	if recErr == nil {
 		resume = rec.AgentSessionID
 	}
+	seed, forking := forkSeed{}, false
+	if resume == "" {
+		seed, forking = p.takeForkSeed(s.id, agent) // fork.go
+	}
 	starting := map[string]any{"provider": agent, "kind": e.spec.Kind, "resume": resume, "restarts": e.restarts}
+	if forking {
+		starting["fork_from"] = seed.from
+	}
 	if e.warmup {
 		starting["warm_up"] = true
 	}
@@ -295,7 +302,11 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 		e.launched = b
 		p.mu.Unlock()
 		sctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
-		info, err = b.Start(sctx, resume)
+		if f, ok := b.(backends.ForkStarter); ok && forking {
+			info, err = f.StartFork(sctx, seed.from)
+		} else {
+			info, err = b.Start(sctx, resume)
+		}
 		cancel()
 		p.spawns.Add(1)
 		if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
@@ -14,7 +15,8 @@ import (
 // and its own session.created. Data: from (the session forked), turn (the
 // turn it was forked at; 0 for the session's state when forked), commit
 // and tree (where its worktree started), events and turns (how many were
-// copied).
+// copied), files_ms and history_ms (how long copying the files and the
+// history took).
 const EventSessionForked backends.EventType = "session.forked"
 
 // ForkRequest asks for a fork of a session.
@@ -39,6 +41,9 @@ type Forker interface {
 	// touching its files, index, HEAD or branch and without anchoring a
 	// checkpoint.
 	Snap(ctx context.Context, wt Worktree) (Snapshot, error)
+	// StartAt points a worktree nobody works in yet (a spare's) at
+	// commit: its branch and index, not its files.
+	StartAt(ctx context.Context, wt Worktree, commit string) error
 }
 
 // Snapshot is a worktree's state as Forker.Snap read it.
@@ -108,10 +113,13 @@ func (p *Pool) Fork(ctx context.Context, req ForkRequest) (Session, error) {
 		return Session{}, fmt.Errorf("fork session %q: %w", s.id, err)
 	}
 	// through is the last turn copied: req.Turn, or the last one ended.
-	var through int64
+	var through, lastEnded int64
 	var at *Turn
 	for i := range turns {
 		t := &turns[i]
+		if t.EndedAt != nil && t.ID != running && t.ID > lastEnded {
+			lastEnded = t.ID
+		}
 		switch {
 		case req.Turn > 0 && t.ID == req.Turn:
 			at = t
@@ -120,6 +128,7 @@ func (p *Pool) Fork(ctx context.Context, req ForkRequest) (Session, error) {
 		}
 	}
 	var base, tree string
+	var snapTook time.Duration // reading the session's files
 	if req.Turn > 0 {
 		switch {
 		case at == nil:
@@ -133,7 +142,9 @@ func (p *Pool) Fork(ctx context.Context, req ForkRequest) (Session, error) {
 		// session's base, with the work up to the turn uncommitted on it.
 		through, base, tree = req.Turn, src.BaseCommit, at.CheckpointAfter
 	} else {
+		t0 := time.Now()
 		snap, err := forker.Snap(ctx, src)
+		snapTook = time.Since(t0)
 		if err != nil {
 			return Session{}, fmt.Errorf("fork session %q: read its worktree: %w", s.id, err)
 		}
@@ -147,6 +158,43 @@ func (p *Pool) Fork(ctx context.Context, req ForkRequest) (Session, error) {
 		title = "fork of " + s.id
 		if rec.Title != "" {
 			title = "fork of " + rec.Title
+		}
+	}
+
+	created := map[string]any{"forked_from": s.id}
+	if req.Turn > 0 {
+		created["forked_at_turn"] = req.Turn
+	}
+	forked := map[string]any{"from": s.id, "turn": req.Turn, "through_turn": through, "commit": base, "tree": tree}
+
+	// The fork's agent continues the session's conversation through ACP
+	// session/fork when it can: the agent worked in the session, offers
+	// session/fork, and the fork is of the session's state now while no
+	// turn runs (its conversation then holds no more than the history
+	// copied). Its agent then starts in a process of its own, in the
+	// fork's worktree and confinement, and forks its session there.
+	// Otherwise the briefing tells it the story.
+	seed := p.nativeFork(ctx, s.id, agent, req.Turn, lastEnded, running)
+
+	// A spare of the repository and agent, when one is kept, becomes the
+	// fork: its agent is running already, and its worktree is given the
+	// session's state. A fork whose session has MCP servers of its own
+	// starts its agent with them, as a create does.
+	if len(rec.MCPServers) == 0 && seed == nil {
+		if sp := p.takeSpare(ctx, CreateRequest{Repo: rec.Repo, Agent: agent}); sp != nil {
+			fa := &forkAdoption{baseRef: rec.BaseRef, start: base, tree: tree, base: src.BaseCommit, created: created, forked: forked, snapTook: snapTook,
+				copy: func(ctx context.Context, to string) (int64, int64, error) {
+					t0 := time.Now()
+					defer func() { forked["history_ms"] = millis(time.Since(t0)) }()
+					return copier.CopyHistory(ctx, s.id, to, through, req.Turn > 0)
+				}}
+			out, err := p.adoptSpare(ctx, CreateRequest{Repo: rec.Repo, Agent: agent, Title: title}, sp, nil, fa)
+			if err == nil {
+				p.logger.Info("session forked", "session", out.ID, "from", s.id, "turn", req.Turn, "spare", true)
+				return out, nil
+			}
+			// The spare is discarded; the fork is made as without one.
+			p.logger.Warn("fork from a spare failed; forking without one", "from", s.id, "spare", sp.id, "err", err)
 		}
 	}
 
@@ -171,9 +219,11 @@ func (p *Pool) Fork(ctx context.Context, req ForkRequest) (Session, error) {
 		}
 		return Session{}, err
 	}
+	t0 := time.Now()
 	if err := p.cfg.Worktrees.Restore(ctx, wt, tree); err != nil {
 		return undo(fmt.Errorf("fork session %q: put its files in the fork: %w", s.id, err))
 	}
+	forked["files_ms"] = millis(snapTook + time.Since(t0))
 	// The fork's diffs start where the session's do.
 	wt.BaseCommit = src.BaseCommit
 	now := p.cfg.Now()
@@ -188,7 +238,9 @@ func (p *Pool) Fork(ctx context.Context, req ForkRequest) (Session, error) {
 	if err := p.cfg.Store.Flush(ctx); err != nil {
 		return undo(fmt.Errorf("fork session %q: write its events: %w", s.id, err))
 	}
+	t0 = time.Now()
 	events, nturns, err := copier.CopyHistory(ctx, s.id, id, through, req.Turn > 0)
+	forked["history_ms"] = millis(time.Since(t0))
 	if err != nil {
 		return undo(fmt.Errorf("fork session %q: copy its history: %w", s.id, err))
 	}
@@ -196,23 +248,122 @@ func (p *Pool) Fork(ctx context.Context, req ForkRequest) (Session, error) {
 	if err != nil {
 		return undo(err)
 	}
-	created := map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": agent,
-		"warm": true, "forked_from": s.id}
-	if req.Turn > 0 {
-		created["forked_at_turn"] = req.Turn
-	}
+	maps.Copy(created, map[string]any{"repo": wt.Repo, "worktree": wt.Path, "branch": wt.Branch, "base_commit": wt.BaseCommit, "agent": agent, "warm": true})
 	p.emit(fs, backends.EventSessionCreated, agent, created)
-	p.emit(fs, EventSessionForked, agent, map[string]any{"from": s.id, "turn": req.Turn, "through_turn": through,
-		"commit": base, "tree": tree, "events": events, "turns": nturns})
-	p.logger.Info("session forked", "session", id, "from", s.id, "turn", req.Turn, "events", events, "turns", nturns)
+	forked["events"], forked["turns"] = events, nturns
+	p.emit(fs, EventSessionForked, agent, forked)
+	p.logger.Info("session forked", "session", id, "from", s.id, "turn", req.Turn, "events", events, "turns", nturns, "agent_fork", seed != nil)
+	if seed != nil {
+		p.mu.Lock()
+		if p.forkSeeds == nil {
+			p.forkSeeds = map[string]forkSeed{}
+		}
+		p.forkSeeds[id] = *seed
+		p.mu.Unlock()
+	}
 	p.startSetup(fs)
 	p.startWarmUp(fs, agent)
 	return p.get(ctx, id, true)
 }
 
+// forkSeed is an agent session a fork's agent forks at its first start.
+type forkSeed struct {
+	agent string // the fork's agent
+	from  string // its agent session in the session forked
+}
+
+// nativeFork returns the seed of a fork of session whose agent forks its
+// conversation there (ACP session/fork), or nil when it cannot: the
+// agent has no agent session in the session, no running agent of its
+// provider offers session/fork, the fork is at a turn before the last
+// ended one (the agent's conversation holds more than that), or a turn
+// runs (it would hold part of it).
+func (p *Pool) nativeFork(ctx context.Context, session, agent string, turn, lastEnded, running int64) *forkSeed {
+	if running != 0 || (turn > 0 && turn != lastEnded) {
+		return nil
+	}
+	offered := false
+	p.mu.Lock()
+	for k, e := range p.entries {
+		if k.agent == agent && e.backend != nil && e.info.Sessions.Fork {
+			offered = true
+			break
+		}
+	}
+	p.mu.Unlock()
+	if !offered {
+		return nil
+	}
+	rec, err := p.cfg.Store.GetAgent(ctx, session, agent)
+	if err != nil || rec.AgentSessionID == "" {
+		return nil
+	}
+	return &forkSeed{agent: agent, from: rec.AgentSessionID}
+}
+
+// takeForkSeed returns, once, the seed of session's agent.
+func (p *Pool) takeForkSeed(session, agent string) (forkSeed, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seed, ok := p.forkSeeds[session]
+	if !ok || seed.agent != agent {
+		return forkSeed{}, false
+	}
+	delete(p.forkSeeds, session)
+	return seed, true
+}
+
+// forkAdoption is what adoptSpare needs to make a spare a fork.
+type forkAdoption struct {
+	baseRef string // the forked session's
+	start   string // the commit the fork's branch starts at
+	tree    string // the fork's files
+	base    string // where the fork's diffs start: the forked session's base
+	// copy copies the forked session's history into the fork, to, whose
+	// rows are stored; it returns how many events and turns it copied.
+	copy func(ctx context.Context, to string) (events, turns int64, err error)
+	// created is added to the fork's session.created; forked is its
+	// session.forked, to which the counts of the copy are added.
+	created, forked map[string]any
+	// snapTook is how long reading the session's files took.
+	snapTook time.Duration
+}
+
+// millis is d in milliseconds, to a tenth, for an event.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()/100) / 10 }
+
+// forkSpareWorktree gives sp's worktree wt the forked session's state:
+// its branch starts at fa.start and its files are fa.tree. It returns
+// the worktree as the fork has it, stored in sp and its session.
+func (p *Pool) forkSpareWorktree(ctx context.Context, sp *spare, wt Worktree, fa *forkAdoption) (Worktree, error) {
+	forker, ok := p.cfg.Worktrees.(Forker)
+	if !ok {
+		return Worktree{}, fmt.Errorf("fork: %w: the worktree manager cannot read a worktree's state", ErrInvalid)
+	}
+	if fa.start != sp.base {
+		if err := forker.StartAt(ctx, wt, fa.start); err != nil {
+			return Worktree{}, fmt.Errorf("fork into spare %s: %w", sp.id, err)
+		}
+	}
+	t0 := time.Now()
+	if err := p.cfg.Worktrees.Restore(ctx, wt, fa.tree); err != nil {
+		return Worktree{}, fmt.Errorf("fork into spare %s: put the session's files in it: %w", sp.id, err)
+	}
+	fa.forked["files_ms"] = millis(fa.snapTook + time.Since(t0))
+	wt.BaseCommit = fa.base
+	p.mu.Lock()
+	sp.wt = wt
+	p.mu.Unlock()
+	sp.s.mu.Lock()
+	sp.s.wt = wt
+	sp.s.mu.Unlock()
+	return wt, nil
+}
+
 // forgetFork deletes the rows of a fork that failed before anyone saw it.
 func (p *Pool) forgetFork(ctx context.Context, id string) error {
 	p.mu.Lock()
+	delete(p.forkSeeds, id)
 	if s := p.sessions[id]; s != nil {
 		delete(p.sessions, id)
 		s.mu.Lock()

@@ -105,8 +105,11 @@ type Pool struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	entries  map[key]*entry
-	closing  bool
-	slots    slotQueue // prompts waiting for a backend slot
+	// forkSeeds are the agent sessions a fork's agent forks at its first
+	// start (fork.go), by fork.
+	forkSeeds map[string]forkSeed
+	closing   bool
+	slots     slotQueue // prompts waiting for a backend slot
 
 	global *Feed // the daemon-wide stream
 

@@ -363,7 +363,7 @@ func (p *Pool) create(ctx context.Context, req CreateRequest, first *firstPrompt
 		return Session{}, fmt.Errorf("pool: %w", ErrClosed)
 	}
 	if sp := p.takeSpare(ctx, req); sp != nil {
-		return p.adoptSpare(ctx, req, sp, first) // spares_adopt.go
+		return p.adoptSpare(ctx, req, sp, first, nil) // spares_adopt.go
 	}
 	p.wakeSpares() // a repository used now may want spares
 	id := req.ID
@@ -611,6 +611,7 @@ func (p *Pool) Close(ctx context.Context, id string, discard bool) (CloseResult,
 			delete(p.entries, k)
 		}
 	}
+	delete(p.forkSeeds, id)
 	p.mu.Unlock()
 	s.mu.Lock()
 	s.rec.Status = StatusClosed

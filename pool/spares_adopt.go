@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -95,7 +96,12 @@ func (p *Pool) spareState(ctx context.Context, repo string) (head, setup string,
 // too: its row is stored with the session's, in the same commit, its
 // agent is prompted while that commit is made, and first says how it
 // went.
-func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, first *firstPrompt) (Session, error) {
+//
+// With fork, the spare becomes a fork instead (see forkAdoption): its
+// worktree is given the forked session's state before its rows are
+// stored, and its stream starts with that session's history, copied once
+// its rows are, before its session.created.
+func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, first *firstPrompt, fork *forkAdoption) (Session, error) {
 	var tr *turnRun // the first turn, until it is launched
 	fail := func(err error) (Session, error) {
 		if tr != nil {
@@ -110,8 +116,17 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, fir
 	p.mu.Lock()
 	wt, s, e, info := sp.wt, sp.s, sp.e, sp.e.info
 	p.mu.Unlock()
+	if fork != nil {
+		var err error
+		if wt, err = p.forkSpareWorktree(ctx, sp, wt, fork); err != nil {
+			return fail(err)
+		}
+	}
 	now := p.cfg.Now()
 	rec := SessionRecord{ID: sp.id, Repo: wt.Repo, Title: req.Title, ActiveAgent: req.Agent, Status: StatusOpen, CreatedAt: now, UpdatedAt: now}
+	if fork != nil {
+		rec.BaseRef = fork.baseRef
+	}
 	// One transaction: the session, its worktree and its running agent
 	// (with what it advertised) are stored together or not at all, and
 	// session.created with them, so that the create waits for one
@@ -128,6 +143,10 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, fir
 		created["budget"] = req.Budget
 	}
 	budget := req.Budget != nil && !req.Budget.IsZero()
+	if fork != nil {
+		maps.Copy(created, fork.created)
+		first = nil
+	}
 	var turn *Turn
 	if first != nil && !budget {
 		// The turn is the session's before the session is in the pool:
@@ -173,7 +192,7 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, fir
 	var created1 backends.Event
 	var delivered chan struct{}
 	s.mu.Lock()
-	if !budget {
+	if !budget && fork == nil {
 		delivered = make(chan struct{})
 		s.seq++
 		created1 = backends.Event{Seq: s.seq, Session: s.id, Time: p.cfg.Now(), Type: backends.EventSessionCreated, Agent: req.Agent, Data: backends.MustJSON(created)}
@@ -222,7 +241,26 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, fir
 		if err := stored(ctx); err != nil {
 			return forget(fmt.Errorf("store session: %w", err))
 		}
-		if budget {
+		if fork != nil {
+			// The history goes first, then session.created: the fork's
+			// own events follow the copied ones.
+			events, turns, err := fork.copy(ctx, s.id)
+			if err != nil {
+				bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				if ferr := p.forgetFork(bg, s.id); ferr != nil {
+					p.logger.Warn("remove the rows of a failed fork", "session", s.id, "err", ferr)
+				}
+				cancel()
+				return fail(err)
+			}
+			s.mu.Lock()
+			s.seq = events
+			s.mu.Unlock()
+			p.emit(s, backends.EventSessionCreated, req.Agent, created)
+			forked := maps.Clone(fork.forked)
+			forked["events"], forked["turns"] = events, turns
+			p.emit(s, EventSessionForked, req.Agent, forked)
+		} else if budget {
 			if err := p.setSessionBudget(ctx, s, *req.Budget); err != nil {
 				// The session's row stays, as a session without its worktree.
 				return forget(fmt.Errorf("store the session's budget: %w", err))
@@ -241,6 +279,9 @@ func (p *Pool) adoptSpare(ctx context.Context, req CreateRequest, sp *spare, fir
 	// and starting an agent would take the CPUs from the session's first
 	// turn, which the create's caller is about to send or has sent.
 	time.AfterFunc(RefillDelay, p.wakeSpares)
+	if fork != nil {
+		return p.get(ctx, s.id, true) // its copied turns and usage are in the store
+	}
 	return p.adopted(s, req.Budget), nil
 }
 

@@ -37,6 +37,7 @@ func parseSettings(file string, data []byte, base []*definition) (map[string]*de
 	}
 	doc := decodeDocument(c, root)
 	defs := compose(c, doc, base)
+	daemonMCPServers(defs, doc.mcpServers) // mcp.go
 	var set settings
 	if doc.defaultAgent != nil {
 		id := *doc.defaultAgent

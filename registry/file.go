@@ -34,6 +34,9 @@ type document struct {
 	// its offset, for a diagnostic found after composing.
 	defaultAgent    *string
 	defaultAgentOff int
+	// mcpServers are the top-level "mcp_servers": every ACP provider's
+	// agents get them, a provider's own server replacing one of its name.
+	mcpServers backends.MCPServers
 }
 
 // entry is one provider entry of the file. Pointer and nil slice fields are
@@ -133,8 +136,10 @@ func decodeDocument(c *checker, root *node) *document {
 			if v, ok := c.str(m.val, path); ok {
 				doc.defaultAgent, doc.defaultAgentOff = &v, m.val.off
 			}
+		case "mcp_servers":
+			doc.mcpServers = c.mcpServers(m.val, path) // mcp.go
 		default:
-			c.unknown(m, path, []string{"$schema", "version", "default_agent", "providers"})
+			c.unknown(m, path, []string{"$schema", "version", "default_agent", "providers", "mcp_servers"})
 		}
 	}
 	if !sawVersion {

@@ -8,7 +8,7 @@ import (
 
 // mcpFields lists the fields of one server of an entry's "mcp_servers".
 func mcpFields() []string {
-	return []string{"type", "command", "args", "env", "url", "headers"}
+	return []string{"type", "command", "args", "env", "url", "headers", "shared", "sandbox"}
 }
 
 // mcpServers decodes an entry's "mcp_servers": an object whose keys name
@@ -62,6 +62,14 @@ func (c *checker) mcpServer(n *node, path string) (backends.MCPServer, bool) {
 		case "headers":
 			s.Headers = c.stringMap(m.val, fp)
 			good = s.Headers != nil
+		case "shared":
+			var b bool
+			if b, good = c.boolean(m.val, fp); good {
+				s.Shared = &b
+			}
+		case "sandbox":
+			s.Sandbox = c.mcpSandbox(m.val, fp)
+			good = s.Sandbox != nil
 		default:
 			c.unknown(m, fp, mcpFields())
 			good = false
@@ -96,4 +104,34 @@ func (c *checker) stringMap(n *node, path string) map[string]string {
 		}
 	}
 	return out
+}
+
+// mcpSandbox decodes the "sandbox" of a server the daemon runs: the
+// fields of an entry's sandbox, over the default (Landlock on, any
+// network; the server's own state directory is always writable).
+func (c *checker) mcpSandbox(n *node, path string) *backends.SandboxSpec {
+	before := len(c.errs)
+	e := c.sandbox(n, path)
+	if e == nil || len(c.errs) > before {
+		return nil
+	}
+	d := definition{sandbox: backends.SandboxSpec{Enabled: true, Network: backends.NetworkAll}}
+	applySandbox(&d, e)
+	sb := d.sandbox
+	sb.MakeDirs = nil
+	return &sb
+}
+
+// daemonMCPServers gives the document's top-level servers to every ACP
+// provider, under its own: a provider's server replaces the daemon's of
+// its name.
+func daemonMCPServers(defs map[string]*definition, servers backends.MCPServers) {
+	if len(servers) == 0 {
+		return
+	}
+	for _, d := range defs {
+		if d.kind == backends.KindACP {
+			d.mcpServers = servers.Merge(d.mcpServers)
+		}
+	}
 }

@@ -114,3 +114,32 @@ func TestMCPPatchKeepsSecrets(t *testing.T) {
 		t.Errorf("servers after removing github = %v", got)
 	}
 }
+
+// Top-level servers reach every ACP provider's agents, a provider's own
+// server replacing the daemon's of its name.
+func TestDaemonMCPServers(t *testing.T) {
+	f := newFixture(t)
+	f.install(t, "codex-acp")
+	f.write(t, `{
+  "version": 1,
+  "mcp_servers": {
+    "memory": {"command": "mcp-memory"},
+    "docs": {"command": "mcp-docs", "args": ["/srv/docs"], "sandbox": {"network": "none"}}
+  },
+  "providers": {"codex": {"mcp_servers": {"docs": {"command": "codex-docs", "shared": false}}}}
+}
+`)
+	r := open(t, f.config())
+	spec, err := r.Resolve("codex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	want := backends.MCPServers{
+		"memory": {Command: "mcp-memory"},
+		"docs":   {Command: "codex-docs", Shared: &no},
+	}
+	if diff := cmp.Diff(want, spec.MCPServers); diff != "" {
+		t.Errorf("codex servers (-want +got):\n%s", diff)
+	}
+}

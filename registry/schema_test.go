@@ -203,6 +203,13 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		valid bool
 	}{
 		{"minimal", `{"version": 1}`, true},
+		{"daemon mcp servers", `{"version": 1, "mcp_servers": {"memory": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}}}`, true},
+		{"daemon mcp servers not an object", `{"version": 1, "mcp_servers": []}`, false},
+		{"mcp shared false", `{"version": 1, "providers": {"codex": {"mcp_servers": {"git": {"command": "mcp-git", "shared": false}}}}}`, true},
+		{"mcp shared sandbox", `{"version": 1, "providers": {"codex": {"mcp_servers": {"m": {"command": "mcp-m", "sandbox": {"network": "none", "write": ["~/.m"]}}}}}}`, true},
+		{"mcp shared not bool", `{"version": 1, "providers": {"codex": {"mcp_servers": {"m": {"command": "mcp-m", "shared": "yes"}}}}}`, false},
+		{"mcp shared on http", `{"version": 1, "providers": {"codex": {"mcp_servers": {"h": {"type": "http", "url": "http://x", "shared": true}}}}}`, false},
+		{"mcp sandbox on http", `{"version": 1, "providers": {"codex": {"mcp_servers": {"h": {"type": "http", "url": "http://x", "sandbox": {}}}}}}`, false},
 		{"schema key", `{"$schema": "./providers.schema.json", "version": 1, "providers": {}}`, true},
 		{"override", `{"version": 1, "providers": {"gemini": {"enabled": false, "env": {"A": "b"}}}}`, true},
 		{"new acp", `{"version": 1, "providers": {"amp": {"extends": "acp", "command": ["amp-acp"]}}}`, true},

@@ -28,13 +28,16 @@ type CopiedHistory struct {
 	Events int64 `json:"events"`
 	// Turns counts the turns copied, which keep their numbers.
 	Turns int64 `json:"turns"`
+	// Reviews counts the reviews copied: those of the turns copied, with
+	// their comments as judged (the open ones are in To's briefings).
+	Reviews int64 `json:"reviews"`
 }
 
 // CopyHistory copies the history of c.From into c.To, in one
 // transaction: its ended turns up to c.Turn, which keep their numbers
 // (To's next turn is the one after), and its events (see HistoryCopy),
 // which keep their order, turn, agent, type, data and time and get To's
-// own seqs, from 1 with no gap. It reads the events written: Flush before
+// own seqs, from 1 with no gap, and the reviews of the turns copied. It reads the events written: Flush before
 // to copy those still queued. An error wraps ErrNotFound when c.To is no
 // session; nothing is copied then, nor on any other error.
 func (s *Store) CopyHistory(ctx context.Context, c HistoryCopy) (CopiedHistory, error) {
@@ -91,6 +94,17 @@ func (s *Store) CopyHistory(ctx context.Context, c HistoryCopy) (CopiedHistory, 
 				return fmt.Errorf("copy turn %d: %w", t.Number, err)
 			}
 			out.Turns++
+		}
+		if len(turns) > 0 {
+			res, err := ex.ExecContext(ctx, `INSERT INTO reviews (session_id, turn, summary, comments, judged, created_at)
+				SELECT ?, turn, summary, comments, judged, created_at FROM reviews WHERE session_id = ? AND turn <= ?`,
+				c.To, c.From, turns[len(turns)-1].Number)
+			if err != nil {
+				return fmt.Errorf("copy reviews: %w", err)
+			}
+			if out.Reviews, err = res.RowsAffected(); err != nil {
+				return err
+			}
 		}
 		if s.eng.postgres {
 			// The session's counters hand out the next seq and number.

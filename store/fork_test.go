@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -42,13 +43,20 @@ func TestCopyHistory(t *testing.T) {
 		if err := s.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Turn 2 was a review of turn 1's work.
+		if err := s.PutReview(ctx, Review{Session: "src", Turn: 2, Summary: "fix it", Comments: `[{"path":"a","text":"why?"}]`, CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
 		got, err := s.CopyHistory(ctx, HistoryCopy{From: "src", To: "f1", Turn: 2})
-		if err != nil || got != (CopiedHistory{Events: 6, Turns: 2}) {
-			t.Fatalf("CopyHistory(whole) = %+v, %v; want 6 events, 2 turns", got, err)
+		if err != nil || got != (CopiedHistory{Events: 6, Turns: 2, Reviews: 1}) {
+			t.Fatalf("CopyHistory(whole) = %+v, %v; want 6 events, 2 turns, 1 review", got, err)
+		}
+		if rvs, err := s.Reviews(ctx, "f1"); err != nil || len(rvs) != 1 || rvs[0].Turn != 2 || rvs[0].Comments != `[{"path":"a","text":"why?"}]` {
+			t.Errorf("Reviews(f1) = %+v, %v; want src's review of turn 2", rvs, err)
 		}
 		got, err = s.CopyHistory(ctx, HistoryCopy{From: "src", To: "f2", Turn: 1, AtTurn: true})
 		if err != nil || got != (CopiedHistory{Events: 3, Turns: 1}) {
-			t.Fatalf("CopyHistory(at turn 1) = %+v, %v; want 3 events, 1 turn", got, err)
+			t.Fatalf("CopyHistory(at turn 1) = %+v, %v; want 3 events, 1 turn, no review", got, err)
 		}
 		evs, err := s.Events(ctx, "f1", 0, 0)
 		if err != nil || len(evs) != 6 {

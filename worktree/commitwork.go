@@ -24,20 +24,11 @@ func (m *Manager) CommitWork(ctx context.Context, wt Worktree, title string) (ti
 	if err := m.WaitSetup(ctx, wt); err != nil {
 		return "", false, err
 	}
-	info, err := m.repo(ctx, wt.Repo)
-	if err != nil {
-		return "", false, err
-	}
-	lock := m.repoLock(info.common)
-	lock.Lock()
-	defer lock.Unlock()
-	st := m.state(wt.Path)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	l, err := m.open(ctx, wt)
+	info, st, l, unlock, err := m.lockWorktree(ctx, wt)
 	if err != nil {
 		return "", false, fmt.Errorf("commit the work of session %q: %w", wt.Session, err)
 	}
+	defer unlock()
 	if _, err := m.importLocked(ctx, info, wt, st, true); err != nil {
 		m.log.Warn("commit work: import the agent's commits", keySession, wt.Session, keyErr, err)
 	}

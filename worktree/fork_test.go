@@ -76,3 +76,48 @@ func sortedLines(s string) []string {
 	sort.Strings(l)
 	return l
 }
+
+// TestStartAtMovesOnlyTheBranch starts a spare's worktree, made at the
+// repository's head, at a session's own commit: its branch and index
+// move there, its files stay, and neither the repository's HEAD nor its
+// other branches move. Restore then gives it the session's files.
+func TestStartAtMovesOnlyTheBranch(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t)
+	repo := newRepo(t, "repo", map[string]string{"a.txt": "a\n"})
+	head := strings.TrimSpace(gitT(t, repo, "rev-parse", "HEAD"))
+	src := create(t, m, "s", repo)
+	writeFile(t, src.Path, "b.txt", "the session's commit\n")
+	gitT(t, src.Path, "add", "b.txt")
+	gitT(t, src.Path, "commit", "-q", "-m", "session commit")
+	own := strings.TrimSpace(gitT(t, src.Path, "rev-parse", "HEAD"))
+	writeFile(t, src.Path, "a.txt", "uncommitted\n")
+	snap, err := m.Snap(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spare := create(t, m, "spare", repo)
+	if err := m.StartAt(ctx, spare, snap.Head); err != nil {
+		t.Fatalf("StartAt() error = %v", err)
+	}
+	if got := strings.TrimSpace(gitT(t, repo, "rev-parse", "HEAD")); got != head {
+		t.Errorf("the repository's HEAD moved to %s; want %s", got, head)
+	}
+	if got := strings.TrimSpace(gitT(t, spare.Path, "rev-parse", "HEAD")); got != own {
+		t.Errorf("spare's HEAD = %s; want the session's commit %s", got, own)
+	}
+	// Its files are still the head's, its index the commit's: b.txt is
+	// missing from its files.
+	if got := gitT(t, spare.Path, "status", "--porcelain"); got != " D b.txt" {
+		t.Errorf("spare's status after StartAt = %q; want b.txt missing from its files only", got)
+	}
+	if err := m.Restore(ctx, spare, snap.Tree); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := gitT(t, spare.Path, "status", "--porcelain"), gitT(t, src.Path, "status", "--porcelain"); got != want {
+		t.Errorf("spare's status = %q; want the session's %q", got, want)
+	}
+	if err := m.StartAt(ctx, spare, "no-such-commit"); err == nil {
+		t.Errorf("StartAt(no-such-commit) = nil; want an error")
+	}
+}

@@ -113,6 +113,11 @@ type Config struct {
 	Jail backends.Jail
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
+	// MCPPlan, if set, replaces Spec.MCPServers in session/new,
+	// session/load and session/resume: its HTTP set for an agent that
+	// takes http MCP servers, its Stdio set otherwise (the daemon's shared
+	// servers, reached over http or through the stdio relay).
+	MCPPlan *backends.MCPPlan
 	// NoSession makes Start stop after initialize, with no session made
 	// or taken up: for asking the agent about its sessions (ListSessions).
 	NoSession bool
@@ -172,6 +177,8 @@ type Backend struct {
 	permCtx      context.Context
 	permStop     context.CancelFunc
 	stopOnce     sync.Once
+	// forkFrom is the agent session StartFork forks (under mu).
+	forkFrom string
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -202,7 +209,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	// The wire carries the MCP servers' secrets in session/new and
 	// session/load (and an agent may echo them): never print them.
-	cfg.Wire = redactWire(cfg.Wire, cfg.Spec.MCPServers)
+	cfg.Wire = redactWire(cfg.Wire, withPlan(cfg.Spec.MCPServers, cfg.MCPPlan))
 	b := &Backend{
 		cfg:        cfg,
 		logger:     logger.With("agent", cfg.Spec.Provider),

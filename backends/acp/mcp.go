@@ -59,7 +59,7 @@ func mcpServers(servers backends.MCPServers, caps acpsdk.McpCapabilities) ([]acp
 
 // setMCP records which servers the agent got by method, and says so in
 // an EventMCP (names only), when the session has any.
-func (b *Backend) setMCP(method string, names []string, skipped []backends.MCPSkipped) {
+func (b *Backend) setMCP(method string, names []string, skipped []backends.MCPSkipped, sharing []backends.MCPSharing) {
 	b.mu.Lock()
 	b.info.MCPServers, b.info.MCPSkipped = names, skipped
 	b.mu.Unlock()
@@ -72,7 +72,26 @@ func (b *Backend) setMCP(method string, names []string, skipped []backends.MCPSk
 	if names == nil {
 		names = []string{}
 	}
-	b.cfg.OnEvent(backends.NewEvent(backends.EventMCP, b.cfg.Spec.Provider, backends.MCPData{Method: method, Servers: names, Skipped: skipped}))
+	b.cfg.OnEvent(backends.NewEvent(backends.EventMCP, b.cfg.Spec.Provider, backends.MCPData{Method: method, Servers: names, Skipped: skipped, Sharing: sharing}))
+}
+
+// withPlan returns servers with the servers of plan added under names of
+// their own: every secret the wire may carry, for redactWire.
+func withPlan(servers backends.MCPServers, plan *backends.MCPPlan) backends.MCPServers {
+	if plan == nil {
+		return servers
+	}
+	all := servers.Clone()
+	if all == nil {
+		all = backends.MCPServers{}
+	}
+	for k, v := range plan.HTTP {
+		all["http:"+k] = v
+	}
+	for k, v := range plan.Stdio {
+		all["stdio:"+k] = v
+	}
+	return all
 }
 
 // minEchoSecret is the shortest secret redactWire looks for in lines other

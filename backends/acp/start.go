@@ -179,7 +179,8 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	b.info.AuthMethods = authMethodIDs(initResp.AuthMethods)
 	b.info.Auth = authMethods(initResp.AuthMethods)
 	sc := initResp.AgentCapabilities.SessionCapabilities
-	b.info.Sessions = backends.SessionCaps{Resume: sc.Resume != nil, Close: sc.Close != nil, List: sc.List != nil}
+	b.info.Sessions = backends.SessionCaps{Resume: sc.Resume != nil, Close: sc.Close != nil, List: sc.List != nil, Fork: sc.Fork != nil}
+	forkFrom := b.forkFrom // read under mu
 	if b.cfg.NoSession {
 		info := b.info
 		b.mu.Unlock()
@@ -187,7 +188,11 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 	}
 	b.mu.Unlock()
 
-	mcp, mcpNames, mcpSkipped := mcpServers(spec.MCPServers, initResp.AgentCapabilities.McpCapabilities)
+	given, sharing := spec.MCPServers, []backends.MCPSharing(nil)
+	if b.cfg.MCPPlan != nil {
+		given, sharing = b.cfg.MCPPlan.Servers(initResp.AgentCapabilities.McpCapabilities.Http)
+	}
+	mcp, mcpNames, mcpSkipped := mcpServers(given, initResp.AgentCapabilities.McpCapabilities)
 	lost := ""
 	if resume != "" && sc.Resume != nil {
 		// session/resume takes the session up again without replaying its
@@ -199,7 +204,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 			b.info.AgentSessionID, b.info.Resumed, b.info.ResumedBy = resume, true, resumedByResume
 			b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
 			b.mu.Unlock()
-			b.setMCP("session/resume", mcpNames, mcpSkipped)
+			b.setMCP("session/resume", mcpNames, mcpSkipped, sharing)
 			return b.Info(), nil
 		}
 		if ctx.Err() != nil || b.exited() {
@@ -221,7 +226,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 			b.info.AgentSessionID, b.info.Resumed, b.info.ResumedBy = resume, true, resumedByLoad
 			b.applySessionStateLocked(resp.Modes, resp.ConfigOptions)
 			b.mu.Unlock()
-			b.setMCP("session/load", mcpNames, mcpSkipped)
+			b.setMCP("session/load", mcpNames, mcpSkipped, sharing)
 			return b.Info(), nil
 		}
 		b.sessionID, b.replaying = "", false
@@ -232,6 +237,11 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		lost = joinLost(lost, "session/load failed: "+refusal(err))
 	} else if resume != "" && lost == "" {
 		lost = "the agent cannot resume or load sessions (no session/resume or loadSession capability)"
+	}
+	if forkFrom != "" && sc.Fork != nil {
+		if info, ok, err := b.forkSession(ctx, conn, forkFrom, mcp, mcpNames, mcpSkipped, sharing); ok || err != nil {
+			return info, err
+		}
 	}
 	resp, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: spec.Dir, McpServers: mcp})
 	if err != nil {
@@ -245,7 +255,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 		b.info.ContextLost = true
 	}
 	b.mu.Unlock()
-	b.setMCP("session/new", mcpNames, mcpSkipped)
+	b.setMCP("session/new", mcpNames, mcpSkipped, sharing)
 	info := b.Info()
 	if lost != "" {
 		b.logger.Warn("agent context lost", "resume", resume, "reason", lost)
@@ -260,6 +270,7 @@ func (b *Backend) handshake(ctx context.Context, resume string) (backends.Info, 
 const (
 	resumedByResume = "resume"
 	resumedByLoad   = "load"
+	resumedByFork   = "fork"
 )
 
 // joinLost joins the reasons a resume failed.

@@ -269,6 +269,9 @@ func (a *agent) handleRequest(m message) {
 		a.resumeSession(m)
 	case "session/close":
 		a.respond(m.ID, map[string]any{})
+	case "session/fork":
+		a.recordMCP(m.Method, m.Params)
+		a.forkSession(m)
 	case "session/list":
 		a.listSessions(m)
 	case "session/new":

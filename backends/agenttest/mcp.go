@@ -80,6 +80,12 @@ func (a *agent) recordMCP(method string, params json.RawMessage) {
 				srv.env = append(srv.env, e.Name+"="+e.Value)
 			}
 			stdio = append(stdio, srv)
+		} else if s.URL != "" {
+			srv := stdioServer{name: s.Name, url: s.URL}
+			for _, h := range s.Headers {
+				srv.headers = append(srv.headers, [2]string{h.Name, h.Value})
+			}
+			stdio = append(stdio, srv)
 		}
 		r := MCPReceived{Method: method, Name: s.Name, Type: s.Type, Command: s.Command, Args: s.Args, URL: s.URL}
 		for _, e := range s.Env {
@@ -106,6 +112,9 @@ func (a *agent) recordMCP(method string, params json.RawMessage) {
 type stdioServer struct {
 	name, command string
 	args, env     []string
+	// url and headers are an http server's (command is then "").
+	url     string
+	headers [][2]string
 }
 
 // MCPStartPrefix starts the chunk of each server an MCPStart step ran.
@@ -140,6 +149,9 @@ func (a *agent) mcpStart() {
 	servers, cwd := a.mcpStdio, a.cwd
 	a.mu.Unlock()
 	for _, s := range servers {
+		if s.command == "" {
+			continue // an http server
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		cmd := exec.CommandContext(ctx, s.command, s.args...)
 		cmd.Dir, cmd.Env = cwd, append(os.Environ(), s.env...)

@@ -17,6 +17,11 @@ type Script struct {
 	ResumeSession bool `json:"resume_session,omitempty"`
 	// ResumeFails makes session/resume answer "Session not found".
 	ResumeFails bool `json:"resume_fails,omitempty"`
+	// ForkSession advertises session/fork (sessionCapabilities.fork): a
+	// fork answers a new session id, "fork-of-" the one forked.
+	ForkSession bool `json:"fork_session,omitempty"`
+	// ForkFails makes session/fork answer "Session not found".
+	ForkFails bool `json:"fork_fails,omitempty"`
 	// CloseSession advertises session/close.
 	CloseSession bool `json:"close_session,omitempty"`
 	// ListSessions advertises session/list, which answers Sessions (those
@@ -209,6 +214,9 @@ type Step struct {
 	// session/load carried, as a real agent would (its child, in its
 	// confinement), and reports each as a chunk (see ParseMCPStarted).
 	MCPStart bool `json:"mcp_start,omitempty"`
+	// MCPCall calls a tool of each MCP server the last session/new or
+	// session/load carried, as a real agent would (see mcpcall.go).
+	MCPCall *MCPCall `json:"mcp_call,omitempty"`
 }
 
 // ToolCall describes a tool_call or tool_call_update.

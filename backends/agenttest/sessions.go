@@ -21,6 +21,9 @@ func (a *agent) sessionCapabilities() map[string]any {
 	if a.script.CloseSession {
 		caps["close"] = map[string]any{}
 	}
+	if a.script.ForkSession {
+		caps["fork"] = map[string]any{}
+	}
 	if a.script.ListSessions {
 		caps["list"] = map[string]any{}
 	}
@@ -44,6 +47,29 @@ func (a *agent) resumeSession(m message) {
 	a.sessionID = p.SessionID
 	a.mu.Unlock()
 	a.respond(m.ID, a.sessionResult())
+}
+
+// forkSession answers session/fork: the agent's conversation goes on
+// in a new session, "fork-of-" the session forked, in the cwd asked for.
+func (a *agent) forkSession(m message) {
+	var p struct {
+		Cwd       string `json:"cwd"`
+		SessionID string `json:"sessionId"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	if !a.script.ForkSession || a.script.ForkFails || p.SessionID == "" {
+		a.respondErr(m.ID, -32002, "Resource not found", map[string]any{"details": "Session not found"})
+		return
+	}
+	a.mu.Lock()
+	a.cwd = p.Cwd
+	a.sessionID = "fork-of-" + p.SessionID
+	sid := a.sessionID
+	a.mu.Unlock()
+	res := a.sessionResult()
+	res["sessionId"] = sid
+	a.respond(m.ID, res)
+	a.announceCommands()
 }
 
 // listSessions answers session/list with the scripted sessions of the cwd

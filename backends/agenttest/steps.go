@@ -134,6 +134,8 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 		a.mcpEcho()
 	case s.MCPStart:
 		a.mcpStart()
+	case s.MCPCall != nil:
+		a.mcpCall(*s.MCPCall)
 	case s.BigLine > 0:
 		a.update(textUpdate("agent_message_chunk", strings.Repeat("x", s.BigLine)))
 	}

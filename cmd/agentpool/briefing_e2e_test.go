@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,21 +28,8 @@ func briefingProviders(t *testing.T, home, bin string) (alphaLog, betaLog string
 	beta := agenttest.Script{PromptLog: betaLog, Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "Beta read the notes."}}}}}
 	writeScripted(t, home, bin, map[string]any{"alpha": alpha, "beta": beta})
 	// Let the agents write their logs under their sandbox.
-	path := filepath.Join(home, providersFile)
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
 	for _, id := range []string{"alpha", "beta"} {
-		doc["providers"].(map[string]any)[id].(map[string]any)["sandbox"] = map[string]any{"write": []string{logs}}
-	}
-	raw, _ = json.MarshalIndent(doc, "", "  ")
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		t.Fatal(err)
+		setProviderField(t, home, id, "sandbox", map[string]any{"write": []string{logs}})
 	}
 	return alphaLog, betaLog
 }

@@ -49,6 +49,13 @@ type lineData struct {
 	Branch     string          `json:"branch"`
 	BaseCommit string          `json:"base_commit"`
 	Warm       bool            `json:"warm"`
+	Spare      bool            `json:"spare"`
+	ForkedFrom string          `json:"forked_from"`
+	// session.forked (From is the session forked: FromHost above)
+	ForkTurn   int64   `json:"turn"`
+	ForkEvents int64   `json:"events"`
+	ForkTurns  int64   `json:"turns"`
+	FilesMS    float64 `json:"files_ms"`
 	// session.closed
 	Discard bool `json:"discard"`
 	// session.moved
@@ -149,10 +156,23 @@ func eventSummary(ev backends.Event) string {
 		return fmt.Sprintf("got a slot after %s", (time.Duration(l.WaitedMS) * time.Millisecond).Round(100*time.Millisecond))
 	case backends.EventSessionCreated:
 		s := fmt.Sprintf("worktree on branch %s from %.12s of %s", l.Branch, l.BaseCommit, l.Repo)
-		if l.Warm {
+		switch {
+		case l.Spare:
+			s += "; agent " + ev.Agent + " already running (a spare)"
+		case l.Warm:
 			s += "; agent " + ev.Agent + " starting now"
 		}
+		if l.ForkedFrom != "" {
+			s += "; a fork of " + l.ForkedFrom
+		}
 		return s
+	case pool.EventSessionForked:
+		at := "as it was"
+		if l.ForkTurn > 0 {
+			at = fmt.Sprintf("at turn %d", l.ForkTurn)
+		}
+		return fmt.Sprintf("forked from %s %s: %d turn%s and %d events copied above; files copied in %.0f ms",
+			l.FromHost, at, l.ForkTurns, plural(int(l.ForkTurns)), l.ForkEvents, l.FilesMS)
 	case backends.EventSessionClosed:
 		return closedSummary(l)
 	case backends.EventSessionMoved:

@@ -33,6 +33,8 @@ func TestEventLineEveryType(t *testing.T) {
 		want string
 	}{
 		{backends.EventSessionCreated, map[string]any{"repo": "/src/app", "worktree": "/h/worktrees/s-1", "branch": "agentpool/s-1", "base_commit": "0123456789abcdef", "agent": "demo", "warm": true}, "branch agentpool/s-1 from 0123456789ab of /src/app"},
+		{backends.EventSessionCreated, map[string]any{"repo": "/src/app", "branch": "agentpool/sp-1", "base_commit": "0123456789abcdef", "agent": "demo", "warm": true, "spare": true, "forked_from": "s-0"}, "agent demo already running (a spare); a fork of s-0"},
+		{pool.EventSessionForked, map[string]any{"from": "s-0", "turn": 0, "events": 16, "turns": 2, "files_ms": 23.4}, "forked from s-0 as it was: 2 turns and 16 events copied above; files copied in 23 ms"},
 		{backends.EventSessionClosed, map[string]any{"worktree": pool.RemoveResult{Branch: "agentpool/s-1", Committed: true, Commit: "fedcba9876543210"}, "discard": false}, "commit fedcba987654 on branch agentpool/s-1"},
 		{pool.EventSessionMerged, pool.MergeResult{Session: "s-1", Branch: "agentpool/s-1", Into: "main", Method: "fast-forward", Commits: []pool.MergeCommit{{}}, Head: "aaaabbbbccccdddd"}, "merged into main (fast-forward, 1 commit)"},
 		{backends.EventAgentStarting, map[string]any{"provider": "demo", "kind": "acp", "resume": "", "restarts": 0, "warm_up": true}, "starting (acp), warming up"},

@@ -129,6 +129,7 @@ func mcpSummary(ev backends.Event) string {
 	if len(d.Servers) == 0 {
 		s = "no MCP server"
 	}
+	s += sharingSummary(d.Sharing) // cli_mcpshare.go
 	for i, sk := range d.Skipped {
 		sep := ", not "
 		if i == 0 {
@@ -136,5 +137,5 @@ func mcpSummary(ev backends.Event) string {
 		}
 		s += sep + sk.Name + " (" + sk.Transport + ": " + sk.Reason + ")"
 	}
-	return oneLine(s, 160)
+	return oneLine(s, 240)
 }

@@ -90,6 +90,7 @@ Usage:
 
 Commands:
   serve        run the daemon
+  mcp-relay    (run by agents) relay stdio to an MCP server the daemon shares
 ` + clientUsage + `  version      print the version, the source revision it was built from, the Go version
 
 Run '` + self + ` <command> --help' for the flags of a command.
@@ -111,6 +112,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return agenttest.RunDemo()
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
+	case "mcp-relay":
+		// Inside an agent's sandbox: no data directory to find.
+		return runMCPRelay(ctx, args[1:], stdin, stdout, stderr) // mcprelay.go
 	case "version", "--version":
 		fmt.Fprint(stdout, versionText(version, revision, buildInfo())) // version.go
 		return nil

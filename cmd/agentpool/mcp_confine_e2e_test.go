@@ -14,7 +14,7 @@ import (
 	"github.com/agentpool/agentpool/pool"
 )
 
-// A stdio MCP server is the agent's child: it runs in the agent's cgroup
+// A stdio MCP server that is not shared is the agent's child: it runs in the agent's cgroup
 // and in its view, so a secret is out of its reach, and a program outside
 // the agent's grants cannot even start (until its directory is in
 // sandbox.read), as docs/confinement.md says: neither is there to open.
@@ -37,9 +37,11 @@ func TestMCPServerRunsInTheAgentsConfinement(t *testing.T) {
 			"env":     map[string]string{agenttest.EnvHelper: agenttest.HelperACP, agenttest.EnvScript: string(script), "GORACE": "atexit_sleep_ms=0"},
 			"sandbox": sb,
 			"mcp_servers": map[string]any{
-				"cgroup":  map[string]any{"command": "/bin/cat", "args": []string{"/proc/self/cgroup"}},
-				"secret":  map[string]any{"command": "/bin/cat", "args": []string{filepath.Join(f.fakeHome, ".ssh", "id_ed25519")}},
-				"outside": map[string]any{"command": server, "env": map[string]string{"MCP_GREETING": "hello"}},
+				// Marked, so that the agent starts them (the daemon shares
+				// the others: mcpshare_e2e_test.go).
+				"cgroup":  map[string]any{"command": "/bin/cat", "args": []string{"/proc/self/cgroup"}, "shared": false},
+				"secret":  map[string]any{"command": "/bin/cat", "args": []string{filepath.Join(f.fakeHome, ".ssh", "id_ed25519")}, "shared": false},
+				"outside": map[string]any{"command": server, "env": map[string]string{"MCP_GREETING": "hello"}, "shared": false},
 			}}
 	}
 	f.writeProviders(t, map[string]any{"plain": entry(nil), "granted": entry([]string{f.outside})})

@@ -84,7 +84,9 @@ func TestEndToEndMCPServers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d := startDaemon(t, bin, home, "AGENTPOOL_DEBUG_WIRE=1")
+	// The servers as given, each agent its own copies: the shared ones
+	// are mcpshare_e2e_test.go's.
+	d := startDaemon(t, bin, home, "AGENTPOOL_DEBUG_WIRE=1", "AGENTPOOL_MCP_SHARE=off")
 	out, err := d.cli("session", "new", "--repo", repo, "--agent", "fake", "--no-warm",
 		"--mcp", "tool=mcp-tool --flag", "--mcp-json", mcpFile)
 	if err != nil {
@@ -166,7 +168,7 @@ func TestEndToEndMCPServers(t *testing.T) {
 	}
 	_ = d.cmd.Wait()
 	first := d.out.String()
-	d = startDaemon(t, bin, home, "AGENTPOOL_DEBUG_WIRE=1")
+	d = startDaemon(t, bin, home, "AGENTPOOL_DEBUG_WIRE=1", "AGENTPOOL_MCP_SHARE=off")
 	d.stopAtCleanup()
 	if out, err = d.cli("prompt", id, "again?"); err != nil {
 		t.Fatalf("prompt after the restart: %v\n%s", err, out)

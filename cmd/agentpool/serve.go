@@ -28,6 +28,7 @@ import (
 	"github.com/agentpool/agentpool/hosts"
 	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/internal/wiring"
+	"github.com/agentpool/agentpool/mcpshare"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 	"github.com/agentpool/agentpool/registry/catalog"
@@ -136,8 +137,12 @@ type Main struct {
 	// those used in the last day (see spares.go).
 	Spares     map[string]int
 	SpareRepos []string
-	Logger     *slog.Logger
-	Stdout     io.Writer
+	// MCPIdleTimeout stops a shared MCP server nobody called for that
+	// long; NoMCPShare gives every agent its own copies (serve_mcpshare.go).
+	MCPIdleTimeout time.Duration
+	NoMCPShare     bool
+	Logger         *slog.Logger
+	Stdout         io.Writer
 
 	store      *store.Store
 	sandbox    *sandbox.Manager
@@ -161,6 +166,8 @@ type Main struct {
 
 	// attempts runs attempt sets over the pool.
 	attempts *attempts.Manager
+	// mcpShare runs the shared MCP servers (nil: --no-mcp-share).
+	mcpShare *mcpshare.Manager
 
 	// pushes are the pushes after checkpoints running in the background
 	// (several hosts only).
@@ -251,6 +258,10 @@ func (m *Main) Open(ctx context.Context) error {
 		Sandbox: m.sandbox, TmpRoot: filepath.Join(home, tmpDir), Home: wiring.DefaultHome(), Protect: protectedHomes(home, os.Getenv),
 		Secrets: m.secretFiles(), Git: wiring.GitPathsOf(wt), Egress: m.egress,
 	}
+	if err := m.openMCPShare(home, confiner); err != nil {
+		m.shutdownParts()
+		return err
+	}
 	m.reg, err = registry.New(registry.Config{Path: provPath, SelfPath: self, Prober: acp.Prober{Logger: m.Logger, Jail: confiner.ProbeJail}, SIGHUP: true, Logger: m.Logger,
 		Trust: trustedProviders, SandboxNotes: confiner.ConfigNotes, ProbeDir: filepath.Join(home, tmpDir)})
 	if err != nil {
@@ -278,8 +289,9 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.pool, err = pool.New(pool.Config{
 		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Reviews: wiring.Reviews{S: m.store}, Worktrees: worktrees, Resolver: m.reg, Leases: leases,
-		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport, Identity: wt.Identity},
-		MaxWarm:  m.MaxWarm, IdleTimeout: m.IdleTimeout,
+		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport, Identity: wt.Identity,
+			MCP: m.mcpShare, RelayCommand: wiring.RelayCommand(self)},
+		MaxWarm: m.MaxWarm, IdleTimeout: m.IdleTimeout,
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger, Spares: m.sparesConfig(wt),
 	})
 	if err != nil {
@@ -317,7 +329,7 @@ func (m *Main) Open(ctx context.Context) error {
 		Confinement: m.sandbox.Status(), Trust: wiring.Trust{M: wt}, PageSessionsFile: filepath.Join(home, pageSessionsFile),
 		Conns:         httpapi.ConnLimits{FileLimit: fileLimit(m.Logger)},
 		AgentSessions: outside.List, Login: outside.Login, Reviews: wiring.Reviews{S: m.store}, Attempts: m.attempts, Hosts: m.hosts,
-		Cluster: m.clusterAPI(), ClusterTLS: m.clusterTLS})
+		Cluster: m.clusterAPI(), ClusterTLS: m.clusterTLS, MCPShares: m.mcpShares()})
 	if err != nil {
 		m.shutdownParts()
 		return err
@@ -732,6 +744,7 @@ func (m *Main) shutdownParts() error {
 	if m.reg != nil {
 		_ = m.reg.Close()
 	}
+	m.closeMCPShare()
 	if m.sandbox != nil {
 		_ = m.sandbox.Close()
 	}
@@ -849,6 +862,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("$AGENTPOOL_STORE_CONNS: %w", err)
 		}
 	}
+	m.mcpShareFlags(fs) // serve_mcpshare.go
 	budget := fs.Int64("memory-budget-mb", 0, "memory budget for all agents in MiB (default half the machine; -1 disables)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.Func("spares", "keep N spare sessions of provider ID per repository, as ID=N (repeatable; $AGENTPOOL_SPARES: ID=N,...; see docs/daemon.md)", m.addSpares)

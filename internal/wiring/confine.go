@@ -214,7 +214,10 @@ func isWorktreePath(p string) bool { return strings.HasPrefix(p, "$WORKTREE") }
 
 // agentJail returns the jail of a launch's agent and a function that makes
 // the jail of each of its terminals; nil, nil without a Sandbox.
-func (c Confiner) agentJail(req pool.LaunchRequest) (backends.Jail, func(id string) (*sandbox.Jail, error), *sandbox.PolicyResult, error) {
+// share, when not "", is the address of the daemon's shared MCP servers,
+// which the agent must reach whatever its network (and relay, the program
+// it reaches them with over stdio).
+func (c Confiner) agentJail(req pool.LaunchRequest, share, relay string) (backends.Jail, func(id string) (*sandbox.Jail, error), *sandbox.PolicyResult, error) {
 	if c.Sandbox == nil {
 		return nil, nil, nil, nil
 	}
@@ -225,6 +228,16 @@ func (c Confiner) agentJail(req pool.LaunchRequest) (backends.Jail, func(id stri
 	var pol *sandbox.Policy
 	if res != nil {
 		pol = &res.Policy
+		if share != "" {
+			allowSharePort(pol, share)
+			if relay != "" && !slices.Contains(pol.Read, relay) {
+				pol.Read = append(pol.Read, relay)
+			}
+		}
+	}
+	esb := req.Spec.Sandbox
+	if share != "" {
+		esb = withShare(esb, share, "")
 	}
 	agent := req.Spec.Provider
 	jc := func(leaf string) sandbox.JailConfig {
@@ -232,7 +245,7 @@ func (c Confiner) agentJail(req pool.LaunchRequest) (backends.Jail, func(id stri
 	}
 	cfg := jc("agent")
 	if c.viewed(pol) {
-		ev, closeEgress, err := c.Egress.open(req.Spec.Sandbox, egress.Meta{Session: req.Session, Provider: agent}, req.Emit)
+		ev, closeEgress, err := c.Egress.open(esb, egress.Meta{Session: req.Session, Provider: agent}, req.Emit)
 		if err != nil {
 			return nil, nil, nil, err
 		}

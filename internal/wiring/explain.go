@@ -35,6 +35,23 @@ func (e explained) Start(ctx context.Context, resume string) (backends.Info, err
 	return info, err
 }
 
+// StartFork starts the agent forking one of its sessions, when its
+// backend can (backends.ForkStarter), else as Start without a resume; a
+// failure names the paths denied, if any.
+func (e explained) StartFork(ctx context.Context, from string) (backends.Info, error) {
+	var info backends.Info
+	var err error
+	if f, ok := e.Backend.(backends.ForkStarter); ok {
+		info, err = f.StartFork(ctx, from)
+	} else {
+		info, err = e.Backend.Start(ctx, "")
+	}
+	if err != nil {
+		err = e.explain(err, "start")
+	}
+	return info, err
+}
+
 // Prompt runs a turn; an error (the agent crashed, its last stderr lines
 // attached) names the paths denied, if any.
 func (e explained) Prompt(ctx context.Context, p backends.Prompt, emit func(backends.Event)) (backends.TurnResult, error) {

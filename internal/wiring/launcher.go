@@ -12,6 +12,7 @@ import (
 	"github.com/agentpool/agentpool/backends/acp"
 	"github.com/agentpool/agentpool/backends/pty"
 	"github.com/agentpool/agentpool/backends/sandbox"
+	"github.com/agentpool/agentpool/mcpshare"
 	"github.com/agentpool/agentpool/pool"
 	"github.com/agentpool/agentpool/registry"
 	"github.com/agentpool/agentpool/worktree"
@@ -34,6 +35,15 @@ type Launcher struct {
 	// Identity, if set, gives the git identity of a repository: agents and
 	// their terminals get it in their environment (see identityEnv).
 	Identity func(ctx context.Context, repo string) worktree.Identity
+	// MCP, if set, runs the stdio MCP servers that can be shared once for
+	// the daemon: an ACP agent gets each as an http server of the
+	// daemon's, or as RelayCommand's relay to it (nil: every agent starts
+	// its own copy of every server).
+	MCP *mcpshare.Manager
+	// RelayCommand is the agentpool binary an agent that takes stdio MCP
+	// servers only runs as the relay to a shared one ("" shares nothing
+	// with such agents).
+	RelayCommand string
 }
 
 var _ pool.Launcher = Launcher{}
@@ -47,9 +57,24 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	logger = logger.With("session", req.Session)
 	agent := req.Spec.Provider
 	id := identityOf(l.Identity, req.Worktree.Repo)
-	jail, termJail, res, err := l.Confiner.agentJail(req)
+	servers := req.Spec.MCPServers.Merge(req.MCPServers)
+	plan, lease, err := l.mcpPlan(req, servers)
 	if err != nil {
+		return nil, err
+	}
+	share := ""
+	if lease != nil {
+		share = l.MCP.Addr()
+	}
+	jail, termJail, res, err := l.Confiner.agentJail(req, share, l.RelayCommand)
+	if err != nil {
+		if lease != nil {
+			lease.Release()
+		}
 		return nil, fmt.Errorf("confine agent %q: %w", agent, err)
+	}
+	if lease != nil {
+		jail = newLeaseJail(jail, lease)
 	}
 	if res != nil {
 		l.refused(req, logger, res)
@@ -59,14 +84,14 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	run := req
 	run.Spec.Env = append(slices.Clone(req.Spec.Env), identityEnv(backends.AgentEnv(req.Spec), id)...)
 	// Likewise the session's own MCP servers, which win by name.
-	run.Spec.MCPServers = req.Spec.MCPServers.Merge(req.MCPServers)
+	run.Spec.MCPServers = servers
 	// The bridge's terminals start from the variables of the daemon's
 	// environment the agent gets (not the provider's own env), with the
 	// identity; a terminal/create adds what it asks for.
 	// Never nil: a nil Env would give them the daemon's whole one.
 	passed := backends.PassedEnv(req.Spec)
 	termEnv := append(append(make([]string, 0, len(passed)+5), passed...), identityEnv(passed, id)...)
-	b, err := l.launch(run, logger, jail, termJail, termEnv)
+	b, err := l.launch(run, logger, jail, termJail, termEnv, plan)
 	if err != nil && jail != nil {
 		_ = jail.Release()
 	}
@@ -102,7 +127,7 @@ func (l Launcher) refused(req pool.LaunchRequest, logger *slog.Logger, res *sand
 }
 
 // launch builds the backend; termEnv is its terminals' environment.
-func (l Launcher) launch(req pool.LaunchRequest, logger *slog.Logger, jail backends.Jail, termJail func(string) (*sandbox.Jail, error), termEnv []string) (backends.Backend, error) {
+func (l Launcher) launch(req pool.LaunchRequest, logger *slog.Logger, jail backends.Jail, termJail func(string) (*sandbox.Jail, error), termEnv []string, plan *backends.MCPPlan) (backends.Backend, error) {
 	agent := req.Spec.Provider
 	var newJail func(string) (acpfs.Jail, error)
 	if termJail != nil {
@@ -126,7 +151,7 @@ func (l Launcher) launch(req pool.LaunchRequest, logger *slog.Logger, jail backe
 		if os.Getenv("AGENTPOOL_DEBUG_WIRE") != "" {
 			wire = func(in bool, line []byte) { fmt.Fprintf(os.Stderr, "WIRE %v %s\n", in, clip(line)) }
 		}
-		b, err := acp.New(acp.Config{Spec: req.Spec, FS: fs, Terminals: closeBoth{terms, fs}, Permissions: req.Permission, OnEvent: req.Emit, Logger: logger, Wire: wire, Jail: jail})
+		b, err := acp.New(acp.Config{Spec: req.Spec, FS: fs, Terminals: closeBoth{terms, fs}, Permissions: req.Permission, OnEvent: req.Emit, Logger: logger, Wire: wire, Jail: jail, MCPPlan: plan})
 		if err != nil {
 			_ = terms.Close()
 			_ = fs.Close()

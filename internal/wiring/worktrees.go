@@ -433,3 +433,9 @@ func (a Worktrees) Snap(ctx context.Context, wt pool.Worktree) (pool.Snapshot, e
 	s, err := a.M.Snap(ctx, toWT(wt))
 	return pool.Snapshot{Tree: s.Tree, Head: s.Head}, err
 }
+
+// StartAt points a spare's worktree at a commit for a fork
+// (worktree.Manager.StartAt).
+func (a Worktrees) StartAt(ctx context.Context, wt pool.Worktree, commit string) error {
+	return a.M.StartAt(ctx, toWT(wt), commit)
+}
