@@ -718,4 +718,13 @@ func TestEndToEndClusterColdStart(t *testing.T) {
 			t.Errorf("turn of %s after the cold start = %+v", id, turn)
 		}
 	}
+	// A starting host reconciles only the worktrees on its own disk: the
+	// other hosts' are no "worktree problem" of its.
+	for _, h := range all {
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		_ = h.cmd.Wait()
+		if out := h.out.String(); strings.Contains(out, "worktree problem") || strings.Contains(out, "worktree missing on disk") {
+			t.Errorf("%s logged a worktree problem at start:\n%s", h.id, out)
+		}
+	}
 }
