@@ -244,7 +244,17 @@ func TestEndToEndClusterFencedPushes(t *testing.T) {
 			t.Errorf("%s: session.moved = %v; want from host-b, naming turn 2 as never pushed", id, moved)
 		}
 	}
-	t.Logf("fenced pushes: %d sessions, %d pushes and claims landed, stale pushes landed: %d (goal 0)", n, links, stale)
+	// host-b stopped short of pushing (the store refused it the lease).
+	// Should a stale host push all the same, expecting on the remote the
+	// new owner's values (what an unfenced ledger read gave it), the
+	// remote refuses it: the fence it expects is gone. Without the fence
+	// the same push would land (shown on a copy of the remote).
+	refused := staleRawPush(t, b.home, bare, ids[1])
+	t.Logf("fenced pushes: %d sessions, %d pushes and claims landed, stale pushes landed: %d (goal 0); a raw push from host-b's mirror expecting its fence: refused %v",
+		n, links, stale, refused)
+	if !refused {
+		t.Error("a push from host-b's mirror expecting host-b's fence landed")
+	}
 	if stale != 0 {
 		t.Errorf("%d stale pushes of host-b landed after the new owners'", stale)
 	}
@@ -262,6 +272,48 @@ func TestEndToEndClusterFencedPushes(t *testing.T) {
 	if got := strings.TrimSpace(e2eGit(t, bare, "show", s.Worktree.Branch+":work.txt")); got != "new owner" {
 		t.Errorf("the remote's branch %s has work.txt %q after the close; want %q", s.Worktree.Branch, got, "new owner")
 	}
+}
+
+// staleRawPush pushes, with git alone, from the mirror in home (a host
+// that lost session) the session's checkpoint it holds, expecting on the
+// remote bare the branch and checkpoint the remote holds now and the
+// fence it last wrote: as its daemon would, past any check of its lease.
+// It reports whether the remote refused it (and held its refs), after
+// checking that the same push without the fence lands on a copy of the
+// remote.
+func staleRawPush(t *testing.T, home, bare, session string) bool {
+	t.Helper()
+	mirrors, _ := filepath.Glob(filepath.Join(home, "mirrors", "*"))
+	if len(mirrors) != 1 {
+		t.Fatalf("mirrors of host-b: %v; want one", mirrors)
+	}
+	mirror := mirrors[0]
+	fence := worktree.FenceRefPrefix + session
+	ckpt := worktree.CheckpointRefPrefix + session
+	mine := e2eGit(t, mirror, "rev-parse", fence)
+	tree := strings.TrimSpace(e2eGit(t, mirror, "rev-parse", "HEAD^{tree}"))
+	next := strings.TrimSpace(e2eGit(t, mirror, "commit-tree", tree, "-p", strings.TrimSpace(mine), "-m", "stale"))
+	local := strings.TrimSpace(e2eGit(t, mirror, "rev-parse", ckpt))
+	remoteCkpt := strings.TrimSpace(e2eGit(t, bare, "rev-parse", ckpt))
+	if local == remoteCkpt {
+		t.Fatalf("host-b's checkpoint of %s is the remote's: nothing stale to push", session)
+	}
+	push := func(to string, withFence bool) error {
+		args := []string{"-C", mirror, "push", "--atomic", "--porcelain", "--force-with-lease=" + ckpt + ":" + remoteCkpt}
+		specs := []string{local + ":" + ckpt}
+		if withFence {
+			args = append(args, "--force-with-lease="+fence+":"+strings.TrimSpace(mine))
+			specs = append(specs, next+":"+fence)
+		}
+		return exec.Command("git", append(append(args, to), specs...)...).Run()
+	}
+	cp := filepath.Join(t.TempDir(), "copy.git")
+	e2eGit(t, t.TempDir(), "clone", "-q", "--mirror", bare, cp)
+	if err := push("file://"+cp, false); err != nil {
+		t.Fatalf("the stale push without a fence did not land on a copy of the remote: %v", err)
+	}
+	err := push("file://"+bare, true)
+	return err != nil && strings.TrimSpace(e2eGit(t, bare, "rev-parse", ckpt)) == remoteCkpt
 }
 
 // sessionHosts lists the host of every session through c.
