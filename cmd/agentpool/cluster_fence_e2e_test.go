@@ -377,6 +377,22 @@ func TestEndToEndClusterMovesStay(t *testing.T) {
 	}
 	moved := []string{create("host-a"), create("host-a")}
 	drained := []string{create("host-c"), create("host-c")}
+	// The CLI places a session on a host, and shows where each runs.
+	out, err := b.cli("session", "new", "--repo", remote, "--agent", "work", "--host", "host-c", "--no-warm", "--json")
+	var made struct {
+		ID   string `json:"id"`
+		Host string `json:"host"`
+	}
+	if err != nil || json.Unmarshal([]byte(out[max(strings.Index(out, "{"), 0):]), &made) != nil || made.Host != "host-c" {
+		t.Fatalf("session new --host host-c = %v\n%s", err, out)
+	}
+	drained = append(drained, made.ID)
+	if out, err := b.cli("session", "list"); err != nil || !strings.Contains(out, "HOST") || !strings.Contains(out, made.ID+"  open    host-c") {
+		t.Errorf("session list = %v\n%s; want the HOST column, %s on host-c", err, out, made.ID)
+	}
+	if out, err := a.cli("session", "show", made.ID); err != nil || !strings.Contains(out, "host      host-c") {
+		t.Errorf("session show %s = %v\n%s; want its host", made.ID, err, out)
+	}
 	for _, id := range moved {
 		out, err := c.cli("session", "move", id, "host-b")
 		if err != nil || !strings.Contains(out, "moved from host-a to host-b") {
