@@ -385,12 +385,13 @@ const promptResends = 3
 // resendPrompt reports whether a prompt that failed with err may have
 // arrived, or can arrive if sent again: its connection broke before the
 // answer, or the session was moving between hosts
-// (session_moved, session_moving) or its host did not answer the host
-// that forwarded it (host_unreachable).
+// (session_moved, session_moving), its host did not answer the host
+// that forwarded it (host_unreachable), or the database was out of reach
+// (store_unavailable).
 func resendPrompt(err error) bool {
 	var ae *Error
 	if errors.As(err, &ae) {
-		return ae.Code == CodeSessionMoved || ae.Code == CodeSessionMoving || ae.Code == CodeHostUnreachable
+		return ae.Code == CodeSessionMoved || ae.Code == CodeSessionMoving || ae.Code == CodeHostUnreachable || ae.Code == CodeStoreUnavailable
 	}
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)

@@ -24,6 +24,7 @@ import (
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/hosts"
 	"github.com/agentpool/agentpool/httpapi"
+	"github.com/agentpool/agentpool/internal/pgtest"
 	"github.com/agentpool/agentpool/internal/testcert"
 	"github.com/agentpool/agentpool/worktree"
 )
@@ -794,5 +795,70 @@ func TestEndToEndClusterColdStart(t *testing.T) {
 		if out := h.out.String(); strings.Contains(out, "worktree problem") || strings.Contains(out, "worktree missing on disk") {
 			t.Errorf("%s logged a worktree problem at start:\n%s", h.id, out)
 		}
+	}
+}
+
+// TestEndToEndPostgresRestartAnswers503: requests sent while the
+// PostgreSQL server restarts are answered, or refused 503
+// store_unavailable with a Retry-After (nothing done: send again), never
+// 500; once it is back, the session works on.
+func TestEndToEndPostgresRestartAnswers503(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a daemon on PostgreSQL")
+	}
+	pg, err := pgtest.Start()
+	agenttest.RequireFeature(t, err == nil, "PostgreSQL: "+errString(err))
+	t.Cleanup(func() { _ = pg.Stop() })
+	url, err := pg.NewDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := agentpoolBinary(t)
+	// The default TTL: a restart shorter than half of it costs the host
+	// none of its sessions.
+	a := startFenceHost(t, bin, "host-a", t.TempDir(), url, clusterKeyFile(t), "--lease-ttl", "10s")
+	ctx := context.Background()
+	var created httpapi.CreatedSession
+	if err := a.client.Call(ctx, "POST", "/v1/sessions", map[string]any{"repo": "file://" + sharedBare(t), "agent": "work"}, &created); err != nil {
+		t.Fatal(err)
+	}
+	id := created.ID
+	promptRetry(t, a.client, id, "before", 30*time.Second)
+	restarted := make(chan error, 1)
+	go func() { restarted <- pg.Restart(4 * time.Second) }()
+	statuses := map[string]int{}
+	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var turn map[string]any
+		err := a.client.Call(rctx, "POST", "/v1/sessions/"+id+"/prompt?wait=true", map[string]any{"text": "during"}, &turn)
+		cancel()
+		var ae *httpapi.Error
+		switch {
+		case err == nil:
+			statuses["200"]++
+		case errors.As(err, &ae):
+			statuses[fmt.Sprint(ae.Status, " ", ae.Code, ": ", ae.Message)]++
+			if ae.Status != http.StatusServiceUnavailable {
+				t.Errorf("a prompt during the restart: %v; want it answered, or 503", err)
+			}
+			if ae.Code == httpapi.CodeStoreUnavailable && ae.RetryAfter <= 0 {
+				t.Errorf("503 store_unavailable without Retry-After")
+			}
+		default:
+			statuses["transport: "+err.Error()]++
+		}
+		var sess map[string]any
+		if err := a.client.Call(ctx, "GET", "/v1/sessions/"+id, nil, &sess); err != nil {
+			if errors.As(err, &ae) && ae.Status == http.StatusInternalServerError {
+				t.Errorf("a read during the restart: %v", err)
+			}
+		}
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("prompts sent while PostgreSQL restarted: %v", statuses)
+	if turn := promptRetry(t, a.client, id, "after", 30*time.Second); turn.StopReason != "end_turn" {
+		t.Errorf("turn after the restart = %+v", turn)
 	}
 }

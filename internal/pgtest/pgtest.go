@@ -51,6 +51,7 @@ type Cluster struct {
 	bin    string // PostgreSQL's bin directory
 	runAs  string // "postgres" when run through runuser, else ""
 	nextDB atomic.Int64
+	opts   string // the server's options, for Restart
 }
 
 // binDir finds PostgreSQL's server programs: on PATH, else the newest
@@ -130,6 +131,7 @@ func Start() (*Cluster, error) {
 		return nil, err
 	}
 	opts := fmt.Sprintf("-c listen_addresses='' -c unix_socket_directories=%s -c port=%d -c max_connections=200 %s", dir, port, os.Getenv(optsEnv))
+	c.opts = opts
 	if err := c.run(ctx, "pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "120", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 		os.RemoveAll(dir)
@@ -167,6 +169,20 @@ func (c *Cluster) Stop() error {
 		err = errors.Join(err, rerr, os.WriteFile(p, b, 0o600))
 	}
 	return errors.Join(err, os.RemoveAll(c.dir))
+}
+
+// Restart stops the server (fast shutdown: connections are cut), waits
+// down, and starts it again with its data: a server restarting under its
+// clients.
+func (c *Cluster) Restart(down time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	data := filepath.Join(c.dir, "data")
+	if err := c.run(ctx, "pg_ctl", "-D", data, "-m", "fast", "-w", "stop"); err != nil {
+		return err
+	}
+	time.Sleep(down)
+	return c.run(ctx, "pg_ctl", "-D", data, "-o", c.opts, "-l", filepath.Join(c.dir, "server.log"), "-w", "-t", "120", "start")
 }
 
 // URL returns the URL of database db in the cluster (no password: the
