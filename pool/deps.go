@@ -151,6 +151,13 @@ type Store interface {
 	// WaitRoom waits for room in the write queue for an event of session
 	// (a session holding little of the queue finds it sooner).
 	WaitRoom(ctx context.Context, session string) error
+	// WaitRoomFor is WaitRoom, and says how long it waited (0: there was
+	// room at once).
+	WaitRoomFor(ctx context.Context, session string) (time.Duration, error)
+	// WriteQueues returns, per session with writes queued (or whose
+	// producers waited for room lately), what it has in the write queue
+	// and how long its producers waited (Episodes left zero).
+	WriteQueues() []WriteQueue
 	Flush(ctx context.Context) error
 	// AwaitDelivery waits until delivered, closed by the committed
 	// callback of a write queued before, is closed, asking the writer

@@ -44,6 +44,9 @@ type session struct {
 	// sessionBudget, keyStarted).
 	budget kept[backends.Budget]
 	keys   kept[map[string]int64]
+	// slowing follows the times its agent was held waiting for room in
+	// the store's write queue (fair.go).
+	slowing slowing
 }
 
 // state is what Merge and CommitWork check of s in one hold of its lock:
@@ -162,9 +165,7 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
-	if err := p.cfg.Store.WaitRoom(p.ctx, s.id); err != nil {
-		p.logger.Debug("publish without waiting for room in the store's queue", "session", s.id, "err", err)
-	}
+	p.waitRoom(s, ev.Agent) // fair.go
 	var delivered chan struct{}
 	if ev.Type == backends.EventSessionCreated || ev.Type == backends.EventSessionClosed {
 		delivered = make(chan struct{})

@@ -59,18 +59,33 @@ func (s *Store) AppendPast(ev backends.Event, committed func(backends.Event)) {
 // so that a caller can apply backpressure before it takes a lock and
 // appends (an Append that then finds the queue full again waits only
 // AppendWait). A session holding little of the queue finds room while
-// others fill it with big events, up to a hard bound (see queue). It
-// returns ErrClosed after Close and the context's error when ctx ends.
+// others fill it with big events, up to a hard bound, and a session
+// holding a quarter of it waits for its own events to be written (see
+// queue). It returns ErrClosed after Close and the context's error when
+// ctx ends.
 func (s *Store) WaitRoom(ctx context.Context, session string) error {
-	err := s.queue.waitRoom(ctx, session)
+	_, err := s.WaitRoomFor(ctx, session)
+	return err
+}
+
+// WaitRoomFor is WaitRoom, and says how long it waited for room: 0 when
+// there was room at once. The time is counted in the session's
+// SessionQueues.
+func (s *Store) WaitRoomFor(ctx context.Context, session string) (time.Duration, error) {
+	waited, err := s.queue.waitRoom(ctx, session)
 	if errors.Is(err, errQueueClosed) {
-		return fmt.Errorf("wait for room in the write queue: %w", ErrClosed)
+		return waited, fmt.Errorf("wait for room in the write queue: %w", ErrClosed)
 	}
 	if err != nil {
-		return fmt.Errorf("wait for room in the write queue: %w", err)
+		return waited, fmt.Errorf("wait for room in the write queue: %w", err)
 	}
-	return nil
+	return waited, nil
 }
+
+// SessionQueues returns, for each session with writes queued (or being
+// written), or whose producers waited for room in the last hour, what it
+// has in the write queue and how long its producers waited for room.
+func (s *Store) SessionQueues() []SessionQueue { return s.queue.sessionQueues() }
 
 // Flush returns once every event appended (and every write queued) before
 // the call has been written (or counted as rejected or dropped, see Stats),

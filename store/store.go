@@ -229,16 +229,11 @@ type Store struct {
 	wctx    context.Context // the writer's context, cancelled to give up
 	done    chan struct{}   // closed when the writer has exited
 
-	// The writer's own (see writeTaken): the slice it reorders a take
-	// into.
-	reordered []item
-	// deferred holds the items left queued while the checkpointer
-	// restarts the WAL, deferredFrom their sessions (see deferHeavy);
-	// draining is set at Close, when nothing is left any more.
-	deferred     []item
-	deferredFrom map[string]bool
-	draining     bool
-	wrote        time.Time // when the writer last finished a take (or the store opened)
+	// The writer's own (see writeQueued): the slice it takes a batch
+	// into; draining is set at Close, when nothing may be left queued.
+	batch    []item
+	draining bool
+	wrote    time.Time // when the writer last finished a take (or the store opened)
 	// unknownCommit is, on PostgreSQL, the writer's transaction whose
 	// COMMIT went out without an answer coming back, until the server
 	// tells whether it committed (see committedTx).
