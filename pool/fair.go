@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -91,18 +92,16 @@ func (w *slowing) count() int64 {
 // meanwhile (its backend delivers one event at a time), so it is the one
 // slowed, and the others' events are not held behind its. The first wait
 // of an episode is told in the session's events (agent.slowed), once.
-func (p *Pool) waitRoom(s *session, agent string) {
-	waited, err := p.cfg.Store.WaitRoomFor(p.ctx, s.id)
-	if err != nil {
-		p.logger.Debug("publish without waiting for room in the store's queue", "session", s.id, "err", err)
-	}
+// It returns the store's error (ctx ended, the store closed).
+func (p *Pool) waitRoom(ctx context.Context, s *session, agent string) error {
+	waited, err := p.cfg.Store.WaitRoomFor(ctx, s.id)
 	now := time.Now()
 	if waited <= 0 {
 		s.slowing.free(now)
-		return
+		return err
 	}
 	if !s.slowing.held(now) {
-		return
+		return err
 	}
 	d := SlowedData{Message: SlowedMessage}
 	for _, q := range p.cfg.Store.WriteQueues() {
@@ -117,6 +116,7 @@ func (p *Pool) waitRoom(s *session, agent string) {
 	p.queueLocked(s, ev, nil)
 	s.mu.Unlock()
 	p.published.Add(1)
+	return err
 }
 
 // WriteQueues returns, for each session with events in the store's write

@@ -165,7 +165,9 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
-	p.waitRoom(s, ev.Agent) // fair.go
+	if err := p.waitRoom(p.ctx, s, ev.Agent); err != nil { // fair.go
+		p.logger.Debug("publish without waiting for room in the store's queue", "session", s.id, "err", err)
+	}
 	var delivered chan struct{}
 	if ev.Type == backends.EventSessionCreated || ev.Type == backends.EventSessionClosed {
 		delivered = make(chan struct{})

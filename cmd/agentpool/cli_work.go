@@ -281,7 +281,7 @@ func (c *cli) permissions(ctx context.Context, args []string) error {
 }
 
 func (c *cli) ps(ctx context.Context, args []string) error {
-	fs := c.flagSet("ps", "ps [--json]\n\nShows the pool: every warm agent with its session, pid, state, idle time and\nmemory (RSS of its process group).")
+	fs := c.flagSet("ps", "ps [--json]\n\nShows the pool: every warm agent with its session, pid, state, idle time and\nmemory (RSS of its process group); then the sessions with events waiting in\nthe store's write queue (events, bytes, the oldest one's wait) or whose agent\nwas held waiting for room there (for how long; SLOWED while it is).")
 	asJSON := fs.Bool("json", false, "print the pool as JSON")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
 		return err
@@ -299,9 +299,10 @@ func (c *cli) ps(ctx context.Context, args []string) error {
 	}
 	if len(st.Backends) == 0 {
 		fmt.Fprintln(c.stdout, "no agents running")
-		return nil
+	} else {
+		c.renderBackends(st.Backends)
 	}
-	c.renderBackends(st.Backends)
+	c.renderWriteQueues(st.WriteQueues) // cli_fair.go
 	return nil
 }
 

@@ -30,11 +30,13 @@ type fairnessPhase struct {
 	lat  []time.Duration
 	// prompts are the bystanders' turns, by session, for breakdown.
 	prompts map[string][]bystanderPrompt
-	// For a fault: its flooding session, how long its turn took, and what
-	// a reader following its session from its first event saw.
+	// For a fault: its flooding session, how long its turn took, what
+	// a reader following its session from its first event saw, and the
+	// write queues just after its turn ended.
 	session string
 	turn    time.Duration
 	read    floodRead
+	queues  []pool.WriteQueue
 }
 
 // floodRead is what a follower of a flooding session read until its
@@ -42,8 +44,11 @@ type fairnessPhase struct {
 type floodRead struct {
 	updates  int   // message chunks of the flood's turn
 	bigBytes int64 // their bytes
-	dupSeq   int   // events whose seq was not above the previous one's
-	err      error
+	// misordered counts the events whose seq was not the previous one's
+	// plus one (a gap, a repeat or a step back).
+	misordered int
+	slowed     int // agent.slowed events
+	err        error
 }
 
 // q returns the p quantile of the phase's latencies, in milliseconds.
@@ -154,6 +159,11 @@ func runFairness(tb testing.TB, bin string, load fairnessLoad) ([]fairnessPhase,
 			tb.Errorf("flood prompt: %v", err)
 		}
 		ph.turn = time.Since(start)
+		if st, err := client.Pool(ctx); err != nil {
+			tb.Errorf("pool status: %v", err)
+		} else {
+			ph.queues = st.WriteQueues
+		}
 		ph.read = <-followed
 		close(stop)
 		wg.Wait()
@@ -168,11 +178,13 @@ func followFlood(ctx context.Context, client *httpapi.Client, session string) fl
 	var r floodRead
 	last := int64(0)
 	err := client.Events(ctx, session, 0, func(ev backends.Event) error {
-		if ev.Seq <= last {
-			r.dupSeq++
+		if ev.Seq != last+1 {
+			r.misordered++
 		}
 		last = ev.Seq
 		switch ev.Type {
+		case backends.EventAgentSlowed:
+			r.slowed++
 		case backends.EventMessageChunk:
 			r.updates++
 			r.bigBytes += int64(len(ev.Data))
@@ -226,6 +238,9 @@ func BenchmarkFairness(b *testing.B) {
 		b.Logf("bystander turns (%d sessions, back to back):\n%s", bystanders, fairnessTable(phases))
 		for _, p := range phases {
 			b.Log(turnParts(b.Context(), client, p))
+			for _, q := range p.queues {
+				b.Logf("%s: write queue of %s: %+v", p.name, q.Session, q)
+			}
 		}
 		base := phases[0].q(0.5)
 		for _, p := range phases {
