@@ -137,7 +137,8 @@ type Store interface {
 	// Append queues an event for writing; it never fails (errors are the
 	// store's to retry and log). Once the transaction holding ev has
 	// committed, committed(ev) is called (when not nil) from the store's
-	// writer, one call at a time in the order of the Append calls; never
+	// writer, one call at a time, each session's in the order of its
+	// Append calls (sessions are written round-robin); never
 	// for an event that was not stored. committed must not block. Append
 	// waits a little for room in a full queue and then drops ev; WaitRoom,
 	// called before, waits for room for as long as ctx allows. Flush waits

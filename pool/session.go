@@ -219,9 +219,9 @@ func (p *Pool) publishLocked(s *session, ev backends.Event) {
 
 // queueLocked gives ev its seq, session and turn under s.mu and queues it
 // to the store, which delivers it to the feeds once it is durable; the
-// store calls the delivery hooks in the order of the appends, so every
-// reader, of the session and daemon-wide, sees each session's events in
-// seq order. delivered, if not nil, is closed after the delivery.
+// store calls each session's delivery hooks in the order of its appends,
+// so every reader, of the session and daemon-wide, sees each session's
+// events in seq order. delivered, if not nil, is closed after the delivery.
 func (p *Pool) queueLocked(s *session, ev backends.Event, delivered chan struct{}) {
 	p.appendLocked(s, ev, delivered, false)
 }

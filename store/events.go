@@ -14,7 +14,8 @@ import (
 
 // Append queues ev for the writer and returns at once; ev must carry its
 // Session and Seq (the caller assigns seqs, see NextSeq), and a zero Time is
-// stamped at write time. Events are written in the order Append was called.
+// stamped at write time. Each session's events are written in the order
+// Append was called for them.
 //
 // Append never fails: a write error is logged and the batch retried, in
 // order, until it succeeds. When QueueLimit events are already waiting,
@@ -25,8 +26,10 @@ func (s *Store) Append(ev backends.Event) { s.AppendNotify(ev, nil) }
 
 // AppendNotify is Append with a commit hook: once the transaction holding
 // ev has committed, the writer goroutine calls committed(ev) (when not nil)
-// before it writes anything else, so the hooks run one at a time in the
-// order of the Append calls, each after its event is durable. The hook is
+// before it writes anything else, so the hooks run one at a time, each
+// session's in the order of its Append calls (the writer takes sessions
+// round-robin, see queue; a write about no one session is ordered with
+// every other), each after its event is durable. The hook is
 // never called for an event the database refuses or the store drops. It
 // must not block: it runs on the writer's path, which it delays.
 func (s *Store) AppendNotify(ev backends.Event, committed func(backends.Event)) {
