@@ -197,8 +197,8 @@ func (p *Pool) awaitDelivered(delivered <-chan struct{}) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), lifecycleDeliveryWait)
 	defer cancel()
 	// Not a Flush: the writes queued before, another session's megabytes
-	// among them, may be committed after this one (see the store's
-	// lightFirst), and are not waited for.
+	// among them, may be committed after this one (the store takes
+	// sessions in turn, light ones first), and are not waited for.
 	if err := p.cfg.Store.AwaitDelivery(ctx, delivered); err != nil {
 		p.logger.Debug("wait for a waited event's delivery", "err", err)
 	}

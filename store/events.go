@@ -111,7 +111,7 @@ func (s *Store) Flush(ctx context.Context) error {
 // writer does not linger for a fuller batch. Unlike Flush it does not wait
 // for the writes queued before when the awaited one is delivered first:
 // the writer commits a light session's writes ahead of other sessions'
-// megabytes (see lightFirst). It returns ErrClosed when the store closed
+// megabytes (see queue.takeBatch). It returns ErrClosed when the store closed
 // with the writes unsettled, and the context's error if ctx ends first.
 func (s *Store) AwaitDelivery(ctx context.Context, delivered <-chan struct{}) error {
 	select {

@@ -46,9 +46,8 @@ func (it *item) session() string {
 type write struct {
 	what string // for logs: "start turn 12"
 	// session is the session whose rows the statement changes, "" when it
-	// is not about one session; the writer keeps such a write in place
-	// while it lets light sessions' items ahead of heavy ones (see
-	// lightFirst).
+	// is not about one session; such a write is ordered with every
+	// other (see queue).
 	session string
 	query   string
 	args    []any

@@ -41,7 +41,7 @@ const (
 	// DefaultBatchBytes bounds the bytes of the events of one transaction
 	// (one event bigger than that goes alone): 1 MiB, a few milliseconds
 	// of the writer's work, which is what a light session's write that
-	// comes in the middle of a flood waits for (see writeTaken); producers
+	// comes in the middle of a flood waits for (see writeQueued); producers
 	// refill the queue meanwhile.
 	DefaultBatchBytes = 1 << 20
 	// DefaultAppendWait is how long Append waits for room in a full queue.

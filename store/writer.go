@@ -9,9 +9,10 @@ import (
 // progress follows the queued items the writer has settled (written,
 // rejected or abandoned), by their positions in the queue, so that Flush
 // can wait for a position: settled is the position up to which every item
-// has settled. The writer settles items out of queue order (a light
-// session's items before another's megabytes, see lightFirst); those
-// settled past the first one still unsettled wait in ahead.
+// has settled. The writer settles items out of queue order (sessions in
+// turn, a light session's items before another's megabytes, see
+// queue.takeBatch); those settled past the first one still unsettled wait
+// in ahead.
 type progress struct {
 	mu      sync.Mutex
 	settled int64
