@@ -103,8 +103,20 @@ func runFairness(tb testing.TB, bin string, load fairnessLoad) ([]fairnessPhase,
 			}
 		}
 	}
-	floods := map[string]string{"chunks": create("chunks"), "big": create("big")}
+	floods := []fairnessFlood{{"chunks", create("chunks")}, {"big", create("big")}}
+	return measureFairness(ctx, tb, client, by, floods, load.baseline), client
+}
 
+// fairnessFlood is a session whose agent floods at its next prompt, and
+// the name of its phase.
+type fairnessFlood struct{ name, session string }
+
+// measureFairness has the bystander sessions by (warm, on a quick agent)
+// prompt back to back through client, first alone for baseline, then
+// while each of floods is prompted in turn (its turn waited for, a reader
+// following its session from its first event), and returns the phases,
+// the baseline first.
+func measureFairness(ctx context.Context, tb testing.TB, client *httpapi.Client, by []string, floods []fairnessFlood, baseline time.Duration) []fairnessPhase {
 	// prompt runs the bystanders back to back until stop is closed, and
 	// returns their turns' latencies.
 	prompt := func(stop <-chan struct{}) ([]time.Duration, map[string][]bystanderPrompt) {
@@ -140,22 +152,21 @@ func runFairness(tb testing.TB, bin string, load fairnessLoad) ([]fairnessPhase,
 
 	var phases []fairnessPhase
 	stop := make(chan struct{})
-	time.AfterFunc(load.baseline, func() { close(stop) })
+	time.AfterFunc(baseline, func() { close(stop) })
 	base := fairnessPhase{name: "baseline"}
 	base.lat, base.prompts = prompt(stop)
 	phases = append(phases, base)
 
-	for _, agent := range []string{"chunks", "big"} {
-		id := floods[agent]
-		ph := fairnessPhase{name: agent, session: id}
+	for _, f := range floods {
+		ph := fairnessPhase{name: f.name, session: f.session}
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Go(func() { ph.lat, ph.prompts = prompt(stop) })
 		time.Sleep(100 * time.Millisecond) // the bystanders are under way
 		followed := make(chan floodRead, 1)
-		go func() { followed <- followFlood(ctx, client, id) }()
+		go func() { followed <- followFlood(ctx, client, f.session) }()
 		start := time.Now()
-		if _, err := client.Prompt(ctx, id, "", "flood", true); err != nil {
+		if _, err := client.Prompt(ctx, f.session, "", "flood", true); err != nil {
 			tb.Errorf("flood prompt: %v", err)
 		}
 		ph.turn = time.Since(start)
@@ -169,7 +180,7 @@ func runFairness(tb testing.TB, bin string, load fairnessLoad) ([]fairnessPhase,
 		wg.Wait()
 		phases = append(phases, ph)
 	}
-	return phases, client
+	return phases
 }
 
 // followFlood follows session from its first event until its first
