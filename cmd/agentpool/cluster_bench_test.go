@@ -111,17 +111,13 @@ func BenchmarkCluster(b *testing.B) {
 	if testing.Short() {
 		fl = fairnessLoad{chunks: 5_000, big: 5, baseline: 300 * time.Millisecond}
 	}
-	bigSteps := make([]agenttest.Step, fl.big)
-	for i := range bigSteps {
-		bigSteps[i] = agenttest.Step{BigLine: 1 << 20}
-	}
 	ids := []string{"host-a", "host-b", "host-c"}[:nHosts]
 	clients := map[string]*httpapi.Client{}
 	for _, id := range ids {
 		home := b.TempDir()
 		writeScripted(b, home, bin, map[string]any{"stream": script, "quick": spareScript(0),
 			"flood-chunks": agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunks: fl.chunks}}}}},
-			"flood-big":    agenttest.Script{Turns: []agenttest.Turn{{Steps: bigSteps}}}})
+			"flood-big":    agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{BigLine: 1 << 20, BigLines: fl.big}}}}}})
 		_, c, _ := startBenchDaemonEnv(b, bin, home, []string{"AGENTPOOL_STORE=" + url, "AGENTPOOL_HOST_ID=" + id, clusterKeyEnv + "=" + key},
 			append([]string{"--log-level", "warn", "--max-warm", fmt.Sprint(perHost + 4)}, strings.Fields(os.Getenv("AGENTPOOL_BENCH_ARGS"))...)...)
 		// A client keeps its connections, as an orchestrator sending

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -73,13 +77,9 @@ const bystanders = 3
 func runFairness(tb testing.TB, bin string, load fairnessLoad) ([]fairnessPhase, *httpapi.Client) {
 	const size = 1 << 20
 	home := tb.TempDir()
-	bigSteps := make([]agenttest.Step, load.big)
-	for i := range bigSteps {
-		bigSteps[i] = agenttest.Step{BigLine: size}
-	}
 	writeBenchProviders(tb, home, map[string]agenttest.Script{
 		"chunks": {Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunks: load.chunks}}}}},
-		"big":    {Turns: []agenttest.Turn{{Steps: bigSteps}}},
+		"big":    {Turns: []agenttest.Turn{{Steps: []agenttest.Step{{BigLine: size, BigLines: load.big}}}}},
 		"quick":  {Turns: []agenttest.Turn{{Echo: true}}},
 	})
 	repo := benchRepo(tb)
@@ -184,30 +184,67 @@ func measureFairness(ctx context.Context, tb testing.TB, client *httpapi.Client,
 }
 
 // followFlood follows session from its first event until its first
-// turn's end and counts the turn's message chunks.
+// turn's end and counts the turn's message chunks. It reads the stream's
+// lines as they come, without decoding the events' data (a reader
+// decoding 300 MiB of JSON would be the slowest part of the test, not the
+// daemon), and keeps each event's id (its seq), type and data's size.
 func followFlood(ctx context.Context, client *httpapi.Client, session string) floodRead {
 	var r floodRead
-	last := int64(0)
-	err := client.Events(ctx, session, 0, func(ev backends.Event) error {
-		if ev.Seq != last+1 {
-			r.misordered++
-		}
-		last = ev.Seq
-		switch ev.Type {
-		case backends.EventAgentSlowed:
-			r.slowed++
-		case backends.EventMessageChunk:
-			r.updates++
-			r.bigBytes += int64(len(ev.Data))
-		case backends.EventTurnEnded:
-			return errSeen
-		}
-		return nil
-	})
-	if !errors.Is(err, errSeen) {
-		r.err = fmt.Errorf("events of %s: %w", session, err)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, client.BaseURL+"/v1/sessions/"+session+"/events?after=0", nil)
+	if err != nil {
+		return floodRead{err: err}
 	}
-	return r
+	req.Header.Set("Authorization", "Bearer "+client.Token)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return floodRead{err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return floodRead{err: fmt.Errorf("events of %s: %s", session, resp.Status)}
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	last, seq := int64(0), int64(0)
+	var typ string
+	var size int64
+	for {
+		line, err := br.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) { // a big event's data
+			size += int64(len(line))
+			line, err = br.ReadSlice('\n')
+		}
+		if err != nil {
+			r.err = fmt.Errorf("events of %s after seq %d: %w", session, last, err)
+			return r
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		switch {
+		case bytes.HasPrefix(line, []byte("id: ")):
+			seq, _ = strconv.ParseInt(string(line[4:]), 10, 64)
+		case bytes.HasPrefix(line, []byte("event: ")):
+			typ = string(line[7:])
+		case bytes.HasPrefix(line, []byte("data: ")):
+			size += int64(len(line))
+		case len(line) == 0 && typ != "": // the event's end
+			if seq != 0 {
+				if seq != last+1 {
+					r.misordered++
+				}
+				last = seq
+			}
+			switch backends.EventType(typ) {
+			case backends.EventAgentSlowed:
+				r.slowed++
+			case backends.EventMessageChunk:
+				r.updates++
+				r.bigBytes += size
+			case backends.EventTurnEnded:
+				return r
+			}
+			seq, typ, size = 0, "", 0
+		}
+	}
 }
 
 // fairnessTable formats phases as the table the benchmark logs.
