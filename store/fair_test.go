@@ -217,3 +217,34 @@ func TestWaitRoomHoldsTheSessionThatFloods(t *testing.T) {
 	}
 	t.Error("no queue for the flood")
 }
+
+// Light sessions writing without pause do not starve a heavy one: once it
+// has waited lightStreak, the light items go with a share of its items.
+func TestTakeBatchLightSessionsDoNotStarveAHeavyOne(t *testing.T) {
+	const size, maxBytes = 256, 1 << 20
+	q := newQueue(1<<16, size, 64<<20)
+	for i := range int64(1000) {
+		mustPush(t, q, fairItem("flood", i+1, 100))
+	}
+	start := time.Now()
+	heavyAt := time.Duration(-1)
+	for i := range int64(200) {
+		mustPush(t, q, fairItem(fmt.Sprintf("light-%d", i), 1, 10))
+		b := q.takeBatch(nil, size, maxBytes, false)
+		for j := range b {
+			if b[j].ev.Session == "flood" {
+				heavyAt = time.Since(start)
+			}
+		}
+		if heavyAt >= 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if heavyAt < 0 {
+		t.Fatal("200 light transactions in a row while a heavy session waited")
+	}
+	if heavyAt < lightStreak {
+		t.Errorf("the heavy session was served after %v; want light ones alone first, for %v", heavyAt, lightStreak)
+	}
+}

@@ -127,6 +127,9 @@ type queue struct {
 	// load holds, per session, what it has unsettled in the queue and how
 	// its producers waited for room.
 	load map[string]*sessionLoad
+	// heavySince is when the writer found heavy sessions waiting with no
+	// transaction of theirs taken since (zero: none wait; see takeBatch).
+	heavySince time.Time
 }
 
 // sessionLoad is what one session has in the queue, and how long its
@@ -423,6 +426,10 @@ func (q *queue) queuedSeq(session string) int64 {
 // a session gets per round of the writer's round-robin.
 const lightShare = 16
 
+// lightStreak is the longest light sessions' transactions go alone, one
+// after another, while heavy sessions wait (see takeBatch).
+const lightStreak = 20 * time.Millisecond
+
 // takeBatch takes from the queue, into out (emptied), the items of the
 // writer's next transaction, at most size of them and maxBytes of their
 // bytes (unless one item alone), from the first segment:
@@ -432,7 +439,10 @@ const lightShare = 16
 //     size/lightShare items queued): when another session is heavy, they
 //     are the transaction on their own, which is quick, so that a
 //     bystander's turn row waits for at most one transaction of a flood,
-//     never for the flood;
+//     never for the flood; but once heavy sessions have had no
+//     transaction for lightStreak (light sessions writing without pause
+//     would starve them), the light items go with a round-robin share of
+//     theirs;
 //   - else round-robin across the sessions, each taking up to
 //     maxBytes/lightShare bytes and size/lightShare items per round
 //     (deficit round robin: bytes a session could not take this round are
@@ -484,12 +494,24 @@ func (q *queue) takeBatch(out []item, size int, maxBytes int64, lightOnly bool) 
 	}
 	seg.n -= len(out)
 	q.count -= len(out)
-	if len(out) > 0 && heavy || lightOnly || seg.n == 0 {
+	// Light sessions writing without pause do not starve a heavy one:
+	// once heavy sessions have waited lightStreak for a transaction of
+	// theirs, the light items go with a round-robin share of theirs.
+	now := time.Now()
+	switch {
+	case !heavy:
+		q.heavySince = time.Time{}
+	case q.heavySince.IsZero():
+		q.heavySince = now
+	}
+	starved := heavy && now.Sub(q.heavySince) > lightStreak
+	if len(out) > 0 && heavy && !starved || lightOnly || seg.n == 0 {
 		if len(out) > 0 {
 			q.tookLocked()
 		}
 		return out
 	}
+	q.heavySince = time.Time{} // served now
 	// Deficit round robin across the heavy sessions.
 	taken := len(out)
 	full := false
