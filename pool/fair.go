@@ -100,7 +100,10 @@ func (p *Pool) waitRoom(ctx context.Context, s *session, agent string) error {
 		s.slowing.free(now)
 		return err
 	}
-	if !s.slowing.held(now) {
+	if err != nil || !s.slowing.held(now) {
+		// Said once per episode; and not when the wait ended without
+		// room (a turn that is ending, a store that closes): the notice
+		// would not find room either.
 		return err
 	}
 	d := SlowedData{Message: SlowedMessage}
