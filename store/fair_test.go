@@ -82,7 +82,7 @@ func TestTakeBatchIsFairAcrossSessions(t *testing.T) {
 	q := newQueue(1<<16, size, 64<<20)
 	// A flood of 200 small items, then another of 100, then a light
 	// session's 2, then a barrier and one more of each.
-	for i := range int64(200) {
+	for i := range int64(2000) {
 		mustPush(t, q, fairItem("flood", i+1, 100))
 	}
 	for i := range int64(100) {
@@ -228,7 +228,7 @@ func TestTakeBatchLightSessionsDoNotStarveAHeavyOne(t *testing.T) {
 	}
 	start := time.Now()
 	heavyAt := time.Duration(-1)
-	for i := range int64(200) {
+	for i := range int64(2000) {
 		mustPush(t, q, fairItem(fmt.Sprintf("light-%d", i), 1, 10))
 		b := q.takeBatch(nil, size, maxBytes, false)
 		for j := range b {
@@ -242,7 +242,7 @@ func TestTakeBatchLightSessionsDoNotStarveAHeavyOne(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	if heavyAt < 0 {
-		t.Fatal("200 light transactions in a row while a heavy session waited")
+		t.Fatal("2000 light transactions in a row while a heavy session waited")
 	}
 	if heavyAt < lightStreak {
 		t.Errorf("the heavy session was served after %v; want light ones alone first, for %v", heavyAt, lightStreak)

@@ -428,7 +428,7 @@ const lightShare = 16
 
 // lightStreak is the longest light sessions' transactions go alone, one
 // after another, while heavy sessions wait (see takeBatch).
-const lightStreak = 20 * time.Millisecond
+const lightStreak = 200 * time.Millisecond
 
 // takeBatch takes from the queue, into out (emptied), the items of the
 // writer's next transaction, at most size of them and maxBytes of their
