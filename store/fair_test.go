@@ -82,7 +82,7 @@ func TestTakeBatchIsFairAcrossSessions(t *testing.T) {
 	q := newQueue(1<<16, size, 64<<20)
 	// A flood of 200 small items, then another of 100, then a light
 	// session's 2, then a barrier and one more of each.
-	for i := range int64(2000) {
+	for i := range int64(200) {
 		mustPush(t, q, fairItem("flood", i+1, 100))
 	}
 	for i := range int64(100) {
