@@ -98,7 +98,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	e.add(metricsNamespace+"http_requests_total", "HTTP requests answered, by route pattern and status.", typeCounter, s.metrics.requests.series()...)
 	e.gauge(metricsNamespace+"sse_streams", "Event streams open now.", float64(s.metrics.streams.n.Load()))
 	s.collectConns(&e)
-	s.collectMCPShares(&e) // mcpshare.go
+	s.collectMCPShares(&e)   // mcpshare.go
+	s.collectWriteQueues(&e) // metrics_fair.go
 	collectGo(&e)
 	if err := collectProcess(&e); err != nil {
 		// Served without the metrics it could not read, as client_golang does.

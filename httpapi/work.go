@@ -57,6 +57,9 @@ type PoolStatus struct {
 	Stats    pool.Stats         `json:"stats"`
 	// Spares are the spare sessions kept ready, when the daemon keeps any.
 	Spares []pool.SpareStatus `json:"spares,omitempty"`
+	// WriteQueues are the sessions with events in the store's write
+	// queue, or whose agent was held waiting for room there lately.
+	WriteQueues []pool.WriteQueue `json:"write_queues,omitempty"`
 }
 
 // spareLister is what a Pool may also be: one that keeps spares.
@@ -161,6 +164,7 @@ func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) error {
 	if sl, ok := s.pool.(spareLister); ok {
 		st.Spares = sl.Spares()
 	}
+	st.WriteQueues = s.writeQueues()
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }

@@ -137,7 +137,8 @@ type Store interface {
 	// Append queues an event for writing; it never fails (errors are the
 	// store's to retry and log). Once the transaction holding ev has
 	// committed, committed(ev) is called (when not nil) from the store's
-	// writer, one call at a time in the order of the Append calls; never
+	// writer, one call at a time, each session's in the order of its
+	// Append calls (sessions are written round-robin); never
 	// for an event that was not stored. committed must not block. Append
 	// waits a little for room in a full queue and then drops ev; WaitRoom,
 	// called before, waits for room for as long as ctx allows. Flush waits
@@ -151,6 +152,13 @@ type Store interface {
 	// WaitRoom waits for room in the write queue for an event of session
 	// (a session holding little of the queue finds it sooner).
 	WaitRoom(ctx context.Context, session string) error
+	// WaitRoomFor is WaitRoom, and says how long it waited (0: there was
+	// room at once).
+	WaitRoomFor(ctx context.Context, session string) (time.Duration, error)
+	// WriteQueues returns, per session with writes queued (or whose
+	// producers waited for room lately), what it has in the write queue
+	// and how long its producers waited (Episodes left zero).
+	WriteQueues() []WriteQueue
 	Flush(ctx context.Context) error
 	// AwaitDelivery waits until delivered, closed by the committed
 	// callback of a write queued before, is closed, asking the writer

@@ -30,3 +30,7 @@ func SetMaxQueued(p *Pool, n int) {
 	p.slots.max = n
 	p.mu.Unlock()
 }
+
+// SlowEpisodeGap is how long a slowed session's events must find room at
+// once before its episode ends.
+const SlowEpisodeGap = slowEpisodeGap

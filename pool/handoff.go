@@ -376,6 +376,12 @@ func (a *answerText) note(ev backends.Event) {
 			a.cur.Reset()
 		}
 	case backends.EventMessageChunk:
+		if a.cut && a.cur.Len() >= maxAnswerBytes {
+			// Full: nothing of this chunk would be kept, and decoding it
+			// (a flood's megabytes) would cost the CPU other sessions
+			// wait for.
+			return
+		}
 		var c backends.ChunkData
 		if json.Unmarshal(ev.Data, &c) != nil || c.Role != backends.RoleAgent || c.Text == "" {
 			return

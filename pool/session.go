@@ -44,6 +44,9 @@ type session struct {
 	// sessionBudget, keyStarted).
 	budget kept[backends.Budget]
 	keys   kept[map[string]int64]
+	// slowing follows the times its agent was held waiting for room in
+	// the store's write queue (fair.go).
+	slowing slowing
 }
 
 // state is what Merge and CommitWork check of s in one hold of its lock:
@@ -162,7 +165,7 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
-	if err := p.cfg.Store.WaitRoom(p.ctx, s.id); err != nil {
+	if err := p.waitRoom(p.ctx, s, ev.Agent); err != nil { // fair.go
 		p.logger.Debug("publish without waiting for room in the store's queue", "session", s.id, "err", err)
 	}
 	var delivered chan struct{}
@@ -194,8 +197,8 @@ func (p *Pool) awaitDelivered(delivered <-chan struct{}) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), lifecycleDeliveryWait)
 	defer cancel()
 	// Not a Flush: the writes queued before, another session's megabytes
-	// among them, may be committed after this one (see the store's
-	// lightFirst), and are not waited for.
+	// among them, may be committed after this one (the store takes
+	// sessions in turn, light ones first), and are not waited for.
 	if err := p.cfg.Store.AwaitDelivery(ctx, delivered); err != nil {
 		p.logger.Debug("wait for a waited event's delivery", "err", err)
 	}
@@ -216,9 +219,9 @@ func (p *Pool) publishLocked(s *session, ev backends.Event) {
 
 // queueLocked gives ev its seq, session and turn under s.mu and queues it
 // to the store, which delivers it to the feeds once it is durable; the
-// store calls the delivery hooks in the order of the appends, so every
-// reader, of the session and daemon-wide, sees each session's events in
-// seq order. delivered, if not nil, is closed after the delivery.
+// store calls each session's delivery hooks in the order of its appends,
+// so every reader, of the session and daemon-wide, sees each session's
+// events in seq order. delivered, if not nil, is closed after the delivery.
 func (p *Pool) queueLocked(s *session, ev backends.Event, delivered chan struct{}) {
 	p.appendLocked(s, ev, delivered, false)
 }

@@ -72,7 +72,7 @@ func (p *Pool) publishTurn(s *session, ev backends.Event, ending context.Context
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
-	past := p.cfg.Store.WaitRoom(ending, s.id) != nil
+	past := p.waitRoom(ending, s, ev.Agent) != nil // fair.go
 	s.mu.Lock()
 	p.appendLocked(s, ev, nil, past)
 	s.mu.Unlock()

@@ -91,33 +91,6 @@ func TestQueueHoldsAtMostItsBytesUnderAFloodOfBigEvents(t *testing.T) {
 	}
 }
 
-// A transaction holds at most BatchBytes of events, one bigger event
-// alone.
-func TestBatchLenBoundsBytes(t *testing.T) {
-	items := func(sizes ...int) []item {
-		out := make([]item, len(sizes))
-		for i, n := range sizes {
-			out[i].ev.Data = make(json.RawMessage, n)
-		}
-		return out
-	}
-	const mib = 1 << 20
-	for _, c := range []struct {
-		sizes []int
-		size  int
-		want  int
-	}{
-		{[]int{mib, mib, mib, mib, mib}, 256, 3}, // 3 MiB and their slots fit in 3.5 MiB
-		{[]int{8 * mib, 1}, 256, 1},              // a big one goes alone
-		{[]int{1, 8 * mib}, 256, 1},              // and not with the one before
-		{[]int{10, 10, 10}, 2, 2},                // BatchSize still counts
-	} {
-		if got := batchLen(items(c.sizes...), c.size, 3*mib+mib/2); got != c.want {
-			t.Errorf("batchLen(%v, %d) = %d; want %d", c.sizes, c.size, got, c.want)
-		}
-	}
-}
-
 // A page of stored events stops once their Data reaches maxBytes: a
 // replay of 1 MiB events reads at most a page's bytes at a time, whatever
 // count it asks for.

@@ -211,7 +211,7 @@ func (c *checkpointer) run() {
 // quietRestart restarts the WAL after a PASSIVE checkpoint that found
 // frames in it, holding the writer as little as it can: the writer is
 // asked to leave the heavy sessions' items queued meanwhile (see
-// Store.deferHeavy), so that the PASSIVE checkpoints that catch up have
+// Store.writeQueued), so that the PASSIVE checkpoints that catch up have
 // little more to copy and the RESTART that holds the writer copies and
 // syncs almost nothing. Light sessions' writes go on all along, but for
 // the RESTART itself.

@@ -14,7 +14,8 @@ import (
 
 // Append queues ev for the writer and returns at once; ev must carry its
 // Session and Seq (the caller assigns seqs, see NextSeq), and a zero Time is
-// stamped at write time. Events are written in the order Append was called.
+// stamped at write time. Each session's events are written in the order
+// Append was called for them.
 //
 // Append never fails: a write error is logged and the batch retried, in
 // order, until it succeeds. When QueueLimit events are already waiting,
@@ -25,8 +26,10 @@ func (s *Store) Append(ev backends.Event) { s.AppendNotify(ev, nil) }
 
 // AppendNotify is Append with a commit hook: once the transaction holding
 // ev has committed, the writer goroutine calls committed(ev) (when not nil)
-// before it writes anything else, so the hooks run one at a time in the
-// order of the Append calls, each after its event is durable. The hook is
+// before it writes anything else, so the hooks run one at a time, each
+// session's in the order of its Append calls (the writer takes sessions
+// round-robin, see queue; a write about no one session is ordered with
+// every other), each after its event is durable. The hook is
 // never called for an event the database refuses or the store drops. It
 // must not block: it runs on the writer's path, which it delays.
 func (s *Store) AppendNotify(ev backends.Event, committed func(backends.Event)) {
@@ -59,18 +62,33 @@ func (s *Store) AppendPast(ev backends.Event, committed func(backends.Event)) {
 // so that a caller can apply backpressure before it takes a lock and
 // appends (an Append that then finds the queue full again waits only
 // AppendWait). A session holding little of the queue finds room while
-// others fill it with big events, up to a hard bound (see queue). It
-// returns ErrClosed after Close and the context's error when ctx ends.
+// others fill it with big events, up to a hard bound, and a session
+// holding a quarter of it waits for its own events to be written (see
+// queue). It returns ErrClosed after Close and the context's error when
+// ctx ends.
 func (s *Store) WaitRoom(ctx context.Context, session string) error {
-	err := s.queue.waitRoom(ctx, session)
+	_, err := s.WaitRoomFor(ctx, session)
+	return err
+}
+
+// WaitRoomFor is WaitRoom, and says how long it waited for room: 0 when
+// there was room at once. The time is counted in the session's
+// SessionQueues.
+func (s *Store) WaitRoomFor(ctx context.Context, session string) (time.Duration, error) {
+	waited, err := s.queue.waitRoom(ctx, session)
 	if errors.Is(err, errQueueClosed) {
-		return fmt.Errorf("wait for room in the write queue: %w", ErrClosed)
+		return waited, fmt.Errorf("wait for room in the write queue: %w", ErrClosed)
 	}
 	if err != nil {
-		return fmt.Errorf("wait for room in the write queue: %w", err)
+		return waited, fmt.Errorf("wait for room in the write queue: %w", err)
 	}
-	return nil
+	return waited, nil
 }
+
+// SessionQueues returns, for each session with writes queued (or being
+// written), or whose producers waited for room in the last hour, what it
+// has in the write queue and how long its producers waited for room.
+func (s *Store) SessionQueues() []SessionQueue { return s.queue.sessionQueues() }
 
 // Flush returns once every event appended (and every write queued) before
 // the call has been written (or counted as rejected or dropped, see Stats),
@@ -93,7 +111,7 @@ func (s *Store) Flush(ctx context.Context) error {
 // writer does not linger for a fuller batch. Unlike Flush it does not wait
 // for the writes queued before when the awaited one is delivered first:
 // the writer commits a light session's writes ahead of other sessions'
-// megabytes (see lightFirst). It returns ErrClosed when the store closed
+// megabytes (see queue.takeBatch). It returns ErrClosed when the store closed
 // with the writes unsettled, and the context's error if ctx ends first.
 func (s *Store) AwaitDelivery(ctx context.Context, delivered <-chan struct{}) error {
 	select {

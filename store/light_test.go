@@ -12,34 +12,47 @@ import (
 )
 
 // A session sending a few small events finds room in the write queue
-// while another fills it with big ones: the flooding session waits at
+// while others fill it with big ones: a flooding session waits once it
+// holds its share (a quarter of QueueBytes), the floods together at
 // QueueBytes, the light one goes on up to the hard bound.
 func TestLightSessionFindsRoomWhileAnotherFloods(t *testing.T) {
 	const size = 1 << 20
 	ctx := context.Background()
 	s, _ := openTest(t, fastRetry(""))
-	mustSession(t, s, "flood")
+	floods := []string{"flood", "flood2", "flood3", "flood4", "flood5"}
+	for _, id := range floods {
+		mustSession(t, s, id)
+	}
 	mustSession(t, s, "light")
 	release := lockDB(t, s.cfg.Path) // nothing is written: the queue fills
 	seq := int64(0)
-	for {
-		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		err := s.WaitRoom(wctx, "flood")
-		cancel()
-		if err != nil {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("WaitRoom(flood) = %v", err)
+	for _, id := range floods {
+		n := int64(0)
+		for {
+			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			err := s.WaitRoom(wctx, id)
+			cancel()
+			if err != nil {
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("WaitRoom(%s) = %v", id, err)
+				}
+				break
 			}
-			break
+			n++
+			seq++
+			s.Append(bigEvent(id, n, size))
+			if n > 64 {
+				t.Fatalf("the flooding session %s was never held back", id)
+			}
 		}
-		seq++
-		s.Append(bigEvent("flood", seq, size))
-		if seq > 64 {
-			t.Fatal("the flooding session was never held back")
+		if id == "flood" {
+			if held, _ := s.queue.held(); held < s.cfg.QueueBytes/sessionShare || held > s.cfg.QueueBytes/sessionShare+2*size {
+				t.Fatalf("the first flood was held back at %d bytes; want its share, %d", held, s.cfg.QueueBytes/sessionShare)
+			}
 		}
 	}
 	if held, _ := s.queue.held(); held < s.cfg.QueueBytes {
-		t.Fatalf("the flood was held back at %d bytes, below QueueBytes %d", held, s.cfg.QueueBytes)
+		t.Fatalf("the floods were held back at %d bytes, below QueueBytes %d", held, s.cfg.QueueBytes)
 	}
 	for i := int64(1); i <= 20; i++ {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -132,52 +145,4 @@ func seqsOf(evs []backends.Event) []int64 {
 		out = append(out, ev.Seq)
 	}
 	return out
-}
-
-// lightFirst moves light sessions' items ahead of heavy ones only within
-// the stretches between writes about no one session, keeps each session's
-// order, and cuts after the leading light run.
-func TestLightFirstKeepsOrderWithinSessionsAndBarriers(t *testing.T) {
-	ev := func(session string, seq int64, size int) item {
-		e := bigEvent(session, seq, size)
-		return item{ev: e}
-	}
-	barrier := item{w: &write{what: "about no session"}}
-	items := []item{
-		ev("heavy", 1, 3<<20), ev("light", 1, 10), ev("heavy", 2, 3<<20), ev("light", 2, 10),
-		barrier,
-		ev("heavy", 3, 3<<20), ev("other", 1, 10),
-	}
-	got, cut, moved := lightFirst(items, nil, 256, 4<<20)
-	if !moved {
-		t.Fatal("nothing moved")
-	}
-	var order []string
-	for i := range got {
-		it := &got[i]
-		if it.session() == "" {
-			order = append(order, "|")
-			continue
-		}
-		order = append(order, it.ev.Session+":"+string(rune('0'+it.ev.Seq)))
-	}
-	want := []string{"light:1", "light:2", "heavy:1", "heavy:2", "|", "other:1", "heavy:3"}
-	if !slices.Equal(order, want) {
-		t.Errorf("order = %v; want %v", order, want)
-	}
-	if cut != 2 {
-		t.Errorf("cut = %d; want 2 (the leading light run)", cut)
-	}
-	// Items that would fit one transaction are split all the same: the
-	// light session's item is not committed with a megabyte.
-	small := []item{ev("heavy", 1, 1<<20), ev("light", 1, 10)}
-	got, cut, moved = lightFirst(small, nil, 256, 4<<20)
-	if !moved || cut != 1 || got[0].ev.Session != "light" {
-		t.Errorf("lightFirst(1 MiB of heavy, 10 B of light) = %d items, cut %d, moved %t; want light:1 alone first", len(got), cut, moved)
-	}
-	// A take of light sessions only is left alone.
-	calm := []item{ev("a", 1, 10<<10), ev("b", 1, 10), ev("a", 2, 10<<10)}
-	if _, _, moved := lightFirst(calm, nil, 256, 4<<20); moved {
-		t.Error("a take of light sessions only was reordered")
-	}
 }

@@ -41,7 +41,7 @@ const (
 	// DefaultBatchBytes bounds the bytes of the events of one transaction
 	// (one event bigger than that goes alone): 1 MiB, a few milliseconds
 	// of the writer's work, which is what a light session's write that
-	// comes in the middle of a flood waits for (see writeTaken); producers
+	// comes in the middle of a flood waits for (see writeQueued); producers
 	// refill the queue meanwhile.
 	DefaultBatchBytes = 1 << 20
 	// DefaultAppendWait is how long Append waits for room in a full queue.
@@ -229,16 +229,11 @@ type Store struct {
 	wctx    context.Context // the writer's context, cancelled to give up
 	done    chan struct{}   // closed when the writer has exited
 
-	// The writer's own (see writeTaken): the slice it reorders a take
-	// into.
-	reordered []item
-	// deferred holds the items left queued while the checkpointer
-	// restarts the WAL, deferredFrom their sessions (see deferHeavy);
-	// draining is set at Close, when nothing is left any more.
-	deferred     []item
-	deferredFrom map[string]bool
-	draining     bool
-	wrote        time.Time // when the writer last finished a take (or the store opened)
+	// The writer's own (see writeQueued): the slice it takes a batch
+	// into; draining is set at Close, when nothing may be left queued.
+	batch    []item
+	draining bool
+	wrote    time.Time // when the writer last finished a take (or the store opened)
 	// unknownCommit is, on PostgreSQL, the writer's transaction whose
 	// COMMIT went out without an answer coming back, until the server
 	// tells whether it committed (see committedTx).

@@ -9,9 +9,10 @@ import (
 // progress follows the queued items the writer has settled (written,
 // rejected or abandoned), by their positions in the queue, so that Flush
 // can wait for a position: settled is the position up to which every item
-// has settled. The writer settles items out of queue order (a light
-// session's items before another's megabytes, see lightFirst); those
-// settled past the first one still unsettled wait in ahead.
+// has settled. The writer settles items out of queue order (sessions in
+// turn, a light session's items before another's megabytes, see
+// queue.takeBatch); those settled past the first one still unsettled wait
+// in ahead.
 type progress struct {
 	mu      sync.Mutex
 	settled int64
@@ -61,13 +62,13 @@ func (p *progress) done() int64 {
 }
 
 // run is the writer goroutine: it waits for events, lingers up to
-// FlushInterval for a fuller batch, and commits what it took in batches of
-// BatchSize. After quit it writes what is left and returns.
+// FlushInterval for a fuller batch, and commits what is queued, one
+// transaction at a time, each taken fairly from the sessions' queues (see
+// queue.takeBatch). After quit it writes what is left and returns.
 func (s *Store) run() {
 	defer close(s.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var buf []item
 	for {
 		select {
 		case <-s.queue.ready:
@@ -77,21 +78,11 @@ func (s *Store) run() {
 			// A restart of the WAL ended: write what it left queued.
 		case <-s.quit:
 			s.draining = true // nothing is left queued any more
-			for {
-				if buf = s.queue.take(buf); len(buf) == 0 && len(s.deferred) == 0 {
-					return
-				}
-				s.writeTaken(buf)
-			}
+			s.writeQueued()
+			return
 		}
-		buf = s.queue.take(buf)
-		s.trace(stepTook, buf)
-		s.writeTaken(buf)
+		s.writeQueued()
 		s.wrote = s.now()
-		clear(buf) // the events written are not the writer's to keep
-		if cap(buf) > 4*s.cfg.BatchSize {
-			buf = nil // do not keep the memory of a burst
-		}
 	}
 }
 
@@ -125,47 +116,32 @@ func drain(c chan struct{}) {
 	}
 }
 
-// writeTaken commits the items the writer took, one transaction at a
-// time, lighter sessions first (see lightFirst): after each transaction
-// the items queued meanwhile join those still to write, so that a light
-// session's write that comes while megabytes of others' are being written
-// waits for one transaction of them, not for all. Each item's position
-// settles when its transaction commits: Flush and the reads that wait for
-// a position never pass an item still to be written, while the callers
-// waiting for one write (StartTurn, a turn's end) and the readers of a
-// light session's events are answered as soon as their own transaction
-// commits.
-func (s *Store) writeTaken(items []item) {
-	pending := s.deferHeavy(items)
-	var own []item // pending, once reordered or joined by later items
-	for len(pending) > 0 {
-		n := batchLen(pending, s.cfg.BatchSize, s.cfg.BatchBytes)
-		ordered, cut, moved := lightFirst(pending, s.reordered, s.cfg.BatchSize, s.cfg.BatchBytes)
-		if moved {
-			// The light items lead in a transaction of their own, which
-			// is quick: none of the heavy sessions' bytes are in it.
-			own = append(own[:0], ordered...)
-			pending, n = own, batchLen(own, s.cfg.BatchSize, s.cfg.BatchBytes)
-			if cut > 0 {
-				n = min(n, cut)
-			}
-		}
-		clear(ordered)
-		s.reordered = ordered[:0]
-		s.writeBatch(pending[:n])
-		pending = pending[n:]
-		if len(pending) == 0 {
+// writeQueued commits what is queued, one transaction at a time, until
+// nothing is left to take: each transaction is taken from the sessions'
+// queues fairly (see queue.takeBatch), so that a light session's write
+// that comes while megabytes of others' are queued waits for the
+// transaction being written, not for the others' megabytes. While the
+// checkpointer restarts the WAL (see checkpointer.quietRestart), only the
+// light sessions' items are taken: the heavy ones stay queued (their
+// producers wait for room) until it is over, and the WAL grows little
+// meanwhile. Each item's position settles when its transaction commits:
+// Flush and the reads that wait for a position never pass an item still
+// to be written, while the callers waiting for one write (StartTurn, a
+// turn's end) and the readers of a light session's events are answered
+// as soon as their own transaction commits.
+func (s *Store) writeQueued() {
+	for {
+		quiet := s.ckpt != nil && s.ckpt.quiet.Load() && !s.draining
+		s.batch = s.queue.takeBatch(s.batch, s.cfg.BatchSize, s.cfg.BatchBytes, quiet)
+		if len(s.batch) == 0 {
 			break
 		}
-		if more := s.queue.take(nil); len(more) > 0 {
-			more = s.deferHeavy(more)
-			joined := make([]item, 0, len(pending)+len(more))
-			own = append(append(joined, pending...), more...)
-			pending = own
-		}
+		s.trace(stepTook, s.batch)
+		s.writeBatch(s.batch)
+		clear(s.batch) // the events written are not the writer's to keep
 	}
-	if cap(s.reordered) > 4*s.cfg.BatchSize {
-		s.reordered = nil // do not keep the memory of a burst
+	if cap(s.batch) > 4*s.cfg.BatchSize {
+		s.batch = nil // do not keep the memory of a burst
 	}
 }
 
@@ -176,143 +152,6 @@ func (s *Store) resumed() <-chan struct{} {
 		return nil
 	}
 	return s.ckpt.resume
-}
-
-// deferHeavy returns the items of a take to write now. While the
-// checkpointer restarts the WAL (see checkpointer.quietRestart), the items
-// of heavy sessions (more than BatchBytes/lightShare bytes in the take) and
-// of sessions with items already left are left in s.deferred, in order, to
-// be written first once it is over: the light sessions' items go on being
-// written, and the WAL grows little meanwhile. Left items stay in the
-// queue's bytes, so that their producers wait for room, and their
-// positions settle once they are written. An item about no one session
-// (which nothing may pass) ends the wait for this take.
-func (s *Store) deferHeavy(items []item) []item {
-	quiet := s.ckpt != nil && s.ckpt.quiet.Load() && !s.draining
-	if quiet {
-		for i := range items {
-			if items[i].session() == "" {
-				quiet = false
-				break
-			}
-		}
-	}
-	if !quiet {
-		if len(s.deferred) == 0 {
-			return items
-		}
-		out := append(s.deferred, items...) // the left items are older
-		s.deferred = nil
-		clear(s.deferredFrom)
-		return out
-	}
-	perSession := map[string]int64{}
-	for i := range items {
-		perSession[items[i].session()] += itemBytes(&items[i])
-	}
-	light := s.cfg.BatchBytes / lightShare
-	now := items[:0] // in place: an item moves only towards the start
-	for _, it := range items {
-		k := it.session()
-		if perSession[k] > light || s.deferredFrom[k] {
-			if s.deferredFrom == nil {
-				s.deferredFrom = map[string]bool{}
-			}
-			s.deferredFrom[k] = true
-			s.deferred = append(s.deferred, it)
-			continue
-		}
-		now = append(now, it)
-	}
-	clear(items[len(now):])
-	return now
-}
-
-// lightShare divides BatchBytes into the most bytes a session may have in
-// a take and still count as light.
-const lightShare = 16
-
-// lightFirst returns items reordered into out (reused) so that the items
-// of light sessions (those with at most BatchBytes/lightShare bytes in the
-// take) come before those of heavy ones, in a transaction of their own: a
-// bystander's turn row or few small events are not written after, nor
-// with, megabytes of another session's. The order within each session is
-// kept, and an item whose session is not known (a write about no one
-// session) keeps its place: nothing moves across it. It reports whether
-// the take is to be written in two parts, light and heavy (some session
-// is heavy and another light), and cut, the length of the leading run of
-// light items; when not, items are to be written as they are (out may
-// hold a copy of some of them all the same).
-func lightFirst(items, out []item, size int, maxBytes int64) (_ []item, cut int, moved bool) {
-	light := maxBytes / lightShare
-	var total int64
-	for i := range items {
-		total += itemBytes(&items[i])
-	}
-	if total <= light {
-		return out[:0], 0, false // no session in it can be heavy
-	}
-	out = out[:0]
-	cut = -1
-	for start := 0; start < len(items); {
-		end := start
-		for end < len(items) && items[end].session() != "" {
-			end++
-		}
-		seg := items[start:end]
-		if len(seg) > 1 {
-			perSession := map[string]int64{}
-			for i := range seg {
-				perSession[seg[i].session()] += itemBytes(&seg[i])
-			}
-			isLight := func(it *item) bool { return perSession[it.session()] <= light }
-			lightSeen, heavySeen := false, false
-			for i := range seg {
-				if isLight(&seg[i]) {
-					out = append(out, seg[i])
-					lightSeen = true
-				} else {
-					heavySeen = true
-				}
-			}
-			moved = moved || lightSeen && heavySeen
-			if cut < 0 {
-				cut = len(out)
-			}
-			for i := range seg {
-				if !isLight(&seg[i]) {
-					out = append(out, seg[i])
-				}
-			}
-		} else {
-			out = append(out, seg...)
-		}
-		if end < len(items) && cut < 0 {
-			cut = len(out) // nothing moved before a barrier: cut after it
-		}
-		if end < len(items) {
-			out = append(out, items[end]) // the barrier keeps its place
-			end++
-		}
-		start = end
-	}
-	if cut < 0 {
-		cut = len(out)
-	}
-	return out, cut, moved
-}
-
-// batchLen is how many of items, from the first, make one transaction: at
-// most size of them, and no more bytes than maxBytes unless the first alone.
-func batchLen(items []item, size int, maxBytes int64) int {
-	n := min(len(items), size)
-	var b int64
-	for i := range n {
-		if b += itemBytes(&items[i]); b > maxBytes && i > 0 {
-			return i
-		}
-	}
-	return n
 }
 
 // writeBatch commits batch, retrying with exponential backoff until it

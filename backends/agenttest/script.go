@@ -190,8 +190,11 @@ type Step struct {
 	Stderr string `json:"stderr,omitempty"`
 	// Garbage writes a raw line that is not JSON-RPC.
 	Garbage string `json:"garbage,omitempty"`
-	// BigLine writes one session/update line of about this many bytes.
-	BigLine int `json:"big_line,omitempty"`
+	// BigLine writes one session/update line of about this many bytes;
+	// with BigLines, that many of them, each written whole (the line is
+	// made once: a flood of big updates costs the agent little CPU).
+	BigLine  int `json:"big_line,omitempty"`
+	BigLines int `json:"big_lines,omitempty"`
 	// Chunks sends this many small agent_message_chunk updates.
 	Chunks int `json:"chunks,omitempty"`
 	// ChunksPerSecond paces Chunks at this rate (0: as fast as possible):

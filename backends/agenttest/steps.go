@@ -136,6 +136,17 @@ func (a *agent) step(s Step, prompt string, cancel <-chan struct{}) bool {
 		a.mcpStart()
 	case s.MCPCall != nil:
 		a.mcpCall(*s.MCPCall)
+	case s.BigLine > 0 && s.BigLines > 0:
+		line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update",
+			"params": a.updateParams(textUpdate("agent_message_chunk", strings.Repeat("x", s.BigLine)))})
+		if err != nil {
+			fmt.Fprintln(a.stderr, "fake agent: marshal:", err)
+			return false
+		}
+		line = append(line, '\n')
+		for range s.BigLines {
+			a.writeLines(line)
+		}
 	case s.BigLine > 0:
 		a.update(textUpdate("agent_message_chunk", strings.Repeat("x", s.BigLine)))
 	}

@@ -281,7 +281,7 @@ func (c *cli) permissions(ctx context.Context, args []string) error {
 }
 
 func (c *cli) ps(ctx context.Context, args []string) error {
-	fs := c.flagSet("ps", "ps [--json]\n\nShows the pool: every warm agent with its session, pid, state, idle time and\nmemory (RSS of its process group), then the MCP servers the daemon shares.")
+	fs := c.flagSet("ps", "ps [--json]\n\nShows the pool: every warm agent with its session, pid, state, idle time and\nmemory (RSS of its process group); then the sessions with events waiting in\nthe store's write queue (events, bytes, the oldest one's wait) or whose agent\nwas held waiting for room there (for how long; SLOWED while it is); then the\nMCP servers the daemon shares.")
 	asJSON := fs.Bool("json", false, "print the pool as JSON")
 	if _, err := c.parse(fs, args, 0, 0); err != nil {
 		return err
@@ -302,7 +302,8 @@ func (c *cli) ps(ctx context.Context, args []string) error {
 	} else {
 		c.renderBackends(st.Backends)
 	}
-	c.renderMCPShares(ctx, api) // cli_mcpshare.go
+	c.renderWriteQueues(st.WriteQueues) // cli_fair.go
+	c.renderMCPShares(ctx, api)         // cli_mcpshare.go
 	return nil
 }
 

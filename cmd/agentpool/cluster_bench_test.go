@@ -53,6 +53,12 @@ import (
 // (create_to_all_warm_s). Run it with -benchtime 1x (or Nx for the
 // median of N iterations); it needs PostgreSQL.
 //
+// Last, with the rounds over, it measures fairness on the first host as
+// BenchmarkFairness does (see clusterFairness): three bystander sessions
+// prompting back to back, alone and then while another session of the
+// host floods 100,000 small updates, then 100 of 1 MiB; reported as
+// bystander_<phase>_p50_ms, _p99_ms and _p50/base.
+//
 // A burst round also reports its delivery p99 for the events of its
 // first and last half second (delivery_p99_start_ms,
 // delivery_p99_end_ms: the turns starting and ending at once) and for
@@ -100,11 +106,18 @@ func BenchmarkCluster(b *testing.B) {
 		}
 	}
 	script := agenttest.Script{AgentName: "bench", Turns: []agenttest.Turn{{Steps: steps}}}
+	// The fairness phase's floods (see BenchmarkFairness).
+	fl := fairnessLoad{chunks: 100_000, big: 100, baseline: 3 * time.Second}
+	if testing.Short() {
+		fl = fairnessLoad{chunks: 5_000, big: 5, baseline: 300 * time.Millisecond}
+	}
 	ids := []string{"host-a", "host-b", "host-c"}[:nHosts]
 	clients := map[string]*httpapi.Client{}
 	for _, id := range ids {
 		home := b.TempDir()
-		writeScripted(b, home, bin, map[string]any{"stream": script, "quick": spareScript(0)})
+		writeScripted(b, home, bin, map[string]any{"stream": script, "quick": spareScript(0),
+			"flood-chunks": agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunks: fl.chunks}}}}},
+			"flood-big":    agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{BigLine: 1 << 20, BigLines: fl.big}}}}}})
 		_, c, _ := startBenchDaemonEnv(b, bin, home, []string{"AGENTPOOL_STORE=" + url, "AGENTPOOL_HOST_ID=" + id, clusterKeyEnv + "=" + key},
 			append([]string{"--log-level", "warn", "--max-warm", fmt.Sprint(perHost + 4)}, strings.Fields(os.Getenv("AGENTPOOL_BENCH_ARGS"))...)...)
 		// A client keeps its connections, as an orchestrator sending
@@ -424,6 +437,8 @@ func BenchmarkCluster(b *testing.B) {
 		round("burst_", false, false)
 		round("", true, true)
 	}
+	b.StopTimer()
+	clusterFairness(ctx, b, clients[ids[0]], repos[ids[0]], ids[0], fl)
 	for _, name := range names {
 		v := figures[name]
 		slices.Sort(v)
@@ -493,3 +508,44 @@ func indexOf(list []string, s string) int {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// clusterFairness measures, on host h of the cluster (its store shared
+// with the others), what one noisy session costs the others, as
+// BenchmarkFairness does for one daemon: three bystander sessions of the
+// quick agent prompt back to back, alone and then while a session of the
+// same host floods fl.chunks small updates, then while another sends
+// fl.big updates of 1 MiB. It reports the bystanders' p50 and p99 per
+// phase (bystander_*) and p50 as a ratio to the baseline's.
+func clusterFairness(ctx context.Context, b *testing.B, c *httpapi.Client, repo, h string, fl fairnessLoad) {
+	create := func(agent string) string {
+		var created httpapi.CreatedSession
+		if err := c.Call(ctx, "POST", "/v1/sessions", map[string]any{"repo": repo, "agent": agent, "host": h}, &created); err != nil {
+			b.Fatalf("create a %s session: %v", agent, err)
+		}
+		return created.ID
+	}
+	var by []string
+	for range bystanders {
+		id := create("quick")
+		for range 3 { // warm
+			if _, err := c.Prompt(ctx, id, "", "warm up", true); err != nil {
+				b.Fatal(err)
+			}
+		}
+		by = append(by, id)
+	}
+	floods := []fairnessFlood{{"chunks", create("flood-chunks")}, {"big", create("flood-big")}}
+	phases := measureFairness(ctx, b, c, by, floods, fl.baseline)
+	b.Logf("bystander turns on %s (%d sessions, back to back):\n%s", h, bystanders, fairnessTable(phases))
+	base := phases[0].q(0.5)
+	for _, p := range phases {
+		b.ReportMetric(p.q(0.5), "bystander_"+p.name+"_p50_ms")
+		b.ReportMetric(p.q(0.99), "bystander_"+p.name+"_p99_ms")
+		if p.session != "" {
+			b.ReportMetric(p.q(0.5)/base, "bystander_"+p.name+"_p50/base")
+			if p.read.err != nil {
+				b.Error(p.read.err)
+			}
+		}
+	}
+}

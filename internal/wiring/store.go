@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/permission"
@@ -303,6 +304,23 @@ func (a Store) AppendPast(ev backends.Event, committed func(backends.Event)) {
 // WaitRoom waits for room in the store's write queue.
 func (a Store) WaitRoom(ctx context.Context, session string) error {
 	return a.S.WaitRoom(ctx, session)
+}
+
+// WaitRoomFor waits for room in the store's write queue and says how
+// long it waited.
+func (a Store) WaitRoomFor(ctx context.Context, session string) (time.Duration, error) {
+	return a.S.WaitRoomFor(ctx, session)
+}
+
+// WriteQueues is store.Store.SessionQueues.
+func (a Store) WriteQueues() []pool.WriteQueue {
+	qs := a.S.SessionQueues()
+	out := make([]pool.WriteQueue, len(qs))
+	for i, q := range qs {
+		out[i] = pool.WriteQueue{Session: q.Session, Events: q.Events, Bytes: q.Bytes, Oldest: q.Oldest,
+			Slowed: q.Waiting, Held: q.Held, Holds: q.Holds}
+	}
+	return out
 }
 
 // Flush waits for queued events to be written.

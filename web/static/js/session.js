@@ -277,7 +277,7 @@ export function sessionView(main, id) {
   // The session's event stream: from the start, then live; each
   // reconnection asks for the events after the last one seen (?after=), so
   // nothing is lost or repeated.
-  const types = ['session.created', 'session.closed', 'session.moved', 'session.forked', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost',
+  const types = ['session.created', 'session.closed', 'session.moved', 'session.forked', 'agent.starting', 'agent.ready', 'agent.exited', 'agent.evicted', 'agent.context_lost', 'agent.slowed',
     'turn.started', 'turn.ended', 'turn.queued', 'turn.briefing', 'message.chunk', 'tool.call', 'tool.update', 'plan', 'commands', 'mode', 'config', 'session.info',
     'usage', 'permission.requested', 'permission.resolved', 'fs.read', 'fs.write', 'terminal.created', 'terminal.exited', 'pty.output',
     'pty.screen', 'error', 'history', 'worktree.restored', 'sandbox.refused', 'network.refused', 'setup.untrusted', 'setup.copied', 'setup.started',

@@ -255,6 +255,7 @@ export class TurnStream {
         break;
       }
       case 'agent.context_lost': this.note(`${ev.agent} could not resume its conversation and starts a new one`); break;
+      case 'agent.slowed': this.note(`${ev.agent}: ${d.message || 'the agent is being slowed'}`); break;
       case 'session.created': this.note(d.forked_from ? `session created as a fork of ${d.forked_from}` : 'session created'); break;
       case 'session.forked': this.note(`forked from ${d.from} ${d.turn ? `at turn ${d.turn}` : 'as it was then'} (its history above: ${d.turns || 0} turn${d.turns === 1 ? '' : 's'})`); break;
       case 'session.closed': this.note('session closed'); break;
