@@ -1,9 +1,15 @@
 package pool
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentpool/agentpool/backends"
 )
@@ -54,6 +60,9 @@ type slowing struct {
 	slowed   bool      // an episode is under way
 	last     time.Time // when a wait last ended
 	episodes int64
+	// reniced holds, while the agent's processes run nicer, the
+	// niceness each had before the episode, by pid (see reniceAgent).
+	reniced map[int]int
 }
 
 // held notes that an event of the session waited for room; it reports
@@ -71,13 +80,16 @@ func (w *slowing) held(now time.Time) bool {
 }
 
 // free notes that an event of the session found room at once: an episode
-// ends once that has been so for slowEpisodeGap.
-func (w *slowing) free(now time.Time) {
+// ends once that has been so for slowEpisodeGap. It reports whether this
+// ended one.
+func (w *slowing) free(now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.slowed && now.Sub(w.last) >= slowEpisodeGap {
 		w.slowed = false
+		return true
 	}
+	return false
 }
 
 // count returns the episodes so far.
@@ -97,10 +109,20 @@ func (p *Pool) waitRoom(ctx context.Context, s *session, agent string) error {
 	waited, err := p.cfg.Store.WaitRoomFor(ctx, s.id)
 	now := time.Now()
 	if waited <= 0 {
-		s.slowing.free(now)
+		if s.slowing.free(now) {
+			p.reniceAgent(s, agent, false)
+		}
 		return err
 	}
-	if err != nil || !s.slowing.held(now) {
+	first := s.slowing.held(now)
+	if err == nil {
+		// The flooding agent also yields the CPUs: the other sessions'
+		// agents, and the daemon's work for them, run first while it
+		// floods. (Its first waits may come while it starts, before its
+		// process group is known: each wait tries until it is done.)
+		p.reniceAgent(s, agent, true)
+	}
+	if err != nil || !first {
 		// Said once per episode; and not when the wait ended without
 		// room (a turn that is ending, a store that closes): the notice
 		// would not find room either.
@@ -135,4 +157,97 @@ func (p *Pool) WriteQueues() []WriteQueue {
 	}
 	p.mu.Unlock()
 	return qs
+}
+
+// slowedNice is how much nicer an agent runs while it is slowed: under
+// contention the others' processes (and the daemon's work for them) run
+// first; on idle CPUs it changes nothing.
+const slowedNice = 10
+
+// reniceAgent makes each process of the process group of s's agent
+// slowedNice nicer than it was (slowed), or gives each its niceness back.
+// Giving it back needs the privilege to lower a niceness (a daemon
+// running as root has it): without it, the agent stays nicer until it
+// restarts, which the log says.
+func (p *Pool) reniceAgent(s *session, agent string, slowed bool) {
+	w := &s.slowing
+	w.mu.Lock()
+	done := (w.reniced != nil) == slowed
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	p.mu.Lock()
+	e := p.entries[key{s.id, agent}]
+	var b backends.Backend
+	pgid := 0
+	if e != nil {
+		pgid, b = e.info.PGID, e.launched
+	}
+	p.mu.Unlock()
+	if pgid == 0 && b != nil {
+		pgid = b.Info().PGID // still starting
+	}
+	if pgid <= 1 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case slowed && w.reniced == nil:
+		w.reniced = map[int]int{}
+		for pid, nice := range groupNiceness(pgid) {
+			if err := unix.Setpriority(unix.PRIO_PROCESS, pid, min(nice+slowedNice, 19)); err == nil {
+				w.reniced[pid] = nice
+			}
+		}
+		p.logger.Debug("agent slowed: its processes run nicer", "session", s.id, "agent", agent, "processes", len(w.reniced))
+	case !slowed && w.reniced != nil:
+		now := groupNiceness(pgid)
+		for pid, nice := range w.reniced {
+			if _, ok := now[pid]; !ok {
+				continue // gone
+			}
+			if err := unix.Setpriority(unix.PRIO_PROCESS, pid, nice); err != nil {
+				p.logger.Info("agent's CPU priority not given back", "session", s.id, "agent", agent, "pid", pid, "nice", nice, "err", err)
+			}
+		}
+		w.reniced = nil
+	}
+}
+
+// groupNiceness returns the niceness of each process of process group
+// pgid, read from /proc.
+func groupNiceness(pgid int) map[int]int {
+	out := map[int]int{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		// After the name: state, ppid, pgrp (5th field) ... nice (19th).
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 17 {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err != nil || g != pgid {
+			continue
+		}
+		if nice, err := strconv.Atoi(f[16]); err == nil {
+			out[pid] = nice
+		}
+	}
+	return out
 }

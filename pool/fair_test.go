@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/pool"
@@ -70,6 +72,25 @@ func TestSlowedAgentSaysSoOncePerEpisode(t *testing.T) {
 	if n := countType(e.events(quick.ID), backends.EventAgentSlowed); n != 0 {
 		t.Errorf("the quick session has %d agent.slowed events; want none", n)
 	}
+	// While slowed, the flooding agent runs 10 nicer; the other does not.
+	nice := func(session string) int {
+		t.Helper()
+		for _, b := range e.p.Backends() {
+			if b.Session == session && b.PID > 0 {
+				p, err := unix.Getpriority(unix.PRIO_PROCESS, b.PID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return 20 - p
+			}
+		}
+		t.Fatalf("no running agent in %s", session)
+		return 0
+	}
+	base := nice(quick.ID)
+	if got := nice(slow.ID); got != min(base+10, 19) {
+		t.Errorf("the slowed agent runs at nice %d; want %d (the other's %d + 10)", got, min(base+10, 19), base)
+	}
 	// The episode goes on while the flood's events keep waiting; it ends
 	// once they find room for a while (pool.SlowEpisodeGap), and the next
 	// wait says so again.
@@ -81,6 +102,9 @@ func TestSlowedAgentSaysSoOncePerEpisode(t *testing.T) {
 	e.prompt(slow.ID, "", "go") // finds room
 	time.Sleep(pool.SlowEpisodeGap)
 	e.prompt(slow.ID, "", "go") // finds room after the gap: the episode ends
+	if got := nice(slow.ID); got != base {
+		t.Errorf("after its episode the agent runs at nice %d; want %d again", got, base)
+	}
 	hs.held.Store(slow.ID)
 	e.prompt(slow.ID, "", "go")
 	if n := countType(e.events(slow.ID), backends.EventAgentSlowed); n != 2 {

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/backends/sandbox"
 )
 
 // TestFairnessBystandersUnaffectedByFloods runs the real daemon with three
@@ -83,6 +89,27 @@ func TestFairnessBystandersUnaffectedByFloods(t *testing.T) {
 			t.Errorf("%s: bystander p99 %.1f ms (baseline %.1f ms); want at most 250 ms", ph.name, p99, base.q(0.99))
 		}
 	}
+	// The flooders' agents yield the CPUs (10 nicer than agents run,
+	// kept until their events find room again); the bystanders' do not.
+	st, err := client.Pool(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flooders := map[string]bool{phases[1].session: true, phases[2].session: true}
+	for _, b := range st.Backends {
+		_, by := base.prompts[b.Session]
+		if b.PID <= 0 || !by && !flooders[b.Session] {
+			continue
+		}
+		nice, err := niceOf(b.PID)
+		if err != nil {
+			t.Errorf("nice of %s's agent: %v", b.Session, err)
+			continue
+		}
+		if want := map[bool]int{true: min(sandbox.AgentNice+10, 19), false: sandbox.AgentNice}[flooders[b.Session]]; nice != want {
+			t.Errorf("the agent of %s (flooder: %v) runs at nice %d; want %d", b.Session, flooders[b.Session], nice, want)
+		}
+	}
 	// No bystander was slowed.
 	for id := range base.prompts {
 		evs, err := client.EventLog(ctx, id, 0)
@@ -112,4 +139,18 @@ func TestFairnessBystandersUnaffectedByFloods(t *testing.T) {
 	if n != load.chunks {
 		t.Errorf("%d small updates stored; want %d", n, load.chunks)
 	}
+}
+
+// niceOf reads the niceness of process pid from /proc.
+func niceOf(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 17 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	return strconv.Atoi(f[16]) // field 19 of stat
 }
