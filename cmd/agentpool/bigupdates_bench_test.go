@@ -307,28 +307,15 @@ type bystanderPrompt struct {
 //
 // It reports each part's p99 and logs the parts of the slowest prompts.
 func reportTurnBreakdown(ctx context.Context, b *testing.B, client *httpapi.Client, session string, prompts []bystanderPrompt) {
-	type stamps struct{ started, chunk, ended time.Time }
-	byTurn := map[int64]*stamps{}
+	byTurn := map[int64]*turnStamps{}
 	last := int64(0)
 	for _, p := range prompts {
-		byTurn[p.turn] = &stamps{}
+		byTurn[p.turn] = &turnStamps{}
 		last = max(last, p.turn)
 	}
 	err := client.Events(ctx, session, 0, func(ev backends.Event) error {
-		st := byTurn[ev.Turn]
-		if st == nil {
-			return nil
-		}
-		switch {
-		case ev.Type == backends.EventTurnStarted:
-			st.started = ev.Time
-		case ev.Type == backends.EventMessageChunk && st.chunk.IsZero():
-			st.chunk = ev.Time
-		case ev.Type == backends.EventTurnEnded:
-			st.ended = ev.Time
-			if ev.Turn == last {
-				return errSeen
-			}
+		if noteTurnStamp(byTurn, ev) && ev.Turn == last {
+			return errSeen
 		}
 		return nil
 	})
@@ -336,37 +323,88 @@ func reportTurnBreakdown(ctx context.Context, b *testing.B, client *httpapi.Clie
 		b.Errorf("events of the bystander: %v", err)
 		return
 	}
-	names := []string{"start", "agent", "end", "answer"}
-	parts := make([][]time.Duration, len(names))
-	type row struct {
-		total time.Duration
-		parts []time.Duration
-	}
-	var rows []row
-	for _, p := range prompts {
-		st := byTurn[p.turn]
-		if st.started.IsZero() || st.chunk.IsZero() || st.ended.IsZero() {
-			continue
-		}
-		r := row{total: p.answered.Sub(p.sent), parts: []time.Duration{
-			st.started.Sub(p.sent), st.chunk.Sub(st.started), st.ended.Sub(st.chunk), p.answered.Sub(st.ended)}}
-		for i, d := range r.parts {
-			parts[i] = append(parts[i], d)
-		}
-		rows = append(rows, r)
-	}
+	rows := splitTurns(prompts, byTurn)
 	if len(rows) == 0 {
 		b.Error("no bystander turn has its events")
 		return
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	for i, name := range names {
-		slices.Sort(parts[i])
-		b.ReportMetric(ms(parts[i][int(0.99*float64(len(parts[i])-1))]), name+"-p99-ms")
+	for i, d := range partsP99(rows) {
+		b.ReportMetric(msOf(d), turnPartNames[i]+"-p99-ms")
 	}
-	slices.SortFunc(rows, func(x, y row) int { return int(y.total - x.total) })
-	for _, r := range rows[:min(5, len(rows))] {
-		b.Logf("slow prompt %.1f ms: start %.1f, agent %.1f, end %.1f, answer %.1f", ms(r.total),
-			ms(r.parts[0]), ms(r.parts[1]), ms(r.parts[2]), ms(r.parts[3]))
+	for _, r := range slowestTurns(rows, 5) {
+		b.Logf("slow prompt %s", r)
 	}
 }
+
+// turnStamps are the times of a turn's events that split it into parts.
+type turnStamps struct{ started, chunk, ended time.Time }
+
+// turnPartNames name the parts of a turn (see reportTurnBreakdown).
+var turnPartNames = []string{"start", "agent", "end", "answer"}
+
+// noteTurnStamp notes ev's time in its turn's stamps, when byTurn has the
+// turn; it reports whether ev ended it.
+func noteTurnStamp(byTurn map[int64]*turnStamps, ev backends.Event) bool {
+	st := byTurn[ev.Turn]
+	if st == nil {
+		return false
+	}
+	switch {
+	case ev.Type == backends.EventTurnStarted:
+		st.started = ev.Time
+	case ev.Type == backends.EventMessageChunk && st.chunk.IsZero():
+		st.chunk = ev.Time
+	case ev.Type == backends.EventTurnEnded:
+		st.ended = ev.Time
+		return true
+	}
+	return false
+}
+
+// turnSplit is one prompt's time, whole and in parts.
+type turnSplit struct {
+	total time.Duration
+	parts []time.Duration
+}
+
+func (r turnSplit) String() string {
+	return fmt.Sprintf("%.1f ms: start %.1f, agent %.1f, end %.1f, answer %.1f", msOf(r.total),
+		msOf(r.parts[0]), msOf(r.parts[1]), msOf(r.parts[2]), msOf(r.parts[3]))
+}
+
+// splitTurns splits each prompt whose turn has all its stamps.
+func splitTurns(prompts []bystanderPrompt, byTurn map[int64]*turnStamps) []turnSplit {
+	var rows []turnSplit
+	for _, p := range prompts {
+		st := byTurn[p.turn]
+		if st == nil || st.started.IsZero() || st.chunk.IsZero() || st.ended.IsZero() {
+			continue
+		}
+		rows = append(rows, turnSplit{total: p.answered.Sub(p.sent), parts: []time.Duration{
+			st.started.Sub(p.sent), st.chunk.Sub(st.started), st.ended.Sub(st.chunk), p.answered.Sub(st.ended)}})
+	}
+	return rows
+}
+
+// partsP99 returns the p99 of each part over rows.
+func partsP99(rows []turnSplit) []time.Duration {
+	out := make([]time.Duration, len(turnPartNames))
+	for i := range out {
+		ds := make([]time.Duration, 0, len(rows))
+		for _, r := range rows {
+			ds = append(ds, r.parts[i])
+		}
+		slices.Sort(ds)
+		out[i] = ds[int(0.99*float64(len(ds)-1))]
+	}
+	return out
+}
+
+// slowestTurns returns the n slowest of rows, slowest first.
+func slowestTurns(rows []turnSplit, n int) []turnSplit {
+	rows = slices.Clone(rows)
+	slices.SortFunc(rows, func(x, y turnSplit) int { return int(y.total - x.total) })
+	return rows[:min(n, len(rows))]
+}
+
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -309,64 +309,31 @@ func BenchmarkFairness(b *testing.B) {
 // reportTurnBreakdown: start, agent, end, answer) and returns each part's
 // p99 and the parts of the slowest turns, as text.
 func turnParts(ctx context.Context, client *httpapi.Client, ph fairnessPhase) string {
-	type stamps struct{ started, chunk, ended time.Time }
-	var b strings.Builder
-	names := []string{"start", "agent", "end", "answer"}
-	parts := make([][]time.Duration, len(names))
-	type row struct {
-		total time.Duration
-		parts []time.Duration
-	}
-	var rows []row
+	var rows []turnSplit
 	for id, prompts := range ph.prompts {
-		byTurn := map[int64]*stamps{}
+		byTurn := map[int64]*turnStamps{}
 		for _, p := range prompts {
-			byTurn[p.turn] = &stamps{}
+			byTurn[p.turn] = &turnStamps{}
 		}
 		evs, err := client.EventLog(ctx, id, 0)
 		if err != nil {
 			return err.Error()
 		}
 		for _, ev := range evs {
-			st := byTurn[ev.Turn]
-			if st == nil {
-				continue
-			}
-			switch {
-			case ev.Type == backends.EventTurnStarted:
-				st.started = ev.Time
-			case ev.Type == backends.EventMessageChunk && st.chunk.IsZero():
-				st.chunk = ev.Time
-			case ev.Type == backends.EventTurnEnded:
-				st.ended = ev.Time
-			}
+			noteTurnStamp(byTurn, ev)
 		}
-		for _, p := range prompts {
-			st := byTurn[p.turn]
-			if st.started.IsZero() || st.chunk.IsZero() || st.ended.IsZero() {
-				continue
-			}
-			r := row{total: p.answered.Sub(p.sent), parts: []time.Duration{
-				st.started.Sub(p.sent), st.chunk.Sub(st.started), st.ended.Sub(st.chunk), p.answered.Sub(st.ended)}}
-			for i, d := range r.parts {
-				parts[i] = append(parts[i], d)
-			}
-			rows = append(rows, r)
-		}
+		rows = append(rows, splitTurns(prompts, byTurn)...)
 	}
 	if len(rows) == 0 {
 		return "no turn has its events"
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	var b strings.Builder
 	fmt.Fprintf(&b, "%s: p99 of", ph.name)
-	for i, name := range names {
-		slices.Sort(parts[i])
-		fmt.Fprintf(&b, " %s %.1f ms", name, ms(parts[i][int(0.99*float64(len(parts[i])-1))]))
+	for i, d := range partsP99(rows) {
+		fmt.Fprintf(&b, " %s %.1f ms", turnPartNames[i], msOf(d))
 	}
-	slices.SortFunc(rows, func(x, y row) int { return int(y.total - x.total) })
-	for _, r := range rows[:min(3, len(rows))] {
-		fmt.Fprintf(&b, "\n  slow turn %.1f ms: start %.1f, agent %.1f, end %.1f, answer %.1f", ms(r.total),
-			ms(r.parts[0]), ms(r.parts[1]), ms(r.parts[2]), ms(r.parts[3]))
+	for _, r := range slowestTurns(rows, 3) {
+		fmt.Fprintf(&b, "\n  slow turn %s", r)
 	}
 	return b.String()
 }
