@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -421,16 +422,7 @@ func TestEndToEndClusterFrozenHost(t *testing.T) {
 	if len(agentPIDs) == 0 {
 		t.Fatal("no agent of the session runs on host-b")
 	}
-	if err := b.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			_ = b.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}
+	thaw := freezeHost(t, b)
 	defer thaw()
 	turn := promptRetry(t, a.client, id, "on host-a", clusterTTL+30*time.Second)
 	if turn.StopReason != "end_turn" {
@@ -438,20 +430,7 @@ func TestEndToEndClusterFrozenHost(t *testing.T) {
 	}
 	thaw()
 	// Thawed, host-b releases the session: its agent stops.
-	for deadline := time.Now().Add(clusterTTL + 10*time.Second); ; time.Sleep(100 * time.Millisecond) {
-		alive := 0
-		for _, pid := range agentPIDs {
-			if agenttest.Alive(pid) {
-				alive++
-			}
-		}
-		if alive == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("host-b's agent of the session still runs %v after it lost the lease", clusterTTL+10*time.Second)
-		}
-	}
+	waitAgentsGone(t, agentPIDs, clusterTTL+10*time.Second, "host-b's agent of the session after it lost the lease")
 	time.Sleep(time.Second) // anything host-b would still write
 	evs := eventsOf(t, a.client, id)
 	checkSeqs(t, "the session taken over", evs)
@@ -498,4 +477,33 @@ func agentPIDsOf(t *testing.T, c *httpapi.Client, session string) []agenttest.Pi
 		}
 	}
 	return out
+}
+
+// freezeHost stops h (SIGSTOP) and returns what thaws it (SIGCONT), once.
+func freezeHost(t *testing.T, h *clusterHost) (thaw func()) {
+	t.Helper()
+	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { _ = h.cmd.Process.Signal(syscall.SIGCONT) }) }
+}
+
+// waitAgentsGone waits until none of pids runs, failing after within.
+func waitAgentsGone(t *testing.T, pids []agenttest.PidEntry, within time.Duration, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
+		alive := 0
+		for _, pid := range pids {
+			if agenttest.Alive(pid) {
+				alive++
+			}
+		}
+		if alive == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %s still run after %v", alive, what, within)
+		}
+	}
 }

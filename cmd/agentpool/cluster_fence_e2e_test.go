@@ -144,6 +144,36 @@ func stalePushes(links []fenceLink) int {
 	return n
 }
 
+// fenceCluster is three hosts on one PostgreSQL sharing a bare repository
+// by URL, each with agents, all up and seeing each other.
+type fenceCluster struct {
+	a, b, c *clusterHost
+	all     []*clusterHost
+	bare    string // the shared repository's path
+	remote  string // its URL
+}
+
+// startFenceCluster starts host-a, host-b and host-c (host-c with its
+// extra serve arguments) and waits until each lists the three and has
+// agent ready.
+func startFenceCluster(t *testing.T, agent string, cArgs ...string) fenceCluster {
+	t.Helper()
+	url := startPostgres(t)
+	bin := agentpoolBinary(t)
+	key := clusterKeyFile(t)
+	f := fenceCluster{bare: sharedBare(t)}
+	f.remote = "file://" + f.bare
+	f.a = startFenceHost(t, bin, "host-a", t.TempDir(), url, key)
+	f.b = startFenceHost(t, bin, "host-b", t.TempDir(), url, key)
+	f.c = startFenceHost(t, bin, "host-c", t.TempDir(), url, key, cArgs...)
+	f.all = []*clusterHost{f.a, f.b, f.c}
+	for _, h := range f.all {
+		h.waitHosts(3)
+	}
+	waitAgents(t, f.all, agent)
+	return f
+}
+
 // TestEndToEndClusterFencedPushes freezes (SIGSTOP) a host while turns of
 // its sessions are in flight, past the leases' TTL: the other hosts take
 // the sessions over, fence them on the shared repository and run a turn
@@ -157,19 +187,8 @@ func TestEndToEndClusterFencedPushes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three daemons")
 	}
-	url := startPostgres(t)
-	bin := agentpoolBinary(t)
-	key := clusterKeyFile(t)
-	bare := sharedBare(t)
-	remote := "file://" + bare
-	a := startFenceHost(t, bin, "host-a", t.TempDir(), url, key)
-	b := startFenceHost(t, bin, "host-b", t.TempDir(), url, key)
-	c := startFenceHost(t, bin, "host-c", t.TempDir(), url, key)
-	all := []*clusterHost{a, b, c}
-	for _, h := range all {
-		h.waitHosts(3)
-	}
-	waitAgents(t, all, "stale")
+	f := startFenceCluster(t, "stale")
+	a, b, c, bare, remote := f.a, f.b, f.c, f.bare, f.remote
 	ctx := context.Background()
 	const n = 4
 	var ids []string
@@ -191,16 +210,7 @@ func TestEndToEndClusterFencedPushes(t *testing.T) {
 	for _, id := range ids {
 		pids = append(pids, agentPIDsOf(t, b.client, id)...)
 	}
-	if err := b.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			_ = b.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}
+	thaw := freezeHost(t, b)
 	defer thaw()
 	for _, id := range ids {
 		if turn := promptRetry(t, c.client, id, "new owner", clusterTTL+30*time.Second); turn.StopReason != "end_turn" {
@@ -210,20 +220,7 @@ func TestEndToEndClusterFencedPushes(t *testing.T) {
 	thaw()
 	// Thawed, host-b loses the sessions: their agents stop; what its
 	// turns did is never pushed.
-	for deadline := time.Now().Add(clusterTTL + 20*time.Second); ; time.Sleep(100 * time.Millisecond) {
-		alive := 0
-		for _, pid := range pids {
-			if agenttest.Alive(pid) {
-				alive++
-			}
-		}
-		if alive == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d agents of host-b still run after it lost their sessions", alive)
-		}
-	}
+	waitAgentsGone(t, pids, clusterTTL+20*time.Second, "host-b's agents after it lost their sessions")
 	time.Sleep(2 * time.Second) // what host-b would still push
 	stale, links := 0, 0
 	for _, id := range ids {
@@ -355,18 +352,8 @@ func TestEndToEndClusterMovesStay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three daemons")
 	}
-	url := startPostgres(t)
-	bin := agentpoolBinary(t)
-	key := clusterKeyFile(t)
-	remote := "file://" + sharedBare(t)
-	a := startFenceHost(t, bin, "host-a", t.TempDir(), url, key)
-	b := startFenceHost(t, bin, "host-b", t.TempDir(), url, key)
-	c := startFenceHost(t, bin, "host-c", t.TempDir(), url, key, "--drain")
-	all := []*clusterHost{a, b, c}
-	for _, h := range all {
-		h.waitHosts(3)
-	}
-	waitAgents(t, all, "work")
+	f := startFenceCluster(t, "work", "--drain")
+	a, b, c, remote := f.a, f.b, f.c, f.remote
 	ctx := context.Background()
 	create := func(on string) string {
 		var created httpapi.CreatedSession
@@ -478,19 +465,8 @@ func TestEndToEndClusterTakeOverWave(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs three daemons")
 	}
-	url := startPostgres(t)
-	bin := agentpoolBinary(t)
-	key := clusterKeyFile(t)
-	bare := sharedBare(t)
-	remote := "file://" + bare
-	a := startFenceHost(t, bin, "host-a", t.TempDir(), url, key)
-	b := startFenceHost(t, bin, "host-b", t.TempDir(), url, key)
-	c := startFenceHost(t, bin, "host-c", t.TempDir(), url, key, "--max-warm", "32")
-	all := []*clusterHost{a, b, c}
-	for _, h := range all {
-		h.waitHosts(3)
-	}
-	waitAgents(t, all, "work")
+	f := startFenceCluster(t, "work", "--max-warm", "32")
+	a, b, c, bare, remote := f.a, f.b, f.c, f.bare, f.remote
 	ctx := context.Background()
 	const n = 14
 	var ids []string
