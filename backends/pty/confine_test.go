@@ -51,8 +51,15 @@ func TestConfinedProgram(t *testing.T) {
 	if !strings.Contains(" "+strings.Join(strings.Fields(string(procs)), " ")+" ", " "+strconv.Itoa(info.PID)+" ") {
 		t.Errorf("the program (pid %d) is not in its cgroup: cgroup.procs = %q", info.PID, procs)
 	}
-	status, _ := os.ReadFile("/proc/" + strconv.Itoa(info.PID) + "/status")
-	if !strings.Contains(string(status), "NoNewPrivs:\t1") {
+	// The launcher sets no-new-privs a moment after the process is
+	// spawned (the start does not wait for the program's first output):
+	// give it that moment.
+	nnp := false
+	for end := time.Now().Add(5 * time.Second); !nnp && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		status, _ := os.ReadFile("/proc/" + strconv.Itoa(info.PID) + "/status")
+		nnp = strings.Contains(string(status), "NoNewPrivs:\t1")
+	}
+	if !nnp {
 		t.Errorf("the program runs without no-new-privs: the launcher did not run")
 	}
 	if res, err := h.prompt(t, "hello"); err != nil || res.StopReason != backends.StopEndTurn {
