@@ -24,7 +24,7 @@ func TestMetricsWriteQueues(t *testing.T) {
 	sessionWorld(fp)
 	qs := []pool.WriteQueue{
 		{Session: "s-flood", Events: 7000, Bytes: 2 << 20, Oldest: 250 * time.Millisecond, Slowed: true,
-			Held: 1500 * time.Millisecond, Holds: 40, Episodes: 1},
+			Held: 1500 * time.Millisecond, Holds: 40, Episodes: 1, Paced: 3200 * time.Millisecond},
 		{Session: "s-quick", Events: 1, Bytes: 300},
 	}
 	e := newTestEnv(t, fp, func(c *Config) { c.Pool = queuedPool{fp, qs} })
@@ -39,6 +39,7 @@ func TestMetricsWriteQueues(t *testing.T) {
 		`agentpool_write_queue_oldest_seconds{session="s-flood"} 0.25`,
 		`agentpool_write_queue_held_seconds_total{session="s-flood"} 1.5`,
 		`agentpool_write_queue_holds_total{session="s-flood"} 40`,
+		`agentpool_write_queue_paced_seconds_total{session="s-flood"} 3.2`,
 		`agentpool_write_queue_slowed{session="s-flood"} 1`,
 		`agentpool_write_queue_slowed{session="s-quick"} 0`,
 		`agentpool_agent_slowed_total{session="s-flood"} 1`,

@@ -1,6 +1,9 @@
 package pool
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // FullBriefing makes the full briefing of the next turn of a session for
 // agent, as an agent new to it would get it, without sending it.
@@ -34,3 +37,24 @@ func SetMaxQueued(p *Pool, n int) {
 // SlowEpisodeGap is how long a slowed session's events must find room at
 // once before its episode ends.
 const SlowEpisodeGap = slowEpisodeGap
+
+// OthersActive is how recently another session must have published for a
+// slowed one to be paced.
+const OthersActive = othersActive
+
+// PaceBurst is the unused time at the slowed rate a paced session is
+// credited with.
+const PaceBurst = paceBurst
+
+// Paced returns the pacing a session's slowed agent waited in all (see
+// pace).
+func Paced(p *Pool, session string) time.Duration {
+	p.mu.Lock()
+	s := p.sessions[session]
+	p.mu.Unlock()
+	if s == nil {
+		return 0
+	}
+	_, paced := s.slowing.count()
+	return paced
+}

@@ -34,6 +34,10 @@ type WriteQueue struct {
 	Held     time.Duration `json:"held"`
 	Holds    int64         `json:"holds"`
 	Episodes int64         `json:"episodes,omitempty"`
+	// Paced is the time its slowed agent waited, in all, so that its
+	// events were taken at Config.SlowedRate while other sessions were
+	// at work (see pace).
+	Paced time.Duration `json:"paced,omitempty"`
 }
 
 // SlowedData is the Data of an agent.slowed event.
@@ -60,6 +64,10 @@ type slowing struct {
 	slowed   bool      // an episode is under way
 	last     time.Time // when a wait last ended
 	episodes int64
+	// due is when its events so far would have come at the slowed rate,
+	// paced the pacing waited in all (see pace).
+	due   time.Time
+	paced time.Duration
 	// reniced holds, while the agent's processes run nicer, the
 	// niceness each had before the episode, by pid (see reniceAgent).
 	reniced map[int]int
@@ -92,11 +100,92 @@ func (w *slowing) free(now time.Time) bool {
 	return false
 }
 
-// count returns the episodes so far.
-func (w *slowing) count() int64 {
+// count returns the episodes so far and the pacing waited in all.
+func (w *slowing) count() (int64, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.episodes
+	return w.episodes, w.paced
+}
+
+// DefaultSlowedRate is Config.SlowedRate's default: 32 MiB/s, a rate no
+// agent reaches but one flooding the pool, and a small share of what the
+// daemon can read, store and stream on one core.
+const DefaultSlowedRate = 32 << 20
+
+// othersActive is how recently another session must have published for
+// a slowed one to be paced: the others are at work.
+const othersActive = 100 * time.Millisecond
+
+// paceMinEvent is what an event counts for at least in pacing, in bytes:
+// the daemon's work for an event is as much per event as per byte, and a
+// flood of 100,000 small updates is paced too (at 32 MiB/s, 32,768 events
+// a second).
+const paceMinEvent = 1 << 10
+
+// maxPace bounds one event's pacing (a line of many megabytes).
+const maxPace = time.Second
+
+// paceBurst is how much unused time at the slowed rate a paced session
+// is credited with: events of up to paceBurst's bytes after a pause do not
+// wait.
+const paceBurst = 100 * time.Millisecond
+
+// pace makes an agent whose session is slowed (its events wait for room
+// in the store's write queue, see waitRoom) wait, before its event of n
+// bytes (at least paceMinEvent) is queued, until its events so far would
+// have come at Config.SlowedRate, while another session published within
+// othersActive. The write queue's room holds a flood to what the writer
+// commits, but reading, parsing, storing and streaming a flood at that
+// pace takes the daemon's CPUs, and the others' turns wait for them:
+// paced, the flood's share is bounded and theirs is not. Like a wait for
+// room, a pacing wait holds the agent's output (it is not read
+// meanwhile), so the agent is the one that waits; nothing is dropped or
+// merged, and the episode goes on while it is paced. An agent sending
+// slower than the rate (in events of at most paceBurst's bytes) never
+// waits; ctx ends a wait early.
+func (p *Pool) pace(ctx context.Context, s *session, n int) {
+	rate := p.cfg.SlowedRate
+	if rate <= 0 {
+		return
+	}
+	now := time.Now()
+	w := &s.slowing
+	w.mu.Lock()
+	if !w.slowed {
+		w.mu.Unlock()
+		p.lastOther.Store(now.UnixNano())
+		return
+	}
+	if now.UnixNano()-p.lastOther.Load() > int64(othersActive) {
+		w.due = time.Time{}
+		w.mu.Unlock()
+		return
+	}
+	// due is when the session's events so far would have come at the
+	// rate: a virtual clock that an agent sending slower never runs ahead
+	// of, credited with at most paceBurst of the time it did not use.
+	if earliest := now.Add(-paceBurst); w.due.Before(earliest) {
+		w.due = earliest
+	}
+	n = max(n, paceMinEvent)
+	w.due = w.due.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
+	if w.due.Sub(now) > maxPace {
+		w.due = now.Add(maxPace)
+	}
+	d := w.due.Sub(now)
+	if d < time.Millisecond {
+		w.mu.Unlock()
+		return
+	}
+	w.last = now // still slowed: the episode goes on (see free)
+	w.paced += d
+	w.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // waitRoom waits for room in the store's write queue for an event of s,
@@ -152,7 +241,7 @@ func (p *Pool) WriteQueues() []WriteQueue {
 	p.mu.Lock()
 	for i := range qs {
 		if s := p.sessions[qs[i].Session]; s != nil {
-			qs[i].Episodes = s.slowing.count()
+			qs[i].Episodes, qs[i].Paced = s.slowing.count()
 		}
 	}
 	p.mu.Unlock()

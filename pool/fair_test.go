@@ -111,3 +111,80 @@ func TestSlowedAgentSaysSoOncePerEpisode(t *testing.T) {
 		t.Errorf("%d agent.slowed events after a new episode; want 2", n)
 	}
 }
+
+// A slowed agent is paced at Config.SlowedRate while another session is
+// at work: its turn takes what its bytes take at that rate, and it waits,
+// not the others. Alone, it is held by the write queue's room only; and
+// every event is stored, in order, either way.
+func TestSlowedAgentPacedWhileOthersWork(t *testing.T) {
+	const lines, size, rate = 80, 64 << 10, 4 << 20 // 5 MiB at 4 MiB/s: 1.25 s
+	flood := agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{BigLine: size, BigLines: lines}}}}}
+	e := newEnv(t, map[string]any{"flood": providerEntry(flood), "fake": providerEntry(echo)},
+		func(c *pool.Config) { c.SlowedRate = rate })
+	hs := &heldStore{}
+	e.wrapStore = func(s pool.Store) pool.Store { hs.Store = s; return hs }
+	e.shutdown()
+	e.open()
+	slow := e.session("flood")
+	quick := e.session("fake")
+	e.prompt(quick.ID, "", "warm up")
+	hs.held.Store(slow.ID)
+	time.Sleep(2 * pool.OthersActive) // the warm-up is past
+
+	// Alone: no pacing.
+	e.prompt(slow.ID, "", "go")
+	if d := pool.Paced(e.p, slow.ID); d != 0 {
+		t.Fatalf("the flood alone was paced %v; want no pacing when no other session is at work", d)
+	}
+
+	// With another session prompting back to back: paced.
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				done <- n
+				return
+			default:
+			}
+			e.prompt(quick.ID, "", "hello")
+			n++
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	e.prompt(slow.ID, "", "go")
+	took := time.Since(start)
+	close(stop)
+	turns := <-done
+	// At the rate, after the burst it is credited with at first.
+	want := time.Duration(float64(lines*size)/rate*float64(time.Second)) - pool.PaceBurst
+	paced := pool.Paced(e.p, slow.ID)
+	if took < want*7/10 || paced < want/3 {
+		t.Errorf("the flood's turn took %v, paced %v, beside %d turns of another session; want at least %v at the slowed rate", took, paced, turns, want)
+	}
+	if paced > want*11/10 {
+		t.Errorf("the flood was paced %v; want at most about %v (%d bytes at %d B/s)", paced, want, lines*size, rate)
+	}
+	if turns < 5 {
+		t.Errorf("the other session had %d turns during the flood; want it to go on", turns)
+	}
+	if d := pool.Paced(e.p, quick.ID); d != 0 {
+		t.Errorf("the other session was paced %v; want none", d)
+	}
+	evs := e.events(slow.ID)
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, ev.Seq)
+		}
+	}
+	if n := countType(evs, backends.EventMessageChunk); n != 2*lines {
+		t.Errorf("%d chunks stored; want %d", n, 2*lines)
+	}
+	// Paced, it is still slowed: one episode, said once.
+	if n := countType(evs, backends.EventAgentSlowed); n != 1 {
+		t.Errorf("%d agent.slowed events; want 1", n)
+	}
+}

@@ -57,6 +57,11 @@ type Config struct {
 	// MemoryBudget caps the RSS of all agent process trees, in bytes
 	// (default half the machine's memory; negative disables).
 	MemoryBudget int64
+	// SlowedRate is the bytes per second at which a slowed agent's events
+	// are taken while other sessions are at work (see pace in fair.go):
+	// 0 means DefaultSlowedRate, negative means no pacing (the write
+	// queue's room alone holds a flooding agent).
+	SlowedRate int64
 	// StartTimeout bounds an agent's start and handshake.
 	StartTimeout time.Duration
 	// StopTimeout bounds stopping one agent.
@@ -118,6 +123,9 @@ type Pool struct {
 	forgotten int64
 
 	spawns, crashes, evictions, turns, turnErrors, published, dropped, catchups, permWaits atomic.Int64
+	// lastOther is when a session that is not slowed last published (unix
+	// ns): a slowed one is paced while others are at work (see pace).
+	lastOther atomic.Int64
 
 	// spares are the spares by id (see spares.go); spareWake asks for a
 	// check of them now.
@@ -146,6 +154,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.SlowedRate == 0 {
+		cfg.SlowedRate = DefaultSlowedRate
 	}
 	if cfg.MemoryBudget == 0 {
 		cfg.MemoryBudget = backends.MemTotal() / 2

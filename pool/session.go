@@ -168,6 +168,7 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 	if err := p.waitRoom(p.ctx, s, ev.Agent); err != nil { // fair.go
 		p.logger.Debug("publish without waiting for room in the store's queue", "session", s.id, "err", err)
 	}
+	p.pace(p.ctx, s, len(ev.Data)) // fair.go
 	var delivered chan struct{}
 	if ev.Type == backends.EventSessionCreated || ev.Type == backends.EventSessionClosed {
 		delivered = make(chan struct{})

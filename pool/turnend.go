@@ -73,6 +73,9 @@ func (p *Pool) publishTurn(s *session, ev backends.Event, ending context.Context
 		ev.Time = p.cfg.Now()
 	}
 	past := p.waitRoom(ending, s, ev.Agent) != nil // fair.go
+	if !past {
+		p.pace(ending, s, len(ev.Data)) // fair.go
+	}
 	s.mu.Lock()
 	p.appendLocked(s, ev, nil, past)
 	s.mu.Unlock()

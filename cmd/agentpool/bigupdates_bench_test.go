@@ -387,7 +387,10 @@ func splitTurns(prompts []bystanderPrompt, byTurn map[int64]*turnStamps) []turnS
 }
 
 // partsP99 returns the p99 of each part over rows.
-func partsP99(rows []turnSplit) []time.Duration {
+func partsP99(rows []turnSplit) []time.Duration { return partsQ(rows, 0.99) }
+
+// partsQ returns the q quantile of each part over rows.
+func partsQ(rows []turnSplit, q float64) []time.Duration {
 	out := make([]time.Duration, len(turnPartNames))
 	for i := range out {
 		ds := make([]time.Duration, 0, len(rows))
@@ -395,7 +398,7 @@ func partsP99(rows []turnSplit) []time.Duration {
 			ds = append(ds, r.parts[i])
 		}
 		slices.Sort(ds)
-		out[i] = ds[int(0.99*float64(len(ds)-1))]
+		out[i] = ds[int(q*float64(len(ds)-1))]
 	}
 	return out
 }

@@ -17,14 +17,14 @@ func (c *cli) renderWriteQueues(qs []pool.WriteQueue) {
 	}
 	fmt.Fprintln(c.stdout)
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tQUEUED\tBYTES\tOLDEST\tHELD\tHOLDS\tSLOWED\tEPISODES")
+	fmt.Fprintln(tw, "SESSION\tQUEUED\tBYTES\tOLDEST\tHELD\tHOLDS\tPACED\tSLOWED\tEPISODES")
 	for _, q := range qs {
 		slowed := "-"
 		if q.Slowed {
 			slowed = "now"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%d\n", q.Session, q.Events, formatQueueBytes(q.Bytes),
-			roundWait(q.Oldest), roundWait(q.Held), q.Holds, slowed, q.Episodes)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", q.Session, q.Events, formatQueueBytes(q.Bytes),
+			roundWait(q.Oldest), roundWait(q.Held), q.Holds, roundWait(q.Paced), slowed, q.Episodes)
 	}
 	_ = tw.Flush()
 }

@@ -307,7 +307,7 @@ func BenchmarkFairness(b *testing.B) {
 
 // turnParts splits the bystanders' turns of a phase into their parts (see
 // reportTurnBreakdown: start, agent, end, answer) and returns each part's
-// p99 and the parts of the slowest turns, as text.
+// p50 and p99 and the parts of the slowest turns, as text.
 func turnParts(ctx context.Context, client *httpapi.Client, ph fairnessPhase) string {
 	var rows []turnSplit
 	for id, prompts := range ph.prompts {
@@ -328,9 +328,14 @@ func turnParts(ctx context.Context, client *httpapi.Client, ph fairnessPhase) st
 		return "no turn has its events"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: p99 of", ph.name)
-	for i, d := range partsP99(rows) {
-		fmt.Fprintf(&b, " %s %.1f ms", turnPartNames[i], msOf(d))
+	for j, q := range []float64{0.5, 0.99} {
+		if j > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%s: p%.0f of", ph.name, q*100)
+		for i, d := range partsQ(rows, q) {
+			fmt.Fprintf(&b, " %s %.1f ms", turnPartNames[i], msOf(d))
+		}
 	}
 	for _, r := range slowestTurns(rows, 3) {
 		fmt.Fprintf(&b, "\n  slow turn %s", r)

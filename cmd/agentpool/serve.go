@@ -93,6 +93,10 @@ type Main struct {
 	HostID, Advertise string
 	IdleTimeout       time.Duration
 	MemoryBudget      int64
+	// SlowedRate is the MiB per second at which a slowed agent's events are
+	// taken while other sessions are at work (pool.Config.SlowedRate); 0
+	// means the pool's default, negative turns the pacing off.
+	SlowedRate int
 	// Store, when set, is the PostgreSQL database the daemon keeps its
 	// state in (a postgres:// URL or a key=value DSN, without a password);
 	// "" keeps it in SQLite in Home.
@@ -291,7 +295,7 @@ func (m *Main) Open(ctx context.Context) error {
 		Store: wiring.Store{S: m.store}, Usage: wiring.Usage{S: m.store}, Reviews: wiring.Reviews{S: m.store}, Worktrees: worktrees, Resolver: m.reg, Leases: leases,
 		Launcher: wiring.Launcher{Logger: m.Logger, Confiner: confiner, Report: m.reg.SetLaunchReport, Identity: wt.Identity,
 			MCP: m.mcpShare, RelayCommand: wiring.RelayCommand(self)},
-		MaxWarm: m.MaxWarm, IdleTimeout: m.IdleTimeout,
+		MaxWarm: m.MaxWarm, IdleTimeout: m.IdleTimeout, SlowedRate: slowedRate(m.SlowedRate),
 		MemoryBudget: m.MemoryBudget, Logger: m.Logger, Spares: m.sparesConfig(wt),
 	})
 	if err != nil {
@@ -822,6 +826,15 @@ func hideSecrets() {
 }
 
 // runServe parses serve's flags and runs the daemon until ctx ends.
+// slowedRate turns Main.SlowedRate (MiB/s; 0 the default, negative off)
+// into pool.Config.SlowedRate.
+func slowedRate(mib int) int64 {
+	if mib < 0 {
+		return -1
+	}
+	return int64(mib) << 20
+}
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -847,6 +860,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	m.NoNamespaces = os.Getenv("AGENTPOOL_TEST_NO_NAMESPACES") == "1"
 	fs.StringVar(&m.CgroupParent, "cgroup-parent", os.Getenv("AGENTPOOL_CGROUP_PARENT"), "cgroup v2 directory for the agents' cgroups (default: found at start; \"none\": no cgroups)")
 	fs.DurationVar(&m.IdleTimeout, "idle-timeout", 0, "stop an agent unused this long (default 15m, providers may override)")
+	fs.Func("slowed-rate", fmt.Sprintf("`MiB` per second at which an agent flooding the store is read while other sessions are at work (default %d; 0: no pacing; see docs/durability.md)", pool.DefaultSlowedRate>>20), func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a whole number of MiB per second, 0 for no pacing: %q", v)
+		}
+		m.SlowedRate = n
+		if n == 0 {
+			m.SlowedRate = -1
+		}
+		return nil
+	})
 	fs.StringVar(&m.Store, "store", os.Getenv("AGENTPOOL_STORE"), "keep state in PostgreSQL: a postgres:// `URL` or key=value DSN, without a password ($AGENTPOOL_STORE; default: SQLite in the data directory; see docs/several-hosts.md)")
 	fs.StringVar(&m.ClusterKeyFile, "cluster-key-file", os.Getenv(clusterKeyEnv), "with --store: a `FILE` (0600) holding the key the hosts of the cluster present to each other, the same on every host ($"+clusterKeyEnv+")")
 	fs.DurationVar(&m.LeaseTTL, "lease-ttl", 0, "with --store: how long this host owns its sessions without renewing; another host takes them over after (default 10s)")
