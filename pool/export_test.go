@@ -55,6 +55,6 @@ func Paced(p *Pool, session string) time.Duration {
 	if s == nil {
 		return 0
 	}
-	_, paced := s.slowing.count()
+	_, paced, _ := s.slowing.count(time.Now())
 	return paced
 }

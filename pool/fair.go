@@ -26,10 +26,10 @@ type WriteQueue struct {
 	// writer.
 	Oldest time.Duration `json:"oldest"`
 	// Slowed says that its agent is being held now: its events wait for
-	// room in the queue, and its output is not read meanwhile. Held is the
-	// time its events waited for room in all, Holds how many times they
-	// did, Episodes how many times the session was said to be slowed
-	// (agent.slowed).
+	// room in the queue, or it is paced (within the last second), and its
+	// output is not read meanwhile. Held is the time its events waited for
+	// room in all, Holds how many times they did, Episodes how many times
+	// the session was said to be slowed (agent.slowed).
 	Slowed   bool          `json:"slowed"`
 	Held     time.Duration `json:"held"`
 	Holds    int64         `json:"holds"`
@@ -65,9 +65,10 @@ type slowing struct {
 	last     time.Time // when a wait last ended
 	episodes int64
 	// due is when its events so far would have come at the slowed rate,
-	// paced the pacing waited in all (see pace).
-	due   time.Time
-	paced time.Duration
+	// pacedAt when it last waited for it, paced the pacing waited in all
+	// (see pace).
+	due, pacedAt time.Time
+	paced        time.Duration
 	// reniced holds, while the agent's processes run nicer, the
 	// niceness each had before the episode, by pid (see reniceAgent).
 	reniced map[int]int
@@ -100,11 +101,12 @@ func (w *slowing) free(now time.Time) bool {
 	return false
 }
 
-// count returns the episodes so far and the pacing waited in all.
-func (w *slowing) count() (int64, time.Duration) {
+// count returns the episodes so far, the pacing waited in all, and
+// whether the session was paced within the last second.
+func (w *slowing) count(now time.Time) (int64, time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.episodes, w.paced
+	return w.episodes, w.paced, w.slowed && !w.pacedAt.IsZero() && now.Sub(w.pacedAt) < time.Second
 }
 
 // DefaultSlowedRate is Config.SlowedRate's default: 32 MiB/s, a rate no
@@ -177,7 +179,7 @@ func (p *Pool) pace(ctx context.Context, s *session, n int) {
 		w.mu.Unlock()
 		return
 	}
-	w.last = now // still slowed: the episode goes on (see free)
+	w.last, w.pacedAt = now, now // still slowed: the episode goes on (see free)
 	w.paced += d
 	w.mu.Unlock()
 	t := time.NewTimer(d)
@@ -238,10 +240,13 @@ func (p *Pool) waitRoom(ctx context.Context, s *session, agent string) error {
 // has there and how long it waited.
 func (p *Pool) WriteQueues() []WriteQueue {
 	qs := p.cfg.Store.WriteQueues()
+	now := time.Now()
 	p.mu.Lock()
 	for i := range qs {
 		if s := p.sessions[qs[i].Session]; s != nil {
-			qs[i].Episodes, qs[i].Paced = s.slowing.count()
+			var pacing bool
+			qs[i].Episodes, qs[i].Paced, pacing = s.slowing.count(now)
+			qs[i].Slowed = qs[i].Slowed || pacing
 		}
 	}
 	p.mu.Unlock()

@@ -155,8 +155,22 @@ func TestSlowedAgentPacedWhileOthersWork(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
+	var seenSlowed atomic.Bool
+	watching := make(chan struct{})
+	go func() { // GET /v1/pool's write_queues while it floods
+		defer close(watching)
+		for time.Since(start) < 5*time.Second && !seenSlowed.Load() {
+			for _, q := range e.p.WriteQueues() {
+				if q.Session == slow.ID && q.Slowed {
+					seenSlowed.Store(true)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	e.prompt(slow.ID, "", "go")
 	took := time.Since(start)
+	<-watching
 	close(stop)
 	turns := <-done
 	// At the rate, after the burst it is credited with at first.
@@ -170,6 +184,9 @@ func TestSlowedAgentPacedWhileOthersWork(t *testing.T) {
 	}
 	if turns < 5 {
 		t.Errorf("the other session had %d turns during the flood; want it to go on", turns)
+	}
+	if !seenSlowed.Load() {
+		t.Errorf("the pool's write queues never said the paced session was slowed")
 	}
 	if d := pool.Paced(e.p, quick.ID); d != 0 {
 		t.Errorf("the other session was paced %v; want none", d)
