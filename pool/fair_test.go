@@ -31,19 +31,26 @@ func (h *heldStore) WaitRoomFor(ctx context.Context, session string) (time.Durat
 	return h.Store.WaitRoomFor(ctx, session)
 }
 
+// heldEnv is an env whose store's write queue can hold one session's
+// events (heldStore), with a session of agent flood (running script) and
+// one of a quick agent.
+func heldEnv(t *testing.T, flood agenttest.Script, tweak func(*pool.Config)) (*env, *heldStore, pool.Session, pool.Session) {
+	t.Helper()
+	e := newEnv(t, map[string]any{"flood": providerEntry(flood), "fake": providerEntry(echo)}, tweak)
+	hs := &heldStore{}
+	e.wrapStore = func(s pool.Store) pool.Store { hs.Store = s; return hs }
+	e.shutdown()
+	e.open()
+	return e, hs, e.session("flood"), e.session("fake")
+}
+
 // An agent whose events wait for room in the store's write queue says so
 // once in its session (agent.slowed), however many of them wait, and
 // again only in a new episode; every event is still stored, in order; a
 // session whose events find room says nothing.
 func TestSlowedAgentSaysSoOncePerEpisode(t *testing.T) {
 	flood := agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunks: 200}}}}}
-	e := newEnv(t, map[string]any{"flood": providerEntry(flood), "fake": providerEntry(echo)}, nil)
-	hs := &heldStore{}
-	e.wrapStore = func(s pool.Store) pool.Store { hs.Store = s; return hs }
-	e.shutdown()
-	e.open()
-	slow := e.session("flood")
-	quick := e.session("fake")
+	e, hs, slow, quick := heldEnv(t, flood, nil)
 	hs.held.Store(slow.ID)
 	e.prompt(slow.ID, "", "go")
 	e.prompt(quick.ID, "", "hello")
@@ -119,14 +126,7 @@ func TestSlowedAgentSaysSoOncePerEpisode(t *testing.T) {
 func TestSlowedAgentPacedWhileOthersWork(t *testing.T) {
 	const lines, size, rate = 80, 64 << 10, 4 << 20 // 5 MiB at 4 MiB/s: 1.25 s
 	flood := agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{BigLine: size, BigLines: lines}}}}}
-	e := newEnv(t, map[string]any{"flood": providerEntry(flood), "fake": providerEntry(echo)},
-		func(c *pool.Config) { c.SlowedRate = rate })
-	hs := &heldStore{}
-	e.wrapStore = func(s pool.Store) pool.Store { hs.Store = s; return hs }
-	e.shutdown()
-	e.open()
-	slow := e.session("flood")
-	quick := e.session("fake")
+	e, hs, slow, quick := heldEnv(t, flood, func(c *pool.Config) { c.SlowedRate = rate })
 	e.prompt(quick.ID, "", "warm up")
 	hs.held.Store(slow.ID)
 	time.Sleep(2 * pool.OthersActive) // the warm-up is past
