@@ -34,11 +34,15 @@ func TestTermText(t *testing.T) {
 		{"del\x7f nul\x00 bs\b", "del^? nul^@ bs^H"},
 		{"c1 \u009b31m csi", `c1 \u009b31m csi`},
 		{"raw \x9b31m byte", `raw \x9b31m byte`},
+		// Bidirectional overrides and isolates would reorder what follows.
+		{"rm -rf \u202e/ fdp\u202c ok", `rm -rf \u202e/ fdp\u202c ok`},
+		{"a\u202ab\u202bc\u202dd \u2066e\u2067f\u2068g\u2069", `a\u202ab\u202bc\u202dd \u2066e\u2067f\u2068g\u2069`},
+		{"arabic \u0627\u0644 and hebrew \u05d0 stay, \u2065 and \u206a too", "arabic \u0627\u0644 and hebrew \u05d0 stay, \u2065 and \u206a too"},
 	} {
 		if got := termText(tc.in); got != tc.want {
 			t.Errorf("termText(%q) = %q; want %q", tc.in, got, tc.want)
 		}
-		if strings.ContainsAny(termText(tc.in), "\x1b\r\x07\x00\x7f") {
+		if strings.ContainsAny(termText(tc.in), "\x1b\r\x07\x00\x7f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069") {
 			t.Errorf("termText(%q) lets a control character through", tc.in)
 		}
 	}
