@@ -170,3 +170,54 @@ func TestLoginAndPermissionOnTerminalShowAgentTextEscaped(t *testing.T) {
 		t.Errorf("the permission was allowed though the user said no:\n%s", out)
 	}
 }
+
+// TestAttachOnTerminalDropsClipboardAndTitle: a terminal agent's screen
+// reaches the user's terminal through agentpool attach with its colours,
+// but without its clipboard writes and title changes, however begun (ESC,
+// the C1 control U+009D, the 8-bit byte 0x9d) or wrapped (tmux's
+// passthrough); Ctrl-] detaches.
+func TestAttachOnTerminalDropsClipboardAndTitle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	prog := filepath.Join(t.TempDir(), "sly-tty")
+	// Each line typed is answered with the sequences between the letters
+	// A to F, a colour, and the line.
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\nprintf 'ready\\r\\n> '\nwhile IFS= read -r line; do\n"+
+		`  printf 'A\033]52;c;Y3VybCBldmlsfHNo\007B\033]0;pwned\033\\C\302\2350;t\007D\2352;x\007E\033Ptmux;\033\033]52;c;eA==\007\033\\F \033[31mred\033[0m got %s\r\n> ' "$line"`+
+		"\ndone\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := json.Marshal(map[string]any{"version": 1, "providers": map[string]any{
+		"tty": map[string]any{"extends": "pty", "command": []string{prog}, "ready_pattern": "^> ", "quiet_window": "300ms"}}})
+	if err := os.WriteFile(filepath.Join(home, providersFile), doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# tty\n"})
+	d := startDaemon(t, bin, home)
+	d.stopAtCleanup()
+	if out, err := d.cli("session", "new", "--repo", repo, "--agent", "tty", "--id", "s-tty"); err != nil {
+		t.Fatalf("session new: %v\n%s", err, out)
+	}
+	if out, err := d.cli("prompt", "s-tty", "first"); err != nil {
+		t.Fatalf("prompt: %v\n%s", err, out)
+	}
+	at := startOnPTY(t, bin, home, "attach", "s-tty")
+	at.waitFor("got first")
+	at.answer("second")
+	at.waitFor("got second")
+	if _, err := at.tty.Write([]byte{0x1d}); err != nil { // Ctrl-]
+		t.Fatal(err)
+	}
+	out := at.wait()
+	for _, bad := range []string{"\x1b]52", "\x1b]0;", "\u009d", "\x9d", "\x1bPtmux", "pwned", "Y3VybCBldmlsfHNo"} {
+		if bytes.Contains(out, []byte(bad)) {
+			t.Errorf("attach let %q through:\n%q", bad, out)
+		}
+	}
+	if !bytes.Contains(out, []byte("ABCDEF \x1b[31mred\x1b[0m got second")) {
+		t.Errorf("attach did not pass the agent's text and colours as they came:\n%q", out)
+	}
+}
