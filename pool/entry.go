@@ -293,7 +293,12 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 		Session:    s.id,
 		Worktree:   s.wt,
 		MCPServers: mcp,
-		Emit:       func(ev backends.Event) { p.noteAdvertised(e, ev); p.publish(s, ev); p.noteUsage(e, ev) },
+		Emit: func(ev backends.Event) {
+			ev, drops := boundUsage(ev)
+			p.noteAdvertised(e, ev)
+			p.publish(s, ev)
+			p.noteUsage(e, ev, drops)
+		},
 		Permission: p.permissionFunc(s, agent, e.spec),
 	})
 	var info backends.Info

@@ -361,10 +361,11 @@ func (p *Pool) runTurn(s *session, e *entry, tr *turnRun, t Turn) {
 		ending, stop := turnEnding(tr)
 		emit := func(ev backends.Event) {
 			ev.Turn = t.ID
+			ev, drops := boundUsage(ev)
 			p.noteAdvertised(e, ev)
 			answer.note(ev)
 			p.publishTurn(s, ev, ending)
-			p.noteUsage(e, ev)
+			p.noteUsage(e, ev, drops)
 		}
 		p.mu.Lock()
 		start := e.starts

@@ -127,6 +127,42 @@ func parseUsageUpdate(data json.RawMessage) (u usageUpdate, drops []UsageDropped
 	return u, drops, true
 }
 
+// boundUsage returns ev with the numbers out of bounds left out when it
+// is a usage event (ACP usage_update), and what was left out: the event
+// published and stored carries only numbers within bounds, so that what
+// shows it (the CLI's "cost so far", the page) never shows a dropped
+// one. A bad context figure takes the other with it (they go together),
+// a bad cost amount its whole cost; every other field stays as the agent
+// sent it. Any other event is returned as it is.
+func boundUsage(ev backends.Event) (backends.Event, []UsageDropped) {
+	if ev.Type != backends.EventUsage {
+		return ev, nil
+	}
+	_, drops, ok := parseUsageUpdate(ev.Data)
+	if !ok || len(drops) == 0 {
+		return ev, drops
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(ev.Data, &fields); err != nil {
+		return ev, drops
+	}
+	for _, d := range drops {
+		switch d.Dropped {
+		case "used", "size":
+			delete(fields, "used")
+			delete(fields, "size")
+		case "cost.amount":
+			delete(fields, "cost")
+		}
+	}
+	data, err := json.Marshal(fields)
+	if err != nil {
+		return ev, drops
+	}
+	ev.Data = data
+	return ev, drops
+}
+
 // checkPromptUsage reads the prompt answer's usage, keeping only the
 // token counts within bounds. It returns the usage to keep: raw itself
 // when nothing was dropped, else the counts kept (ACP names), or nil when

@@ -176,16 +176,17 @@ func (p *Pool) providerBudget(agent string) backends.Budget {
 }
 
 // noteUsage records a usage event (ACP usage_update) of e's agent: its
-// context occupancy and cumulative cost. Numbers out of bounds are
-// dropped, with a usage.dropped event each (see parseUsageUpdate). When
-// the cost takes the running turn of e's agent past a budget, the turn is
+// context occupancy and cumulative cost. ev is the event as published,
+// its numbers out of bounds already left out by boundUsage, which said
+// what: drops, each published here as a usage.dropped event. When the
+// cost takes the running turn of e's agent past a budget, the turn is
 // cancelled the way Cancel does it, after a budget.exceeded that says
 // why. It runs after the event is published.
-func (p *Pool) noteUsage(e *entry, ev backends.Event) {
+func (p *Pool) noteUsage(e *entry, ev backends.Event, drops []UsageDropped) {
 	if ev.Type != backends.EventUsage {
 		return
 	}
-	u, drops, ok := parseUsageUpdate(ev.Data)
+	u, _, ok := parseUsageUpdate(ev.Data)
 	if !ok {
 		return
 	}

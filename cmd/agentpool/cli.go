@@ -275,6 +275,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) (bool, error) 
 		// Said once, plainly: the chain's own text repeats the request.
 		err = fmt.Errorf("the program answering at %s is not the daemon of %s: it %s, so the token was not sent. "+
 			"The daemon may have stopped and another program taken its port; start the daemon with: %s serve", c.api.BaseURL, c.env.Home, ue.Reason, c.self())
+	case errors.As(err, &ue) && c.api != nil && c.api.Token != "":
+		err = c.unknownToken(err)
 	case errors.As(err, &ae) && ae.Code == httpapi.CodeUnauthorized && c.api != nil:
 		err = c.unauthorized(err)
 	}
@@ -306,6 +308,33 @@ func (c *cli) unauthorized(err error) error {
 	}
 	return fmt.Errorf("the daemon at %s %s: %s: %w", c.api.BaseURL, sent, hint, err)
 }
+
+// unknownToken explains a 401 to the hello: the program at the daemon's
+// address does not know the token, which was not sent. It is another
+// daemon, or a program that took a stopped daemon's port.
+func (c *cli) unknownToken(err error) error {
+	token := filepath.Join(c.env.Home, tokenFileName)
+	if c.env.Token != "" {
+		token = "$" + envToken
+	}
+	hint := fmt.Sprintf("if it is another daemon, set %s to the content of the token file in its data directory", envToken)
+	if c.env.Addr != "" {
+		hint += fmt.Sprintf(" (%s alone is not enough), or unset %s to use the daemon of %s", envAddr, envAddr, c.env.Home)
+	}
+	return &explained{msg: fmt.Sprintf("the program answering at %s does not know the token of %s, so the token was not sent: "+
+		"it is another daemon, or a program that took the port of a daemon that stopped (start that with: %s serve); %s",
+		c.api.BaseURL, token, c.self(), hint), err: err}
+}
+
+// explained is an error said once, plainly, in place of its chain's
+// text (which repeats the request); it still unwraps to the chain.
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }
 
 // isTerminal says whether r or w is a terminal.
 func isTerminal(f any) bool {

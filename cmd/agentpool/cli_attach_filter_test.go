@@ -7,7 +7,7 @@ import (
 
 // TestOSCFilter: attach drops a terminal agent's clipboard writes and
 // title changes, ended by BEL or ST, also wrapped for tmux or screen to
-// pass on, and passes every other byte (colours,
+// pass on, begun by the 8-bit controls too, and passes every other byte (colours,
 // cursor moves, other OSCs such as hyperlinks) unchanged, however the
 // stream is cut into writes.
 func TestOSCFilter(t *testing.T) {
@@ -28,6 +28,16 @@ func TestOSCFilter(t *testing.T) {
 		{"a\x1bPtmux;\x1b\x1b]0;t\x1b\x1b\\\x1b\\b", "ab"},
 		{"a\x1bP\x1b]52;c;eA==\x07\x1b\\b", "ab"},
 		{"a\x1bP$q\"p\x1b\\b\x1bPtmuch\x1b\\", "a\x1bP$q\"p\x1b\\b\x1bPtmuch\x1b\\"},
+		// 8-bit controls standing alone (a terminal in an 8-bit mode obeys
+		// them), and U+0090 as a DCS.
+		{"a\x9d52;c;eA==\x07b\x9d0;t\x9cc\x9d2;t\x1b\\d", "abcd"},
+		{"a\x90tmux;\x1b\x1b]52;c;eA==\x07\x1b\\b", "ab"},
+		{"a\u0090tmux;\x1b\x1b]0;t\x07\u009cb\x90\x1b]52;c;eA==\x07\x9cc", "abc"},
+		{"a\x9d8;;u\x9cb\x90$qm\x9cc\u0090$q\u009c", "a\x9d8;;u\x9cb\x90$qm\x9cc\u0090$q\u009c"},
+		// The same bytes inside UTF-8 characters are no controls: ✝ Ý ✐ ✜
+		// pass, and a dropped title with ✜ in it is dropped whole.
+		{"✝Ý✐✜ \x1b]0;a✜b\x07ok", "✝Ý✐✜ ok"},
+		{"é\x9d0;t\x07\xe2\x9c\x9dx", "é\xe2\x9c\x9dx"},
 	} {
 		// What may begin a sequence at the end is held until more comes.
 		in, want := []byte(tc.in), tc.want

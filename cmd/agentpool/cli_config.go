@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -83,10 +84,16 @@ func (c *cli) sessionConfig(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "agent %s offers no config options\n", a)
 		return nil
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	return renderOptions(c.stdout, cfg.Options)
+}
+
+// renderOptions writes the table of an agent's config options; every
+// cell is the agent's words, shown escaped.
+func renderOptions(w io.Writer, opts []backends.ConfigOption) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OPTION\tCATEGORY\tCURRENT\tCHOICES")
-	for _, o := range cfg.Options {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.ID, dash(o.Category), o.Current, strings.Join(o.Values(), ", "))
+	for _, o := range opts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", termLine(o.ID), termLine(dash(o.Category)), termLine(o.Current), termLine(strings.Join(o.Values(), ", ")))
 	}
 	return tw.Flush()
 }
@@ -144,14 +151,20 @@ func (c *cli) sessionMode(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "agent %s offers no session modes\n", a)
 		return nil
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	return renderModes(c.stdout, modes, current)
+}
+
+// renderModes writes the table of an agent's session modes, current
+// marked *; every cell is the agent's words, shown escaped.
+func renderModes(w io.Writer, modes []backends.Mode, current string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tMODE\tNAME\tDESCRIPTION")
 	for _, m := range modes {
 		mark := ""
 		if m.ID == current {
 			mark = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", mark, m.ID, m.Name, oneLine(m.Description, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", mark, termLine(m.ID), termLine(m.Name), oneLine(m.Description, 60))
 	}
 	return tw.Flush()
 }
@@ -189,10 +202,16 @@ func (c *cli) sessionCommands(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "agent %s announced no slash commands\n", a)
 		return nil
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	return renderCommands(c.stdout, l.Commands)
+}
+
+// renderCommands writes the table of an agent's slash commands; every
+// cell is the agent's words, shown escaped.
+func renderCommands(w io.Writer, cmds []backends.Command) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMMAND\tINPUT\tDESCRIPTION")
-	for _, cmd := range l.Commands {
-		fmt.Fprintf(tw, "/%s\t%s\t%s\n", cmd.Name, dash(hintOf(cmd)), oneLine(cmd.Description, 70))
+	for _, cmd := range cmds {
+		fmt.Fprintf(tw, "/%s\t%s\t%s\n", termLine(cmd.Name), termLine(dash(hintOf(cmd))), oneLine(cmd.Description, 70))
 	}
 	return tw.Flush()
 }

@@ -12,7 +12,11 @@ import (
 // there could set the clipboard or the window's title, hide text, or
 // move the cursor to overwrite what the CLI printed). C0 controls and
 // DEL are shown in caret notation (ESC as ^[, CR as ^M, DEL as ^?), C1
-// controls as \u0080..\u009f and bytes that are not UTF-8 as \xNN.
+// controls as \u0080..\u009f and bytes that are not UTF-8 as \xNN. The
+// Unicode bidirectional embeddings, overrides and isolates (U+202A to
+// U+202E, U+2066 to U+2069) are shown as \u202e and the like too: left
+// raw, they would reorder what follows them on the line, so that a
+// command or a file name reads other than it is.
 // Newlines and tabs are kept: where the output must be one line, the
 // caller folds them. The CLI's own colours are added around the result.
 func termText(s string) string {
@@ -33,7 +37,7 @@ func termText(s string) string {
 			b.WriteByte(byte(r) + '@')
 		case r == 0x7f:
 			b.WriteString("^?")
-		case r >= 0x80 && r < 0xa0:
+		case (r >= 0x80 && r < 0xa0) || bidiControl(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+n])
@@ -55,12 +59,18 @@ func needsEscape(s string) bool {
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && n == 1) || (r >= 0x80 && r < 0xa0) {
+		if (r == utf8.RuneError && n == 1) || (r >= 0x80 && r < 0xa0) || bidiControl(r) {
 			return true
 		}
 		i += n
 	}
 	return false
+}
+
+// bidiControl reports whether r is a Unicode bidirectional embedding,
+// override or isolate (LRE, RLE, PDF, LRO, RLO; LRI, RLI, FSI, PDI).
+func bidiControl(r rune) bool {
+	return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // termLine is termText on one line: newlines and tabs escaped too (^J,

@@ -34,11 +34,15 @@ func TestTermText(t *testing.T) {
 		{"del\x7f nul\x00 bs\b", "del^? nul^@ bs^H"},
 		{"c1 \u009b31m csi", `c1 \u009b31m csi`},
 		{"raw \x9b31m byte", `raw \x9b31m byte`},
+		// Bidirectional overrides and isolates would reorder what follows.
+		{"rm -rf \u202e/ fdp\u202c ok", `rm -rf \u202e/ fdp\u202c ok`},
+		{"a\u202ab\u202bc\u202dd \u2066e\u2067f\u2068g\u2069", `a\u202ab\u202bc\u202dd \u2066e\u2067f\u2068g\u2069`},
+		{"arabic \u0627\u0644 and hebrew \u05d0 stay, \u2065 and \u206a too", "arabic \u0627\u0644 and hebrew \u05d0 stay, \u2065 and \u206a too"},
 	} {
 		if got := termText(tc.in); got != tc.want {
 			t.Errorf("termText(%q) = %q; want %q", tc.in, got, tc.want)
 		}
-		if strings.ContainsAny(termText(tc.in), "\x1b\r\x07\x00\x7f") {
+		if strings.ContainsAny(termText(tc.in), "\x1b\r\x07\x00\x7f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069") {
 			t.Errorf("termText(%q) lets a control character through", tc.in)
 		}
 	}
@@ -169,5 +173,38 @@ func TestProgressEscapesArgs(t *testing.T) {
 	c.progress("failed: %s (%v) %d\n", "bad"+seqTitle, errors.New("worse"+seqHidden), 3)
 	if got, want := out.String(), "failed: bad^[]0;pwned^[\\ (worse^[[8m) 3\n"; got != want {
 		t.Errorf("progress = %q; want %q", got, want)
+	}
+}
+
+// TestAgentConfigTablesEscaped: `session config`, `session mode` and
+// `session commands` list what the agent announced (option ids, values,
+// mode names, command names and hints): every cell is shown escaped, on
+// one line, so that none drives the terminal or breaks the table.
+func TestAgentConfigTablesEscaped(t *testing.T) {
+	evil := "x" + seqClipboard + seqTitle + seqHidden + seqOverwrite + "\u202e\ty\nz"
+	var out bytes.Buffer
+	opts := []backends.ConfigOption{{ID: "model" + evil, Category: "cat" + evil, Type: backends.OptionSelect, Current: "cur" + evil,
+		Choices: []backends.Choice{{Value: "v1" + evil}, {Value: "v2"}}}}
+	if err := renderOptions(&out, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := renderModes(&out, []backends.Mode{{ID: "mode" + evil, Name: "name" + evil, Description: "desc" + evil}}, "mode"+evil); err != nil {
+		t.Fatal(err)
+	}
+	if err := renderCommands(&out, []backends.Command{{Name: "cmd" + evil, Hint: "hint" + evil, Description: "desc" + evil}}); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if strings.ContainsAny(got, "\x1b\r\x07\u202e") {
+		t.Errorf("a control character of the agent's reached the terminal:\n%q", got)
+	}
+	if lines := strings.Count(got, "\n"); lines != 6 {
+		t.Errorf("got %d lines, want 6 (a header and a row per table):\n%s", lines, got)
+	}
+	for _, want := range []string{"modelx^[]52;c;", "catx^[]52;c;", "curx^[]52;c;", "v1x^[]52;c;", "^[[8m^M^[[2K^[[1A", "* modex", "namex^[]52",
+		"/cmdx^[]52;c;", "<hintx^[]52;c;", `\u202e^Iy^Jz`} {
+		if !strings.Contains(strings.ReplaceAll(got, "  ", " "), want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
 	}
 }

@@ -134,14 +134,18 @@ func moneyList(list []pool.Money) string {
 
 // moneyText prints an amount in its currency: in plain digits, or with
 // an exponent when it is too large to read that way (an agent's report of
-// 1.7e308 would print 309 digits).
+// 1.7e308 would print 309 digits). The currency is the agent's word:
+// shown escaped, on one line, and cut short when long.
 func moneyText(amount float64, currency string) string {
 	format := byte('f')
 	if math.Abs(amount) >= 1e15 {
 		format = 'g'
 	}
-	return strconv.FormatFloat(amount, format, -1, 64) + " " + currency
+	return strconv.FormatFloat(amount, format, -1, 64) + " " + oneLine(currency, maxCurrencyShown)
 }
+
+// maxCurrencyShown bounds the characters of a currency shown.
+const maxCurrencyShown = 16
 
 // budgetText prints a budget's limits.
 func budgetText(b *backends.Budget) string {
