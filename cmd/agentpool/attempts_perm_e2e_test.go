@@ -50,7 +50,7 @@ func TestMCPServerAttemptsPermissions(t *testing.T) {
 			p := perms[0].(map[string]any)
 			asked[session], _ = p["id"].(string)
 			if p["title"] != "Write notes.txt" || !strings.Contains(text, "request "+asked[session]) ||
-				!strings.Contains(text, "choices: allow_once") || !regexp.MustCompile(`rejected without an answer at [0-9:]+ UTC, in \d`).MatchString(text) {
+				!strings.Contains(text, "choices: allow_once") || !regexp.MustCompile(`unanswered, it is rejected at [0-9:]+ UTC, in \d`).MatchString(text) {
 				t.Errorf("get_attempts = %q, %v; want the request of %s, its choices and its deadline", text, sc, session)
 			}
 		}
@@ -127,7 +127,7 @@ func TestAttemptWaitShowsPermissions(t *testing.T) {
 		if err != nil || !answered {
 			t.Fatalf("attempt --wait: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), stderr.String())
 		}
-		for _, want := range []string{"waits for a permission answer", "? permission asked: Write notes.txt", "rejected without an answer in "} {
+		for _, want := range []string{"waits for a permission answer", "? permission asked: Write notes.txt", "unanswered, it is rejected in "} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("attempt --wait printed:\n%s\nwant %q", out.String(), want)
 			}
