@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/permission"
 	"github.com/agentpool/agentpool/pool"
 )
 
 func (c *cli) events(ctx context.Context, args []string) error {
-	fs := c.flagSet("events", "events SESSION [--follow] [--after SEQ] [--json]\n\nPrints a session's events, one per line: the stored ones, and with --follow\nthe live ones too (resuming without loss if the stream drops).")
+	fs := c.flagSet("events", "events SESSION [--follow] [--after SEQ] [--json]\n\nPrints a session's events, one per line: the stored ones, and with --follow\nthe live ones too (resuming without loss if the stream drops). Under a\npermission request that waits for an answer, it prints the command that\nanswers it.")
 	followFlag := fs.Bool("follow", false, "keep printing live events until interrupted or the session closes")
 	fs.BoolVar(followFlag, "f", false, "short for --follow")
 	after := fs.Int64("after", 0, "print only the events after this seq")
@@ -27,6 +28,7 @@ func (c *cli) events(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	waiting := c.waitingRequests(ctx, api, pos[0], *followFlag)
 	show := func(ev backends.Event) error {
 		if *asJSON {
 			b, err := json.Marshal(ev)
@@ -36,8 +38,16 @@ func (c *cli) events(ctx context.Context, args []string) error {
 			_, err = fmt.Fprintf(c.stdout, "%s\n", b)
 			return err
 		}
-		_, err := fmt.Fprintln(c.stdout, eventLine(ev))
-		return err
+		if _, err := fmt.Fprintln(c.stdout, eventLine(ev)); err != nil {
+			return err
+		}
+		if ev.Type == backends.EventPermissionRequest {
+			if d := decodeData(ev); waiting(ctx, ev, d.Request) {
+				_, err := fmt.Fprintf(c.stdout, "      waiting for an answer: %s permissions answer %s %s %s\n", c.self(), pos[0], d.Request, strings.Join(offeredKinds(d), "|"))
+				return err
+			}
+		}
+		return nil
 	}
 	if !*followFlag {
 		evs, err := api.EventLog(ctx, pos[0], *after)
@@ -56,6 +66,44 @@ func (c *cli) events(ctx context.Context, args []string) error {
 		return nil // interrupted: the normal end of --follow
 	}
 	return err
+}
+
+// waitingRequests returns a function that says whether a permission
+// request of session, named by a permission.requested event events
+// prints, still waits for an answer, so that events says how to answer it
+// as prompt does. The requests waiting when events starts are read once;
+// with follow, a request asked since (by its event's time) is looked up
+// when its event comes. A failed read says none waits: events still
+// prints the events.
+func (c *cli) waitingRequests(ctx context.Context, api *httpapi.Client, session string, follow bool) func(context.Context, backends.Event, string) bool {
+	start := time.Now()
+	pending := func(ctx context.Context) map[string]bool {
+		ps, err := api.Permissions(ctx, session)
+		if err != nil {
+			return nil
+		}
+		ids := make(map[string]bool, len(ps))
+		for _, p := range ps {
+			ids[p.ID] = true
+		}
+		return ids
+	}
+	atStart := pending(ctx)
+	return func(ctx context.Context, ev backends.Event, id string) bool {
+		if id == "" {
+			return false
+		}
+		if atStart[id] {
+			return true
+		}
+		// A request asked before events started and not waiting then
+		// has been answered; one asked since may wait (a second of
+		// leeway for the daemon's clock).
+		if !follow || ev.Time.Before(start.Add(-time.Second)) {
+			return false
+		}
+		return pending(ctx)[id]
+	}
 }
 
 func (c *cli) diff(ctx context.Context, args []string) error {
