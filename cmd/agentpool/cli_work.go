@@ -260,6 +260,8 @@ func (c *cli) cancel(ctx context.Context, args []string) error {
 
 const permissionsUsage = `  list [SESSION]                    list the pending permission requests (of every session without SESSION)
   answer SESSION REQUEST CHOICE     answer one: allow_once, allow_always, reject_once, reject_always (or allow, deny)
+  remembered SESSION                list the "always" answers the session keeps
+  forget SESSION                    take them back: the agents' next requests are asked again
 `
 
 func (c *cli) permissions(ctx context.Context, args []string) error {
@@ -324,8 +326,66 @@ func (c *cli) permissions(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(c.stdout, "request %s answered: %s\n", pos[1], pos[2])
 		return nil
+	case "remembered":
+		fs := c.flagSet("permissions remembered", "permissions remembered SESSION [--json]\n\nLists the answers the session remembers: each \"Always allow in this\nsession\" or \"Always reject\" given to one of its agents for a kind of action,\nwhich answers that agent's later requests of that kind without asking. They\nare kept with the session (across restarts, moves and take-overs) until it\ncloses or permissions forget takes them back.")
+		asJSON := fs.Bool("json", false, "print the answers as JSON")
+		pos, err := c.parse(fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		api, err := c.client()
+		if err != nil {
+			return err
+		}
+		list, err := api.Remembered(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if list == nil {
+				list = []permission.Remembered{}
+			}
+			return c.printJSON(list)
+		}
+		if len(list) == 0 {
+			fmt.Fprintf(c.stdout, "session %s remembers no answer: its agents' requests are asked\n", pos[0])
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AGENT\tACTION\tANSWER")
+		for _, r := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", termLine(r.Agent), termLine(string(r.Action)), kindLabel(r.Kind))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "take them back: %s permissions forget %s\n", c.self(), pos[0])
+		return nil
+	case "forget":
+		fs := c.flagSet("permissions forget", "permissions forget SESSION\n\nTakes back every answer the session remembers (see permissions remembered):\nits agents' next requests are asked again.")
+		pos, err := c.parse(fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		api, err := c.client()
+		if err != nil {
+			return err
+		}
+		n, err := api.ForgetRemembered(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		switch n {
+		case 0:
+			fmt.Fprintf(c.stdout, "session %s remembered no answer\n", pos[0])
+		case 1:
+			fmt.Fprintf(c.stdout, "session %s forgot 1 remembered answer: its agents' next requests are asked again\n", pos[0])
+		default:
+			fmt.Fprintf(c.stdout, "session %s forgot %d remembered answers: its agents' next requests are asked again\n", pos[0], n)
+		}
+		return nil
 	}
-	return fmt.Errorf("permissions: unknown command %q (want list or answer)", sub)
+	return fmt.Errorf("permissions: unknown command %q (want list, answer, remembered or forget)", sub)
 }
 
 func (c *cli) ps(ctx context.Context, args []string) error {
