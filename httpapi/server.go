@@ -211,6 +211,8 @@ func (s *Server) routes() {
 	s.route("GET /v1/permissions", s.allPermissions, false)
 	s.route("GET /v1/sessions/{id}/permissions", s.permissions, false)
 	s.route("POST /v1/sessions/{id}/permissions/{request}", s.answer, false)
+	s.route("GET /v1/sessions/{id}/permissions/remembered", s.remembered, false) // remembered.go
+	s.route("DELETE /v1/sessions/{id}/permissions/remembered", s.forgetRemembered, false)
 	s.route("GET /v1/sessions/{id}/diff", s.diff, false)
 	s.route("POST /v1/sessions/{id}/restore", s.restore, false)
 	s.route("POST /v1/sessions/{id}/fork", s.fork, false) // fork.go

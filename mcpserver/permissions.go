@@ -109,7 +109,7 @@ func (v pendingView) text() string {
 	}
 	fmt.Fprintf(&b, "  choices: %s", strings.Join(v.Choices, ", "))
 	if !v.Deadline.IsZero() {
-		fmt.Fprintf(&b, " (rejected without an answer at %s", v.Deadline.UTC().Format(time.TimeOnly+" UTC"))
+		fmt.Fprintf(&b, " (unanswered, it is rejected at %s", v.Deadline.UTC().Format(time.TimeOnly+" UTC"))
 		if left := time.Until(v.Deadline); left > 0 {
 			fmt.Fprintf(&b, ", in %s", left.Round(time.Second))
 		}

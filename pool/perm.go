@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/permission"
@@ -86,4 +87,41 @@ func (p *Pool) Answer(session, request, choice string) error {
 // Pending lists the session's pending permission requests.
 func (p *Pool) Pending(session string) []permission.Pending {
 	return p.broker.Pending(session)
+}
+
+// Remembered returns the answers session id remembers: each agent's
+// "always" answer by kind of action (see permission.Remembered), as stored
+// with the session. A closed session remembers none.
+func (p *Pool) Remembered(ctx context.Context, id string) ([]permission.Remembered, error) {
+	if _, err := p.loadSession(ctx, id); err != nil {
+		return nil, err
+	}
+	rs, err := p.cfg.Store.RememberedPermissions(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("session %q remembered permissions: %w", id, err)
+	}
+	return rs, nil
+}
+
+// ForgetRemembered takes back every answer session id remembers, from the
+// store and from the broker: the next request of each kind is asked again.
+// It returns how many answers there were.
+func (p *Pool) ForgetRemembered(ctx context.Context, id string) (int, error) {
+	s, err := p.loadSession(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	if _, _, closed, _, _ := s.state(); closed {
+		return 0, nil
+	}
+	rs, err := p.cfg.Store.RememberedPermissions(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("session %q remembered permissions: %w", id, err)
+	}
+	if err := p.cfg.Store.ForgetPermissions(ctx, id); err != nil {
+		return 0, fmt.Errorf("session %q: forget remembered permissions: %w", id, err)
+	}
+	p.broker.Forget(id)
+	p.logger.Info("remembered permission answers taken back", "session", id, "answers", len(rs))
+	return len(rs), nil
 }

@@ -50,7 +50,7 @@ func TestMCPServerAttemptsPermissions(t *testing.T) {
 			p := perms[0].(map[string]any)
 			asked[session], _ = p["id"].(string)
 			if p["title"] != "Write notes.txt" || !strings.Contains(text, "request "+asked[session]) ||
-				!strings.Contains(text, "choices: allow_once") || !regexp.MustCompile(`rejected without an answer at [0-9:]+ UTC, in \d`).MatchString(text) {
+				!strings.Contains(text, "choices: allow_once") || !regexp.MustCompile(`unanswered, it is rejected at [0-9:]+ UTC, in \d`).MatchString(text) {
 				t.Errorf("get_attempts = %q, %v; want the request of %s, its choices and its deadline", text, sc, session)
 			}
 		}
@@ -127,7 +127,7 @@ func TestAttemptWaitShowsPermissions(t *testing.T) {
 		if err != nil || !answered {
 			t.Fatalf("attempt --wait: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), stderr.String())
 		}
-		for _, want := range []string{"waits for a permission answer", "? permission asked: Write notes.txt", "rejected without an answer in "} {
+		for _, want := range []string{"waits for a permission answer", "? permission asked: Write notes.txt", "unanswered, it is rejected in "} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("attempt --wait printed:\n%s\nwant %q", out.String(), want)
 			}
@@ -189,6 +189,51 @@ func TestAttemptWaitShowsPermissions(t *testing.T) {
 		}
 		if got, err := os.ReadFile(filepath.Join(sess.Worktree.Path, "notes.txt")); string(got) != "asked task\n" {
 			t.Errorf("the attempt's notes.txt = %q, %v; want it written once allowed", got, err)
+		}
+	})
+
+	// Ctrl-C at the question ends the wait at once, with a failure
+	// status and no error of a cut request: the attempt runs on, its
+	// request still waiting, and the command says how to come back.
+	t.Run("ctrl-c", func(t *testing.T) {
+		cmd := exec.Command(bin, "attempt", "left task", "--agent", "scripted", "--repo", repo, "--wait")
+		cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home)
+		tty, err := pty.Start(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tty.Close()
+		out := &ptyOutput{}
+		go func() { _, _ = copyAll(out, tty) }()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		out.waitFor(t, "Reject [N]:", 30*time.Second)
+		if _, err := tty.Write([]byte{3}); err != nil { // Ctrl-C
+			t.Fatal(err)
+		}
+		sent := time.Now()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("attempt --wait interrupted at the question exited 0; want a failure status\n%s", out)
+			}
+			if took := time.Since(sent); took > 2*time.Second {
+				t.Errorf("attempt --wait ended %s after Ctrl-C; want at once", took)
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("attempt --wait still runs 10 s after Ctrl-C at the question:\n%s", out)
+		}
+		m := regexp.MustCompile(`interrupted: the attempts of (att-\S+) run on without you; come back to them with: \S+ attempt show (att-\S+) --wait`).FindStringSubmatch(out.String())
+		if m == nil || m[1] != m[2] || strings.Contains(out.String(), "interrupt signal received") || strings.Contains(out.String(), "GET /v1/") {
+			t.Fatalf("attempt --wait after Ctrl-C printed:\n%s\nwant that the attempts run on and how to come back, no cut request", out)
+		}
+		set, err := d.client.GetAttempts(t.Context(), m[1], 0)
+		if err != nil || set.State != attempts.SetRunning || len(set.Attempts) != 1 || len(set.Attempts[0].PendingPermissions) != 1 {
+			t.Fatalf("attempts %s after Ctrl-C = %+v, %v; want it running, its request waiting", m[1], set, err)
+		}
+		if err := d.client.Answer(t.Context(), set.Attempts[0].Session, set.Attempts[0].PendingPermissions[0].ID, "reject_once"); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -14,7 +14,7 @@ import (
 // tee log` ended by Ctrl-C: the terminal interrupts the whole process
 // group, tee goes first, and the daemon's shutdown then writes to a pipe
 // nobody reads. The daemon must still shut down cleanly: its daemon.json
-// removed, its agents stopped, its cgroups gone.
+// and its per-user pointer removed, its agents stopped, its cgroups gone.
 func TestDaemonShutsDownCleanlyWithoutItsOutput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
@@ -30,7 +30,8 @@ func TestDaemonShutsDownCleanlyWithoutItsOutput(t *testing.T) {
 	}
 	d := &daemon{t: t, bin: bin, home: home}
 	d.cmd = exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--log-level", "debug")
-	d.cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home, "XDG_STATE_HOME="+t.TempDir())
+	state := t.TempDir()
+	d.cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home, "XDG_STATE_HOME="+state)
 	d.cmd.Stdout, d.cmd.Stderr = w, w
 	// Its own process group, as a job started from a shell is, so that
 	// the interrupt reaches it (and its agents' launcher) and not the test.
@@ -50,6 +51,10 @@ func TestDaemonShutsDownCleanlyWithoutItsOutput(t *testing.T) {
 		<-exited
 	})
 	d.connect(out)
+	pointer := pointerPath(filepath.Join(state, userStateDir, daemonsDirName), home)
+	if _, err := os.Stat(pointer); err != nil {
+		t.Fatalf("the running daemon's per-user pointer: %v", err)
+	}
 
 	// An agent runs in a cgroup of the daemon's, waiting for an answer.
 	session := d.newSessionWith(repo, "asker")
@@ -83,6 +88,9 @@ func TestDaemonShutsDownCleanlyWithoutItsOutput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(home, daemonFileName)); !os.IsNotExist(err) {
 		t.Errorf("daemon.json after the shutdown: stat error = %v; want it removed", err)
+	}
+	if _, err := os.Stat(pointer); !os.IsNotExist(err) {
+		t.Errorf("the daemon's per-user pointer after the shutdown: stat error = %v; want it removed", err)
 	}
 	if _, err := os.Stat(cgroup); !os.IsNotExist(err) {
 		var left []string

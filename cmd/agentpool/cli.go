@@ -49,7 +49,7 @@ const clientUsage = `  providers    list, enable, disable, remove and refresh th
   cancel       cancel a session's running turn
   usage        show tokens, cost and context used, per provider and session, and budgets
   attach       show a terminal agent's screen and type into it (Ctrl-] detaches)
-  permissions  list and answer pending permission requests
+  permissions  list and answer pending permission requests; list the remembered "always" answers and forget them
   ps           show the pool: warm agents, pids, state, memory
   hosts        list the daemons sharing this daemon's store, with their heartbeats and load
   evict        stop a session's warm agent now (it starts again on the next prompt)

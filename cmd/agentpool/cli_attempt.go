@@ -28,7 +28,9 @@ confined like a trusted setup command. --wait waits for every attempt to end
 and prints a comparison: stop reason, time, files and lines changed, check.
 While it waits, it shows each permission request an attempt's agent makes
 and asks it when stdin is a terminal, as prompt does (otherwise it prints
-the permissions answer command to run).
+the permissions answer command to run). Interrupting the wait (Ctrl-C)
+leaves the attempts running in the daemon: attempt show ID --wait comes
+back to them.
 
 pick merges the chosen attempt's branch into the base branch (like session
 merge) and closes the other attempts' sessions, keeping their branches, or
@@ -112,6 +114,9 @@ func (c *cli) waitAttempts(ctx context.Context, id string, asJSON bool) (attempt
 	c.progress("waiting for the attempts of %s (their permission requests are shown here)…\n", id)
 	for {
 		set, err := api.GetAttempts(ctx, id, 30*time.Second)
+		if ctx.Err() != nil {
+			return set, c.attemptsInterrupted(id)
+		}
 		if err != nil {
 			return set, err
 		}
@@ -125,10 +130,20 @@ func (c *cli) waitAttempts(ctx context.Context, id string, asJSON bool) (attempt
 		// Every request waiting was shown: it is answered elsewhere.
 		select {
 		case <-ctx.Done():
-			return set, ctx.Err()
+			return set, c.attemptsInterrupted(id)
 		case <-time.After(attemptPollEvery):
 		}
 	}
+}
+
+// attemptsInterrupted is the error of a wait for the attempts of set id
+// that the user interrupted (Ctrl-C, at a permission question too): the
+// attempts run on in the daemon, and it says how to come back to them,
+// answer what they wait for, or stop one.
+func (c *cli) attemptsInterrupted(id string) error {
+	return fmt.Errorf("interrupted: the attempts of %s run on without you; come back to them with: %s attempt show %s --wait; "+
+		"see what they wait for with: %s permissions list; stop one with: %s cancel SESSION",
+		id, c.self(), id, c.self(), c.self())
 }
 
 // attemptList runs `attempt list`.

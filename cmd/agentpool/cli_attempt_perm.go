@@ -35,7 +35,7 @@ func (c *cli) askAttempts(ctx context.Context, api *httpapi.Client, set attempts
 			ev := pendingEvent(a.Session, pd)
 			r.event(ev)
 			if left := time.Until(pd.Deadline); left > 0 {
-				r.line(r.out, "", "  rejected without an answer in %s", left.Round(time.Second))
+				r.line(r.out, "", "  unanswered, it is rejected in %s", left.Round(time.Second))
 			}
 			c.askPermission(ctx, api, a.Session, decodeData(ev), r, r.out)
 		}

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/httpapi"
 	"github.com/agentpool/agentpool/permission"
 	"github.com/agentpool/agentpool/pool"
 )
 
 func (c *cli) events(ctx context.Context, args []string) error {
-	fs := c.flagSet("events", "events SESSION [--follow] [--after SEQ] [--json]\n\nPrints a session's events, one per line: the stored ones, and with --follow\nthe live ones too (resuming without loss if the stream drops).")
+	fs := c.flagSet("events", "events SESSION [--follow] [--after SEQ] [--json]\n\nPrints a session's events, one per line: the stored ones, and with --follow\nthe live ones too (resuming without loss if the stream drops). Under a\npermission request that waits for an answer, it prints the command that\nanswers it.")
 	followFlag := fs.Bool("follow", false, "keep printing live events until interrupted or the session closes")
 	fs.BoolVar(followFlag, "f", false, "short for --follow")
 	after := fs.Int64("after", 0, "print only the events after this seq")
@@ -27,6 +28,7 @@ func (c *cli) events(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	waiting := c.waitingRequests(ctx, api, pos[0], *followFlag)
 	show := func(ev backends.Event) error {
 		if *asJSON {
 			b, err := json.Marshal(ev)
@@ -36,8 +38,16 @@ func (c *cli) events(ctx context.Context, args []string) error {
 			_, err = fmt.Fprintf(c.stdout, "%s\n", b)
 			return err
 		}
-		_, err := fmt.Fprintln(c.stdout, eventLine(ev))
-		return err
+		if _, err := fmt.Fprintln(c.stdout, eventLine(ev)); err != nil {
+			return err
+		}
+		if ev.Type == backends.EventPermissionRequest {
+			if d := decodeData(ev); waiting(ctx, ev, d.Request) {
+				_, err := fmt.Fprintf(c.stdout, "      waiting for an answer: %s permissions answer %s %s %s\n", c.self(), pos[0], d.Request, strings.Join(offeredKinds(d), "|"))
+				return err
+			}
+		}
+		return nil
 	}
 	if !*followFlag {
 		evs, err := api.EventLog(ctx, pos[0], *after)
@@ -56,6 +66,44 @@ func (c *cli) events(ctx context.Context, args []string) error {
 		return nil // interrupted: the normal end of --follow
 	}
 	return err
+}
+
+// waitingRequests returns a function that says whether a permission
+// request of session, named by a permission.requested event events
+// prints, still waits for an answer, so that events says how to answer it
+// as prompt does. The requests waiting when events starts are read once;
+// with follow, a request asked since (by its event's time) is looked up
+// when its event comes. A failed read says none waits: events still
+// prints the events.
+func (c *cli) waitingRequests(ctx context.Context, api *httpapi.Client, session string, follow bool) func(context.Context, backends.Event, string) bool {
+	start := time.Now()
+	pending := func(ctx context.Context) map[string]bool {
+		ps, err := api.Permissions(ctx, session)
+		if err != nil {
+			return nil
+		}
+		ids := make(map[string]bool, len(ps))
+		for _, p := range ps {
+			ids[p.ID] = true
+		}
+		return ids
+	}
+	atStart := pending(ctx)
+	return func(ctx context.Context, ev backends.Event, id string) bool {
+		if id == "" {
+			return false
+		}
+		if atStart[id] {
+			return true
+		}
+		// A request asked before events started and not waiting then
+		// has been answered; one asked since may wait (a second of
+		// leeway for the daemon's clock).
+		if !follow || ev.Time.Before(start.Add(-time.Second)) {
+			return false
+		}
+		return pending(ctx)[id]
+	}
 }
 
 func (c *cli) diff(ctx context.Context, args []string) error {
@@ -212,6 +260,8 @@ func (c *cli) cancel(ctx context.Context, args []string) error {
 
 const permissionsUsage = `  list [SESSION]                    list the pending permission requests (of every session without SESSION)
   answer SESSION REQUEST CHOICE     answer one: allow_once, allow_always, reject_once, reject_always (or allow, deny)
+  remembered SESSION                list the "always" answers the session keeps
+  forget SESSION                    take them back: the agents' next requests are asked again
 `
 
 func (c *cli) permissions(ctx context.Context, args []string) error {
@@ -276,8 +326,66 @@ func (c *cli) permissions(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(c.stdout, "request %s answered: %s\n", pos[1], pos[2])
 		return nil
+	case "remembered":
+		fs := c.flagSet("permissions remembered", "permissions remembered SESSION [--json]\n\nLists the answers the session remembers: each \"Always allow in this\nsession\" or \"Always reject\" given to one of its agents for a kind of action,\nwhich answers that agent's later requests of that kind without asking. They\nare kept with the session (across restarts, moves and take-overs) until it\ncloses or permissions forget takes them back.")
+		asJSON := fs.Bool("json", false, "print the answers as JSON")
+		pos, err := c.parse(fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		api, err := c.client()
+		if err != nil {
+			return err
+		}
+		list, err := api.Remembered(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if list == nil {
+				list = []permission.Remembered{}
+			}
+			return c.printJSON(list)
+		}
+		if len(list) == 0 {
+			fmt.Fprintf(c.stdout, "session %s remembers no answer: its agents' requests are asked\n", pos[0])
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AGENT\tACTION\tANSWER")
+		for _, r := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", termLine(r.Agent), termLine(string(r.Action)), kindLabel(r.Kind))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "take them back: %s permissions forget %s\n", c.self(), pos[0])
+		return nil
+	case "forget":
+		fs := c.flagSet("permissions forget", "permissions forget SESSION\n\nTakes back every answer the session remembers (see permissions remembered):\nits agents' next requests are asked again.")
+		pos, err := c.parse(fs, args, 1, 1)
+		if err != nil {
+			return err
+		}
+		api, err := c.client()
+		if err != nil {
+			return err
+		}
+		n, err := api.ForgetRemembered(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		switch n {
+		case 0:
+			fmt.Fprintf(c.stdout, "session %s remembered no answer\n", pos[0])
+		case 1:
+			fmt.Fprintf(c.stdout, "session %s forgot 1 remembered answer: its agents' next requests are asked again\n", pos[0])
+		default:
+			fmt.Fprintf(c.stdout, "session %s forgot %d remembered answers: its agents' next requests are asked again\n", pos[0], n)
+		}
+		return nil
 	}
-	return fmt.Errorf("permissions: unknown command %q (want list or answer)", sub)
+	return fmt.Errorf("permissions: unknown command %q (want list, answer, remembered or forget)", sub)
 }
 
 func (c *cli) ps(ctx context.Context, args []string) error {

@@ -199,3 +199,29 @@ func TestDocsCommandsExist(t *testing.T) {
 		t.Errorf("checked %d command lines; want the docs' commands (did the format change?)", checked)
 	}
 }
+
+// TestReadmeIsOnePage: the README stays one page a newcomer reads in five
+// minutes (at most 1,400 words, about 250 a minute, and 160 lines): the
+// two commands, a real agent, the ideas, and a link to every page of
+// docs/, where the rest is.
+func TestReadmeIsOnePage(t *testing.T) {
+	pages := docPages(t)
+	readme := pages["README.md"]
+	if n := len(strings.Fields(readme)); n > 1400 {
+		t.Errorf("README.md has %d words; want at most 1400 (five minutes' reading): move the details to a page of docs/", n)
+	}
+	if n := strings.Count(readme, "\n"); n > 160 {
+		t.Errorf("README.md has %d lines; want at most 160: move the details to a page of docs/", n)
+	}
+	for _, want := range []string{"make run", "make test", "## Quick start", "## A real agent", "## The ideas",
+		"**Session.**", "**Worktree.**", "**Provider.**", "**Confinement.**", "**Permissions.**"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+	for name := range pages {
+		if name != "README.md" && !strings.Contains(readme, "]("+name+")") {
+			t.Errorf("README.md does not link %s: a page of docs/ nobody finds from the README", name)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,4 +122,76 @@ func (d *daemon) waitTurnEnd(session string, n int64) eventData {
 func (d *daemon) stop() {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	_ = d.cmd.Wait()
+}
+
+// TestRememberedAnswersListedAndForgotten: `permissions remembered` lists
+// the "always" answers a session keeps (after a restart too), `permissions
+// forget` takes them back, and the next turns are asked again, after a
+// restart too: the forgetting is stored as the answer was.
+func TestRememberedAnswersListedAndForgotten(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	writeScripted(t, home, bin, map[string]any{"asker": askingScript(4)})
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# asker\n"})
+	d := startDaemon(t, bin, home)
+	d.stopAtCleanup()
+	session := d.newSessionWith(repo, "asker")
+	ctx := context.Background()
+
+	if out, err := d.cli("permissions", "remembered", session); err != nil || !strings.Contains(out, "remembers no answer") {
+		t.Errorf("permissions remembered before any answer = %v\n%s", err, out)
+	}
+	t1, err := d.client.Prompt(ctx, session, "", "build it", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := d.waitPending(session)
+	if err := d.client.Answer(ctx, session, p.ID, permission.KindAllowAlways); err != nil {
+		t.Fatal(err)
+	}
+	d.waitTurnEnd(session, t1.ID)
+
+	d.stop()
+	d = startDaemon(t, bin, home)
+	d.stopAtCleanup()
+	out, err := d.cli("permissions", "remembered", session)
+	if err != nil || !regexp.MustCompile(`(?m)^asker\s+execute\s+Always allow in this session$`).MatchString(out) ||
+		!strings.Contains(out, "permissions forget "+session) {
+		t.Fatalf("permissions remembered after a restart = %v\n%s\nwant asker's Always allow of execute, and how to take it back", err, out)
+	}
+	if list, err := d.client.Remembered(ctx, session); err != nil || len(list) != 1 || list[0].Agent != "asker" || list[0].Action != "execute" || list[0].Kind != permission.KindAllowAlways {
+		t.Errorf("GET remembered = %+v, %v", list, err)
+	}
+	if out, err := d.cli("permissions", "forget", session); err != nil || !strings.Contains(out, "forgot 1 remembered answer") {
+		t.Fatalf("permissions forget = %v\n%s", err, out)
+	}
+	if out, err := d.cli("permissions", "remembered", session); err != nil || !strings.Contains(out, "remembers no answer") {
+		t.Errorf("permissions remembered after forget = %v\n%s", err, out)
+	}
+	// Asked again, in this run and after a restart.
+	for i := range 2 {
+		turn, err := d.client.Prompt(ctx, session, "", "build it again", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := d.waitPending(session)
+		if p.Request.Turn != turn.ID {
+			t.Errorf("request %s is of turn %d; want %d", p.ID, p.Request.Turn, turn.ID)
+		}
+		if err := d.client.Answer(ctx, session, p.ID, permission.KindAllowOnce); err != nil {
+			t.Fatal(err)
+		}
+		d.waitTurnEnd(session, turn.ID)
+		if i == 0 {
+			d.stop()
+			d = startDaemon(t, bin, home)
+			d.stopAtCleanup()
+		}
+	}
+	if out, err := d.cli("permissions", "forget", "s-NOSUCHSESSION"); err == nil || !strings.Contains(out, "s-NOSUCHSESSION") {
+		t.Errorf("permissions forget of an unknown session = %v\n%s; want an error naming it", err, out)
+	}
 }

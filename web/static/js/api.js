@@ -95,6 +95,8 @@ export const retry = id => api('POST', `/v1/sessions/${enc(id)}/retry`);
 export const turns = id => api('GET', `/v1/sessions/${enc(id)}/turns`);
 export const permissions = id => api('GET', `/v1/sessions/${enc(id)}/permissions`);
 export const answer = (id, req, choice) => api('POST', `/v1/sessions/${enc(id)}/permissions/${enc(req)}`, { choice });
+export const remembered = id => api('GET', `/v1/sessions/${enc(id)}/permissions/remembered`);
+export const forgetRemembered = id => api('DELETE', `/v1/sessions/${enc(id)}/permissions/remembered`);
 export const diff = (id, turn) => api('GET', `/v1/sessions/${enc(id)}/diff?turn=${turn || 0}`);
 export const restore = (id, turn, after) => api('POST', `/v1/sessions/${enc(id)}/restore`, { turn, after: !!after });
 export const providers = () => api('GET', '/v1/providers');

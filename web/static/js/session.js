@@ -83,7 +83,8 @@ export function sessionView(main, id) {
   const changes = changesPanel(id, (n, after) => restoreFlow(n, after),
     { open: () => !!sess && sess.status !== 'closed', onReview: () => { changes.stale(); show('conversation'); } });
   const ship = h('div.ship-box');
-  const auditEl = h('div.tab-body', h('div.stream'));
+  const rememberedEl = h('div.remembered-box');
+  const auditEl = h('div.tab-body', rememberedEl, h('div.stream'));
   const termEl = h('div.tab-body');
   let term = null;
 
@@ -263,7 +264,8 @@ export function sessionView(main, id) {
   let auditTimer = 0;
   function scheduleAudit() { clearTimeout(auditTimer); auditTimer = setTimeout(renderAudit, 100); }
   function renderAudit() {
-    const box = auditEl.firstChild;
+    loadRemembered();
+    const box = auditEl.lastChild;
     if (!audit.length) {
       put(box, h('div.empty', 'No permission requests, file access, terminals or refused connections yet.'));
       return;
@@ -272,6 +274,30 @@ export function sessionView(main, id) {
       h('thead', h('tr', h('th', 'Time'), h('th', 'Agent'), h('th.wide', 'Turn'), h('th', 'What'), h('th', 'Kind'), h('th', 'Subject'), h('th.wide', 'Risk'), h('th', 'Detail'))),
       h('tbody', audit.map(a => h('tr', h('td.mono', new Date(a.time).toLocaleTimeString()), h('td', a.agent || ''), h('td.wide', a.turn ? String(a.turn) : ''),
         h('td', h('strong', a.row[0])), h('td.mono', a.row[1]), h('td.mono.subject', a.row[2]), h('td.wide', a.row[3]), h('td.muted.subject', a.row[4])))))));
+  }
+
+  // The answers the session remembers ("Always allow in this session",
+  // "Always reject"), kept with it until it closes, and a button that
+  // takes them back.
+  async function loadRemembered() {
+    let list;
+    try { list = await API.remembered(id); } catch { put(rememberedEl); return; }
+    if (!list || !list.length) { put(rememberedEl); return; }
+    const word = k => k === 'allow_always' ? 'Always allow' : k === 'reject_always' ? 'Always reject' : k;
+    put(rememberedEl, h('div.panel.padded',
+      h('div.row', h('strong', 'Remembered answers'), h('span.muted', 'answered without asking, until the session closes'), h('span.spacer'),
+        h('button', { type: 'button', 'data-forget': '', title: 'Take them back: the agents\' next requests are asked again', onclick: forgetRemembered }, 'Forget them')),
+      h('ul', list.map(r => h('li', h('span.mono', r.agent), ' · ', h('span.mono', r.action), ': ', word(r.kind))))));
+  }
+  async function forgetRemembered() {
+    try {
+      const r = await API.forgetRemembered(id);
+      const n = (r && r.forgotten) || 0;
+      toast(`Forgot ${n} remembered answer${n === 1 ? '' : 's'}: the next requests are asked again`);
+    } catch (e) {
+      toast(`Forget failed: ${e.message}`, true);
+    }
+    loadRemembered();
   }
 
   // The session's event stream: from the start, then live; each
