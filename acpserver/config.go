@@ -184,6 +184,20 @@ func (s *Server) optionsOf(ctx context.Context, api API, ss *session, snap regis
 	return buildOptions(snap, agent, cfg), buildModes(cfg)
 }
 
+// modesOf returns the modes of the session's agent as they are now, nil
+// when it offers none or cannot be read.
+func (s *Server) modesOf(ctx context.Context, ss *session) *acp.SessionModeState {
+	api, err := s.cfg.Connect(ctx)
+	if err != nil {
+		return nil
+	}
+	cfg, err := api.AgentConfig(ctx, ss.id, ss.currentAgent())
+	if err != nil {
+		return nil
+	}
+	return buildModes(cfg)
+}
+
 // announceOptions sends the session's config options as they are now.
 func (s *Server) announceOptions(ctx context.Context, ss *session) {
 	api, err := s.cfg.Connect(ctx)
