@@ -108,9 +108,15 @@ func startEditor(t testing.TB, bin, home, dir string, args ...string) *acpEditor
 // environment, as an ACP agent that an acpEditor drives.
 func startACPPeer(t testing.TB, bin string, env []string, dir string, args ...string) *acpEditor {
 	t.Helper()
+	return startACPPeerEnv(t, bin, append(os.Environ(), env...), dir, args...)
+}
+
+// startACPPeerEnv is startACPPeer with env the whole environment.
+func startACPPeerEnv(t testing.TB, bin string, env []string, dir string, args ...string) *acpEditor {
+	t.Helper()
 	e := &acpEditor{t: t, stderr: &bytes.Buffer{}, answer: "allow_once"}
 	e.cmd = exec.Command(bin, args...)
-	e.cmd.Env = append(os.Environ(), env...)
+	e.cmd.Env = env
 	e.cmd.Dir = dir
 	e.cmd.Stderr = e.stderr
 	in, err := e.cmd.StdinPipe()

@@ -318,4 +318,29 @@ func TestACPNoDaemon(t *testing.T) {
 	if _, err := os.Stat(home); err == nil {
 		t.Errorf("agentpool acp created the data directory %s", home)
 	}
+
+	// As an editor starts it: no AGENTPOOL_HOME, in the project's
+	// repository. The discovery is the CLI's; it creates nothing, neither
+	// a .agentpool in the project nor the per-user data directory.
+	user := t.TempDir()
+	state := filepath.Join(user, ".local", "state")
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "proj"), map[string]string{"README.md": "# proj\n"})
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AGENTPOOL_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_") {
+			env = append(env, kv)
+		}
+	}
+	ed = startACPPeerEnv(t, bin, append(env, "HOME="+user), repo, "acp")
+	_, err = ed.conn.Initialize(ed.ctx(), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+	if msg := acpMessage(err); !strings.Contains(msg, "no daemon found in "+filepath.Join(state, "agentpool")) || !strings.Contains(msg, "agentpool serve") {
+		t.Errorf("initialize without a daemon or AGENTPOOL_HOME: %v; want the per-user data directory named and how to start the daemon", err)
+	}
+	ed.stop()
+	if out := e2eGit(t, repo, "status", "--porcelain", "--ignored"); out != "" {
+		t.Errorf("the editor's repository after agentpool acp ran in it:\n%s\nwant it untouched", out)
+	}
+	if ents, _ := os.ReadDir(user); len(ents) != 0 {
+		t.Errorf("agentpool acp created %d entries in the user's home directory; want none", len(ents))
+	}
 }
