@@ -146,3 +146,17 @@ func (nopClient) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (a
 func (nopClient) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
 	return acp.WaitForTerminalExitResponse{}, errors.New("no")
 }
+
+func TestTitleOf(t *testing.T) {
+	long := strings.Repeat("word ", 30)
+	for _, tc := range []struct{ in, want string }{
+		{"fix the bug", "fix the bug"},
+		{"\n\n  first line  \nsecond", "first line"},
+		{"", ""},
+		{long, strings.TrimSpace(long[:titleRunes-1]) + "…"},
+	} {
+		if got := titleOf(tc.in); got != tc.want {
+			t.Errorf("titleOf(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}

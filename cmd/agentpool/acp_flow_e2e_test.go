@@ -139,6 +139,12 @@ func TestACPEndToEnd(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(list.Sessions, func(s acp.SessionInfo) bool { return s.SessionId == id && sameDir(s.Cwd, repo) }) {
 		t.Fatalf("session/list = %+v, %v; want %s in %s", list, err, id, repo)
 	}
+	for _, s := range list.Sessions {
+		// The session has no title of its own: its first prompt is.
+		if s.SessionId == id && (s.Title == nil || *s.Title != "first task" || s.UpdatedAt == nil) {
+			t.Errorf("session/list entry %+v; want the title \"first task\" (its first prompt) and the updated time", s)
+		}
+	}
 
 	// The acp process is killed: the session and its agents live on; a
 	// new one loads it, replaying its history.
