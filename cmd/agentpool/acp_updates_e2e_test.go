@@ -53,6 +53,13 @@ func TestACPUpdatesReachEditor(t *testing.T) {
 			update(`{"sessionUpdate":"current_mode_update","currentModeId":"plan"}`),
 			update(`{"sessionUpdate":"config_option_update","configOptions":[{"id":"model","name":"Model","category":"model","type":"select","currentValue":"smart",
 				"options":[{"value":"fast","name":"Fast"},{"value":"smart","name":"Smart"}]}]}`),
+			// The daemon's rules answer these: read is allowed by
+			// default, execute denied by rich's own rule. Neither asks
+			// the editor.
+			{Permission: &agenttest.Permission{ToolCall: agenttest.ToolCall{ID: "look-1", Title: "Look around", Kind: "read"},
+				Allowed: []agenttest.Step{{Chunk: " read ok."}}, Rejected: []agenttest.Step{{Chunk: " read refused."}}}},
+			{Permission: &agenttest.Permission{ToolCall: agenttest.ToolCall{ID: "run-1", Title: "Run rm", Kind: "execute"},
+				Allowed: []agenttest.Step{{Chunk: " ran."}}, Rejected: []agenttest.Step{{Chunk: " run refused."}}}},
 			{Chunk: " done."},
 		}}},
 	}
@@ -65,6 +72,7 @@ func TestACPUpdatesReachEditor(t *testing.T) {
 		Turns:    []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "other speaks."}}}},
 	}
 	writeScripted(t, home, bin, map[string]any{"rich": rich, "other": other})
+	setProviderField(t, home, "rich", "permissions", map[string]string{"execute": "deny"})
 	d := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+filepath.Join(t.TempDir(), "trees"))
 	d.stopAtCleanup()
 	for _, id := range []string{"rich", "other"} {
@@ -96,8 +104,14 @@ func TestACPUpdatesReachEditor(t *testing.T) {
 		t.Fatalf("prompt = %+v, %v; want end_turn", res, err)
 	}
 	got := ed.since(id, n)
-	if text := agentText(got); text != "(pondering)rich answers. done." {
-		t.Errorf("streamed text %q; want the thought and both chunks", text)
+	if text := agentText(got); text != "(pondering)rich answers.permission: allow_once read ok.permission: reject_once run refused. done." {
+		t.Errorf("streamed text %q; want the thought, the chunks, the read allowed and the run refused by the daemon's rules", text)
+	}
+	ed.mu.Lock()
+	asked := ed.asked
+	ed.mu.Unlock()
+	if asked != 0 {
+		t.Errorf("the editor was asked %d permissions; want none (the daemon's rules answered both)", asked)
 	}
 	var call *acp.SessionUpdateToolCall
 	for _, u := range got {
@@ -266,3 +280,4 @@ func (f *eventsFollow) waitFor(t *testing.T, what string, match func(backends.Ev
 	}
 	t.Fatalf("agentpool events --follow: no %s within 20 s; it printed %v", what, types)
 }
+
