@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/mcpshare/mcpsharetest"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -281,3 +282,75 @@ func (f *eventsFollow) waitFor(t *testing.T, what string, match func(backends.Ev
 	t.Fatalf("agentpool events --follow: no %s within 20 s; it printed %v", what, types)
 }
 
+
+// TestACPEditorMCPServersShared: the MCP servers an editor gives in
+// session/new follow the shared servers' rules: two threads naming the
+// same stdio server reach one copy of it, which the daemon runs; its
+// secret env is never shown.
+func TestACPEditorMCPServersShared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := agentpoolBinary(t)
+	home := t.TempDir()
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# r\n"})
+	writeScripted(t, home, bin, map[string]any{"caller": agenttest.Script{MCPHTTP: true, Turns: []agenttest.Turn{{Steps: []agenttest.Step{
+		{MCPCall: &agenttest.MCPCall{Tool: "echo", Args: map[string]any{"text": "hi"}}}}}}}})
+	d := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+filepath.Join(t.TempDir(), "trees"))
+	d.stopAtCleanup()
+	waitProviderReady(t, d, "caller")
+	def := mcpsharetest.Definition("", "notes", 0)
+	def.Env["NOTES_TOKEN"] = "s3cret-DDDD4444"
+	server := acp.McpServer{Stdio: &acp.McpServerStdio{Name: "notes", Command: def.Command, Args: def.Args, Env: []acp.EnvVariable{}}}
+	for k, v := range def.Env {
+		server.Stdio.Env = append(server.Stdio.Env, acp.EnvVariable{Name: k, Value: v})
+	}
+
+	ed := startEditor(t, bin, home, repo, "--agent", "caller")
+	ed.initialize()
+	pids := map[string]bool{}
+	var ids []acp.SessionId
+	for range 2 {
+		res, err := ed.conn.NewSession(ed.ctx(), acp.NewSessionRequest{Cwd: repo, McpServers: []acp.McpServer{server}})
+		if err != nil {
+			t.Fatalf("session/new: %v", err)
+		}
+		n := ed.count()
+		if r, err := ed.conn.Prompt(ed.ctx(), acp.PromptRequest{SessionId: res.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("call it")}}); err != nil || r.StopReason != acp.StopReasonEndTurn {
+			t.Fatalf("prompt = %+v, %v", r, err)
+		}
+		var got *agenttest.MCPCalled
+		for _, u := range ed.since(res.SessionId, n) {
+			if u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil {
+				if c, ok := agenttest.ParseMCPCalled(u.AgentMessageChunk.Content.Text.Text); ok {
+					got = &c
+				}
+			}
+		}
+		if got == nil || got.Error != "" || !strings.HasSuffix(got.Text, ": hi") {
+			t.Fatalf("the editor's server answered %+v; want its echo", got)
+		}
+		pid, _, _ := strings.Cut(got.Text, ":")
+		pids[pid] = true
+		ids = append(ids, res.SessionId)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := d.client.MCPShares(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) != 1 || len(st) != 1 || st[0].Clients != 2 || st[0].Calls != 2 {
+		t.Errorf("answering pids %v, GET /v1/mcp/shared = %+v; want one shared copy with the two threads' agents as clients", pids, st)
+	}
+	for _, path := range []string{"/v1/sessions/" + string(ids[0]), "/v1/mcp/shared"} {
+		if body := d.rawGet(path); strings.Contains(body, "s3cret-DDDD4444") {
+			t.Errorf("GET %s shows the editor's server's secret", path)
+		}
+	}
+	evs, err := d.client.EventLog(ctx, string(ids[1]), 0)
+	if b, _ := json.Marshal(evs); err != nil || strings.Contains(string(b), "s3cret-DDDD4444") {
+		t.Errorf("the session's events (%v) show the editor's server's secret", err)
+	}
+	ed.stop()
+}
