@@ -282,7 +282,6 @@ func (f *eventsFollow) waitFor(t *testing.T, what string, match func(backends.Ev
 	t.Fatalf("agentpool events --follow: no %s within 20 s; it printed %v", what, types)
 }
 
-
 // TestACPEditorMCPServersShared: the MCP servers an editor gives in
 // session/new follow the shared servers' rules: two threads naming the
 // same stdio server reach one copy of it, which the daemon runs; its
