@@ -79,8 +79,6 @@ type env struct {
 	wrapStore func(pool.Store) pool.Store
 	// wrapUsage, when set, wraps the pool's usage store at open.
 	wrapUsage func(pool.UsageStore) pool.UsageStore
-	// wrapWorktrees, when set, wraps the pool's worktrees (reopen to apply).
-	wrapWorktrees func(wiring.Worktrees) pool.Worktrees
 }
 
 // providerEntry defines a fake provider running script s.
@@ -173,9 +171,6 @@ func (e *env) open() {
 		cfg.Usage = e.wrapUsage(cfg.Usage)
 	}
 	cfg.Worktrees = wiring.Worktrees{M: e.wt}
-	if e.wrapWorktrees != nil {
-		cfg.Worktrees = e.wrapWorktrees(wiring.Worktrees{M: e.wt})
-	}
 	cfg.Resolver = probeOK{e.reg, e}
 	cfg.Launcher = wiring.Launcher{}
 	e.p, err = pool.New(cfg)

@@ -35,13 +35,6 @@ func (r CreateRequest) warmOn() bool {
 	return r.Warm == nil || *r.Warm
 }
 
-// SetupWaiter is what Worktrees may also do: wait until the setup of a
-// worktree (see Worktrees.Checkpoint) has ended, returning at once when
-// there is none, without taking a checkpoint.
-type SetupWaiter interface {
-	WaitSetup(ctx context.Context, wt Worktree) error
-}
-
 // startWarmUp runs the warm-up of agent, s's first agent, in a goroutine
 // the pool owns. Nothing runs once the pool is closing.
 func (p *Pool) startWarmUp(s *session, agent string) {
@@ -68,27 +61,9 @@ func (p *Pool) warmUp(s *session, agent string) {
 	// checkpoint it takes is the one the first prompt takes unless the
 	// worktree changes before: nothing is lost, and that prompt's own
 	// checkpoint is quicker. A failure here shows again at the start or
-	// at the prompt, which report it. Where the worktrees can wait for
-	// the setup alone, the checkpoint is taken while the agent starts:
-	// a prompt sent the moment the session is made (an editor's) waits
-	// for the longer of the two, not for both.
-	checkpoint := func() {
-		if _, err := p.cfg.Worktrees.Checkpoint(p.ctx, wt); err != nil {
-			p.logger.Debug("warm-up: checkpoint", "session", s.id, "agent", agent, "err", err)
-		}
-	}
-	if w, ok := p.cfg.Worktrees.(SetupWaiter); ok {
-		if err := w.WaitSetup(p.ctx, wt); err != nil {
-			p.logger.Debug("warm-up: waiting for the worktree's setup", "session", s.id, "agent", agent, "err", err)
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			checkpoint()
-		}()
-		defer func() { <-done }() // the pool's wg covers it
-	} else {
-		checkpoint()
+	// at the prompt, which report it.
+	if _, err := p.cfg.Worktrees.Checkpoint(p.ctx, wt); err != nil {
+		p.logger.Debug("warm-up: waiting for the worktree's setup", "session", s.id, "agent", agent, "err", err)
 	}
 	p.mu.Lock()
 	e, err := p.startWarmUpLocked(s, agent)

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
-	"github.com/agentpool/agentpool/internal/wiring"
 	"github.com/agentpool/agentpool/pool"
 )
 
@@ -250,58 +248,5 @@ func TestWarmUpFailureReported(t *testing.T) {
 	}
 	if n := countType(e.events(s.ID), backends.EventAgentStarting); n != 2 {
 		t.Errorf("%d agent.starting events; want 2 (the warm-up's, the prompt's)", n)
-	}
-}
-
-// heldCheckpoint is the pool's worktrees with the first checkpoint held
-// until release is closed.
-type heldCheckpoint struct {
-	wiring.Worktrees
-	first   sync.Once
-	held    chan struct{} // closed when the first checkpoint is held
-	release chan struct{}
-}
-
-func (h *heldCheckpoint) Checkpoint(ctx context.Context, wt pool.Worktree) (string, error) {
-	hold := false
-	h.first.Do(func() { hold = true })
-	if hold {
-		close(h.held)
-		<-h.release
-	}
-	return h.Worktrees.Checkpoint(ctx, wt)
-}
-
-// TestWarmUpStartsTheAgentDuringItsCheckpoint: the warm-up takes the
-// checkpoint the first prompt will use while the agent starts, not
-// before, so that a prompt sent the moment the session is made (an
-// editor's) waits for the longer of the two, not for both.
-func TestWarmUpStartsTheAgentDuringItsCheckpoint(t *testing.T) {
-	e := newEnv(t, map[string]any{"fake": providerEntry(echo)}, nil)
-	h := &heldCheckpoint{held: make(chan struct{}), release: make(chan struct{})}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(h.release)
-		}
-	}
-	defer release()
-	e.shutdown()
-	e.wrapWorktrees = func(w wiring.Worktrees) pool.Worktrees { h.Worktrees = w; return h }
-	e.open()
-	s := e.session("fake")
-	select {
-	case <-h.held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the warm-up took no checkpoint")
-	}
-	e.waitEvent(s.ID, backends.EventAgentReady) // while the checkpoint is held
-	release()
-	if tn := e.prompt(s.ID, "", "hello"); tn.StopReason != "end_turn" {
-		t.Fatalf("first prompt = %+v; want it ended", tn)
-	}
-	if n := countType(e.events(s.ID), backends.EventAgentStarting); n != 1 {
-		t.Errorf("%d agent.starting events; want 1 (the warm-up's agent took the prompt)", n)
 	}
 }

@@ -222,13 +222,6 @@ func (a Worktrees) ImportHistory(ctx context.Context, wt pool.Worktree) (pool.Hi
 	return pool.HistoryImport{Commits: r.Commits, Refused: r.Refused, Detail: r.Detail}, err
 }
 
-// WaitSetup waits until wt's setup has ended (pool.SetupWaiter).
-func (a Worktrees) WaitSetup(ctx context.Context, wt pool.Worktree) error {
-	return a.M.WaitSetup(ctx, toWT(wt))
-}
-
-var _ pool.SetupWaiter = Worktrees{}
-
 // Checkpoint records the worktree state.
 func (a Worktrees) Checkpoint(ctx context.Context, wt pool.Worktree) (string, error) {
 	tree, err := a.M.Checkpoint(ctx, toWT(wt))
