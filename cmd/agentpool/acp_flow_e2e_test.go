@@ -270,6 +270,21 @@ func TestACPEndToEnd(t *testing.T) {
 		t.Errorf("/diff --stat answered %q; want notes.txt named", text)
 	}
 
+	// /restore puts the worktree back before turn 3 (alpha's "third").
+	n = ed.count()
+	if res, err := ed.conn.Prompt(ed.ctx(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("/restore")}}); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("/restore = %+v, %v", res, err)
+	} else if text := agentText(ed.since(id, n)); !strings.Contains(text, "/restore failed") || !strings.Contains(text, "--turn") {
+		t.Errorf("/restore without --turn answered %q; want the failure naming --turn", text)
+	}
+	n = ed.count()
+	if res, err := ed.conn.Prompt(ed.ctx(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("/restore --turn 3")}}); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("/restore --turn 3 = %+v, %v", res, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ps.Worktree.Path, "notes.txt")); err != nil || string(b) != "first task\n" {
+		t.Errorf("notes.txt after /restore --turn 3 = %q, %v (the thread said %q); want the state before turn 3", b, err, agentText(ed.since(id, n)))
+	}
+
 	// session/close closes the pool session and keeps its branch.
 	if _, err := ed.conn.CloseSession(ed.ctx(), acp.CloseSessionRequest{SessionId: id}); err != nil {
 		t.Fatalf("session/close: %v", err)
@@ -280,8 +295,8 @@ func TestACPEndToEnd(t *testing.T) {
 	if out := e2eGit(t, repo, "branch", "--list", ps.Worktree.Branch); !strings.Contains(out, ps.Worktree.Branch) {
 		t.Errorf("branch %s gone after session/close", ps.Worktree.Branch)
 	}
-	if b := e2eGit(t, repo, "show", ps.Worktree.Branch+":notes.txt"); !strings.Contains(b, "third") {
-		t.Errorf("notes.txt on the branch = %q; want the work kept", b)
+	if b := e2eGit(t, repo, "show", ps.Worktree.Branch+":notes.txt"); !strings.Contains(b, "first task") {
+		t.Errorf("notes.txt on the branch = %q; want the work kept (as restored)", b)
 	}
 	ed.stop()
 }

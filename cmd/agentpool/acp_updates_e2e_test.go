@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -295,6 +296,9 @@ func TestACPEditorMCPServersShared(t *testing.T) {
 	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "repo"), map[string]string{"README.md": "# r\n"})
 	writeScripted(t, home, bin, map[string]any{"caller": agenttest.Script{MCPHTTP: true, Turns: []agenttest.Turn{{Steps: []agenttest.Step{
 		{MCPCall: &agenttest.MCPCall{Tool: "echo", Args: map[string]any{"text": "hi"}}}}}}}})
+	// No --agent: the agent of new threads is providers.json's
+	// default_agent.
+	setDefaultAgent(t, home, "caller")
 	d := startDaemon(t, bin, home, "AGENTPOOL_WORKTREES="+filepath.Join(t.TempDir(), "trees"))
 	d.stopAtCleanup()
 	waitProviderReady(t, d, "caller")
@@ -305,7 +309,7 @@ func TestACPEditorMCPServersShared(t *testing.T) {
 		server.Stdio.Env = append(server.Stdio.Env, acp.EnvVariable{Name: k, Value: v})
 	}
 
-	ed := startEditor(t, bin, home, repo, "--agent", "caller")
+	ed := startEditor(t, bin, home, repo)
 	ed.initialize()
 	pids := map[string]bool{}
 	var ids []acp.SessionId
@@ -313,6 +317,9 @@ func TestACPEditorMCPServersShared(t *testing.T) {
 		res, err := ed.conn.NewSession(ed.ctx(), acp.NewSessionRequest{Cwd: repo, McpServers: []acp.McpServer{server}})
 		if err != nil {
 			t.Fatalf("session/new: %v", err)
+		}
+		if o := optionOf(res.ConfigOptions, "agent"); o == nil || o.CurrentValue != "caller" {
+			t.Errorf("Agent of a new thread without --agent = %+v; want caller, providers.json's default_agent", o)
 		}
 		n := ed.count()
 		if r, err := ed.conn.Prompt(ed.ctx(), acp.PromptRequest{SessionId: res.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("call it")}}); err != nil || r.StopReason != acp.StopReasonEndTurn {
@@ -352,4 +359,23 @@ func TestACPEditorMCPServersShared(t *testing.T) {
 		t.Errorf("the session's events (%v) show the editor's server's secret", err)
 	}
 	ed.stop()
+}
+
+// setDefaultAgent sets providers.json's default_agent in home.
+func setDefaultAgent(t *testing.T, home, id string) {
+	t.Helper()
+	path := filepath.Join(home, providersFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["default_agent"] = id
+	b, _ = json.Marshal(doc)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
