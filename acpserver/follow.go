@@ -134,11 +134,7 @@ func (s *Server) dispatch(ctx context.Context, ss *session, ev backends.Event, r
 		// known now; the editor had only the Agent option, or the
 		// previous agent's, until then.
 		if !replay && ev.Agent == ss.currentAgent() {
-			s.announceOptions(ctx, ss)
-			if modes := s.modesOf(ctx, ss); modes != nil {
-				s.update(ss.id, acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: modes.CurrentModeId}})
-			}
-			s.announceCommands(ctx, ss, nil)
+			s.announceAgent(ctx, ss)
 		}
 	case backends.EventPermissionRequest:
 		if !replay {
