@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/pool"
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -111,6 +112,16 @@ func TestACPEndToEnd(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ps.Worktree.Path, "notes.txt")); err != nil || string(b) != "first task\n" {
 		t.Errorf("notes.txt in the worktree = %q, %v; want the prompt (permission allowed)", b, err)
+	}
+	// The page and the CLI see the editor's answer: nothing pending, the
+	// request resolved.
+	if pend, err := d.client.Permissions(ctx, string(id)); err != nil || len(pend) != 0 {
+		t.Errorf("pending permissions after the editor answered = %+v, %v; want none", pend, err)
+	}
+	if evs, err := d.client.EventLog(ctx, string(id), 0); err != nil || !slices.ContainsFunc(evs, func(ev backends.Event) bool {
+		return ev.Type == backends.EventPermissionResolved && strings.Contains(string(ev.Data), "allow")
+	}) {
+		t.Errorf("no permission.resolved event for the editor's answer (%v)", err)
 	}
 
 	// The Agent option: a disabled provider is refused, beta is taken.
