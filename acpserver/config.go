@@ -184,6 +184,27 @@ func (s *Server) optionsOf(ctx context.Context, api API, ss *session, snap regis
 	return buildOptions(snap, agent, cfg), buildModes(cfg)
 }
 
+// announceAgent sends what the session's agent offers as it is now: its
+// config options (with Agent), its current mode and its commands (with
+// the pool's), read in one call.
+func (s *Server) announceAgent(ctx context.Context, ss *session) {
+	api, err := s.cfg.Connect(ctx)
+	if err != nil {
+		return
+	}
+	provs := s.providersAsync(ctx, api)
+	agent := ss.currentAgent()
+	cfg, err := api.AgentConfig(ctx, ss.id, agent)
+	if err != nil {
+		s.logger.Debug("agent config", "session", ss.id, "agent", agent, "err", err)
+	}
+	s.update(ss.id, acp.SessionUpdate{ConfigOptionUpdate: &acp.SessionConfigOptionUpdate{ConfigOptions: buildOptions(<-provs, agent, cfg)}})
+	if modes := buildModes(cfg); modes != nil {
+		s.update(ss.id, acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: modes.CurrentModeId}})
+	}
+	s.announceCommands(ctx, ss, agentCommands(cfg))
+}
+
 // announceOptions sends the session's config options as they are now.
 func (s *Server) announceOptions(ctx context.Context, ss *session) {
 	api, err := s.cfg.Connect(ctx)
@@ -205,13 +226,7 @@ func (s *Server) announceCommands(ctx context.Context, ss *session, cmds []acp.A
 	if cmds == nil {
 		if api, err := s.cfg.Connect(ctx); err == nil {
 			if cfg, err := api.AgentConfig(ctx, ss.id, ss.currentAgent()); err == nil {
-				for _, c := range cfg.Commands {
-					ac := acp.AvailableCommand{Name: c.Name, Description: c.Description}
-					if c.Hint != "" {
-						ac.Input = &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Hint: c.Hint}}
-					}
-					cmds = append(cmds, ac)
-				}
+				cmds = agentCommands(cfg)
 			}
 		}
 	}
@@ -229,6 +244,19 @@ func (s *Server) announceCommands(ctx context.Context, ss *session, cmds []acp.A
 		}
 	}
 	s.update(ss.id, acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: out}})
+}
+
+// agentCommands are the slash commands of an agent's config, never nil.
+func agentCommands(cfg pool.AgentConfig) []acp.AvailableCommand {
+	out := []acp.AvailableCommand{}
+	for _, c := range cfg.Commands {
+		ac := acp.AvailableCommand{Name: c.Name, Description: c.Description}
+		if c.Hint != "" {
+			ac.Input = &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Hint: c.Hint}}
+		}
+		out = append(out, ac)
+	}
+	return out
 }
 
 // SetSessionConfigOption switches the session's agent (option "agent":

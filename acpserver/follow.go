@@ -128,6 +128,14 @@ func (s *Server) dispatch(ctx context.Context, ss *session, ev backends.Event, r
 		if !replay && ev.Agent == ss.currentAgent() {
 			s.announceOptions(ctx, ss)
 		}
+	case backends.EventAgentReady:
+		// The session's agent (re)started: a switched-to agent's first
+		// start, a cold session's agent, a restart. What it offers is
+		// known now; the editor had only the Agent option, or the
+		// previous agent's, until then.
+		if !replay && ev.Agent == ss.currentAgent() {
+			s.announceAgent(ctx, ss)
+		}
 	case backends.EventPermissionRequest:
 		if !replay {
 			var d permissionData

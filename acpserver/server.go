@@ -45,6 +45,8 @@ type API interface {
 	// nil), the session closes (nil) or ctx ends.
 	Events(ctx context.Context, session string, after int64, fn func(backends.Event) error) error
 	EventLog(ctx context.Context, session string, after int64) ([]backends.Event, error)
+	// Turns lists the session's turns, oldest first.
+	Turns(ctx context.Context, session string) ([]pool.Turn, error)
 	Permissions(ctx context.Context, session string) ([]permission.Pending, error)
 	Answer(ctx context.Context, session, request, choice string) error
 	AgentConfig(ctx context.Context, session, agent string) (pool.AgentConfig, error)

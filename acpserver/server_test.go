@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
+	"github.com/agentpool/agentpool/registry"
 	acp "github.com/coder/acp-go-sdk"
 	"go.uber.org/goleak"
 )
@@ -145,4 +146,60 @@ func (nopClient) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (a
 }
 func (nopClient) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
 	return acp.WaitForTerminalExitResponse{}, errors.New("no")
+}
+
+func TestTitleOf(t *testing.T) {
+	long := strings.Repeat("word ", 30)
+	for _, tc := range []struct{ in, want string }{
+		{"fix the bug", "fix the bug"},
+		{"\n\n  first line  \nsecond", "first line"},
+		{"", ""},
+		{long, strings.TrimSpace(long[:titleRunes-1]) + "…"},
+	} {
+		if got := titleOf(tc.in); got != tc.want {
+			t.Errorf("titleOf(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestAgentChoices: the Agent option offers the enabled, ready (or being
+// probed) ACP providers, and the current agent whatever its state; a
+// terminal, disabled, missing or unknown agent is refused with a reason.
+func TestAgentChoices(t *testing.T) {
+	snap := registry.Snapshot{Providers: []registry.ProviderStatus{
+		// Sorted by id, as the registry gives them.
+		{ID: "aider", Kind: backends.KindPTY, Enabled: true, Status: registry.StatusReady},
+		{ID: "claude", Label: "Claude", Kind: backends.KindACP, Enabled: true, Status: registry.StatusReady},
+		{ID: "codex", Kind: backends.KindACP, Enabled: true, Status: registry.StatusProbing},
+		{ID: "gone", Kind: backends.KindACP, Enabled: true, Status: registry.StatusNotInstalled},
+		{ID: "off", Kind: backends.KindACP, Enabled: false, Status: registry.StatusDisabled},
+	}}
+	var got []string
+	for _, c := range agentChoices(snap, "claude") {
+		got = append(got, string(c.Value)+"="+c.Name)
+	}
+	if want := "claude=Claude codex=codex"; strings.Join(got, " ") != want {
+		t.Errorf("choices = %v; want %s", got, want)
+	}
+	got = nil
+	for _, c := range agentChoices(snap, "off") {
+		got = append(got, string(c.Value))
+	}
+	if want := "claude codex off"; strings.Join(got, " ") != want {
+		t.Errorf("choices with a disabled current agent = %v; want %s (the current one kept)", got, want)
+	}
+	for agent, want := range map[string]string{"aider": "terminal program", "off": "providers enable off",
+		"gone": "not ready", "nope": "no agent \"nope\"", "claude": "", "codex": ""} {
+		err := checkAgent(snap, agent)
+		var msg string
+		var re *acp.RequestError
+		if errors.As(err, &re) {
+			msg = re.Message
+		} else if err != nil {
+			msg = err.Error()
+		}
+		if want == "" && err != nil || want != "" && !strings.Contains(msg, want) {
+			t.Errorf("checkAgent(%s) = %v; want %q in it", agent, err, want)
+		}
+	}
 }

@@ -235,11 +235,12 @@ func (s *Server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (a
 		return acp.ListSessionsResponse{}, reqErr(fmt.Errorf("list sessions: %w", err))
 	}
 	slices.SortStableFunc(all, func(a, b pool.Session) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
+	all = slices.DeleteFunc(all, func(ps pool.Session) bool {
+		return ps.Status != pool.StatusOpen || (top != "" && !sameDir(ps.Repo, top))
+	})
+	s.untitled(ctx, api, all)
 	out := []acp.SessionInfo{}
 	for _, ps := range all {
-		if ps.Status != pool.StatusOpen || (top != "" && !sameDir(ps.Repo, top)) {
-			continue
-		}
 		info := acp.SessionInfo{SessionId: acp.SessionId(ps.ID), Cwd: ps.Repo,
 			UpdatedAt: acp.Ptr(ps.UpdatedAt.UTC().Format(time.RFC3339Nano)),
 			Meta: map[string]any{"agentpool": map[string]any{"worktree": ps.Worktree.Path, "branch": ps.Worktree.Branch,
@@ -250,6 +251,52 @@ func (s *Server) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (a
 		out = append(out, info)
 	}
 	return acp.ListSessionsResponse{Sessions: out}, nil
+}
+
+// titleRunes bounds a title made of a session's first prompt.
+const titleRunes = 80
+
+// untitled gives each of sessions that has no title of its own its first
+// prompt's first line as title, as an editor titles a thread by its first
+// message; a session with no turn yet keeps none. The turns are read a
+// few sessions at a time; a session whose turns cannot be read keeps no
+// title.
+func (s *Server) untitled(ctx context.Context, api API, sessions []pool.Session) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := range sessions {
+		if sessions[i].Title != "" {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(ps *pool.Session) {
+			defer func() { <-sem; wg.Done() }()
+			turns, err := api.Turns(ctx, ps.ID)
+			if err != nil || len(turns) == 0 {
+				s.logger.Debug("turns of an untitled session", "session", ps.ID, "err", err)
+				return
+			}
+			ps.Title = titleOf(turns[0].Prompt)
+		}(&sessions[i])
+	}
+	wg.Wait()
+}
+
+// titleOf is a title made of a prompt: its first non-empty line, at most
+// titleRunes long.
+func titleOf(prompt string) string {
+	for line := range strings.Lines(prompt) {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if r := []rune(line); len(r) > titleRunes {
+			line = strings.TrimSpace(string(r[:titleRunes-1])) + "…"
+		}
+		return line
+	}
+	return ""
 }
 
 // CloseSession closes the pool session as `agentpool session close`

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/worktree"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -23,6 +26,16 @@ import (
 // over its stdio (agent_new_p50_ms) and its whole cold start, spawn to
 // session/new answered (agent_cold_p50_ms). Each iteration opens
 // sessionsPerIter sessions, one at a time, each from a ready spare.
+//
+// Then as many sessions of an agent with no spares kept (the same script
+// as another provider), through a second `agentpool acp`: session/new
+// answered (nospare_new_p50_ms), and the first chunk of a prompt sent the
+// moment it is answered, counted from session/new (nospare_chunk_p50_ms),
+// beside the agent alone spawned, initialized, given session/new and the
+// same prompt, to its first chunk (agent_cold_chunk_p50_ms), and a
+// session's worktree made by the worktree manager alone (worktree_p50_ms).
+// nospare_overhead_ms is nospare_chunk - agent_cold_chunk - worktree, the
+// pool's own cost of a session without a spare (the issue's budget: 20 ms).
 func BenchmarkACPFaceSessionNew(b *testing.B) {
 	perIter := 20
 	if testing.Short() {
@@ -32,13 +45,21 @@ func BenchmarkACPFaceSessionNew(b *testing.B) {
 	home := b.TempDir()
 	repo := e2eRepoAtB(b, filepath.Join(b.TempDir(), "repo"))
 	script := agenttest.Script{AgentName: "bench", Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "first token"}}}}}
-	writeScripted(b, home, bin, map[string]any{"fast": script})
+	writeScripted(b, home, bin, map[string]any{"fast": script, "cold": script})
 	_, client, _ := startBenchDaemonEnv(b, bin, home, []string{"AGENTPOOL_WORKTREES=" + filepath.Join(b.TempDir(), "trees")},
 		"--log-level", "warn", "--max-warm", "64", "--spares", "fast=2", "--spares-repo", repo)
 	ed := startEditor(b, bin, home, repo, "--agent", "fast")
 	ed.chunks = make(chan acp.SessionId, 1)
+	coldEd := startEditor(b, bin, home, repo, "--agent", "cold")
+	coldEd.chunks = make(chan acp.SessionId, 1)
 	ctx := context.Background()
-	if _, err := ed.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+	for _, e := range []*acpEditor{ed, coldEd} {
+		if _, err := e.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	wtm, err := worktree.NewManager(worktree.Config{Root: filepath.Join(b.TempDir(), "wt"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
 		b.Fatal(err)
 	}
 	js, err := json.Marshal(script)
@@ -47,6 +68,7 @@ func BenchmarkACPFaceSessionNew(b *testing.B) {
 	}
 	var news, firsts, warms, agentNews, agentColds []time.Duration
 	var idleWarms []time.Duration
+	var coldNews, coldChunks, agentColdChunks, trees []time.Duration
 	var ratios, idleRatios []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -99,6 +121,45 @@ func BenchmarkACPFaceSessionNew(b *testing.B) {
 			ag.stop()
 			b.StartTimer()
 		}
+		// Without a spare: through agentpool acp, then its parts alone.
+		for j := range perIter {
+			b.StopTimer()
+			time.Sleep(editorPause / 4) // the previous session's agent is gone
+			b.StartTimer()
+			start := time.Now()
+			res, err := coldEd.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: repo, McpServers: []acp.McpServer{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			coldNews = append(coldNews, time.Since(start))
+			coldChunks = append(coldChunks, promptChunkAt(b, coldEd, res.SessionId).Sub(start))
+			b.StopTimer()
+			if _, err := client.CloseSession(ctx, string(res.SessionId), true); err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			wt, err := wtm.Create(ctx, fmt.Sprintf("bench-%d-%d", i, j), repo, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			trees = append(trees, time.Since(t0))
+			if _, err := wtm.Remove(ctx, wt, true); err != nil {
+				b.Fatal(err)
+			}
+			spawn := time.Now()
+			ag := startACPPeer(b, bin, []string{"AGENTPOOL_DEMO_SCRIPT=" + string(js)}, repo, "demo-agent")
+			ag.chunks = make(chan acp.SessionId, 1)
+			if _, err := ag.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+				b.Fatal(err)
+			}
+			an, err := ag.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: repo, McpServers: []acp.McpServer{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			agentColdChunks = append(agentColdChunks, promptChunkAt(b, ag, an.SessionId).Sub(spawn))
+			ag.stop()
+			b.StartTimer()
+		}
 	}
 	b.StopTimer()
 	slices.Sort(news)
@@ -113,6 +174,11 @@ func BenchmarkACPFaceSessionNew(b *testing.B) {
 	b.ReportMetric(idleRatios[len(idleRatios)/2], "ratio_first_idle")
 	b.ReportMetric(ms(median(agentNews)), "agent_new_p50_ms")
 	b.ReportMetric(ms(median(agentColds)), "agent_cold_p50_ms")
+	b.ReportMetric(ms(median(coldNews)), "nospare_new_p50_ms")
+	b.ReportMetric(ms(median(coldChunks)), "nospare_chunk_p50_ms")
+	b.ReportMetric(ms(median(agentColdChunks)), "agent_cold_chunk_p50_ms")
+	b.ReportMetric(ms(median(trees)), "worktree_p50_ms")
+	b.ReportMetric(ms(median(coldChunks)-median(agentColdChunks)-median(trees)), "nospare_overhead_ms")
 }
 
 // editorPause is how long after the thread opens (and between prompts,
@@ -124,21 +190,29 @@ const editorPause = time.Second
 // time to its first agent message chunk, once the turn has ended.
 func promptFirstChunk(b *testing.B, ed *acpEditor, session acp.SessionId) time.Duration {
 	b.Helper()
+	start := time.Now()
+	return promptChunkAt(b, ed, session).Sub(start)
+}
+
+// promptChunkAt prompts session through the editor (or agent) and
+// returns when its first agent message chunk came, once the turn has
+// ended.
+func promptChunkAt(b *testing.B, ed *acpEditor, session acp.SessionId) time.Time {
+	b.Helper()
 	for len(ed.chunks) > 0 {
 		<-ed.chunks
 	}
 	done := make(chan error, 1)
-	start := time.Now()
 	go func() {
 		_, err := ed.conn.Prompt(context.Background(), acp.PromptRequest{SessionId: session, Prompt: []acp.ContentBlock{acp.TextBlock("go")}})
 		done <- err
 	}()
-	var first time.Duration
-	for first == 0 {
+	var first time.Time
+	for first.IsZero() {
 		select {
 		case id := <-ed.chunks:
 			if id == session {
-				first = time.Since(start)
+				first = time.Now()
 			}
 		case err := <-done:
 			b.Fatalf("the prompt ended before its first chunk: %v", err)

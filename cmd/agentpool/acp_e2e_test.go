@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,9 +109,15 @@ func startEditor(t testing.TB, bin, home, dir string, args ...string) *acpEditor
 // environment, as an ACP agent that an acpEditor drives.
 func startACPPeer(t testing.TB, bin string, env []string, dir string, args ...string) *acpEditor {
 	t.Helper()
+	return startACPPeerEnv(t, bin, append(os.Environ(), env...), dir, args...)
+}
+
+// startACPPeerEnv is startACPPeer with env the whole environment.
+func startACPPeerEnv(t testing.TB, bin string, env []string, dir string, args ...string) *acpEditor {
+	t.Helper()
 	e := &acpEditor{t: t, stderr: &bytes.Buffer{}, answer: "allow_once"}
 	e.cmd = exec.Command(bin, args...)
-	e.cmd.Env = append(os.Environ(), env...)
+	e.cmd.Env = env
 	e.cmd.Dir = dir
 	e.cmd.Stderr = e.stderr
 	in, err := e.cmd.StdinPipe()
@@ -125,7 +132,14 @@ func startACPPeer(t testing.TB, bin string, env []string, dir string, args ...st
 		t.Fatal(err)
 	}
 	e.stdin = in
-	e.conn = acp.NewClientSideConnection(e, in, out)
+	// The SDK logs at info when the peer goes away: on stderr and only
+	// warnings, so that a benchmark's stdout stays its figures. Its reader
+	// starts with the connection and reads the logger unguarded: it waits
+	// until the logger is set.
+	gate := &gatedReader{r: out, open: make(chan struct{})}
+	e.conn = acp.NewClientSideConnection(e, in, gate)
+	e.conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	close(gate.open)
 	t.Cleanup(func() {
 		e.stop()
 		if t.Failed() {
@@ -329,4 +343,15 @@ func sameDir(a, b string) bool {
 	ra, err1 := filepath.EvalSymlinks(a)
 	rb, err2 := filepath.EvalSymlinks(b)
 	return filepath.Clean(a) == filepath.Clean(b) || (err1 == nil && err2 == nil && ra == rb)
+}
+
+// gatedReader holds every Read until open is closed.
+type gatedReader struct {
+	r    io.Reader
+	open chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	<-g.open
+	return g.r.Read(p)
 }

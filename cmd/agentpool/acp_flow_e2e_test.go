@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/pool"
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -112,6 +113,16 @@ func TestACPEndToEnd(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ps.Worktree.Path, "notes.txt")); err != nil || string(b) != "first task\n" {
 		t.Errorf("notes.txt in the worktree = %q, %v; want the prompt (permission allowed)", b, err)
 	}
+	// The page and the CLI see the editor's answer: nothing pending, the
+	// request resolved.
+	if pend, err := d.client.Permissions(ctx, string(id)); err != nil || len(pend) != 0 {
+		t.Errorf("pending permissions after the editor answered = %+v, %v; want none", pend, err)
+	}
+	if evs, err := d.client.EventLog(ctx, string(id), 0); err != nil || !slices.ContainsFunc(evs, func(ev backends.Event) bool {
+		return ev.Type == backends.EventPermissionResolved && strings.Contains(string(ev.Data), "allow")
+	}) {
+		t.Errorf("no permission.resolved event for the editor's answer (%v)", err)
+	}
 
 	// The Agent option: a disabled provider is refused, beta is taken.
 	if _, err := ed.conn.SetSessionConfigOption(ed.ctx(), acp.SetSessionConfigOptionRequest{ValueId: &acp.SetSessionConfigOptionValueId{
@@ -138,6 +149,12 @@ func TestACPEndToEnd(t *testing.T) {
 	list, err := ed.conn.ListSessions(ed.ctx(), acp.ListSessionsRequest{Cwd: acp.Ptr(repo)})
 	if err != nil || !slices.ContainsFunc(list.Sessions, func(s acp.SessionInfo) bool { return s.SessionId == id && sameDir(s.Cwd, repo) }) {
 		t.Fatalf("session/list = %+v, %v; want %s in %s", list, err, id, repo)
+	}
+	for _, s := range list.Sessions {
+		// The session has no title of its own: its first prompt is.
+		if s.SessionId == id && (s.Title == nil || *s.Title != "first task" || s.UpdatedAt == nil) {
+			t.Errorf("session/list entry %+v; want the title \"first task\" (its first prompt) and the updated time", s)
+		}
 	}
 
 	// The acp process is killed: the session and its agents live on; a
@@ -264,6 +281,21 @@ func TestACPEndToEnd(t *testing.T) {
 		t.Errorf("/diff --stat answered %q; want notes.txt named", text)
 	}
 
+	// /restore puts the worktree back before turn 3 (alpha's "third").
+	n = ed.count()
+	if res, err := ed.conn.Prompt(ed.ctx(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("/restore")}}); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("/restore = %+v, %v", res, err)
+	} else if text := agentText(ed.since(id, n)); !strings.Contains(text, "/restore failed") || !strings.Contains(text, "--turn") {
+		t.Errorf("/restore without --turn answered %q; want the failure naming --turn", text)
+	}
+	n = ed.count()
+	if res, err := ed.conn.Prompt(ed.ctx(), acp.PromptRequest{SessionId: id, Prompt: []acp.ContentBlock{acp.TextBlock("/restore --turn 3")}}); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("/restore --turn 3 = %+v, %v", res, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ps.Worktree.Path, "notes.txt")); err != nil || string(b) != "first task\n" {
+		t.Errorf("notes.txt after /restore --turn 3 = %q, %v (the thread said %q); want the state before turn 3", b, err, agentText(ed.since(id, n)))
+	}
+
 	// session/close closes the pool session and keeps its branch.
 	if _, err := ed.conn.CloseSession(ed.ctx(), acp.CloseSessionRequest{SessionId: id}); err != nil {
 		t.Fatalf("session/close: %v", err)
@@ -274,8 +306,8 @@ func TestACPEndToEnd(t *testing.T) {
 	if out := e2eGit(t, repo, "branch", "--list", ps.Worktree.Branch); !strings.Contains(out, ps.Worktree.Branch) {
 		t.Errorf("branch %s gone after session/close", ps.Worktree.Branch)
 	}
-	if b := e2eGit(t, repo, "show", ps.Worktree.Branch+":notes.txt"); !strings.Contains(b, "third") {
-		t.Errorf("notes.txt on the branch = %q; want the work kept", b)
+	if b := e2eGit(t, repo, "show", ps.Worktree.Branch+":notes.txt"); !strings.Contains(b, "first task") {
+		t.Errorf("notes.txt on the branch = %q; want the work kept (as restored)", b)
 	}
 	ed.stop()
 }
@@ -317,5 +349,30 @@ func TestACPNoDaemon(t *testing.T) {
 	}
 	if _, err := os.Stat(home); err == nil {
 		t.Errorf("agentpool acp created the data directory %s", home)
+	}
+
+	// As an editor starts it: no AGENTPOOL_HOME, in the project's
+	// repository. The discovery is the CLI's; it creates nothing, neither
+	// a .agentpool in the project nor the per-user data directory.
+	user := t.TempDir()
+	state := filepath.Join(user, ".local", "state")
+	repo := e2eRepoAt(t, filepath.Join(t.TempDir(), "proj"), map[string]string{"README.md": "# proj\n"})
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AGENTPOOL_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_") {
+			env = append(env, kv)
+		}
+	}
+	ed = startACPPeerEnv(t, bin, append(env, "HOME="+user), repo, "acp")
+	_, err = ed.conn.Initialize(ed.ctx(), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+	if msg := acpMessage(err); !strings.Contains(msg, "no daemon found in "+filepath.Join(state, "agentpool")) || !strings.Contains(msg, "agentpool serve") {
+		t.Errorf("initialize without a daemon or AGENTPOOL_HOME: %v; want the per-user data directory named and how to start the daemon", err)
+	}
+	ed.stop()
+	if out := e2eGit(t, repo, "status", "--porcelain", "--ignored"); out != "" {
+		t.Errorf("the editor's repository after agentpool acp ran in it:\n%s\nwant it untouched", out)
+	}
+	if ents, _ := os.ReadDir(user); len(ents) != 0 {
+		t.Errorf("agentpool acp created %d entries in the user's home directory; want none", len(ents))
 	}
 }

@@ -73,6 +73,7 @@ func (c *cli) acpCommands() []acpserver.Command {
 		cmd("diff", "show what the session changed in its worktree", "[--stat] [--turn N]", "diff"),
 		cmd("merge", "merge the session's branch into its base", "[--into BRANCH] [--squash | --rebase]", "session", "merge"),
 		cmd("pr", "push the session's branch and open a pull request", "[--base BRANCH] [--title TEXT] [--draft]", "session", "pr"),
+		cmd("restore", "put the worktree back to the state before turn N (undoing it and later turns), or with --after to the state it left", "--turn N [--after]", "restore"),
 		cmd("status", "show the session: its agents, branch, worktree and usage", "", "session", "show"),
 	}
 }
