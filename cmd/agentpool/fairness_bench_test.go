@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,7 +84,9 @@ func runFairness(tb testing.TB, bin string, load fairnessLoad) ([]fairnessPhase,
 		"quick":  {Turns: []agenttest.Turn{{Echo: true}}},
 	})
 	repo := benchRepo(tb)
-	_, client, _ := startBenchDaemon(tb, bin, home)
+	// AGENTPOOL_BENCH_ARGS adds arguments to the daemon's serve, e.g.
+	// "--slowed-rate 0" to measure it without pacing.
+	_, client, _ := startBenchDaemon(tb, bin, home, strings.Fields(os.Getenv("AGENTPOOL_BENCH_ARGS"))...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	tb.Cleanup(cancel)
 	create := func(agent string) string {
@@ -272,7 +275,8 @@ func fairnessTable(phases []fairnessPhase) string {
 // updates in one turn, then while another's sends 300 updates of 1 MiB,
 // each flood followed by a reader from its first event. It reports the
 // bystanders' turn p50 and p99 in each phase, p50 as a ratio to the
-// baseline's, and the floods' own turns.
+// baseline's, and the floods' own turns. AGENTPOOL_BENCH_ARGS adds
+// arguments to the daemon ("--slowed-rate 0": without pacing).
 //
 //	go test -run '^$' -bench Fairness -benchtime 1x ./cmd/agentpool
 func BenchmarkFairness(b *testing.B) {
