@@ -203,3 +203,18 @@ func TestAgentChoices(t *testing.T) {
 		}
 	}
 }
+
+// A folder that is no repository is said to be none; one whose lookup was
+// cut short (the editor went away) is not.
+func TestGitTopLevelSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := gitTopLevel(context.Background(), dir); err == nil || !strings.Contains(err.Error(), "not inside a git repository") {
+		t.Errorf("gitTopLevel of a plain folder = %v; want it said to be no repository", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := gitTopLevel(ctx, dir)
+	if err == nil || strings.Contains(err.Error(), "not inside a git repository") || !errors.Is(err, context.Canceled) {
+		t.Errorf("gitTopLevel with its context cancelled = %v; want the cancellation, not a missing repository", err)
+	}
+}

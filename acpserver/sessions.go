@@ -351,6 +351,11 @@ func gitTopLevel(ctx context.Context, dir string) (string, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
+		if ctx.Err() != nil {
+			// The editor went away (or cancelled) while git ran: say so,
+			// not that the folder is no repository.
+			return "", fmt.Errorf("find the git repository of %s: %w", dir, context.Cause(ctx))
+		}
 		msg := strings.TrimSpace(stderr.String())
 		if msg != "" && !strings.Contains(msg, "not a git repository") {
 			return "", fmt.Errorf("git cannot use %s: %s", dir, strings.TrimPrefix(strings.SplitN(msg, "\n", 2)[0], "fatal: "))
