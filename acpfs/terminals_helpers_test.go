@@ -144,6 +144,5 @@ func waitDead(t *testing.T, pids ...int) {
 	}
 }
 
-func intp(n int) *int            { return &n }
-func strp(s string) *string      { return &s }
-func codeOf(s ExitStatus) string { return s.String() }
+func intp(n int) *int       { return &n }
+func strp(s string) *string { return &s }

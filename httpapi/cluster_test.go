@@ -95,11 +95,10 @@ func (c testCluster) KnownToken(tok string) bool {
 // clusterEnv is hosts "a" and "b" sharing a clusterMap, each a real
 // server on 127.0.0.1 over its own fake pool, with its own token.
 type clusterEnv struct {
-	m      *clusterMap
-	a, b   *testEnv
-	logA   *syncBuffer
-	logB   *syncBuffer
-	tweakA func(*Config)
+	m    *clusterMap
+	a, b *testEnv
+	logA *syncBuffer
+	logB *syncBuffer
 }
 
 // syncBuffer is a log sink safe for concurrent writers.

@@ -34,7 +34,6 @@ type realCluster struct {
 	mu     sync.Mutex
 	hosts  map[string]httpapi.ClusterHost
 	owners map[string]string // session → host; none: the host asking
-	tokens map[string]string
 }
 
 // createOn makes a session of the fake agent on host id (whose client is

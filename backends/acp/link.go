@@ -195,13 +195,6 @@ func (b *Backend) waitLinks() {
 	}
 }
 
-// linksMade returns how many SDK connections the backend has made.
-func (b *Backend) linksMade() int {
-	b.links.mu.Lock()
-	defer b.links.mu.Unlock()
-	return b.links.made
-}
-
 // linkWriter is the SDK's way to the agent. It keeps the counts that decide
 // when a link may be retired: the ids of the SDK's requests, and the
 // answers to requests of the agent.

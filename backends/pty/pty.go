@@ -402,20 +402,6 @@ func (b *Backend) killOwn(cause error) {
 	}
 }
 
-// fail records the first fatal error and kills the program's session.
-func (b *Backend) fail(err error) {
-	b.mu.Lock()
-	if b.fatal == nil {
-		b.fatal = err
-		b.logger.Warn("stopping terminal program", "err", err)
-	}
-	cmd := b.cmd
-	b.mu.Unlock()
-	if cmd != nil {
-		killSession(cmd.Process.Pid)
-	}
-}
-
 func (b *Backend) hasExited() bool {
 	select {
 	case <-b.procDone:
