@@ -198,32 +198,7 @@ func TestAttemptWaitShowsPermissions(t *testing.T) {
 	t.Run("ctrl-c", func(t *testing.T) {
 		cmd := exec.Command(bin, "attempt", "left task", "--agent", "scripted", "--repo", repo, "--wait")
 		cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home)
-		tty, err := pty.Start(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tty.Close()
-		out := &ptyOutput{}
-		go func() { _, _ = copyAll(out, tty) }()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		out.waitFor(t, "Reject [N]:", 30*time.Second)
-		if _, err := tty.Write([]byte{3}); err != nil { // Ctrl-C
-			t.Fatal(err)
-		}
-		sent := time.Now()
-		select {
-		case err := <-done:
-			if err == nil {
-				t.Errorf("attempt --wait interrupted at the question exited 0; want a failure status\n%s", out)
-			}
-			if took := time.Since(sent); took > 2*time.Second {
-				t.Errorf("attempt --wait ended %s after Ctrl-C; want at once", took)
-			}
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Fatalf("attempt --wait still runs 10 s after Ctrl-C at the question:\n%s", out)
-		}
+		out := ctrlCAtQuestion(t, cmd, "attempt --wait") // permctrlc_e2e_test.go
 		m := regexp.MustCompile(`interrupted: the attempts of (att-\S+) run on without you; come back to them with: \S+ attempt show (att-\S+) --wait`).FindStringSubmatch(out.String())
 		if m == nil || m[1] != m[2] || strings.Contains(out.String(), "interrupt signal received") || strings.Contains(out.String(), "GET /v1/") {
 			t.Fatalf("attempt --wait after Ctrl-C printed:\n%s\nwant that the attempts run on and how to come back, no cut request", out)

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,23 +16,7 @@ func TestDefaultAgentFromProvidersFile(t *testing.T) {
 	bin := agentpoolBinary(t)
 	home := t.TempDir()
 	writeScripted(t, home, bin, map[string]any{"alpha": agenttest.Script{}})
-	path := filepath.Join(home, providersFile)
-	set := func(agent string) {
-		t.Helper()
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var doc map[string]any
-		if err := json.Unmarshal(b, &doc); err != nil {
-			t.Fatal(err)
-		}
-		doc["default_agent"] = agent
-		b, _ = json.Marshal(doc)
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	set := func(agent string) { t.Helper(); setDefaultAgent(t, home, agent) } // acp_updates_e2e_test.go
 	set("alpha")
 	d := startDaemon(t, bin, home)
 	d.stopAtCleanup()

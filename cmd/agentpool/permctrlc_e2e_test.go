@@ -81,33 +81,7 @@ func TestPromptCtrlCAtPermissionQuestion(t *testing.T) {
 
 	cmd := exec.Command(bin, "prompt", session, "build it")
 	cmd.Env = append(os.Environ(), "AGENTPOOL_HOME="+home)
-	tty, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tty.Close()
-	out := &ptyOutput{}
-	go func() { _, _ = copyAll(out, tty) }()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	out.waitFor(t, "Reject [N]:", 30*time.Second)
-
-	if _, err := tty.Write([]byte{3}); err != nil { // Ctrl-C
-		t.Fatal(err)
-	}
-	sent := time.Now()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Errorf("prompt interrupted at the question exited 0; want a failure status\n%s", out)
-		}
-		if took := time.Since(sent); took > 2*time.Second {
-			t.Errorf("prompt ended %s after Ctrl-C; want at once", took)
-		}
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("prompt still runs 10 s after Ctrl-C at the permission question:\n%s", out)
-	}
+	out := ctrlCAtQuestion(t, cmd, "prompt")
 	if !strings.Contains(out.String(), "cancelling turn 1") {
 		t.Errorf("prompt did not say it cancels the turn:\n%s", out)
 	}
@@ -151,4 +125,39 @@ func (d *daemon) newSessionWith(repo, agent string) string {
 		d.t.Fatalf("session new output has no id:\n%s", out)
 	}
 	return m[1]
+}
+
+// ctrlCAtQuestion runs cmd (what, in messages) on a pty until it asks a
+// permission question, types Ctrl-C there, and checks that it ends at once
+// with a failure status; it returns what cmd printed.
+func ctrlCAtQuestion(t *testing.T, cmd *exec.Cmd, what string) *ptyOutput {
+	t.Helper()
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tty.Close() })
+	out := &ptyOutput{}
+	go func() { _, _ = copyAll(out, tty) }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	out.waitFor(t, "Reject [N]:", 30*time.Second)
+
+	if _, err := tty.Write([]byte{3}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("%s interrupted at the question exited 0; want a failure status\n%s", what, out)
+		}
+		if took := time.Since(sent); took > 2*time.Second {
+			t.Errorf("%s ended %s after Ctrl-C; want at once", what, took)
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s still runs 10 s after Ctrl-C at the permission question:\n%s", what, out)
+	}
+	return out
 }
