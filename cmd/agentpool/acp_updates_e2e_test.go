@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -364,18 +363,5 @@ func TestACPEditorMCPServersShared(t *testing.T) {
 // setDefaultAgent sets providers.json's default_agent in home.
 func setDefaultAgent(t *testing.T, home, id string) {
 	t.Helper()
-	path := filepath.Join(home, providersFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	doc["default_agent"] = id
-	b, _ = json.Marshal(doc)
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	editProviders(t, home, func(doc map[string]any) { doc["default_agent"] = id }) // diskloss_e2e_test.go
 }

@@ -179,6 +179,14 @@ func writeFakeProviderTimeout(t *testing.T, home string, s agenttest.Script, tur
 // providers.json.
 func setProviderField(t *testing.T, home, provider, field string, value any) {
 	t.Helper()
+	editProviders(t, home, func(doc map[string]any) {
+		doc["providers"].(map[string]any)[provider].(map[string]any)[field] = value
+	})
+}
+
+// editProviders rewrites home's providers.json with edit applied to it.
+func editProviders(t *testing.T, home string, edit func(doc map[string]any)) {
+	t.Helper()
 	path := filepath.Join(home, providersFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -188,7 +196,7 @@ func setProviderField(t *testing.T, home, provider, field string, value any) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	doc["providers"].(map[string]any)[provider].(map[string]any)[field] = value
+	edit(doc)
 	b, _ = json.MarshalIndent(doc, "", "  ")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
