@@ -79,22 +79,9 @@ func BenchmarkBigUpdates(b *testing.B) {
 		wg.Add(1)
 		go func() { // the bystander prompts until the floods are read
 			defer wg.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				start := time.Now()
-				t, err := client.Prompt(ctx, bystander, "", "hello", true)
-				if err != nil {
-					b.Errorf("bystander prompt: %v", err)
-					return
-				}
-				end := time.Now()
-				lat = append(lat, end.Sub(start))
-				prompts = append(prompts, bystanderPrompt{turn: t.ID, sent: start, answered: end})
-				time.Sleep(50 * time.Millisecond)
+			prompts = promptUntil(ctx, b, client, bystander, done, 50*time.Millisecond)
+			for _, p := range prompts {
+				lat = append(lat, p.answered.Sub(p.sent))
 			}
 		}()
 		// readAll reads session id from its first event until its flood's
@@ -291,6 +278,28 @@ func startBenchDaemonEnv(tb testing.TB, bin, home string, env []string, args ...
 type bystanderPrompt struct {
 	turn           int64
 	sent, answered time.Time
+}
+
+// promptUntil prompts session through client again and again, each prompt
+// waiting for its turn's end, pausing pause between them, until stop is
+// closed or a prompt fails; it returns the turns.
+func promptUntil(ctx context.Context, tb testing.TB, client *httpapi.Client, session string, stop <-chan struct{}, pause time.Duration) []bystanderPrompt {
+	var prompts []bystanderPrompt
+	for {
+		select {
+		case <-stop:
+			return prompts
+		default:
+		}
+		start := time.Now()
+		t, err := client.Prompt(ctx, session, "", "hello", true)
+		if err != nil {
+			tb.Errorf("bystander prompt: %v", err)
+			return prompts
+		}
+		prompts = append(prompts, bystanderPrompt{turn: t.ID, sent: start, answered: time.Now()})
+		time.Sleep(pause)
+	}
 }
 
 // reportTurnBreakdown splits each of prompts' time, with the times the

@@ -129,23 +129,12 @@ func measureFairness(ctx context.Context, tb testing.TB, client *httpapi.Client,
 		var wg sync.WaitGroup
 		for _, id := range by {
 			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					start := time.Now()
-					turn, err := client.Prompt(ctx, id, "", "hello", true)
-					if err != nil {
-						tb.Errorf("bystander prompt: %v", err)
-						return
-					}
-					end := time.Now()
-					mu.Lock()
-					lat = append(lat, end.Sub(start))
-					prompts[id] = append(prompts[id], bystanderPrompt{turn: turn.ID, sent: start, answered: end})
-					mu.Unlock()
+				ps := promptUntil(ctx, tb, client, id, stop, 0) // bigupdates_bench_test.go
+				mu.Lock()
+				defer mu.Unlock()
+				prompts[id] = ps
+				for _, p := range ps {
+					lat = append(lat, p.answered.Sub(p.sent))
 				}
 			})
 		}
