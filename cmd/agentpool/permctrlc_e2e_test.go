@@ -138,7 +138,8 @@ func ctrlCAtQuestion(t *testing.T, cmd *exec.Cmd, what string) *ptyOutput {
 	}
 	t.Cleanup(func() { tty.Close() })
 	out := &ptyOutput{}
-	go func() { _, _ = copyAll(out, tty) }()
+	copied := make(chan struct{})
+	go func() { _, _ = copyAll(out, tty); close(copied) }()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	out.waitFor(t, "Reject [N]:", 30*time.Second)
@@ -158,6 +159,13 @@ func ctrlCAtQuestion(t *testing.T, cmd *exec.Cmd, what string) *ptyOutput {
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatalf("%s still runs 10 s after Ctrl-C at the permission question:\n%s", what, out)
+	}
+	// The command has ended, but what it printed last may still sit in
+	// the terminal: read to its end (EIO) before anyone looks at it.
+	select {
+	case <-copied:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s ended but its terminal did not close in 10 s:\n%s", what, out)
 	}
 	return out
 }
