@@ -110,6 +110,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+
+	tops sync.Map // cwd → the top of its repository, see repoOf
 }
 
 var _ acp.Agent = (*Server)(nil)

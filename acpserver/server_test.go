@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -217,4 +219,54 @@ func TestGitTopLevelSaysWhy(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "not inside a git repository") || !errors.Is(err, context.Canceled) {
 		t.Errorf("gitTopLevel with its context cancelled = %v; want the cancellation, not a missing repository", err)
 	}
+}
+
+// The top of an editor's folder is asked of git once, and again when it
+// may have changed: its .git gone, or a repository made between.
+func TestRepoOfAsksGitOnce(t *testing.T) {
+	top := t.TempDir()
+	cwd := filepath.Join(top, "src", "pkg")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(top, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	s, err := New(Config{
+		Connect: func(context.Context) (API, error) { return nil, errors.New("no daemon here") },
+		GitTopLevel: func(_ context.Context, dir string) (string, error) {
+			asked++
+			for d := dir; ; d = filepath.Dir(d) {
+				if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
+					return d, nil
+				}
+				if d == filepath.Dir(d) {
+					return "", errors.New("not a repository")
+				}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(want string, wantAsked int) {
+		t.Helper()
+		got, err := s.repoOf(t.Context(), cwd)
+		if err != nil || got != want || asked != wantAsked {
+			t.Fatalf("repoOf(%s) = %q, %v after %d git calls; want %q after %d", cwd, got, err, asked, want, wantAsked)
+		}
+	}
+	ask(top, 1)
+	ask(top, 1)
+	nested := filepath.Join(top, "src")
+	if err := os.Mkdir(filepath.Join(nested, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ask(nested, 2)
+	ask(nested, 2)
+	if err := os.Remove(filepath.Join(nested, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	ask(top, 3)
 }

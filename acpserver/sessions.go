@@ -3,6 +3,7 @@ package acpserver
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -336,11 +337,36 @@ func (s *Server) repoOf(ctx context.Context, cwd string) (string, error) {
 	if cwd == "" || !filepath.IsAbs(cwd) {
 		return "", invalid(fmt.Sprintf("cwd %q is not an absolute path: open a folder inside a git repository", cwd))
 	}
+	if top, ok := s.tops.Load(cwd); ok && stillTop(cwd, top.(string)) {
+		return top.(string), nil
+	}
 	top, err := s.cfg.GitTopLevel(ctx, cwd)
 	if err != nil {
 		return "", invalid(err.Error())
 	}
+	s.tops.Store(cwd, top)
 	return top, nil
+}
+
+// stillTop reports whether top, which git named as the top of cwd's
+// repository, still is: it has its .git, and no directory from cwd up
+// to it has one of its own (a repository made inside since). An editor
+// opens every thread in the same folder; this spares each new one a git
+// process. A repository that is no longer one is refused by the daemon.
+func stillTop(cwd, top string) bool {
+	rel, err := filepath.Rel(top, cwd)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return false
+	}
+	if _, err := os.Lstat(filepath.Join(top, ".git")); err != nil {
+		return false
+	}
+	for dir := filepath.Clean(cwd); dir != filepath.Clean(top); dir = filepath.Dir(dir) {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil || dir == filepath.Dir(dir) {
+			return false
+		}
+	}
+	return true
 }
 
 // gitTopLevel returns the top directory of the git repository holding

@@ -162,6 +162,13 @@ const lifecycleDeliveryWait = 5 * time.Second
 // delivered (see lifecycleDeliveryWait): Create returns once the session's
 // first event is on the streams, and Close ends the feed after its last.
 func (p *Pool) publish(s *session, ev backends.Event) {
+	p.publishLater(s, ev)()
+}
+
+// publishLater is publish up to the wait for delivery, which it returns
+// for the caller to do once it has started what need not wait for it
+// (see Create).
+func (p *Pool) publishLater(s *session, ev backends.Event) (wait func()) {
 	if ev.Time.IsZero() {
 		ev.Time = p.cfg.Now()
 	}
@@ -177,8 +184,10 @@ func (p *Pool) publish(s *session, ev backends.Event) {
 	p.queueLocked(s, ev, delivered)
 	s.mu.Unlock()
 	p.published.Add(1)
-	if delivered != nil && !p.awaitDelivered(delivered) {
-		p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", ev.Type)
+	return func() {
+		if delivered != nil && !p.awaitDelivered(delivered) {
+			p.logger.Warn("event not yet written; going on without it", "session", s.id, "type", ev.Type)
+		}
 	}
 }
 
@@ -418,11 +427,15 @@ func (p *Pool) create(ctx context.Context, req CreateRequest, first *firstPrompt
 	if len(req.MCPServers) > 0 {
 		created["mcp_servers"] = req.MCPServers.Names() // names only: never a secret
 	}
-	p.emit(s, backends.EventSessionCreated, req.Agent, created)
+	// The setup and the agent's start begin while the store writes
+	// session.created (their events come after it); Create returns once
+	// it is written.
+	written := p.publishLater(s, backends.Event{Time: p.cfg.Now(), Type: backends.EventSessionCreated, Agent: req.Agent, Data: backends.MustJSON(created)})
 	p.startSetup(s) // setup.go
 	if req.warmOn() {
 		p.startWarmUp(s, req.Agent) // warmup.go
 	}
+	written()
 	return p.get(ctx, id, true)
 }
 

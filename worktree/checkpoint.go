@@ -256,6 +256,9 @@ func (m *Manager) Checkpoint(ctx context.Context, wt Worktree) (string, error) {
 		// index is gone) or in the tracking (its directory is gone).
 		fp := m.fingerprintOf(p.AdminDir, p.CommonDir)
 		if tree, ok := m.changes.lookup(root, fp); ok {
+			if tree == st.seed {
+				st.seedGiven = true
+			}
 			return tree, nil
 		}
 	}
@@ -281,6 +284,17 @@ func (m *Manager) Checkpoint(ctx context.Context, wt Worktree) (string, error) {
 // anchorLocked appends tree to the session's checkpoint chain unless it is
 // already its head. st.mu must be held.
 func (m *Manager) anchorLocked(ctx context.Context, st *wtState, l wtLoc, wt Worktree, tree string) error {
+	if seed, given := st.seed, st.seedGiven; seed != "" {
+		// The state at creation, once given as a checkpoint, goes first,
+		// as a scan would have put it.
+		st.seed, st.seedGiven = "", false
+		if given && seed != tree {
+			if err := m.anchorLocked(ctx, st, l, wt, seed); err != nil {
+				st.seed, st.seedGiven = seed, given
+				return err
+			}
+		}
+	}
 	if st.anchor != "" && st.anchorTree == tree {
 		return nil
 	}
@@ -315,6 +329,17 @@ func (m *Manager) anchorLocked(ctx context.Context, st *wtState, l wtLoc, wt Wor
 		}
 		// Someone else moved the ref: re-read it and retry once.
 	}
+}
+
+// anchorSeedLocked anchors the state at creation that Checkpoint gave
+// without anchoring it (see seedFresh), if any: before the worktree
+// goes, so that its tree outlives the session's branch. st.mu must be
+// held.
+func (m *Manager) anchorSeedLocked(ctx context.Context, st *wtState, l wtLoc, wt Worktree) error {
+	if st.seed == "" || !st.seedGiven {
+		return nil
+	}
+	return m.anchorLocked(ctx, st, l, wt, st.seed)
 }
 
 // Restore makes the worktree match checkpoint (a tree id from Checkpoint,

@@ -64,7 +64,7 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	lock.Lock()
 	defer lock.Unlock()
 
-	ids, err := m.resolve(ctx, at(info.top), baseRef+"^{commit}", "refs/heads/"+branch)
+	ids, err := m.resolve(ctx, at(info.top), baseRef+"^{commit}", "refs/heads/"+branch, baseRef+"^{commit}^{tree}")
 	if err != nil {
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
@@ -80,13 +80,13 @@ func (m *Manager) Create(ctx context.Context, session, repo, baseRef string) (Wo
 	if ids[1] != "" {
 		return Worktree{}, fmt.Errorf("%w: branch %s already exists in %s", ErrExists, branch, info.top)
 	}
-	return m.addLocked(ctx, session, info, base, setup, hasSetup)
+	return m.addLocked(ctx, session, info, base, ids[2], setup, hasSetup)
 }
 
 // addLocked adds the worktree of session to the repository info, on a new
-// session branch at base, and prepares its setup (see Create). The
-// repository's lock must be held.
-func (m *Manager) addLocked(ctx context.Context, session string, info repoInfo, base string, setup SetupFile, hasSetup bool) (Worktree, error) {
+// session branch at base (whose tree is baseTree, "" if unknown), and
+// prepares its setup (see Create). The repository's lock must be held.
+func (m *Manager) addLocked(ctx context.Context, session string, info repoInfo, base, baseTree string, setup SetupFile, hasSetup bool) (Worktree, error) {
 	path := filepath.Join(m.namespace(info.top), session)
 	branch := BranchPrefix + session
 	if _, err := os.Lstat(path); err == nil {
@@ -124,6 +124,7 @@ func (m *Manager) addLocked(ctx context.Context, session string, info repoInfo, 
 	}
 	switch {
 	case !hasSetup || setup.Setup.Empty():
+		m.seedFresh(info, path, baseTree)
 	case setup.Trusted:
 		m.addSetup(path, info, setup.Setup)
 	default:

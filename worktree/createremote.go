@@ -23,7 +23,7 @@ func (m *Manager) createFromRemote(ctx context.Context, session string, r remote
 		return Worktree{}, err
 	}
 	branch := BranchPrefix + session
-	ids, err := m.resolve(ctx, at(info.top), baseRef+"^{commit}", "refs/heads/"+branch)
+	ids, err := m.resolve(ctx, at(info.top), baseRef+"^{commit}", "refs/heads/"+branch, baseRef+"^{commit}^{tree}")
 	if err != nil {
 		return Worktree{}, fmt.Errorf("create worktree for session %q: %w", session, err)
 	}
@@ -42,7 +42,7 @@ func (m *Manager) createFromRemote(ctx context.Context, session string, r remote
 	if err != nil {
 		return Worktree{}, err
 	}
-	return m.addLocked(ctx, session, info, base, setup, hasSetup)
+	return m.addLocked(ctx, session, info, base, ids[2], setup, hasSetup)
 }
 
 // setupFileFor reads the setup file of the repository info: from the

@@ -1,8 +1,13 @@
 package worktree
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // Identity is a git user: the name and email commits are made with.
@@ -20,11 +25,111 @@ type Identity struct {
 // them there), or the Manager's own with Default set when either is
 // missing or cannot be read. Agents get it in their environment: their
 // configuration files may be out of their reach.
+//
+// Every agent's start asks; the answer is kept per repository while the
+// configuration files it came from are unchanged (see identityCache).
 func (m *Manager) Identity(ctx context.Context, repo string) Identity {
-	if name, email, ok := m.configIdentity(ctx, at(repo)); ok {
-		return Identity{Name: name, Email: email}
+	files := m.identityFiles(ctx, repo)
+	st := stamps(files) // before git reads them
+	if id, ok := m.identities.get(repo, st); ok {
+		return id
 	}
-	return m.author
+	id := m.author
+	if name, email, ok := m.configIdentity(ctx, at(repo)); ok {
+		id = Identity{Name: name, Email: email}
+	}
+	m.identities.put(repo, files, st, id)
+	return id
+}
+
+// identityFiles are the configuration files git reads for repo's
+// identity (the repository's, the user's two, the system's), or nil when
+// they are not known.
+func (m *Manager) identityFiles(ctx context.Context, repo string) []string {
+	info, err := m.cachedRepo(ctx, repo)
+	if err != nil {
+		return nil
+	}
+	system := "/etc/gitconfig"
+	for _, kv := range m.env {
+		if v, ok := strings.CutPrefix(kv, "GIT_CONFIG_SYSTEM="); ok {
+			system = v
+		}
+	}
+	files := []string{filepath.Join(info.common, "config"), m.globalConfig, system}
+	if m.globalIgnore != "" { // $XDG_CONFIG_HOME/git/ignore
+		files = append(files, filepath.Join(filepath.Dir(m.globalIgnore), "config"))
+	}
+	return files
+}
+
+// identityCache keeps the identity of each repository with the stamps of
+// the configuration files it was read from; a change of any of them (or
+// of a file appearing) reads it again. Configuration that includes other
+// files is never kept: a change there would not show.
+type identityCache struct {
+	mu     sync.Mutex
+	byRepo map[string]cachedIdentity
+}
+
+type cachedIdentity struct {
+	id     Identity
+	stamps []fileStamp
+}
+
+// identityCacheMax bounds the repositories kept.
+const identityCacheMax = 256
+
+// stamps stamps each of files; nil for none.
+func stamps(files []string) []fileStamp {
+	if files == nil {
+		return nil
+	}
+	out := make([]fileStamp, len(files))
+	for i, f := range files {
+		if f != "" {
+			out[i] = stamp(f)
+		}
+	}
+	return out
+}
+
+// get returns the identity kept for repo if its files still have the
+// stamps st.
+func (c *identityCache) get(repo string, st []fileStamp) (Identity, bool) {
+	if st == nil {
+		return Identity{}, false
+	}
+	c.mu.Lock()
+	e, ok := c.byRepo[repo]
+	c.mu.Unlock()
+	if !ok || !slices.Equal(e.stamps, st) {
+		return Identity{}, false
+	}
+	return e.id, true
+}
+
+// put keeps id for repo, as read from files whose stamps st were taken
+// before the read, unless a file includes another.
+func (c *identityCache) put(repo string, files []string, st []fileStamp, id Identity) {
+	if files == nil {
+		return
+	}
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil && !os.IsNotExist(err) || bytes.Contains(bytes.ToLower(data), []byte("include")) {
+			return
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byRepo == nil || len(c.byRepo) >= identityCacheMax {
+		c.byRepo = make(map[string]cachedIdentity)
+	}
+	c.byRepo[repo] = cachedIdentity{id: id, stamps: st}
 }
 
 // configIdentity returns the user.name and user.email that git's

@@ -168,6 +168,8 @@ type Manager struct {
 	mirrors   string // Config.MirrorRoot, absolute; "" for none
 
 	fences sync.Map // session → *fenceState (see fence.go)
+
+	identities identityCache // see Identity
 }
 
 // wtState serialises the operations on one worktree and caches the head of
@@ -176,6 +178,12 @@ type wtState struct {
 	mu         sync.Mutex
 	anchor     string // commit at CheckpointRefPrefix+session, "" if unknown
 	anchorTree string // its tree
+	// seed is the tree of a worktree's state at its creation when the
+	// Manager vouched for it without a scan (see seedFresh), until the
+	// next checkpoint that anchors; seedGiven says that Checkpoint
+	// returned it, and so that it goes first in the chain.
+	seed      string
+	seedGiven bool
 	// viewRef is the private ref of the worktree's view (see view.go) as
 	// the Manager last dealt with it (refKey: imported, found behind the
 	// branch, refused, or written by the Manager); "" until then.

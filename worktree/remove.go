@@ -117,6 +117,11 @@ func (m *Manager) removeLocked(ctx context.Context, info repoInfo, wt Worktree, 
 		if _, err := m.repairLinks(l, wt.Session); err != nil {
 			return fail(err)
 		}
+		if !discard {
+			if err := m.anchorSeedLocked(ctx, st, l, wt); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	if !discard {
 		// The agent's commits in its private view join the branch before

@@ -65,6 +65,7 @@ type watchedTree struct {
 	valid bool             // every directory is watched where it is
 	skip  error            // why it is not tracked (never cached)
 	gen   uint64           // bumped by every event in the tree
+	attrs bool             // a .gitattributes file was seen by the last walk
 
 	cp   string // tree of the last recorded checkpoint, "" for none
 	cpG  uint64 // gen when the scan of cp began
@@ -182,6 +183,15 @@ func (c *changeTracker) record(root string, gen uint64, tree string, fp fingerpr
 	}
 }
 
+// sawAttributes reports whether the last walk of the worktree at root
+// (the one begin made) met a .gitattributes file.
+func (c *changeTracker) sawAttributes(root string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.trees[root]
+	return t == nil || t.attrs
+}
+
 // forget stops tracking the worktree at root.
 func (c *changeTracker) forget(root string) {
 	c.mu.Lock()
@@ -214,6 +224,7 @@ func (c *changeTracker) establishLocked(t *watchedTree) error {
 	c.unwatchLocked(t)
 	t.gen++
 	t.cp = ""
+	t.attrs = false
 	if err := c.watchTreeLocked(t, t.root); err != nil {
 		return err
 	}
@@ -233,6 +244,9 @@ func (c *changeTracker) watchTreeLocked(t *watchedTree, dir string) error {
 			return err
 		}
 		if !d.IsDir() {
+			if d.Name() == ".gitattributes" {
+				t.attrs = true
+			}
 			return nil
 		}
 		if len(t.dirs) >= c.maxDirs {

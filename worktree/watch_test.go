@@ -40,6 +40,7 @@ func checkpointT(t *testing.T, m *Manager, wt Worktree) (tree string, ranGit boo
 func TestCheckpointUnchangedRunsNoGit(t *testing.T) {
 	m := newManager(t)
 	wt := create(t, m, "s1", newRepo(t, "repo", nil))
+	writeFile(t, wt.Path, "notes.txt", "not fresh any more\n") // see fresh_test.go
 	first, ran := checkpointT(t, m, wt)
 	if !ran {
 		t.Fatal("first Checkpoint ran no git; want a scan")

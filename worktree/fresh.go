@@ -1,0 +1,100 @@
+package worktree
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// A worktree that `git worktree add` has just checked out (hooks off, see
+// git.go), with no setup to run, holds exactly its base commit's tree:
+// every file tracked, none changed, nothing untracked or ignored. Its
+// first checkpoint, which a session's warm-up takes before its agent
+// starts, would run six git processes to learn that. seedFresh records it
+// instead: the change tracker starts watching the worktree right after
+// the checkout, and the base tree is its checkpoint until anything
+// changes there (any event, or a change of the git files that decide a
+// snapshot). The chain of checkpoints still begins with that state: the
+// next checkpoint that anchors commits it first (see anchorLocked).
+//
+// Where a checkout may differ from its commit once git looks again, the
+// worktree is scanned as before: a .gitattributes file anywhere in it, an
+// attributes file of the repository or the user, or git configuration
+// that converts content or line ends (filters, autocrlf, eol) or
+// includes other files, which a plain reading cannot follow.
+
+// seedFresh records the tree of the worktree just added at path as its
+// checkpoint when the Manager can vouch for it (see above); otherwise the
+// first checkpoint scans.
+func (m *Manager) seedFresh(info repoInfo, path, tree string) {
+	if tree == "" {
+		return
+	}
+	st := m.state(path)
+	p := st.paths.Load()
+	if p == nil || !m.plainCheckout(p.CommonDir, p.AdminDir) {
+		return
+	}
+	gen, ok := m.changes.begin(path)
+	if !ok || m.changes.sawAttributes(path) {
+		return
+	}
+	m.changes.record(path, gen, tree, m.fingerprintOf(p.AdminDir, p.CommonDir))
+	st.mu.Lock()
+	st.seed = tree
+	st.mu.Unlock()
+	m.log.Debug("fresh worktree: its checkpoint is its base tree", keyPath, path, "tree", tree, keyRepo, info.top)
+}
+
+// convertingConfig are what, in a git configuration file, may make a
+// fresh checkout differ from its commit when git reads it back (or hide
+// a setting that does), lower-cased.
+var convertingConfig = [][]byte{[]byte("autocrlf"), []byte("eol"), []byte("safecrlf"), []byte("filter"), []byte("attributesfile"), []byte("include")}
+
+// plainCheckout reports whether no attributes file and no configuration
+// of the repository (common, its worktree admin directory admin), the
+// user or the system can make a fresh checkout read back differently
+// from its commit. A file that cannot be read counts against it.
+func (m *Manager) plainCheckout(common, admin string) bool {
+	var attrs []string
+	system := "/etc/gitconfig"
+	for _, kv := range m.env {
+		if v, ok := strings.CutPrefix(kv, "GIT_CONFIG_SYSTEM="); ok {
+			system = v
+		}
+	}
+	configs := []string{filepath.Join(common, "config"), filepath.Join(admin, "config.worktree"), m.globalConfig, system}
+	attrs = append(attrs, filepath.Join(common, "info", "attributes"), filepath.Join(admin, "info", "attributes"))
+	if m.globalIgnore != "" { // $XDG_CONFIG_HOME/git/ignore
+		dir := filepath.Dir(m.globalIgnore)
+		configs = append(configs, filepath.Join(dir, "config"))
+		attrs = append(attrs, filepath.Join(dir, "attributes"))
+	}
+	for _, a := range attrs {
+		if _, err := os.Lstat(a); !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+	}
+	for _, c := range configs {
+		if c == "" {
+			continue
+		}
+		data, err := os.ReadFile(c)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		data = bytes.ToLower(data)
+		for _, w := range convertingConfig {
+			if bytes.Contains(data, w) {
+				return false
+			}
+		}
+	}
+	return true
+}
