@@ -24,7 +24,11 @@ func TestEvict(t *testing.T) {
 	slow := agenttest.Script{Turns: []agenttest.Turn{{Steps: []agenttest.Step{{Chunk: "x"}, {WaitCancel: true}}}}}
 	e := newEnv(t, map[string]any{"fake": providerEntry(echo), "slow": providerEntry(slow)}, nil)
 	ctx := context.Background()
-	s := e.session("fake")
+	cold := false // no warm-up: the agent is not started until a prompt
+	s, err := e.p.Create(ctx, pool.CreateRequest{Repo: e.repo, Agent: "fake", Warm: &cold})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if err := e.p.Evict(ctx, s.ID, "fake"); !errors.Is(err, pool.ErrNotFound) {
 		t.Errorf("Evict(cold agent) error = %v; want ErrNotFound", err)

@@ -102,6 +102,7 @@ type Pool struct {
 	cfg    Config
 	logger *slog.Logger
 	broker *permission.Broker
+	rss    *rssCache // the memory budget's scans of /proc; nil when Config.GroupRSS was given
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -185,11 +186,12 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	var rss *rssCache
 	if cfg.GroupRSS == nil {
 		// The real scan is kept for rssFresh; a GroupRSS given (by a
 		// test) is asked every time.
-		c := &rssCache{scan: backends.GroupRSS, fresh: rssFresh, now: time.Now}
-		cfg.GroupRSS = c.get
+		rss = &rssCache{scan: backends.GroupRSS, fresh: rssFresh, stale: rssStale, now: time.Now}
+		cfg.GroupRSS = rss.get
 	}
 	if cfg.NewID == nil {
 		cfg.NewID = newID
@@ -200,6 +202,7 @@ func New(cfg Config) (*Pool, error) {
 	}
 	p := &Pool{
 		cfg:       cfg,
+		rss:       rss,
 		logger:    logger,
 		sessions:  map[string]*session{},
 		entries:   map[key]*entry{},
@@ -287,6 +290,9 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	var errs []error
 	if err := p.awaitGoroutines(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	if p.rss != nil {
+		p.rss.close()
 	}
 	if err := ctx.Err(); err != nil {
 		// Flushing now would not wait: the store's own Close writes what

@@ -86,7 +86,9 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 			v := *p.View
 			v.Tmp, v.Egress = j.tmp, j.egress
 			v.UID, v.GID = os.Getuid(), os.Getgid()
-			v.Hide = append(slices.Clip(v.Hide), j.m.secrets...)
+			// Once each: the system's secrets include the files every
+			// view hides, and each mount costs the launch time.
+			v.Hide = slices.Compact(slices.Sorted(slices.Values(append(slices.Clip(v.Hide), j.m.secrets...))))
 			p.View = &v
 			g, err := prepareGit(v.Git)
 			if err != nil {
