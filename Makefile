@@ -25,17 +25,22 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
+# The launcher of confined processes (agentpool-sandbox) goes beside the
+# daemon's binary, from the same build: the daemon checks that and falls
+# back to its own binary otherwise.
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentpool
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(dir $(BIN))agentpool-sandbox ./cmd/agentpool-sandbox
 
 install: build
 	install -d '$(DESTDIR)$(PREFIX)/bin'
 	install -m 0755 $(BIN) '$(DESTDIR)$(PREFIX)/bin/agentpool'
+	install -m 0755 $(dir $(BIN))agentpool-sandbox '$(DESTDIR)$(PREFIX)/bin/agentpool-sandbox'
 	@echo "installed $(DESTDIR)$(PREFIX)/bin/agentpool"
 	@case ":$$PATH:" in *':$(PREFIX)/bin:'*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH; add it, e.g.: export PATH=\"$(PREFIX)/bin:\$$PATH\"" ;; esac
 
 uninstall:
-	rm -f '$(DESTDIR)$(PREFIX)/bin/agentpool'
+	rm -f '$(DESTDIR)$(PREFIX)/bin/agentpool' '$(DESTDIR)$(PREFIX)/bin/agentpool-sandbox'
 
 run: build
 	AGENTPOOL_HOME=$(AGENTPOOL_HOME) ./$(BIN) serve

@@ -27,7 +27,7 @@ const rssStale = 2 * time.Second
 type rssCache struct {
 	scan  func() map[int]int64
 	fresh time.Duration
-	stale time.Duration // 0: never answer from a scan older than fresh
+	stale time.Duration    // 0: never answer from a scan older than fresh
 	now   func() time.Time // a monotonic clock: time.Now
 
 	mu         sync.Mutex

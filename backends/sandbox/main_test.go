@@ -1,6 +1,9 @@
 package sandbox_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -9,6 +12,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary copied as the launcher binary answers its identity
+	// (see TestLauncherNextTo).
+	if len(os.Args) == 2 && os.Args[1] == sandbox.IdentityFlag && filepath.Base(os.Args[0]) == sandbox.LauncherBinary {
+		fmt.Println(sandbox.LauncherIdentity())
+		os.Exit(0)
+	}
 	sandbox.MaybeLaunch()
 	goleak.VerifyTestMain(m)
 }

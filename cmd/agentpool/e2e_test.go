@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentpool/agentpool/backends/sandbox"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,9 +46,14 @@ func agentpoolBinary(t testing.TB) string {
 	return builtBin
 }
 
-// buildBinary builds the agentpool binary at path.
+// buildBinary builds the agentpool binary at path, and beside it the
+// launcher binary, as make build does.
 func buildBinary(path string) error {
 	out, err := exec.Command("go", "build", "-o", path, ".").CombinedOutput()
+	if err != nil {
+		return &buildFailure{err, string(out)}
+	}
+	out, err = exec.Command("go", "build", "-o", filepath.Join(filepath.Dir(path), sandbox.LauncherBinary), "../agentpool-sandbox").CombinedOutput()
 	if err != nil {
 		return &buildFailure{err, string(out)}
 	}

@@ -772,9 +772,15 @@ func (m *Main) shutdownParts() error {
 // anything they started, whatever process group or session they moved to.
 // Their private TMPDIRs go too.
 func (m *Main) openSandbox(self string) error {
+	// The small launcher beside the daemon starts each confined process
+	// in a third of the time its own binary takes.
+	launcher, why := sandbox.LauncherNextTo(self)
+	if why != "" {
+		m.Logger.Warn("confined processes start through the daemon's own binary", "reason", why)
+	}
 	sb, err := sandbox.Open(sandbox.Config{
 		Name: sandbox.TreeName(m.Home), CgroupParent: m.CgroupParent, StateFile: filepath.Join(m.Home, cgroupFile),
-		Launcher: []string{self, sandbox.LauncherCommand}, NoNamespaces: m.NoNamespaces, Logger: m.Logger,
+		Launcher: launcher, NoNamespaces: m.NoNamespaces, Logger: m.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("sandbox: %w", err)
@@ -791,7 +797,7 @@ func (m *Main) openSandbox(self string) error {
 		m.Logger.Warn("remove stale session TMPDIRs", "err", err)
 	}
 	st := sb.Status()
-	m.Logger.Info("confinement", "containment", st.Containment, "cgroup", st.Cgroup, "landlock_abi", st.Landlock, "namespaces", st.Namespaces)
+	m.Logger.Info("confinement", "containment", st.Containment, "cgroup", st.Cgroup, "landlock_abi", st.Landlock, "namespaces", st.Namespaces, "launcher", launcher[0])
 	for _, w := range st.Warnings {
 		m.Logger.Warn("confinement: " + w)
 	}
