@@ -41,10 +41,20 @@ func TestWaitedEventsDoNotWaitForTheLinger(t *testing.T) {
 		return last
 	}
 
+	// Create returns once session.created is on the stream (the agent's
+	// start, begun meanwhile, may have put its first events after it).
 	s := e.session("fake")
-	if ev := headOf(s.ID); ev.Type != backends.EventSessionCreated {
-		t.Fatalf("newest event on the stream when Create returned = %q (seq %d); want %s",
-			ev.Type, ev.Seq, backends.EventSessionCreated)
+	sub, err := e.p.Subscribe(ctx, s.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub.Head() < 1 {
+		t.Fatalf("the stream held nothing when Create returned; want session.created")
+	}
+	first, err := sub.Next(ctx, 1)
+	sub.Close()
+	if err != nil || len(first) != 1 || first[0].Type != backends.EventSessionCreated {
+		t.Fatalf("first event on the stream when Create returned = %+v, %v; want %s", first, err, backends.EventSessionCreated)
 	}
 	for i := range 3 {
 		tn := e.prompt(s.ID, "", "hello")

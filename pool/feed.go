@@ -423,8 +423,9 @@ func (s *Subscription) state() (avail bool, err error) {
 }
 
 // Next waits until events after the cursor exist and returns up to limit
-// of them (all available if limit <= 0), oldest first, in a slice that is
-// the caller's; the cursor moves to the last one. It returns ctx.Err()
+// of them (all available if limit <= 0, up to about maxBackingBytes of
+// data as the backing source's pages: see pageOf), oldest first, in a
+// slice that is the caller's; the cursor moves to the last one. It returns ctx.Err()
 // when ctx ends, ErrClosed after Close, ErrSlowSubscriber when the feed
 // has no backing source and the cursor fell behind its ring, and the
 // feed's end error (see Feed.Close) once every event before it was read.
@@ -455,7 +456,7 @@ func (s *Subscription) Next(ctx context.Context, limit int) ([]backends.Event, e
 		if limit > 0 {
 			to = min(to, cur+int64(limit))
 		}
-		if out := f.read(cur+1, to); len(out) > 0 {
+		if out := pageOf(f.read(cur+1, to)); len(out) > 0 {
 			s.cursor.Store(cur + int64(len(out)))
 			return out, nil
 		}
@@ -466,6 +467,20 @@ func (s *Subscription) Next(ctx context.Context, limit int) ([]backends.Event, e
 			return out, err
 		}
 	}
+}
+
+// pageOf cuts evs, read from the ring, after the event that brings their
+// bytes to maxBackingBytes, as the store's pages are cut: a reader far
+// behind in a ring of big events gets them in steps, the same as from
+// the store (at least one event each time).
+func pageOf(evs []backends.Event) []backends.Event {
+	var b int64
+	for i, ev := range evs {
+		if b += eventBytes(ev); b >= maxBackingBytes {
+			return evs[:i+1]
+		}
+	}
+	return evs
 }
 
 // catchUp reads the events after `after` from the backing source and

@@ -193,10 +193,15 @@ func buildView(p Policy, v *View) error {
 	// Parents before children: a bind covers what was mounted beneath
 	// its path before it.
 	slices.SortStableFunc(b.mounts, func(x, y viewMount) int { return depth(x.dst) - depth(y.dst) })
+	var done []viewMount
 	for _, m := range b.mounts {
+		if redundant(done, m) {
+			continue
+		}
 		if err := m.do(); err != nil {
 			return err
 		}
+		done = append(done, m)
 	}
 	if git != nil {
 		if err := mountObjects(git); err != nil {
@@ -355,6 +360,26 @@ func (b *viewBuilder) add(src, dst string, attr uint64) {
 		return
 	}
 	b.mounts = append(b.mounts, viewMount{src: src, dst: dst, attr: attr, kind: mountBind, dir: fi.IsDir()})
+}
+
+// redundant reports whether m, a read-only bind of a path at the same
+// path, would show nothing new: the nearest of the mounts done before it
+// above its path is a read-only bind of a directory at its own path, whose
+// whole tree (submounts included, read-only too) already shows m's. Each
+// mount skipped saves the launch a mount (PATH's directories under /usr,
+// a certificate file under /etc).
+func redundant(done []viewMount, m viewMount) bool {
+	if m.kind != mountBind || m.attr != attrRO || m.src != m.dst {
+		return false
+	}
+	var near *viewMount
+	for i := range done {
+		d := &done[i]
+		if d.dst != m.dst && isWithin(m.dst, d.dst) && (near == nil || depth(d.dst) >= depth(near.dst)) {
+			near = d
+		}
+	}
+	return near != nil && near.kind == mountBind && near.attr == attrRO && near.src == near.dst && near.dir
 }
 
 func (b *viewBuilder) tmpfs(dst string) {
