@@ -42,7 +42,7 @@ func (p *Pool) makeRoomLocked() error {
 		n--
 	}
 	if p.cfg.MemoryBudget > 0 {
-		rss := p.cfg.GroupRSS()
+		rss := p.budgetRSS()
 		var used int64
 		for _, e := range warm {
 			used += rss[e.info.PGID]
@@ -102,7 +102,7 @@ func (p *Pool) freeSlotLocked() error {
 		return fmt.Errorf("%w: %d of the %d backend slots are taken (max_warm %d)", ErrAtCapacity, n, p.cfg.MaxWarm, p.cfg.MaxWarm)
 	}
 	if p.cfg.MemoryBudget > 0 {
-		rss := p.cfg.GroupRSS()
+		rss := p.budgetRSS()
 		var used int64
 		for _, e := range warm {
 			used += rss[e.info.PGID]

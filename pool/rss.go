@@ -38,15 +38,22 @@ type rssCache struct {
 	wg         sync.WaitGroup // the background scan
 }
 
-// get returns the RSS by process group; the map is shared and must not
-// be changed.
-func (c *rssCache) get() map[int]int64 {
+// get returns the RSS by process group from a scan younger than fresh
+// (what the pool shows: a new agent is in it); the map is shared and must
+// not be changed.
+func (c *rssCache) get() map[int]int64 { return c.read(false) }
+
+// getStale is get for the memory budget's checks: with stale set, a scan
+// up to stale old answers while a new one runs in the background.
+func (c *rssCache) getStale() map[int]int64 { return c.read(true) }
+
+func (c *rssCache) read(staleOK bool) map[int]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	age := now.Sub(c.at)
 	limit := c.stale
-	if c.closed || limit < c.fresh {
+	if !staleOK || c.closed || limit < c.fresh {
 		limit = c.fresh
 	}
 	switch {
@@ -64,6 +71,15 @@ func (c *rssCache) get() map[int]int64 {
 		}()
 	}
 	return c.m
+}
+
+// budgetRSS is the RSS by process group for the memory budget's checks
+// (see rssCache.getStale).
+func (p *Pool) budgetRSS() map[int]int64 {
+	if p.rss != nil {
+		return p.rss.getStale()
+	}
+	return p.cfg.GroupRSS()
 }
 
 // close waits for a background scan; later calls scan in the caller.

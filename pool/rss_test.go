@@ -63,18 +63,18 @@ func TestRSSCacheStale(t *testing.T) {
 		stale: 2 * time.Second,
 		now:   clock,
 	}
-	if got := c.get()[7]; got != 1 {
+	if got := c.getStale()[7]; got != 1 {
 		t.Fatalf("first call answered by scan %d; want 1, made at once", got)
 	}
 	advance(300 * time.Millisecond)
 	for range 3 {
-		if got := c.get()[7]; got != 1 {
+		if got := c.getStale()[7]; got != 1 {
 			t.Fatalf("call after fresh answered by scan %d; want the old one while scan 2 runs", got)
 		}
 	}
 	release <- struct{}{}
 	deadline := time.Now().Add(10 * time.Second)
-	for c.get()[7] != 2 {
+	for c.getStale()[7] != 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the background scan never answered")
 		}
@@ -82,11 +82,11 @@ func TestRSSCacheStale(t *testing.T) {
 	}
 	advance(3 * time.Second)
 	release <- struct{}{} // for the scan made in the caller
-	if got := c.get()[7]; got != 3 {
+	if got := c.getStale()[7]; got != 3 {
 		t.Fatalf("call after stale answered by scan %d; want 3, made at once", got)
 	}
 	advance(300 * time.Millisecond)
-	c.get() // starts scan 4 in the background
+	c.getStale() // starts scan 4 in the background
 	done := make(chan struct{})
 	go func() { c.close(); close(done) }()
 	select {
@@ -96,9 +96,15 @@ func TestRSSCacheStale(t *testing.T) {
 	}
 	release <- struct{}{}
 	<-done
+	// What the pool shows never comes from a scan older than fresh.
+	advance(300 * time.Millisecond)
+	release <- struct{}{}
+	if got := c.get()[7]; got != 5 {
+		t.Errorf("get after fresh answered by scan %d; want 5, made at once", got)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if scans != 4 {
-		t.Errorf("%d scans; want 4", scans)
+	if scans != 5 {
+		t.Errorf("%d scans; want 5", scans)
 	}
 }
