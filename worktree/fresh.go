@@ -49,6 +49,18 @@ func (m *Manager) seedFresh(info repoInfo, path, tree string) {
 	m.log.Debug("fresh worktree: its checkpoint is its base tree", keyPath, path, "tree", tree, keyRepo, info.top)
 }
 
+// systemConfig is the system's git configuration file, as git finds it
+// from the environment it runs with.
+func (m *Manager) systemConfig() string {
+	system := "/etc/gitconfig"
+	for _, kv := range m.env {
+		if v, ok := strings.CutPrefix(kv, "GIT_CONFIG_SYSTEM="); ok {
+			system = v
+		}
+	}
+	return system
+}
+
 // convertingConfig are what, in a git configuration file, may make a
 // fresh checkout differ from its commit when git reads it back (or hide
 // a setting that does), lower-cased.
@@ -60,13 +72,7 @@ var convertingConfig = [][]byte{[]byte("autocrlf"), []byte("eol"), []byte("safec
 // from its commit. A file that cannot be read counts against it.
 func (m *Manager) plainCheckout(common, admin string) bool {
 	var attrs []string
-	system := "/etc/gitconfig"
-	for _, kv := range m.env {
-		if v, ok := strings.CutPrefix(kv, "GIT_CONFIG_SYSTEM="); ok {
-			system = v
-		}
-	}
-	configs := []string{filepath.Join(common, "config"), filepath.Join(admin, "config.worktree"), m.globalConfig, system}
+	configs := []string{filepath.Join(common, "config"), filepath.Join(admin, "config.worktree"), m.globalConfig, m.systemConfig()}
 	attrs = append(attrs, filepath.Join(common, "info", "attributes"), filepath.Join(admin, "info", "attributes"))
 	if m.globalIgnore != "" { // $XDG_CONFIG_HOME/git/ignore
 		dir := filepath.Dir(m.globalIgnore)

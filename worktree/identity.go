@@ -50,13 +50,7 @@ func (m *Manager) identityFiles(ctx context.Context, repo string) []string {
 	if err != nil {
 		return nil
 	}
-	system := "/etc/gitconfig"
-	for _, kv := range m.env {
-		if v, ok := strings.CutPrefix(kv, "GIT_CONFIG_SYSTEM="); ok {
-			system = v
-		}
-	}
-	files := []string{filepath.Join(info.common, "config"), m.globalConfig, system}
+	files := []string{filepath.Join(info.common, "config"), m.globalConfig, m.systemConfig()}
 	if m.globalIgnore != "" { // $XDG_CONFIG_HOME/git/ignore
 		files = append(files, filepath.Join(filepath.Dir(m.globalIgnore), "config"))
 	}
