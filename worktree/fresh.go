@@ -22,9 +22,10 @@ import (
 //
 // Where a checkout may differ from its commit once git looks again, the
 // worktree is scanned as before: a .gitattributes file anywhere in it, an
-// attributes file of the repository or the user, or git configuration
-// that converts content or line ends (filters, autocrlf, eol) or
-// includes other files, which a plain reading cannot follow.
+// attributes file of the repository or the user (where filters and text
+// conversions are named), or git configuration that converts line ends
+// without attributes (autocrlf, eol) or includes other files, which a
+// plain reading cannot follow.
 
 // seedFresh records the tree of the worktree just added at path as its
 // checkpoint when the Manager can vouch for it (see above); otherwise the
@@ -63,8 +64,10 @@ func (m *Manager) systemConfig() string {
 
 // convertingConfig are what, in a git configuration file, may make a
 // fresh checkout differ from its commit when git reads it back (or hide
-// a setting that does), lower-cased.
-var convertingConfig = [][]byte{[]byte("autocrlf"), []byte("eol"), []byte("safecrlf"), []byte("filter"), []byte("attributesfile"), []byte("include")}
+// a setting that does), lower-cased. A filter's definition is not among
+// them: it applies only where an attribute names it, and attributes are
+// looked for apart (git lfs install defines one in most users' config).
+var convertingConfig = [][]byte{[]byte("autocrlf"), []byte("eol"), []byte("safecrlf"), []byte("attributesfile"), []byte("include")}
 
 // plainCheckout reports whether no attributes file and no configuration
 // of the repository (common, its worktree admin directory admin), the

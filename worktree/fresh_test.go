@@ -112,8 +112,11 @@ func TestFreshWorktreeConvertingRepositoryScans(t *testing.T) {
 			gitT(t, repo, "commit", "-q", "-m", "attrs")
 		},
 		"core.autocrlf": func(t *testing.T, repo string) { gitT(t, repo, "config", "core.autocrlf", "true") },
-		"a filter":      func(t *testing.T, repo string) { gitT(t, repo, "config", "filter.x.clean", "cat") },
-		"an include":    func(t *testing.T, repo string) { gitT(t, repo, "config", "include.path", "/nowhere") },
+		"a filter named by an attribute": func(t *testing.T, repo string) {
+			gitT(t, repo, "config", "filter.x.clean", "tr a-z A-Z")
+			writeFile(t, filepath.Join(repo, ".git"), "info/attributes", "*.md filter=x\n")
+		},
+		"an include": func(t *testing.T, repo string) { gitT(t, repo, "config", "include.path", "/nowhere") },
 		"info/attributes": func(t *testing.T, repo string) {
 			writeFile(t, filepath.Join(repo, ".git"), "info/attributes", "* -text\n")
 		},
@@ -128,6 +131,22 @@ func TestFreshWorktreeConvertingRepositoryScans(t *testing.T) {
 				t.Fatalf("first Checkpoint with %s = %s (ran git: %v); want git's %s from a scan", name, got, ran, want)
 			}
 		})
+	}
+}
+
+// A filter defined but named by no attribute (as git lfs install leaves
+// one in the user's config) changes nothing: the checkpoint is the base
+// tree, without git, and git's scan agrees.
+func TestFreshWorktreeFilterDefinedAloneSeeds(t *testing.T) {
+	m := newManager(t)
+	repo := freshRepo(t)
+	gitT(t, repo, "config", "filter.lfs.clean", "git-lfs clean -- %f")
+	gitT(t, repo, "config", "filter.lfs.smudge", "git-lfs smudge -- %f")
+	gitT(t, repo, "config", "filter.lfs.required", "true")
+	wt := create(t, m, "s", repo)
+	got, ran := checkpointT(t, m, wt)
+	if want := truth(t, m, wt); ran || got != want {
+		t.Fatalf("first Checkpoint with an unused filter = %s (ran git: %v); want git's %s without git", got, ran, want)
 	}
 }
 
