@@ -176,7 +176,11 @@ func Launch(args []string) int {
 // It runs before the Landlock rules, which make /proc read-only. A
 // failure leaves the priority as it was.
 func lowerPriority(nice int) {
+	// Linux sets one thread's: the calling one, which execs or forks the
+	// program, and the main one, whose value the process shows (the Go
+	// runtime may run Launch on another thread than the main one).
 	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, nice)
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Getpid(), nice)
 	if sid, err := unix.Getsid(0); err == nil && sid == unix.Getpid() {
 		_ = os.WriteFile("/proc/self/autogroup", []byte(strconv.Itoa(nice)), 0)
 	}
