@@ -87,23 +87,30 @@ func (m *Manager) plainCheckout(common, admin string) bool {
 			return false
 		}
 	}
-	for _, c := range configs {
-		if c == "" {
+	return !configMentions(configs, convertingConfig...)
+}
+
+// configMentions reports whether any of the git configuration files
+// mentions one of words (lower-case, compared without case), or cannot be
+// read; a missing file or an empty name mentions nothing.
+func configMentions(files []string, words ...[]byte) bool {
+	for _, f := range files {
+		if f == "" {
 			continue
 		}
-		data, err := os.ReadFile(c)
+		data, err := os.ReadFile(f)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return false
+			return true
 		}
 		data = bytes.ToLower(data)
-		for _, w := range convertingConfig {
+		for _, w := range words {
 			if bytes.Contains(data, w) {
-				return false
+				return true
 			}
 		}
 	}
-	return true
+	return false
 }

@@ -1,9 +1,7 @@
 package worktree
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -106,17 +104,8 @@ func (c *identityCache) get(repo string, st []fileStamp) (Identity, bool) {
 // put keeps id for repo, as read from files whose stamps st were taken
 // before the read, unless a file includes another.
 func (c *identityCache) put(repo string, files []string, st []fileStamp, id Identity) {
-	if files == nil {
+	if files == nil || configMentions(files, []byte("include")) {
 		return
-	}
-	for _, f := range files {
-		if f == "" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil && !os.IsNotExist(err) || bytes.Contains(bytes.ToLower(data), []byte("include")) {
-			return
-		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -71,7 +71,8 @@ func typeShape(t reflect.Type, seen map[reflect.Type]bool) string {
 // LauncherNextTo returns the launcher to start confined processes with
 // for the daemon whose binary is self: the small launcher binary when it
 // lies beside self's real path, is a regular file that only self's owner
-// may change, and reports the same LauncherIdentity as this binary;
+// may change, in a directory where no one else may replace it, and
+// reports the same LauncherIdentity as this binary;
 // otherwise self with LauncherCommand, and why the small one was not
 // taken ("" when there is none).
 func LauncherNextTo(self string) (launcher []string, why string) {
@@ -92,6 +93,10 @@ func LauncherNextTo(self string) (launcher []string, why string) {
 	if err != nil {
 		return own, err.Error()
 	}
+	dfi, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		return own, err.Error()
+	}
 	st, sst := fi.Sys().(*syscall.Stat_t), sfi.Sys().(*syscall.Stat_t)
 	switch {
 	case !fi.Mode().IsRegular():
@@ -100,6 +105,10 @@ func LauncherNextTo(self string) (launcher []string, why string) {
 		return own, fmt.Sprintf("%s may be changed by others (mode %v)", path, fi.Mode().Perm())
 	case st == nil || sst == nil || st.Uid != sst.Uid:
 		return own, path + " has another owner than " + real
+	case dfi.Mode().Perm()&0o022 != 0 && dfi.Mode()&os.ModeSticky == 0:
+		// Another user could put a file of theirs in its place between
+		// this check and any later launch.
+		return own, fmt.Sprintf("%s lies in a directory others may change (mode %v)", path, dfi.Mode())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -65,6 +65,24 @@ func TestLauncherNextTo(t *testing.T) {
 		t.Errorf("for a daemon started through a symlink: %q; want %s beside its real path", got, small)
 	}
 
+	// In a directory anyone may write (and not sticky), another user
+	// could replace it after the check.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if got, why := sandbox.LauncherNextTo(self); !slices.Equal(got, own) || !strings.Contains(why, "directory others may change") {
+		t.Errorf("in a world-writable directory: %q (%q); want the daemon's own binary and why", got, why)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if got, why := sandbox.LauncherNextTo(self); !slices.Equal(got, []string{small}) {
+		t.Errorf("in a sticky directory such as /tmp: %q (%q); want %s", got, why, small)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := os.Chmod(small, 0o775); err != nil {
 		t.Fatal(err)
 	}

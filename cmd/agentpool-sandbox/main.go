@@ -3,7 +3,7 @@
 // files (in the namespaces the daemon started it in), applies the
 // Landlock rules and the seccomp filter, and executes the program (see
 // package sandbox). It does what `agentpool sandbox-exec` does, in a
-// binary a seventh the size, which starts in a third of the time: the
+// binary a seventh the size, which starts in less than half the time: the
 // daemon uses it when it lies beside the daemon's own binary, from the
 // same build (see sandbox.LauncherNextTo), and its own binary otherwise.
 //

@@ -772,8 +772,8 @@ func (m *Main) shutdownParts() error {
 // anything they started, whatever process group or session they moved to.
 // Their private TMPDIRs go too.
 func (m *Main) openSandbox(self string) error {
-	// The small launcher beside the daemon starts each confined process
-	// in a third of the time its own binary takes.
+	// The small launcher beside the daemon starts in less than half the
+	// time its own binary takes, for each confined process.
 	launcher, why := sandbox.LauncherNextTo(self)
 	if why != "" {
 		m.Logger.Warn("confined processes start through the daemon's own binary", "reason", why)
