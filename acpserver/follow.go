@@ -126,7 +126,7 @@ func (s *Server) dispatch(ctx context.Context, ss *session, ev backends.Event, r
 		}
 	case backends.EventConfig:
 		if !replay && ev.Agent == ss.currentAgent() {
-			s.announceOptions(ctx, ss)
+			s.announceLater(ss, func() { s.announceOptions(ctx, ss) })
 		}
 	case backends.EventAgentReady:
 		// The session's agent (re)started: a switched-to agent's first
@@ -134,7 +134,7 @@ func (s *Server) dispatch(ctx context.Context, ss *session, ev backends.Event, r
 		// known now; the editor had only the Agent option, or the
 		// previous agent's, until then.
 		if !replay && ev.Agent == ss.currentAgent() {
-			s.announceAgent(ctx, ss)
+			s.announceLater(ss, func() { s.announceAgent(ctx, ss) })
 		}
 	case backends.EventPermissionRequest:
 		if !replay {
@@ -153,6 +153,18 @@ func (s *Server) dispatch(ctx context.Context, ss *session, ev backends.Event, r
 			}
 		}
 	}
+}
+
+// announceLater runs announce (which reads what the agent offers from the
+// pool and sends it) on a goroutine of its own, after the session's
+// earlier announcements: the events that follow, a cold session's first
+// chunk among them, do not wait for its calls to the daemon.
+func (s *Server) announceLater(ss *session, announce func()) {
+	s.goOwned(func() {
+		ss.announcing.Lock()
+		defer ss.announcing.Unlock()
+		announce()
+	})
 }
 
 // chunkUpdate is the update of a message.chunk event: agent text or

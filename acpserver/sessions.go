@@ -46,6 +46,11 @@ type session struct {
 	// asked are the permission requests sent to the editor, by request
 	// id: cancelling one withdraws the editor's request.
 	asked map[string]context.CancelFunc
+
+	// announcing orders the announcements of what the agent offers
+	// (announceLater), each read from the pool when it runs: the last
+	// one sent is the state as it is now.
+	announcing sync.Mutex
 }
 
 // turnEnd is how a turn ended, from its turn.ended event.

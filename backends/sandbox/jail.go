@@ -56,7 +56,13 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 	if env == nil {
 		env = os.Environ()
 	}
-	env = append(env[:len(env):len(env)], EnvJail+"="+j.m.cfg.Name+"/"+j.name)
+	// Only this jail decides whether its launcher makes namespaces or
+	// joins an agent's: never a variable the daemon's own environment or
+	// the caller's passed on.
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, EnvUnshare+"=") || strings.HasPrefix(kv, EnvNsenter+"=")
+	})
+	env = append(env, EnvJail+"="+j.m.cfg.Name+"/"+j.name)
 	if j.tmp != "" {
 		env = append(env, "TMPDIR="+j.tmp)
 	}
@@ -85,7 +91,6 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 		if p.View != nil {
 			v := *p.View
 			v.Tmp, v.Egress = j.tmp, j.egress
-			v.UID, v.GID = os.Getuid(), os.Getgid()
 			// Once each: the system's secrets include the files every
 			// view hides, and each mount costs the launch time.
 			v.Hide = slices.Compact(slices.Sorted(slices.Values(append(slices.Clip(v.Hide), j.m.secrets...))))
@@ -95,8 +100,7 @@ func (j *Jail) Prepare(cmd *exec.Cmd) error {
 				return fmt.Errorf("sandbox: %w", err)
 			}
 			v.Git = g
-			nsAttr(cmd.SysProcAttr)
-			env = egressEnv(env, v.Egress)
+			env = append(egressEnv(env, v.Egress), EnvUnshare+"="+strconv.Itoa(p.Nice))
 		}
 		raw, err := json.Marshal(p)
 		if err != nil {

@@ -78,9 +78,10 @@ func Launch(args []string) int {
 	check := existingFiles(p.Check)
 	var rel *relays
 	if p.View != nil {
-		// First process of new namespaces: build what the program sees.
-		if err := mapSelf(p.View.UID, p.View.GID); err != nil {
-			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
+		// First process of new namespaces, which the constructor made
+		// (EnvUnshare): build what the program sees.
+		if !unshared() {
+			fmt.Fprintf(os.Stderr, "agentpool sandbox-exec: not in namespaces of its own (%s unset, or a binary built without cgo)\n", EnvUnshare)
 			return exitLaunchFailed
 		}
 		setNotDumpable()
@@ -149,7 +150,7 @@ func Launch(args []string) int {
 	}
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, EnvLauncher+"=") && !strings.HasPrefix(kv, EnvNsenter+"=") {
+		if !strings.HasPrefix(kv, EnvLauncher+"=") && !strings.HasPrefix(kv, EnvNsenter+"=") && !strings.HasPrefix(kv, EnvUnshare+"=") {
 			env = append(env, kv)
 		}
 	}

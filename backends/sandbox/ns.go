@@ -31,51 +31,13 @@ import (
 // binary built without cgo has no constructor to join them.
 const EnvNsenter = "AGENTPOOL_NSENTER"
 
-// cloneFlags are the namespaces every confined program starts in: its own
-// user namespace (in which the launcher may build the view), mount, PID,
-// IPC and network namespaces.
-const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWNET
-
-// launcherCaps are the capabilities the launcher keeps across its exec in
-// the new user namespace (as ambient capabilities: it runs as the
-// daemon's own uid, not as root of the namespace) to build the view and
-// bring up loopback. It drops them, and every other, before the program
-// runs.
-var launcherCaps = []uintptr{
-	unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_NET_BIND_SERVICE, unix.CAP_SETUID, unix.CAP_SETGID,
-	// overlayfs, mounted by the launcher, makes its work directory and
-	// whiteouts with the mounter's rights.
-	unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_MKNOD,
-}
-
-// nsAttr sets attr to start a launcher in new namespaces. The launcher
-// maps the daemon's uid and gid to themselves itself (mapSelf): the
-// daemon is not dumpable, which its children inherit, so a daemon that is
-// not root may not write their /proc/PID/uid_map.
-func nsAttr(attr *syscall.SysProcAttr) {
-	attr.Cloneflags |= cloneFlags
-	attr.AmbientCaps = append(attr.AmbientCaps, launcherCaps...)
-}
-
-// mapSelf maps the calling process's user namespace: uid and gid (as the
-// parent namespace knows them) to themselves, setgroups denied, so that
-// programs see the same ids inside. It makes the process dumpable first:
-// its /proc files are then its own user's to write.
-func mapSelf(uid, gid int) error {
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("map ids: %w", err)
-	}
-	for _, f := range [][2]string{
-		{"/proc/self/setgroups", "deny"},
-		{"/proc/self/uid_map", fmt.Sprintf("%d %d 1\n", uid, uid)},
-		{"/proc/self/gid_map", fmt.Sprintf("%d %d 1\n", gid, gid)},
-	} {
-		if err := os.WriteFile(f[0], []byte(f[1]), 0); err != nil {
-			return fmt.Errorf("map ids: %w", err)
-		}
-	}
-	return nil
-}
+// EnvUnshare, set in a launcher's environment to the niceness the
+// program gets (Policy.Nice, "0" for none), makes the launcher make its
+// own namespaces before its Go runtime starts (see unshare.go):
+// the daemon then starts it with a plain vfork, not a clone into new
+// namespaces, which copies the daemon's whole memory first. Launch
+// removes it before it execs the program.
+const EnvUnshare = "AGENTPOOL_UNSHARE"
 
 // Secure bits (linux/securebits.h), which x/sys/unix lacks.
 const (
@@ -365,7 +327,7 @@ func probeNamespaces(launcher, launcherEnv []string) error {
 	if err != nil {
 		return fmt.Errorf("no true(1) to probe with: %w", err)
 	}
-	raw, err := json.Marshal(Policy{NoRules: true, View: &View{UID: os.Getuid(), GID: os.Getgid()}})
+	raw, err := json.Marshal(Policy{NoRules: true, View: &View{}})
 	if err != nil {
 		return err
 	}
@@ -373,12 +335,11 @@ func probeNamespaces(launcher, launcherEnv []string) error {
 	defer cancel()
 	args := append(append(slices.Clone(launcher[1:]), string(raw), truePath), "true")
 	cmd := exec.CommandContext(ctx, launcher[0], args...)
-	cmd.Env = append(os.Environ(), launcherEnv...)
+	cmd.Env = append(append(os.Environ(), launcherEnv...), EnvUnshare+"=0")
 	cmd.Dir = "/"
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	nsAttr(cmd.SysProcAttr)
 	if err := cmd.Run(); err != nil {
 		if line := strings.TrimSpace(stderr.String()); line != "" {
 			line, _, _ = strings.Cut(line, "\n")

@@ -298,6 +298,11 @@ func TestNamespaceExitAndSignals(t *testing.T) {
 	if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 3 || !strings.Contains(out.String(), "got TERM") {
 		t.Errorf("SIGTERM to the group: %v, output %q; want the program's trap and exit 3", err, out)
 	}
+	// A program killed by signal n: 128+n, as a shell says it.
+	_, cmd, _ = startIn(t, m, jc("killed"), `kill -KILL $$`, wt)
+	if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 128+9 {
+		t.Errorf("a program that killed itself: %v; want exit status 137", err)
+	}
 	// Escapers (setsid, double fork) die with the namespace's first
 	// process, whatever their group or session.
 	_, cmd, _ = startIn(t, m, jc("escape"), `setsid sh -c 'sleep 1000' </dev/null >/dev/null 2>&1 &
@@ -311,9 +316,97 @@ sleep 0.2; echo started > mark; sleep 1000`, wt)
 	if n := len(inPidNS(ns)); n < 3 {
 		t.Fatalf("%d processes in the namespace; want the shell and two escapers", n)
 	}
+	// The namespace's first process killed (as a cgroup's kill does):
+	// the launcher the daemon started ends by the same signal.
+	init := 0
+	for _, pid := range inPidNS(ns) {
+		if st, err := backends.ReadProcStat(pid); err == nil && st.PPID == cmd.Process.Pid {
+			init = pid
+		}
+	}
+	if init == 0 {
+		t.Fatal("no child of the launcher in the namespace")
+	}
+	_ = syscall.Kill(init, syscall.SIGKILL)
+	if err := cmd.Wait(); !signalled(cmd, syscall.SIGKILL) {
+		t.Errorf("the namespace's first process killed: the launcher %v; want killed by SIGKILL", err)
+	}
+	waitFor(t, func() bool { return len(inPidNS(ns)) == 0 })
+	// The launcher the daemon started killed (as the daemon's end kills
+	// it, by its parent-death signal): the namespace ends with it.
+	_, cmd, _ = startIn(t, m, jc("orphaned"), `echo started > mark2; sleep 1000`, wt)
+	waitFor(t, func() bool { b, _ := os.ReadFile(filepath.Join(wt, "mark2")); return len(b) > 0 })
+	if ns, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid_for_children", cmd.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	waitFor(t, func() bool { return len(inPidNS(ns)) == 0 })
+}
+
+// signalled reports whether cmd, waited for, was killed by sig.
+func signalled(cmd *exec.Cmd, sig syscall.Signal) bool {
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// TestLauncherMakesItsNamespaces: the process the daemon starts makes the
+// namespaces itself (the daemon starts it with a plain vfork): it stays in
+// the daemon's PID namespace, the program runs in its children's, it keeps
+// no capability and cannot gain privileges, it holds none of the program's
+// files (the daemon sees the program's stdout end
+// when the program closes it), and the program's environment has none of
+// the variables that steer a launcher, even ones the caller set.
+func TestLauncherMakesItsNamespaces(t *testing.T) {
+	m := nsManager(t)
+	wt := t.TempDir()
+	pol, _ := sandbox.BuildPolicy(sandbox.PolicyInput{Sandbox: backends.SandboxSpec{Enabled: true}, Worktree: wt, Exe: "/bin/sh", PATH: os.Getenv("PATH")})
+	j, err := m.NewJail(sandbox.JailConfig{Path: []string{"s1", "agent"}, Policy: &pol, Session: "s1", TmpRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Release() })
+	cmd := exec.Command("/bin/sh", "-c", `env | grep -c '^AGENTPOOL_\(UNSHARE\|NSENTER\)='; readlink /proc/self/ns/pid; echo ready > mark; exec 1>&- 2>&-; sleep 1000`)
+	cmd.Dir = wt
+	cmd.Env = append(os.Environ(), sandbox.EnvUnshare+"=0", sandbox.EnvNsenter+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := j.Prepare(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// The program closed its stdout: the pipe ends although the program
+	// and both launcher processes live.
+	b, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(b))
+	if len(lines) != 2 || lines[0] != "0" {
+		t.Fatalf("program said %q; want 0 launcher variables and its PID namespace", b)
+	}
+	self, _ := os.Readlink("/proc/self/ns/pid")
+	leader, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
+	children, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid_for_children", cmd.Process.Pid))
+	if leader != self || children != lines[1] || children == self {
+		t.Errorf("launcher in PID namespace %s (daemon's %s), its children's %s; the program's %s", leader, self, children, lines[1])
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if !strings.Contains(string(status), "CapEff:\t0000000000000000") || !strings.Contains(string(status), "NoNewPrivs:\t1") {
+		t.Errorf("the launcher the daemon started kept capabilities or may gain privileges:\n%s", status)
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", cmd.Process.Pid))
+	for _, fd := range fds {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", cmd.Process.Pid, fd.Name())); target != "/dev/null" {
+			t.Errorf("the launcher the daemon started holds fd %s: %s", fd.Name(), target)
+		}
+	}
 }
 
 // inPidNS lists the pids whose PID namespace is ns.
@@ -363,7 +456,9 @@ func TestTerminalJoinsItsAgent(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{"from-agent", "agent-visible"}
-	for _, ns := range []string{"net", "mnt", "pid"} {
+	// The launcher the daemon started stays in the daemon's PID
+	// namespace; the agent's is that of its children.
+	for _, ns := range []string{"net", "mnt", "pid_for_children"} {
 		l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", cmd.Process.Pid, ns))
 		if err != nil {
 			t.Fatal(err)

@@ -17,8 +17,9 @@ package sandbox
 // agentpool_nsenter runs before the Go runtime starts, while the process
 // has a single thread (setns(2) into a user or mount namespace requires
 // it). When AGENTPOOL_NSENTER holds a pid, the process joins that
-// process's user, IPC, network, PID and mount namespaces (those of an
-// agent's launcher), returns to the directory it was started in, and
+// process's user, IPC, network and mount namespaces and the PID namespace
+// of its children (those of an agent's launcher, whose first process
+// stays in the daemon's PID namespace: see unshare.go), returns to the directory it was started in, and
 // forks: the child, first to be born in the PID namespace, goes on to the
 // Go program (the launcher, which applies the rules and execs the
 // terminal's command); the parent waits for it and exits as it does.
@@ -29,7 +30,7 @@ __attribute__((constructor)) static void agentpool_nsenter(void) {
 	}
 	static const struct { const char *name; int type; } nss[] = {
 		{"user", CLONE_NEWUSER}, {"ipc", CLONE_NEWIPC}, {"net", CLONE_NEWNET},
-		{"pid", CLONE_NEWPID}, {"mnt", CLONE_NEWNS},
+		{"pid_for_children", CLONE_NEWPID}, {"mnt", CLONE_NEWNS},
 	};
 	enum { N = sizeof(nss) / sizeof(nss[0]) };
 	int fds[N];

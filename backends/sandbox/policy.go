@@ -40,8 +40,8 @@ type Policy struct {
 	// yields to the daemon that serves every session.
 	Nice int `json:"nice,omitempty"`
 	// View, when set, runs the program in namespaces of its own that show
-	// it only what the policy grants (see View). The launcher is then
-	// started in new namespaces (Jail.Prepare).
+	// it only what the policy grants (see View). The launcher then makes
+	// them as it starts (Jail.Prepare sets EnvUnshare).
 	View *View `json:"view,omitempty"`
 	// NoRules applies no Landlock rules and no view: the program runs
 	// with the daemon's view of the machine, but still with no

@@ -23,10 +23,6 @@ import (
 // Sockets. The network namespace has only its own loopback; Egress is the
 // way out.
 type View struct {
-	// UID and GID are the daemon's, which the launcher maps to themselves
-	// in the new user namespace.
-	UID int `json:"uid"`
-	GID int `json:"gid"`
 	// Tmp is the session's private TMPDIR, shown at its own path (the
 	// view's /tmp and /var/tmp are its own, in memory).
 	Tmp string `json:"tmp,omitempty"`

@@ -1,6 +1,7 @@
 // Command agentpool-sandbox is the launcher that starts every confined
 // process of an agentpool daemon: it builds the process's view of the
-// files (in the namespaces the daemon started it in), applies the
+// files (in namespaces it makes before its Go runtime starts, see
+// sandbox.EnvUnshare), applies the
 // Landlock rules and the seccomp filter, and executes the program (see
 // package sandbox). It does what `agentpool sandbox-exec` does, in a
 // binary a seventh the size, which starts in less than half the time: the
