@@ -394,7 +394,13 @@ func resendPrompt(err error) bool {
 		return ae.Code == CodeSessionMoved || ae.Code == CodeSessionMoving || ae.Code == CodeHostUnreachable || ae.Code == CodeStoreUnavailable
 	}
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		// A kept-alive connection the daemon closed as the prompt went
+		// out (net/http's errServerClosedIdle, which it does not export;
+		// it sends a request with a key again itself, but only once, on
+		// another kept connection the daemon may have closed too: a
+		// daemon under a connection flood closes many).
+		strings.Contains(err.Error(), "http: server closed idle connection")
 }
 
 // CommitWork commits the session's uncommitted work to its branch, with
