@@ -88,8 +88,8 @@ __attribute__((constructor)) static void agentpool_unshare(void) {
 		agentpool_unshare_fail("fork");
 	}
 	if (child == 0) {
-		// The parent ends only once this process has (or by SIGKILL,
-		// which the cgroup or the process group sends to every member).
+		// This process ends with its parent: killed, the parent takes
+		// the namespace with it.
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		agentpool_unshared = 1;
 		return;
@@ -116,7 +116,11 @@ __attribute__((constructor)) static void agentpool_unshare(void) {
 		dup2(null, 1);
 		dup2(null, 2);
 	}
-	if (syscall(SYS_close_range, 3, ~0U, 0) < 0) {
+	long closed = -1;
+#ifdef SYS_close_range
+	closed = syscall(SYS_close_range, 3, ~0U, 0);
+#endif
+	if (closed < 0) {
 		for (int fd = 3; fd < 1024; fd++) {
 			close(fd);
 		}
