@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -357,10 +359,18 @@ func health(t *testing.T, d *daemon) sandbox.Status {
 // waitProviderReady waits until the daemon reports provider id ready.
 func waitProviderReady(t *testing.T, d *daemon, id string) {
 	t.Helper()
+	// The providers file as it is now must be the one in force: a
+	// provider rewritten while ready is ready at once, with its old spec,
+	// until the daemon has read the file again.
+	want := ""
+	if b, err := os.ReadFile(filepath.Join(d.home, providersFile)); err == nil {
+		sum := sha256.Sum256(b)
+		want = `"` + hex.EncodeToString(sum[:16]) + `"` // the registry's ETag
+	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		snap, err := d.client.Providers(context.Background())
-		if err == nil {
+		if err == nil && (want == "" || snap.ETag == want) {
 			for _, p := range snap.Providers {
 				if p.ID == id && p.Status == "ready" {
 					return

@@ -150,15 +150,26 @@ func (d *daemon) connect(out fmt.Stringer) {
 // removeCgroupTree removes what is left of a test daemon's cgroup tree (the
 // home's cgroup file names it) once the test is over: a daemon killed with
 // SIGKILL leaves its empty cgroups for its next start, which a test's home
-// never has. Only empty cgroups go; rmdir refuses the others.
+// never has. Only empty cgroups go; rmdir refuses the others. A cgroup
+// keeps a killed process until it is reaped, and the orphans of a daemon
+// killed with SIGKILL are reaped by the machine's init, whenever it gets
+// to them: a tree still held is tried again for a few seconds.
 func removeCgroupTree(home string) {
+	for deadline := time.Now().Add(3 * time.Second); !removeCgroupTreeOnce(home) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// removeCgroupTreeOnce is one try of removeCgroupTree; it reports whether
+// nothing is left of the tree.
+func removeCgroupTreeOnce(home string) bool {
 	b, err := os.ReadFile(filepath.Join(home, "cgroup"))
 	if err != nil {
-		return
+		return true
 	}
 	root := strings.TrimSpace(string(b))
 	if !strings.Contains(filepath.Base(root), "agentpool-") {
-		return
+		return true
 	}
 	var dirs []string
 	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
@@ -170,6 +181,8 @@ func removeCgroupTree(home string) {
 	for i := len(dirs) - 1; i >= 0; i-- {
 		_ = syscall.Rmdir(dirs[i])
 	}
+	_, err = os.Stat(root)
+	return os.IsNotExist(err)
 }
 
 // writeScripted writes home's providers.json: one ACP provider per entry
