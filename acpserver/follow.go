@@ -3,6 +3,7 @@ package acpserver
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/agentpool/agentpool/backends"
@@ -126,7 +127,7 @@ func (s *Server) dispatch(ctx context.Context, ss *session, ev backends.Event, r
 		}
 	case backends.EventConfig:
 		if !replay && ev.Agent == ss.currentAgent() {
-			s.announceLater(ss, func() { s.announceOptions(ctx, ss) })
+			s.announceLater(ctx, ss, false)
 		}
 	case backends.EventAgentReady:
 		// The session's agent (re)started: a switched-to agent's first
@@ -134,7 +135,7 @@ func (s *Server) dispatch(ctx context.Context, ss *session, ev backends.Event, r
 		// known now; the editor had only the Agent option, or the
 		// previous agent's, until then.
 		if !replay && ev.Agent == ss.currentAgent() {
-			s.announceLater(ss, func() { s.announceAgent(ctx, ss) })
+			s.announceLater(ctx, ss, true)
 		}
 	case backends.EventPermissionRequest:
 		if !replay {
@@ -155,16 +156,65 @@ func (s *Server) dispatch(ctx context.Context, ss *session, ev backends.Event, r
 	}
 }
 
-// announceLater runs announce (which reads what the agent offers from the
-// pool and sends it) on a goroutine of its own, after the session's
-// earlier announcements: the events that follow, a cold session's first
-// chunk among them, do not wait for its calls to the daemon.
-func (s *Server) announceLater(ss *session, announce func()) {
+// announceLater announces what the session's agent offers (all:
+// announceAgent, else announceOptions) on a goroutine of its own, so that
+// the events that follow, a cold session's first chunk among them, do not
+// wait for its calls to the daemon. One announcement runs at a time per
+// session; those asked for meanwhile make one more (see announcer).
+func (s *Server) announceLater(ctx context.Context, ss *session, all bool) {
+	if !ss.announce.ask(all) {
+		return
+	}
 	s.goOwned(func() {
-		ss.announcing.Lock()
-		defer ss.announcing.Unlock()
-		announce()
+		for {
+			all, ok := ss.announce.next()
+			if !ok {
+				return
+			}
+			if all {
+				s.announceAgent(ctx, ss)
+			} else {
+				s.announceOptions(ctx, ss)
+			}
+		}
 	})
+}
+
+// announcer coalesces a session's announcements: each reads the state
+// when it runs, so asks made while one runs need one more run, not one
+// each (an agent that floods config updates costs one announcement in
+// flight, never a goroutine per update).
+type announcer struct {
+	mu      sync.Mutex
+	running bool
+	all     bool // announceAgent was asked for (it sends the options too)
+	options bool
+}
+
+// ask records an announcement; it reports whether the caller must start
+// the goroutine that makes them (none runs).
+func (a *announcer) ask(all bool) (start bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if all {
+		a.all = true
+	} else {
+		a.options = true
+	}
+	start = !a.running
+	a.running = true
+	return start
+}
+
+// next returns the announcement to make now, and false once none is
+// asked for: the goroutine then ends, and the next ask starts another.
+func (a *announcer) next() (all, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	all, ok = a.all, a.all || a.options
+	a.all, a.options = false, false
+	a.running = ok
+	return all, ok
 }
 
 // chunkUpdate is the update of a message.chunk event: agent text or

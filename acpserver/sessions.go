@@ -47,10 +47,9 @@ type session struct {
 	// id: cancelling one withdraws the editor's request.
 	asked map[string]context.CancelFunc
 
-	// announcing orders the announcements of what the agent offers
-	// (announceLater), each read from the pool when it runs: the last
-	// one sent is the state as it is now.
-	announcing sync.Mutex
+	// announce runs the announcements of what the agent offers
+	// (announceLater).
+	announce announcer
 }
 
 // turnEnd is how a turn ended, from its turn.ended event.

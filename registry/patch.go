@@ -124,7 +124,7 @@ func (r *Registry) Patch(ctx context.Context, id string, mergePatch []byte, ifMa
 		_ = r.applyLocked(readResult{exists: true, data: out}, false) // valid: checked above
 	}
 	r.mu.Unlock()
-	return etagOf(out), nil
+	return ETagOf(out), nil
 }
 
 // checkKnown refuses a patch of a provider that neither is built in nor has

@@ -95,9 +95,9 @@ func TestPatchMergeSemantics(t *testing.T) {
 				t.Errorf("file after Patch(%q, %s) (-want +got):\n%s", tt.id, tt.patch, diff)
 			}
 			data, _ := os.ReadFile(f.path)
-			if s := r.Snapshot(); s.ETag != etag || etag != etagOf(data) || s.Diagnostic != "" {
+			if s := r.Snapshot(); s.ETag != etag || etag != ETagOf(data) || s.Diagnostic != "" {
 				t.Errorf("after Patch: snapshot etag %s, returned %s, file %s, diagnostic %q; want all equal, none",
-					s.ETag, etag, etagOf(data), s.Diagnostic)
+					s.ETag, etag, ETagOf(data), s.Diagnostic)
 			}
 			if fi, _ := os.Stat(f.path); fi.Mode().Perm() != 0o640 {
 				t.Errorf("file mode after Patch = %v; want 0640 kept", fi.Mode().Perm())
@@ -130,7 +130,7 @@ func TestPatchConflict(t *testing.T) {
 	if data, _ := os.ReadFile(f.path); string(data) != handEdit {
 		t.Fatalf("a conflicting Patch changed the file:\n%s", data)
 	}
-	current := etagOf([]byte(handEdit))
+	current := ETagOf([]byte(handEdit))
 	forms := []func(string) string{
 		func(e string) string { return e },
 		func(e string) string { return "W/" + e },

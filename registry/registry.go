@@ -230,10 +230,13 @@ func (a readResult) etag() string {
 	case !a.exists:
 		return `"absent"`
 	}
-	return etagOf(a.data)
+	return ETagOf(a.data)
 }
 
-func etagOf(data []byte) string {
+// ETagOf is the ETag (Snapshot.ETag) of a providers file holding data: a
+// client that wrote the file knows its change is in force once the
+// snapshot shows it.
+func ETagOf(data []byte) string {
 	sum := sha256.Sum256(data)
 	return `"` + hex.EncodeToString(sum[:16]) + `"`
 }

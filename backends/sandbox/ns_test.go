@@ -318,16 +318,16 @@ sleep 0.2; echo started > mark; sleep 1000`, wt)
 	}
 	// The namespace's first process killed (as a cgroup's kill does):
 	// the launcher the daemon started ends by the same signal.
-	init := 0
+	first := 0
 	for _, pid := range inPidNS(ns) {
 		if st, err := backends.ReadProcStat(pid); err == nil && st.PPID == cmd.Process.Pid {
-			init = pid
+			first = pid
 		}
 	}
-	if init == 0 {
+	if first == 0 {
 		t.Fatal("no child of the launcher in the namespace")
 	}
-	_ = syscall.Kill(init, syscall.SIGKILL)
+	_ = syscall.Kill(first, syscall.SIGKILL)
 	if err := cmd.Wait(); !signalled(cmd, syscall.SIGKILL) {
 		t.Errorf("the namespace's first process killed: the launcher %v; want killed by SIGKILL", err)
 	}
@@ -354,9 +354,9 @@ func signalled(cmd *exec.Cmd, sig syscall.Signal) bool {
 // namespaces itself (the daemon starts it with a plain vfork): it stays in
 // the daemon's PID namespace, the program runs in its children's, it keeps
 // no capability and cannot gain privileges, it holds none of the program's
-// files (the daemon sees the program's stdout end
-// when the program closes it), and the program's environment has none of
-// the variables that steer a launcher, even ones the caller set.
+// files (the daemon sees the program's stdout end when the program closes
+// it), and the program's environment has none of the variables that steer
+// a launcher, even ones the caller set.
 func TestLauncherMakesItsNamespaces(t *testing.T) {
 	m := nsManager(t)
 	wt := t.TempDir()
@@ -366,7 +366,7 @@ func TestLauncherMakesItsNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Release() })
-	cmd := exec.Command("/bin/sh", "-c", `env | grep -c '^AGENTPOOL_\(UNSHARE\|NSENTER\)='; readlink /proc/self/ns/pid; echo ready > mark; exec 1>&- 2>&-; sleep 1000`)
+	cmd := exec.Command("/bin/sh", "-c", `env | grep -c '^AGENTPOOL_\(UNSHARE\|NSENTER\)='; readlink /proc/self/ns/pid; exec 1>&- 2>&-; sleep 1000`)
 	cmd.Dir = wt
 	cmd.Env = append(os.Environ(), sandbox.EnvUnshare+"=0", sandbox.EnvNsenter+"=1")
 	out, err := cmd.StdoutPipe()
@@ -401,7 +401,10 @@ func TestLauncherMakesItsNamespaces(t *testing.T) {
 	if !strings.Contains(string(status), "CapEff:\t0000000000000000") || !strings.Contains(string(status), "NoNewPrivs:\t1") {
 		t.Errorf("the launcher the daemon started kept capabilities or may gain privileges:\n%s", status)
 	}
-	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", cmd.Process.Pid))
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", cmd.Process.Pid))
+	if err != nil || len(fds) < 3 {
+		t.Fatalf("the launcher's files: %d, %v; want its stdin, stdout and stderr at least", len(fds), err)
+	}
 	for _, fd := range fds {
 		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", cmd.Process.Pid, fd.Name())); target != "/dev/null" {
 			t.Errorf("the launcher the daemon started holds fd %s: %s", fd.Name(), target)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -19,6 +17,7 @@ import (
 	"github.com/agentpool/agentpool/backends"
 	"github.com/agentpool/agentpool/backends/agenttest"
 	"github.com/agentpool/agentpool/backends/sandbox"
+	"github.com/agentpool/agentpool/registry"
 )
 
 // confineFixture is a daemon whose provider "hostile" is the scripted fake
@@ -364,8 +363,7 @@ func waitProviderReady(t *testing.T, d *daemon, id string) {
 	// until the daemon has read the file again.
 	want := ""
 	if b, err := os.ReadFile(filepath.Join(d.home, providersFile)); err == nil {
-		sum := sha256.Sum256(b)
-		want = `"` + hex.EncodeToString(sum[:16]) + `"` // the registry's ETag
+		want = registry.ETagOf(b)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
