@@ -1,6 +1,9 @@
 package backends
 
-import "os/exec"
+import (
+	"os"
+	"os/exec"
+)
 
 // Jail confines one process and everything it starts: a cgroup of its own
 // (or, where none can be made, a marked process tree the daemon adopts as
@@ -40,4 +43,21 @@ type Confinement struct {
 	Network string `json:"network,omitempty"`
 	// Warning says what protection is missing and why, if any.
 	Warning string `json:"warning,omitempty"`
+}
+
+// Prestart is a process a jail started ahead of its program (a launcher
+// waiting for it), and the daemon's ends of its stdio pipes.
+type Prestart struct {
+	Cmd                   *exec.Cmd
+	Stdin, Stdout, Stderr *os.File
+}
+
+// A PrestartJail is a Jail that may have started its launcher early.
+// TakePrestart, called with the command Prepare rewrote, gives that
+// command to the waiting launcher and returns the launcher's process,
+// which runs it in its place; ok is false when there is none (the command
+// is then started as usual).
+type PrestartJail interface {
+	Jail
+	TakePrestart(cmd *exec.Cmd) (Prestart, bool)
 }

@@ -114,6 +114,13 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 			return nil, fmt.Errorf("start %s: confine: %w", cfg.Path, err)
 		}
 	}
+	if pj, ok := cfg.Jail.(PrestartJail); ok {
+		// Its launcher, started early, runs cmd as Prepare left it.
+		if pre, ok := pj.TakePrestart(cmd); ok {
+			closeAll(inR, inW, outR, outW, errR, errW)
+			return started(cfg, logger, pre), nil
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
 		if cfg.Jail != nil {
@@ -123,15 +130,22 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	}
 	// The child has its own copies; ours would keep the pipes open forever.
 	closeAll(inR, outW, errW)
+	return started(cfg, logger, Prestart{Cmd: cmd, Stdin: inW, Stdout: outR, Stderr: errR}), nil
+}
+
+// started is the Process of the started pre.Cmd, whose stdio pipes' other
+// ends are pre's.
+func started(cfg ProcessConfig, logger *slog.Logger, pre Prestart) *Process {
+	pid := pre.Cmd.Process.Pid
 	p := &Process{
 		cfg:      cfg,
-		cmd:      cmd,
-		pid:      cmd.Process.Pid,
-		stdin:    inW,
-		stdout:   outR,
-		stderr:   errR,
+		cmd:      pre.Cmd,
+		pid:      pid,
+		stdin:    pre.Stdin,
+		stdout:   pre.Stdout,
+		stderr:   pre.Stderr,
 		tail:     NewTail(cfg.TailLines, maxStderrLineSize),
-		logger:   logger.With("pid", cmd.Process.Pid),
+		logger:   logger.With("pid", pid),
 		done:     make(chan struct{}),
 		drained:  make(chan struct{}),
 		stopDone: make(chan struct{}),
@@ -139,7 +153,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	p.ticks, _ = ProcStartTicks(p.pid)
 	go p.drainStderr()
 	go p.wait()
-	return p, nil
+	return p
 }
 
 func closeAll(fs ...*os.File) {

@@ -353,6 +353,26 @@ type LaunchRequest struct {
 	// them besides Spec.MCPServers (the provider's), a server here
 	// replacing the provider's of its name.
 	MCPServers backends.MCPServers
+	// Early, if set, is what the launcher's LaunchEarly started for this
+	// session and agent: Launch owns it, and ends it when it cannot use
+	// it.
+	Early Early
+}
+
+// EarlyLauncher is what a Launcher may also be: it starts what it can of
+// an agent's launch before the session's worktree exists (a confined
+// agent's launcher, waiting in its cgroup and namespaces for the
+// program), so that the session's first start, which Launch is given it
+// for (LaunchRequest.Early), does less once the worktree is made. ok is
+// false when nothing could be started early for spec.
+type EarlyLauncher interface {
+	LaunchEarly(spec backends.Spec, session string) (e Early, ok bool)
+}
+
+// Early is what an EarlyLauncher started ahead of a launch. Close ends
+// it when no launch takes it; it is idempotent.
+type Early interface {
+	Close()
 }
 
 // AuthNoter is what a Resolver may also be: told when an agent refused to

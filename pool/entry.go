@@ -20,8 +20,11 @@ type key struct{ session, agent string }
 
 // entry is one (session, agent) backend. Its fields are guarded by Pool.mu.
 type entry struct {
-	key     key
-	sess    *session
+	key  key
+	sess *session
+	// early is what was started early for the key's first start, which
+	// passes it to the launch (early.go).
+	early   Early
 	spec    backends.Spec
 	hash    string
 	backend backends.Backend
@@ -197,7 +200,8 @@ func (p *Pool) startEntryLocked(s *session, agent string, spec backends.Spec, cr
 	spec.Dir = s.wt.Path
 	s.mu.Unlock()
 	ne := &entry{key: k, sess: s, spec: spec, hash: specHash(spec), state: StateStarting, inUse: !warmup, warmup: warmup,
-		started: make(chan struct{}), lastActive: p.cfg.Now(), crashes: crashes, restarts: restarts}
+		started: make(chan struct{}), lastActive: p.cfg.Now(), crashes: crashes, restarts: restarts,
+		early: p.takeEarlyLocked(k)}
 	startCtx, cancel := context.WithCancel(p.ctx)
 	ne.cancelStart = cancel
 	p.entries[k] = ne
@@ -289,6 +293,7 @@ func (p *Pool) start(ctx context.Context, e *entry) {
 	mcp := s.rec.MCPServers
 	s.mu.Unlock()
 	b, err := p.cfg.Launcher.Launch(LaunchRequest{
+		Early:      e.early, // early.go: the launch owns it now
 		Spec:       e.spec,
 		Session:    s.id,
 		Worktree:   s.wt,

@@ -79,6 +79,9 @@ type env struct {
 	wrapStore func(pool.Store) pool.Store
 	// wrapUsage, when set, wraps the pool's usage store at open.
 	wrapUsage func(pool.UsageStore) pool.UsageStore
+	// launcher, when set, is the pool's Launcher (else wiring's, with
+	// no confinement).
+	launcher pool.Launcher
 }
 
 // providerEntry defines a fake provider running script s.
@@ -173,6 +176,9 @@ func (e *env) open() {
 	cfg.Worktrees = wiring.Worktrees{M: e.wt}
 	cfg.Resolver = probeOK{e.reg, e}
 	cfg.Launcher = wiring.Launcher{}
+	if e.launcher != nil {
+		cfg.Launcher = e.launcher
+	}
 	e.p, err = pool.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -114,8 +114,11 @@ type Pool struct {
 	// forkSeeds are the agent sessions a fork's agent forks at its first
 	// start (fork.go), by fork.
 	forkSeeds map[string]forkSeed
-	closing   bool
-	slots     slotQueue // prompts waiting for a backend slot
+	// earlies are the launches started early for a new session's first
+	// agent (see early.go), until its first start takes one.
+	earlies map[key]Early
+	closing bool
+	slots   slotQueue // prompts waiting for a backend slot
 
 	global *Feed // the daemon-wide stream
 
@@ -206,6 +209,7 @@ func New(cfg Config) (*Pool, error) {
 		logger:    logger,
 		sessions:  map[string]*session{},
 		entries:   map[key]*entry{},
+		earlies:   map[key]Early{},
 		spares:    map[string]*spare{},
 		spareWake: make(chan struct{}, 1),
 		turnHist:  newHistogram(turnBounds),

@@ -386,7 +386,18 @@ func (p *Pool) create(ctx context.Context, req CreateRequest, first *firstPrompt
 	if _, err := p.cfg.Store.GetSession(ctx, id); err == nil {
 		return Session{}, fmt.Errorf("%w: session %q already exists", ErrInvalid, id)
 	}
+	waitEarly := func() Early { return nil }
+	if req.warmOn() {
+		// While the worktree is made (see early.go).
+		waitEarly = p.launchEarly(spec, id)
+	}
 	wt, err := p.cfg.Worktrees.Create(ctx, id, req.Repo, req.BaseRef)
+	early := waitEarly()
+	defer func() {
+		if early != nil {
+			early.Close() // the create failed
+		}
+	}()
 	if err != nil {
 		return Session{}, fmt.Errorf("create worktree: %w", err)
 	}
@@ -433,6 +444,8 @@ func (p *Pool) create(ctx context.Context, req CreateRequest, first *firstPrompt
 	written := p.publishLater(s, backends.Event{Time: p.cfg.Now(), Type: backends.EventSessionCreated, Agent: req.Agent, Data: backends.MustJSON(created)})
 	p.startSetup(s) // setup.go
 	if req.warmOn() {
+		p.keepEarly(id, req.Agent, early)
+		early = nil
 		p.startWarmUp(s, req.Agent) // warmup.go
 	}
 	written()

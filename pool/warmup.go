@@ -39,8 +39,12 @@ func (r CreateRequest) warmOn() bool {
 // the pool owns. Nothing runs once the pool is closing.
 func (p *Pool) startWarmUp(s *session, agent string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closing {
+		e := p.takeEarlyLocked(key{s.id, agent})
+		p.mu.Unlock()
+		if e != nil {
+			e.Close()
+		}
 		return
 	}
 	// Added under p.mu while not closing: before Shutdown waits for p.wg.
@@ -49,6 +53,7 @@ func (p *Pool) startWarmUp(s *session, agent string) {
 		defer p.wg.Done()
 		p.warmUp(s, agent)
 	}()
+	p.mu.Unlock()
 }
 
 // warmUp waits for s's worktree setup, starts agent if a slot is free,
@@ -67,7 +72,13 @@ func (p *Pool) warmUp(s *session, agent string) {
 	}
 	p.mu.Lock()
 	e, err := p.startWarmUpLocked(s, agent)
+	// A start takes what was started early when it begins (early.go):
+	// what is left, none will.
+	unused := p.takeEarlyLocked(key{s.id, agent})
 	p.mu.Unlock()
+	if unused != nil {
+		unused.Close()
+	}
 	switch {
 	case err != nil:
 		p.logger.Info("agent warm-up skipped", "session", s.id, "agent", agent, "reason", err)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -37,6 +38,7 @@ type Jail struct {
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
+	early    *Early // the launcher StartEarly started, until taken
 	released bool
 }
 
@@ -209,7 +211,15 @@ func (j *Jail) Release() error {
 		return nil
 	}
 	j.released = true
+	early := j.early
+	j.early = nil
 	j.mu.Unlock()
+	if early != nil {
+		select {
+		case <-early.abandon():
+		case <-time.After(abandonWait):
+		}
+	}
 	err := j.Kill()
 	if j.dir != "" {
 		_ = unix.Close(j.fd)

@@ -53,11 +53,37 @@ func LandlockABI() int {
 }
 
 // Launch is the launcher's main: args are a JSON Policy, the program's
-// absolute path, and its argv (argv[0] first). It applies the policy to
+// absolute path, and its argv (argv[0] first), or LateArg alone for a
+// launcher started early, which reads them (with its environment and
+// working directory) from a pipe first. It applies the policy to
 // itself (Landlock rules, no-new-privs), then execs the program with the
 // environment less EnvLauncher. It returns only on failure, with the exit
 // status to use; the reason goes to stderr, which is the agent's.
 func Launch(args []string) int {
+	if len(args) == 1 && args[0] == LateArg {
+		// Started early (Jail.StartEarly): the rest comes on the pipe.
+		l, ok, err := readLate()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
+			return exitLaunchFailed
+		}
+		if !ok {
+			// The daemon did not need it after all: straight out (a
+			// race-enabled test binary's exit waits a second).
+			unix.Exit(0)
+		}
+		os.Clearenv()
+		for _, kv := range l.Env {
+			if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+				_ = os.Setenv(k, v)
+			}
+		}
+		if err := os.Chdir(l.Dir); err != nil {
+			fmt.Fprintln(os.Stderr, "agentpool sandbox-exec:", err)
+			return exitLaunchFailed
+		}
+		args = l.Args
+	}
 	if len(args) < 3 {
 		fmt.Fprintln(os.Stderr, "agentpool sandbox-exec: usage: POLICY PATH ARGV0 [ARG...]")
 		return 2

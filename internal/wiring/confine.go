@@ -219,10 +219,16 @@ func isWorktreePath(p string) bool { return strings.HasPrefix(p, "$WORKTREE") }
 // it reaches them with over stdio).
 func (c Confiner) agentJail(req pool.LaunchRequest, share, relay string) (backends.Jail, func(id string) (*sandbox.Jail, error), *sandbox.PolicyResult, error) {
 	if c.Sandbox == nil {
+		if req.Early != nil {
+			req.Early.Close()
+		}
 		return nil, nil, nil, nil
 	}
 	res, err := c.policy(req)
 	if err != nil {
+		if req.Early != nil {
+			req.Early.Close()
+		}
 		return nil, nil, nil, err
 	}
 	var pol *sandbox.Policy
@@ -244,15 +250,26 @@ func (c Confiner) agentJail(req pool.LaunchRequest, share, relay string) (backen
 		return sandbox.JailConfig{Path: []string{req.Session, agent, leaf}, Policy: pol, Session: req.Session, TmpRoot: c.TmpRoot}
 	}
 	cfg := jc("agent")
+	early := takeEarly(req, c.Sandbox)
 	if c.viewed(pol) {
 		ev, closeEgress, err := c.Egress.open(esb, egress.Meta{Session: req.Session, Provider: agent}, req.Emit)
 		if err != nil {
+			if early != nil {
+				_ = early.Release()
+			}
 			return nil, nil, nil, err
 		}
 		cfg.Egress, cfg.Released = ev, closeEgress
 	}
-	j, err := c.Sandbox.NewJail(cfg)
-	if err != nil {
+	var j *sandbox.Jail
+	if early != nil {
+		// Made by LaunchEarly at cfg's path, for cfg's session.
+		j = early
+		if err := j.Configure(cfg.Policy, cfg.Egress, cfg.Released); err != nil {
+			_ = j.Release()
+			return nil, nil, nil, err
+		}
+	} else if j, err = c.Sandbox.NewJail(cfg); err != nil {
 		if cfg.Released != nil {
 			cfg.Released()
 		}
@@ -266,6 +283,46 @@ func (c Confiner) agentJail(req pool.LaunchRequest, share, relay string) (backen
 		return c.Sandbox.NewJail(cfg)
 	}
 	return j, terms, res, nil
+}
+
+// earlyJail is the jail LaunchEarly made and started a launcher in.
+type earlyJail struct {
+	j *sandbox.Jail
+	m *sandbox.Manager
+}
+
+// Close releases the jail, which ends its waiting launcher.
+func (e earlyJail) Close() { _ = e.j.Release() }
+
+// launchEarly makes the jail of (session, spec's agent) and starts its
+// launcher, to wait there for the program (sandbox.Jail.StartEarly),
+// where the launch will run in namespaces of its own.
+func (c Confiner) launchEarly(spec backends.Spec, session string) (pool.Early, bool) {
+	if c.Sandbox == nil || !spec.Sandbox.Enabled || !c.Sandbox.Status().Namespaces {
+		return nil, false
+	}
+	j, err := c.Sandbox.NewJail(sandbox.JailConfig{Path: []string{session, spec.Provider, "agent"}, Session: session, TmpRoot: c.TmpRoot})
+	if err != nil {
+		return nil, false
+	}
+	if err := j.StartEarly(sandbox.AgentNice); err != nil {
+		_ = j.Release()
+		return nil, false
+	}
+	return earlyJail{j: j, m: c.Sandbox}, true
+}
+
+// takeEarly returns the jail of req.Early when it is one of m's, and
+// releases any other.
+func takeEarly(req pool.LaunchRequest, m *sandbox.Manager) *sandbox.Jail {
+	if req.Early == nil {
+		return nil
+	}
+	if e, ok := req.Early.(earlyJail); ok && e.m == m {
+		return e.j
+	}
+	req.Early.Close()
+	return nil
 }
 
 // viewed reports whether a launch under pol runs in namespaces of its

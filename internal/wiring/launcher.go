@@ -46,7 +46,19 @@ type Launcher struct {
 	RelayCommand string
 }
 
-var _ pool.Launcher = Launcher{}
+var (
+	_ pool.Launcher      = Launcher{}
+	_ pool.EarlyLauncher = Launcher{}
+)
+
+// LaunchEarly starts a confined ACP agent's launcher before its session's
+// worktree exists (see pool.EarlyLauncher).
+func (l Launcher) LaunchEarly(spec backends.Spec, session string) (pool.Early, bool) {
+	if spec.Kind != backends.KindACP {
+		return nil, false
+	}
+	return l.Confiner.launchEarly(spec, session)
+}
 
 // Launch returns an unstarted backend for req.
 func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
@@ -60,6 +72,9 @@ func (l Launcher) Launch(req pool.LaunchRequest) (backends.Backend, error) {
 	servers := req.Spec.MCPServers.Merge(req.MCPServers)
 	plan, lease, err := l.mcpPlan(req, servers)
 	if err != nil {
+		if req.Early != nil {
+			req.Early.Close()
+		}
 		return nil, err
 	}
 	share := ""

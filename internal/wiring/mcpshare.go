@@ -129,6 +129,14 @@ func (j leaseJail) Prepare(cmd *exec.Cmd) error {
 	return j.jail.Prepare(cmd)
 }
 
+// TakePrestart passes on the jail's launcher started early, if any.
+func (j leaseJail) TakePrestart(cmd *exec.Cmd) (backends.Prestart, bool) {
+	if pj, ok := j.jail.(backends.PrestartJail); ok {
+		return pj.TakePrestart(cmd)
+	}
+	return backends.Prestart{}, false
+}
+
 func (j leaseJail) Kill() error {
 	if j.jail == nil {
 		return nil
