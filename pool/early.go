@@ -51,13 +51,3 @@ func (p *Pool) takeEarlyLocked(k key) Early {
 	delete(p.earlies, k)
 	return e
 }
-
-// dropEarly ends what was started early for k and no start took.
-func (p *Pool) dropEarly(k key) {
-	p.mu.Lock()
-	e := p.takeEarlyLocked(k)
-	p.mu.Unlock()
-	if e != nil {
-		e.Close()
-	}
-}
