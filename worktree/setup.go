@@ -304,7 +304,10 @@ func (m *Manager) runSetupCommand(ctx context.Context, wt Worktree, r *setupRun,
 	cmd.Dir = wt.Path
 	cmd.Env = setupEnv(os.Environ(), wt, repo)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// It dies with the daemon, as agents do: a daemon killed mid-setup
+	// leaves nothing writing in the worktree (what it started is the
+	// cgroup's, which the next start sweeps).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = setupWaitDelay
 	started := SetupEvent{Kind: SetupStarted, File: s.File, Command: s.Command, Timeout: s.Timeout.String()}

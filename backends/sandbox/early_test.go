@@ -36,6 +36,23 @@ func environOf(pid int) []string {
 	return strings.FieldsFunc(string(b), func(r rune) bool { return r == 0 })
 }
 
+// earlyJail makes a jail of cfg and starts its launcher early; it returns once the launcher and its namespace's first process
+// are in the jail's cgroup, with their pids.
+func earlyJail(t *testing.T, m *sandbox.Manager, cfg sandbox.JailConfig) (*sandbox.Jail, []int) {
+	t.Helper()
+	j, err := m.NewJail(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Release() })
+	if err := j.StartEarly(sandbox.AgentNice); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	waitFor(t, func() bool { pids = cgroupPids(t, j); return len(pids) == 2 })
+	return j, pids
+}
+
 // gone reports whether pid has ended and been reaped.
 func gone(pid int) bool {
 	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
@@ -50,16 +67,7 @@ func gone(pid int) bool {
 func TestEarlyLaunch(t *testing.T) {
 	m := nsManager(t)
 	wt := filepath.Join(t.TempDir(), "wt") // made once the launcher waits
-	j, err := m.NewJail(sandbox.JailConfig{Path: []string{"s1", "agent", "agent"}, Session: "s1", TmpRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = j.Release() })
-	if err := j.StartEarly(sandbox.AgentNice); err != nil {
-		t.Fatal(err)
-	}
-	var waiting []int
-	waitFor(t, func() bool { waiting = cgroupPids(t, j); return len(waiting) == 2 }) // the launcher and its namespace's first process
+	j, waiting := earlyJail(t, m, sandbox.JailConfig{Path: []string{"s1", "agent", "agent"}, Session: "s1", TmpRoot: t.TempDir()})
 	for _, pid := range waiting {
 		env := environOf(pid)
 		if slices.ContainsFunc(env, func(kv string) bool {
@@ -136,17 +144,7 @@ func TestEarlyLaunch(t *testing.T) {
 func TestEarlyLaunchAbandoned(t *testing.T) {
 	m := nsManager(t)
 	start := func(t *testing.T, path string) (*sandbox.Jail, []int) {
-		j, err := m.NewJail(sandbox.JailConfig{Path: []string{path, "agent", "agent"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = j.Release() })
-		if err := j.StartEarly(sandbox.AgentNice); err != nil {
-			t.Fatal(err)
-		}
-		var pids []int
-		waitFor(t, func() bool { pids = cgroupPids(t, j); return len(pids) == 2 })
-		return j, pids
+		return earlyJail(t, m, sandbox.JailConfig{Path: []string{path, "agent", "agent"}})
 	}
 	t.Run("released", func(t *testing.T) {
 		j, pids := start(t, "s1")
