@@ -19,7 +19,7 @@ import (
 // An early launch starts a jail's launcher before its program, its policy
 // or even the directory it runs in are known: the launcher makes its
 // namespaces, its Go runtime starts, and it waits on a pipe (LateArg) for
-// the rest, which Start sends once the caller has it. The daemon starts a
+// the rest, which TakePrestart sends once the caller has it. The daemon starts a
 // new session's agent that way while its worktree is made: what the
 // launcher does before it reads the pipe (the process's start in a new
 // cgroup, the namespaces, the runtime's start) is off the session's path.
@@ -48,12 +48,11 @@ type lateLaunch struct {
 }
 
 // Early is a launcher started ahead of its program in a jail (StartEarly);
-// Start gives it the program. A jail released without it started ends
+// TakePrestart gives it the program. A jail released before that ends
 // it.
 type Early struct {
-	cmd   *exec.Cmd
-	late  *os.File // the pipe's write end
-	procs backends.Prestart
+	procs backends.Prestart // the launcher's process and our ends of its stdio
+	late  *os.File          // the pipe's write end
 	nice  int
 }
 
@@ -90,7 +89,6 @@ func (j *Jail) StartEarly(nice int) error {
 	}
 	launcher := j.m.cfg.Launcher
 	cmd := exec.Command(launcher[0], append(slices.Clone(launcher[1:]), LateArg)...)
-	cmd.Args[0] = launcher[0]
 	cmd.Dir = "/"
 	cmd.Env = append([]string{EnvUnshare + "=" + strconv.Itoa(nice)}, j.m.cfg.LauncherEnv...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
@@ -108,8 +106,7 @@ func (j *Jail) StartEarly(nice int) error {
 		return fmt.Errorf("sandbox: early launch: %w", err)
 	}
 	closeFiles(inR, outW, errW, lateR)
-	j.early = &Early{cmd: cmd, late: lateW, nice: nice,
-		procs: backends.Prestart{Cmd: cmd, Stdin: inW, Stdout: outR, Stderr: errR}}
+	j.early = &Early{procs: backends.Prestart{Cmd: cmd, Stdin: inW, Stdout: outR, Stderr: errR}, late: lateW, nice: nice}
 	return nil
 }
 
@@ -156,7 +153,7 @@ func (j *Jail) TakePrestart(cmd *exec.Cmd) (backends.Prestart, bool) {
 		return backends.Prestart{}, false
 	}
 	j.mu.Lock()
-	j.cmd = e.cmd
+	j.cmd = e.procs.Cmd
 	j.mu.Unlock()
 	return e.procs, true
 }
@@ -170,7 +167,7 @@ func (e *Early) abandon() (reaped <-chan struct{}) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = e.cmd.Wait()
+		_ = e.procs.Cmd.Wait()
 	}()
 	return done
 }

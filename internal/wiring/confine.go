@@ -312,13 +312,15 @@ func (c Confiner) launchEarly(spec backends.Spec, session string) (pool.Early, b
 	return earlyJail{j: j, m: c.Sandbox}, true
 }
 
-// takeEarly returns the jail of req.Early when it is one of m's, and
-// releases any other.
+// takeEarly returns the jail of req.Early when it is one of m's and the
+// launch is an ACP agent's (whose start hands the program to the waiting
+// launcher: a terminal program's starts anew, and would leave it waiting
+// in the agent's cgroup), and releases any other.
 func takeEarly(req pool.LaunchRequest, m *sandbox.Manager) *sandbox.Jail {
 	if req.Early == nil {
 		return nil
 	}
-	if e, ok := req.Early.(earlyJail); ok && e.m == m {
+	if e, ok := req.Early.(earlyJail); ok && e.m == m && req.Spec.Kind == backends.KindACP {
 		return e.j
 	}
 	req.Early.Close()

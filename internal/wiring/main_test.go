@@ -8,11 +8,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentpool/agentpool/backends/agenttest"
+	"github.com/agentpool/agentpool/backends/sandbox"
 	"github.com/agentpool/agentpool/mcpshare"
 	"github.com/agentpool/agentpool/mcpshare/mcpsharetest"
 )
 
 func TestMain(m *testing.M) {
+	sandbox.MaybeLaunch() // the test binary as the launcher (early_test.go)
 	if len(os.Args) == 3 && os.Args[1] == RelaySubcommand {
 		// The test binary as agentpool mcp-relay (Launcher.RelayCommand),
 		// started by a fake agent whose environment would make it one.
